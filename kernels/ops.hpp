@@ -1,0 +1,144 @@
+// The one op interface of recipe: every op the models and the optimizer need, implemented twice,
+// by the CPU reference (kernels/cpu/, fp32 math, OpenBLAS, deterministic) and by the CUDA fast path
+// (kernels/cuda/, bf16 activations, cuBLASLt, cuDNN). core/ only calls through `Backend`.
+//
+// Conventions (both backends):
+// - Row-major. N = number of token rows (B·T). Linear weights are [out, in] (HF layout):
+//   out = inp · Wᵀ + b.
+// - Activations and compute weights are in `act_dtype()` (CPU: f32, CUDA: bf16); gradients of
+//   parameters (dweight, dbias, dwte, ...) are always f32; norm statistics and losses are f32;
+//   token ids are i32.
+// - Parameter gradients ACCUMULATE (+=): the trainer zeroes them once per step, so micro-batches
+//   accumulate. Norm input gradients ACCUMULATE too (they feed the residual stream). All other
+//   input gradients (linear dinp, attention dqkv, swiglu, gelu) OVERWRITE.
+// - Packed attention layout: qkv is [B, T, (Hq + 2·Hkv)·D], each token row holding all q heads,
+//   then all k heads, then all v heads (each head D contiguous values). Head h of q uses kv head
+//   h / (Hq/Hkv) (GQA). Attention output is [B, T, Hq·D]; lse (log-sum-exp of the scaled scores per
+//   query, natural log) is [B, Hq, T] f32. Scale 1/sqrt(D), causal.
+// - RoPE rotates pairs (i, i + D/2) of each q and k head ("rotate_half", as HF Llama), position =
+//   t (0-based within the sequence), frequency θ^(-2i/D).
+// - SwiGLU input rows are [gate (F) | up (F)]: out = silu(gate) · up.
+// - GELU is the tanh approximation.
+// - Ops never allocate device memory; scratch comes from the backend's own workspace, sized at
+//   creation.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "kernels/tensor.hpp"
+
+namespace recipe::kernels {
+
+struct BackendOptions {
+  int device_index = 0;        // CUDA device
+  bool deterministic = false;  // CUDA: deterministic attention backward and reductions
+  int cpu_threads = 0;         // CPU: OpenBLAS threads, 0 = library default
+};
+
+struct AdamWArgs {
+  float lr, beta1, beta2, eps, weight_decay;
+  int step;            // 1-based, for bias correction
+  float grad_scale;    // multiply gradients by this first (clipping and loss scaling)
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Device device() const = 0;
+  virtual DType act_dtype() const = 0;
+  virtual std::string name() const = 0;
+
+  // ---- memory ----
+  virtual void* alloc(size_t bytes) = 0;  // zero-filled; throws on failure
+  virtual void free(void* p) = 0;
+  virtual void copy(Tensor dst, Tensor src) = 0;                  // same device, same dtype
+  virtual void to_host(void* dst, Tensor src) = 0;                // raw bytes of src
+  virtual void from_host(Tensor dst, const void* src) = 0;        // raw bytes into dst
+  virtual void zero(Tensor t) = 0;
+  virtual void cast(Tensor dst, Tensor src) = 0;                  // f32 <-> bf16 (or same)
+  virtual void synchronize() = 0;
+  virtual size_t peak_memory_bytes() const = 0;
+
+  // ---- linear layers ----
+  // out[N,OC] = inp[N,IC]·weight[OC,IC]ᵀ + bias[OC]. If pre_gelu is defined, pre_gelu receives the
+  // affine result and out = gelu(pre_gelu) (the fused GELU epilogue).
+  virtual void linear_fwd(Tensor out, Tensor inp, Tensor weight, Tensor bias, Tensor pre_gelu) = 0;
+  // dinp[N,IC] = dout·weight (skipped if undefined); if dinp_gelu_aux[N,IC] is defined, dinp is
+  // then multiplied by gelu'(dinp_gelu_aux) (the dGELU epilogue of the previous layer's GELU).
+  // dweight[OC,IC] += doutᵀ·inp; dbias[OC] += Σ_rows dout (skipped if undefined).
+  virtual void linear_bwd(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp,
+                          Tensor weight, Tensor dinp_gelu_aux) = 0;
+
+  // ---- embeddings ----
+  // out[N,C] = wte[tok - vocab_start] (zero row if the token is outside this shard's rows)
+  //            + wpe[n % T] (if wpe defined).
+  virtual void embedding_fwd(Tensor out, Tensor tokens, Tensor wte, Tensor wpe, int T,
+                             int vocab_start) = 0;
+  // dwte += scatter(dout by token), dwpe += Σ over batch; deterministic.
+  virtual void embedding_bwd(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens, int T,
+                             int vocab_start) = 0;
+
+  // ---- norms ----
+  virtual void layernorm_fwd(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight,
+                             Tensor bias, float eps) = 0;
+  virtual void layernorm_bwd(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp,
+                             Tensor weight, Tensor mean, Tensor rstd) = 0;
+  virtual void rmsnorm_fwd(Tensor out, Tensor rstd, Tensor inp, Tensor weight, float eps) = 0;
+  virtual void rmsnorm_bwd(Tensor dinp, Tensor dweight, Tensor dout, Tensor inp, Tensor weight,
+                           Tensor rstd) = 0;
+  // residual = a + b, then norm(residual) → out. bias/mean undefined for RMSNorm. The default
+  // composes add + norm; backends may fuse.
+  virtual void residual_norm_fwd(Tensor residual, Tensor out, Tensor mean, Tensor rstd, Tensor a,
+                                 Tensor b, Tensor weight, Tensor bias, float eps, bool rms);
+
+  // ---- elementwise ----
+  virtual void add(Tensor out, Tensor a, Tensor b) = 0;  // out may alias a or b
+  virtual void gelu_fwd(Tensor out, Tensor inp) = 0;
+  virtual void gelu_bwd(Tensor dinp, Tensor dout, Tensor inp) = 0;
+  virtual void swiglu_fwd(Tensor out, Tensor gate_up) = 0;
+  virtual void swiglu_bwd(Tensor dgate_up, Tensor dout, Tensor gate_up) = 0;
+  virtual void rope_fwd(Tensor qkv, int B, int T, int Hq, int Hkv, int D, float theta) = 0;
+  virtual void rope_bwd(Tensor dqkv, int B, int T, int Hq, int Hkv, int D, float theta) = 0;
+
+  // ---- attention ----
+  virtual void attention_fwd(Tensor out, Tensor lse, Tensor qkv, int B, int T, int Hq, int Hkv,
+                             int D) = 0;
+  virtual void attention_bwd(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int B,
+                             int T, int Hq, int Hkv, int D) = 0;
+
+  // ---- loss ----
+  // logits[N, Vp] (act dtype; columns ≥ vocab are padding and ignored). losses[N] (f32) =
+  // -log softmax(logits)[target]. If compute_grad, logits are overwritten in place by
+  // dlogits = (softmax - onehot(target)) · dloss (padding columns get 0). Targets < 0 are ignored
+  // (loss 0, gradient 0).
+  virtual void cross_entropy(Tensor losses, Tensor logits, Tensor targets, int vocab, float dloss,
+                             bool compute_grad) = 0;
+
+  // ---- optimizer ----
+  // AdamW with decoupled weight decay on n = master.numel() f32 values:
+  //   g = grad·grad_scale; m = β1 m + (1-β1) g; v = β2 v + (1-β2) g²;
+  //   master -= lr·(m̂/(sqrt(v̂)+eps) + wd·master); compute_copy (if defined) = cast(master).
+  virtual void adamw(Tensor master, Tensor grad, Tensor m, Tensor v, Tensor compute_copy,
+                     const AdamWArgs& args) = 0;
+  // Σ x² over an f32 tensor, accumulated in double, deterministic; synchronizes.
+  virtual double sum_squares(Tensor x) = 0;
+  virtual void scale(Tensor x, float s) = 0;
+};
+
+std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& opts = {});
+// Throws std::runtime_error when built without CUDA or when no device is usable.
+std::unique_ptr<Backend> make_cuda_backend(const BackendOptions& opts = {});
+std::unique_ptr<Backend> make_backend(Device device, const BackendOptions& opts = {});
+
+struct GpuInfo {
+  int count = 0;
+  std::string name;        // of device 0
+  size_t memory_bytes = 0; // of device 0
+  int sm_major = 0, sm_minor = 0;
+  std::string driver_version, runtime_version;
+};
+bool built_with_cuda();
+GpuInfo query_gpus();      // count 0 when no CUDA build or no device
+
+}  // namespace recipe::kernels
