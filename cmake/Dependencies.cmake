@@ -11,15 +11,23 @@ find_package(Threads REQUIRED)
 # Lua 5.4
 find_path(LUA_INCLUDE_DIR lua.hpp PATH_SUFFIXES lua5.4 include/lua5.4 REQUIRED)
 find_library(LUA_LIBRARY NAMES lua5.4 lua54 PATH_SUFFIXES lib/${_multiarch} REQUIRED)
+# Debian's luaconf.h includes <lua5.4-deb-multiarch.h> from the multiarch include folder, which is a
+# system path normally but must be named for a dpkg -x prefix.
+find_path(LUA_MULTIARCH_INCLUDE_DIR lua5.4-deb-multiarch.h PATH_SUFFIXES include/${_multiarch} ${_multiarch})
 add_library(recipe::lua INTERFACE IMPORTED)
 target_include_directories(recipe::lua INTERFACE ${LUA_INCLUDE_DIR})
+if(LUA_MULTIARCH_INCLUDE_DIR)
+  target_include_directories(recipe::lua INTERFACE ${LUA_MULTIARCH_INCLUDE_DIR})
+endif()
 target_link_libraries(recipe::lua INTERFACE ${LUA_LIBRARY} ${CMAKE_DL_LIBS} m)
 
 # toml++ (header-only use)
-find_path(TOMLPP_INCLUDE_DIR toml++/toml.hpp REQUIRED)
+# Debian's toml++ 3.3 ships toml++/toml.h (newer releases add toml.hpp): code includes toml.h.
+find_path(TOMLPP_INCLUDE_DIR NAMES toml++/toml.h toml++/toml.hpp REQUIRED)
 add_library(recipe::toml INTERFACE IMPORTED)
 target_include_directories(recipe::toml INTERFACE ${TOMLPP_INCLUDE_DIR})
-target_compile_definitions(recipe::toml INTERFACE TOML_HEADER_ONLY=1 TOML_EXCEPTIONS=1)
+# TOML_FLOAT_CHARCONV: shortest round-trip float printing (3e-4, not 0.00029999999999999997).
+target_compile_definitions(recipe::toml INTERFACE TOML_HEADER_ONLY=1 TOML_EXCEPTIONS=1 TOML_FLOAT_CHARCONV=1)
 
 # nlohmann-json
 find_path(NLOHMANN_INCLUDE_DIR nlohmann/json.hpp REQUIRED)
@@ -92,3 +100,6 @@ endif()
 if(NOT RECIPE_WITH_CUDA)
   message(STATUS "recipe: no CUDA compiler found (or disabled): CPU-only build")
 endif()
+
+# SentencePiece's trainer library: only the tests use it (to train a tiny model to tokenize with).
+find_library(SENTENCEPIECE_TRAIN_LIBRARY NAMES sentencepiece_train PATH_SUFFIXES lib/${_multiarch})

@@ -21,6 +21,7 @@ namespace recipe::dsl {
 struct Origin {
   std::string file;  // recipe file, "preset:gpt3_345m", "override", "default"
   int line = 0;      // 0 = unknown
+  std::string expr = {};  // file == "override": the override as typed, e.g. "parallelism.tp=2"
   std::string str() const;  // "file:line", "file", or "override `k=v`"
 };
 
@@ -36,8 +37,9 @@ struct RecipeError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Where presets and `require`d Lua modules are looked up: the built-in recipes/ folder of the
-// installation, then $RECIPE_PATH entries, then the recipe file's own folder.
+// Where presets and `require`d Lua modules are looked up, first match wins: $RECIPE_PATH entries
+// (colon-separated), then the recipe file's own folder, then the built-in presets ($RECIPE_HOME/recipes,
+// else <exe dir>/../share/recipe/recipes, else the source tree's recipes/). Existing folders only.
 std::vector<std::string> recipe_search_path(const std::string& recipe_file = "");
 
 // Names of the presets found on the search path (recipes/*.lua), sorted.

@@ -1,5 +1,9 @@
 // Backend selection and the default (unfused) compositions shared by both backends.
+#include <algorithm>
+#include <cmath>
+#include <limits>
 #include <stdexcept>
+#include <vector>
 
 #include "kernels/ops.hpp"
 
@@ -12,6 +16,26 @@ void Backend::residual_norm_fwd(Tensor residual, Tensor out, Tensor mean, Tensor
     rmsnorm_fwd(out, rstd, residual, weight, eps);
   else
     layernorm_fwd(out, mean, rstd, residual, weight, bias, eps);
+}
+
+void Backend::grad_norm_clip(Tensor out, Tensor grads, float clip, Tensor losses,
+                             double loss_sum_limit) {
+  if (out.dtype != DType::f32 || out.numel() != 2)
+    throw std::invalid_argument("grad_norm_clip: out " + out.shape_str() + " must be f32 with 2 elements");
+  const double norm = std::sqrt(sum_squares(grads));
+  bool skip = !std::isfinite(norm);
+  if (losses.defined()) {
+    if (losses.dtype != DType::f32)
+      throw std::invalid_argument("grad_norm_clip: losses " + losses.shape_str() + " must be f32");
+    std::vector<float> h(size_t(losses.numel()));
+    to_host(h.data(), losses);
+    double s = 0;
+    for (float v : h) s += double(v);
+    skip = skip || !std::isfinite(s) || s > loss_sum_limit;
+  }
+  const double scale = clip > 0 ? std::min(1.0, double(clip) / (norm + 1e-6)) : 1.0;
+  const float host[2] = {float(norm), skip ? std::numeric_limits<float>::quiet_NaN() : float(scale)};
+  from_host(out, host);
 }
 
 std::unique_ptr<Backend> make_backend(Device device, const BackendOptions& opts) {

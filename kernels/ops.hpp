@@ -40,6 +40,10 @@ struct AdamWArgs {
   float lr, beta1, beta2, eps, weight_decay;
   int step;            // 1-based, for bias correction
   float grad_scale;    // multiply gradients by this first (clipping and loss scaling)
+  // Optional (additive, for a step that never waits for the host): a backend-memory f32 scalar,
+  // e.g. element 1 of grad_norm_clip's output. When set it replaces grad_scale, and a non-finite
+  // value skips the update entirely (master, m, v and the compute copy stay untouched).
+  const float* grad_scale_device = nullptr;
 };
 
 class Backend {
@@ -123,6 +127,14 @@ class Backend {
                      const AdamWArgs& args) = 0;
   // Σ x² over an f32 tensor, accumulated in double, deterministic; synchronizes.
   virtual double sum_squares(Tensor x) = 0;
+  // The clip factor computed where the gradients live, so the step need not wait for the host
+  // (additive; the default composes sum_squares + from_host and synchronizes, the CUDA backend
+  // stays on the device). out is f32 [2]: out[0] = ‖grads‖₂ (Σ in double, deterministic),
+  // out[1] = min(1, clip/(‖grads‖₂ + 1e-6)) (1 when clip ≤ 0), or NaN — meaning "skip this
+  // update" — when the norm is not finite, or when losses is defined and Σ losses (f32, summed in
+  // double) is not finite or exceeds loss_sum_limit (the divergence guard).
+  virtual void grad_norm_clip(Tensor out, Tensor grads, float clip, Tensor losses,
+                              double loss_sum_limit);
   virtual void scale(Tensor x, float s) = 0;
 };
 

@@ -8,8 +8,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/build.sh"
 [[ -f "$root/.deps/prefix/env.sh" ]] && source "$root/.deps/prefix/env.sh"
 recipe="${RECIPE_BUILD_DIR:-$root/build}/bin/recipe"
-if command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null | grep -q GPU &&
-   "$recipe" version 2>/dev/null | grep -q "cuda: yes"; then
+# `recipe version` prints "GPU: N x NAME" when a CUDA build sees a device.
+if "$recipe" version 2>/dev/null | grep -q "^GPU: [1-9]"; then
   exec "$recipe" pretrain gpt3_345m --max-steps 100 "$@"
 fi
 echo "recipe: no usable NVIDIA GPU (or a CPU-only build) here: running the tiny GPT preset on the CPU instead."

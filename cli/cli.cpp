@@ -1,0 +1,162 @@
+// Command-line parsing (CLI11) and dispatch to the verbs.
+#include "cli/cli.hpp"
+
+#include <memory>
+
+#include <CLI/CLI.hpp>
+
+#include "cli/exit_codes.hpp"
+#include "cli/verb_runs.hpp"
+#include "cli/verbs.hpp"
+
+namespace recipe::cli {
+
+namespace {
+
+constexpr const char* kDescription =
+    "recipe: train GPT- and Llama-style language models from declarative recipes.\n\n"
+    "  recipe pretrain gpt_tiny --device cpu --max-steps 20\n"
+    "  recipe pretrain experiments/wiki.lua parallelism.tp=2 --nodes 4 --gpus-per-node 8 --dry-run\n"
+    "  recipe validate llama3_70b --nodes 4 --gpus-per-node 8\n"
+    "  recipe show gpt3_345m --format lua\n";
+
+std::string footer() {
+  return std::string(kExitCodeHelp) +
+         "\nRun `recipe <verb> --help` for a verb's options. Overrides are key=value pairs of recipe\n"
+         "keys (model.num_layers=4, trainer.max_steps=100, parallelism.tp=2); flags apply after them.";
+}
+
+CLI::App* add_train_verb(CLI::App& app, const char* name, const char* description, PlanFlags& flags,
+                         bool& dry_run) {
+  CLI::App* cmd = app.add_subcommand(name, description);
+  add_plan_flags(*cmd, flags);
+  cmd->add_flag("--dry-run", dry_run,
+                "Print the rank map, memory per rank, derived summary and launch command; create nothing");
+  cmd->footer(kExitCodeHelp);
+  return cmd;
+}
+
+int usage_error(const std::string& message, std::ostream& err) {
+  err << "error: " << message << "\nRun with --help for more information.\n";
+  return kExitUsage;
+}
+
+}  // namespace
+
+int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err) {
+  CLI::App app(kDescription, "recipe");
+  app.footer(footer());
+  app.require_subcommand(0, 1);
+  bool show_version = false;
+  app.add_flag("--version", show_version, "Print version, build features and GPU, then exit");
+
+  PlanFlags pretrain_flags, finetune_flags, show_flags, validate_flags;
+  bool pretrain_dry = false, finetune_dry = false;
+  CLI::App* pretrain = add_train_verb(app, "pretrain", "Pretrain a model from a preset or recipe file",
+                                      pretrain_flags, pretrain_dry);
+  CLI::App* finetune = add_train_verb(app, "finetune",
+                                      "Fine-tune (mode=finetune: PEFT/LoRA settings are checked) from a preset "
+                                      "or recipe file",
+                                      finetune_flags, finetune_dry);
+
+  std::string run_dir;
+  CLI::App* worker = app.add_subcommand("worker", "Run one rank of a prepared run directory");
+  worker->add_option("--run-dir", run_dir, "Run directory holding resolved.toml")->required();
+  worker->group("");  // started by executors, not by people
+
+  CLI::App* list = app.add_subcommand("list", "List the presets with a one-line summary each");
+
+  std::string format = "toml";
+  CLI::App* show = app.add_subcommand("show", "Print the fully resolved plan");
+  add_plan_flags(*show, show_flags);
+  show->add_option("--format", format, "Output format: toml, lua or json")
+      ->check(CLI::IsMember({"toml", "lua", "json"}));
+  show->footer(kExitCodeHelp);
+
+  CLI::App* validate = app.add_subcommand(
+      "validate", "Check a recipe against a target cluster (no GPU needed): --nodes N --gpus-per-node G");
+  add_plan_flags(*validate, validate_flags);
+  validate->footer(kExitCodeHelp);
+
+  data::PrepareOptions prep;
+  CLI::App* data_cmd = app.add_subcommand("data", "Dataset tools");
+  data_cmd->require_subcommand(1);
+  CLI::App* prepare = data_cmd->add_subcommand("prepare", "Tokenize text/JSONL into a Megatron .bin/.idx dataset");
+  prepare->add_option("--input", prep.inputs, "Input file(s): .txt or .jsonl (repeatable)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  prepare->add_option("--tokenizer", prep.tokenizer, "byte, gpt2_bpe or sentencepiece")
+      ->check(CLI::IsMember({"byte", "gpt2_bpe", "sentencepiece"}));
+  prepare->add_option("--vocab-file", prep.vocab_file, "gpt2_bpe: vocab.json")->check(CLI::ExistingFile);
+  prepare->add_option("--merges-file", prep.merges_file, "gpt2_bpe: merges.txt")->check(CLI::ExistingFile);
+  prepare->add_option("--tokenizer-model", prep.tokenizer_model, "sentencepiece: .model file")
+      ->check(CLI::ExistingFile);
+  prepare->add_option("--json-key", prep.json_key, "JSONL field holding the text (default text)");
+  prepare->add_flag("--split-paragraphs", prep.split_paragraphs,
+                    "Text files: one document per blank-line-separated paragraph");
+  bool no_eod = false;
+  prepare->add_flag("--no-eod", no_eod, "Do not append an end-of-document token to each document");
+  prepare->add_option("--output", prep.output_prefix, "Output prefix: writes PREFIX.bin and PREFIX.idx")
+      ->required();
+
+  RunsArgs runs_args;  // `recipe runs ...` (cli/verb_runs.cpp)
+  add_runs_verb(app, runs_args);
+
+  CLI::App* version = app.add_subcommand("version", "Print version, build features (CUDA, cuDNN) and GPU");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e, out, err);
+    return code == 0 ? kExitOk : kExitUsage;
+  }
+
+  try {
+    if (show_version || *version) return run_version(out);
+    if (*pretrain || *finetune) {
+      bool is_pretrain = static_cast<bool>(*pretrain);
+      const PlanFlags& flags = is_pretrain ? pretrain_flags : finetune_flags;
+      if (auto bad = bad_override(flags))
+        return usage_error("unexpected argument '" + *bad +
+                                    "': after the recipe, only key=value overrides are accepted", err);
+      return run_train(flags, is_pretrain ? "" : "finetune", is_pretrain ? pretrain_dry : finetune_dry, out, err);
+    }
+    if (*worker) return run_worker(run_dir, out, err);
+    if (*runs_args.cmd) return run_runs(runs_args, out, err);
+    if (*list) return run_list(out, err);
+    if (*show) {
+      if (auto bad = bad_override(show_flags))
+        return usage_error("unexpected argument '" + *bad + "': overrides look like key=value", err);
+      return run_show(show_flags, format, out, err);
+    }
+    if (*validate) {
+      if (auto bad = bad_override(validate_flags))
+        return usage_error("unexpected argument '" + *bad + "': overrides look like key=value", err);
+      return run_validate(validate_flags, out, err);
+    }
+    if (*prepare) {
+      prep.append_eod = !no_eod;
+      return run_data_prepare(prep, out, err);
+    }
+  } catch (const std::exception& e) {
+    // Anything a verb did not turn into its own message: report it, never crash.
+    err << "error: " << e.what() << "\n";
+    return kExitRuntime;
+  }
+  err << app.help();
+  err << "error: a verb is required (pretrain, finetune, list, show, validate, data prepare, runs, version)\n";
+  return kExitUsage;
+}
+
+int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  std::vector<std::string> storage;
+  storage.reserve(args.size() + 1);
+  storage.push_back("recipe");
+  storage.insert(storage.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& s : storage) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  return run_cli(static_cast<int>(storage.size()), argv.data(), out, err);
+}
+
+}  // namespace recipe::cli

@@ -1,0 +1,144 @@
+#include "cli/report.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "executors/launch.hpp"
+
+namespace recipe::cli {
+
+namespace {
+
+std::string fmt(const char* format, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), format, v);
+  return buf;
+}
+
+int dp_of(const dsl::Plan& p) {
+  if (p.parallelism.dp > 0) return p.parallelism.dp;
+  int denom = std::max(1, p.parallelism.tp) * std::max(1, p.parallelism.cp) * std::max(1, p.parallelism.pp);
+  return std::max(1, p.parallelism.world_size / denom);
+}
+
+int world_of(const dsl::Plan& p) {
+  if (p.parallelism.world_size > 0) return p.parallelism.world_size;
+  return std::max(1, p.parallelism.tp) * std::max(1, p.parallelism.cp) * std::max(1, p.parallelism.pp) * dp_of(p);
+}
+
+std::string rank_kind(const dsl::Plan& p, int n) {
+  std::string what = p.trainer.device == "cuda" ? "GPU" : "CPU rank";
+  return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
+}
+
+}  // namespace
+
+std::string human_count(double n) {
+  double a = std::fabs(n);
+  if (a >= 1e12) return fmt("%.2fT", n / 1e12);
+  if (a >= 1e9) return fmt("%.2fB", n / 1e9);
+  if (a >= 1e6) return fmt("%.1fM", n / 1e6);
+  if (a >= 1e3) return fmt("%.1fK", n / 1e3);
+  return fmt("%.0f", n);
+}
+
+std::string gib(int64_t bytes) { return fmt("%.2f GiB", static_cast<double>(bytes) / double(1ull << 30)); }
+
+std::string layout(const dsl::Plan& p) {
+  std::ostringstream s;
+  s << "tp " << p.parallelism.tp << " x cp " << p.parallelism.cp << " x dp " << dp_of(p) << " x pp "
+    << p.parallelism.pp;
+  return s.str();
+}
+
+std::string model_shape(const dsl::Plan& p) {
+  std::ostringstream s;
+  s << p.model.arch << " " << human_count(static_cast<double>(p.model.num_params)) << " params, "
+    << p.model.num_layers << " layers x " << p.model.hidden_size << " hidden, seq " << p.model.seq_length;
+  return s.str();
+}
+
+std::string default_parallelism(const dsl::Plan& p) {
+  std::ostringstream s;
+  s << "tp" << p.parallelism.tp << " pp" << p.parallelism.pp << " cp" << p.parallelism.cp;
+  if (p.parallelism.dp > 0) s << " dp" << p.parallelism.dp;
+  return s.str();
+}
+
+std::string validate_summary(const dsl::Plan& p) {
+  int world = world_of(p);
+  int per_node = exec::ranks_per_node(p);
+  int nodes = std::max(1, (world + per_node - 1) / per_node);
+  std::ostringstream s;
+  s << "world " << world << " (" << layout(p) << ") on " << nodes << (nodes == 1 ? " node" : " nodes")
+    << " x " << rank_kind(p, per_node) << "; " << human_count(static_cast<double>(p.model.num_params))
+    << " params; memory/rank " << gib(p.memory.total);
+  if (p.executor.device_memory_gib > 0) s << " of " << fmt("%.2f GiB", p.executor.device_memory_gib);
+  return s.str();
+}
+
+void print_plan_summary(std::ostream& out, const dsl::Plan& p) {
+  const auto& m = p.model;
+  int world = world_of(p);
+  int per_node = exec::ranks_per_node(p);
+  int nodes = std::max(1, (world + per_node - 1) / per_node);
+  out << "Plan: " << p.source << " (" << p.mode << ")\n";
+  out << "  model      " << m.arch << ", " << human_count(static_cast<double>(m.num_params)) << " params ("
+      << human_count(static_cast<double>(m.num_non_embedding_params)) << " non-embedding), " << m.num_layers
+      << " layers x " << m.hidden_size << " hidden, " << m.num_attention_heads << " heads";
+  if (m.num_kv_heads > 0 && m.num_kv_heads != m.num_attention_heads) out << " (" << m.num_kv_heads << " kv)";
+  out << ", head dim " << m.head_dim << ", seq " << m.seq_length << ", vocab " << m.vocab_size << " (padded "
+      << m.padded_vocab_size << ")\n";
+  out << "  compute    " << fmt("%.3g", m.flops_per_token) << " FLOPs/token, " << p.trainer.tokens_per_step
+      << " tokens/step, " << p.trainer.max_steps << " steps\n";
+  out << "  parallel   world " << world << " = " << layout(p) << " on " << nodes
+      << (nodes == 1 ? " node" : " nodes") << " x " << rank_kind(p, per_node) << ", device "
+      << p.trainer.device;
+  if (p.parallelism.sequence_parallel) out << ", sequence parallel";
+  if (p.parallelism.zero1) out << ", zero1";
+  out << "\n";
+  out << "  batch      global " << p.trainer.global_batch_size << " = micro " << p.trainer.micro_batch_size
+      << " x dp " << dp_of(p) << " x " << p.trainer.num_micro_batches << " micro-batches\n";
+  out << "  executor   " << p.executor.kind << ", experiment " << p.experiment.name << " in " << p.experiment.dir
+      << "\n";
+}
+
+void print_rank_map(std::ostream& out, const dsl::Plan& p) {
+  auto ranks = exec::rank_map(p);
+  out << "Rank map (" << ranks.size() << (ranks.size() == 1 ? " rank" : " ranks")
+      << "; Megatron order: tp fastest, then cp, dp, pp):\n";
+  char line[128];
+  std::snprintf(line, sizeof(line), "  %6s %5s %6s %4s %4s %4s %4s %4s\n", "rank", "node", "local", "gpu", "tp",
+                "cp", "dp", "pp");
+  out << line;
+  for (const auto& r : ranks) {
+    std::string gpu = r.gpu >= 0 ? std::to_string(r.gpu) : "-";
+    std::snprintf(line, sizeof(line), "  %6d %5d %6d %4s %4d %4d %4d %4d\n", r.rank, r.node, r.local_rank,
+                  gpu.c_str(), r.tp, r.cp, r.dp, r.pp);
+    out << line;
+  }
+}
+
+void print_memory(std::ostream& out, const dsl::Plan& p) {
+  const auto& mem = p.memory;
+  out << "Memory per rank (estimate, most loaded rank):\n";
+  auto row = [&](const char* name, int64_t bytes) {
+    char line[96];
+    std::snprintf(line, sizeof(line), "  %-12s %12s\n", name, gib(bytes).c_str());
+    out << line;
+  };
+  row("weights", mem.weights);
+  row("gradients", mem.gradients);
+  row("optimizer", mem.optimizer);
+  row("activations", mem.activations);
+  row("workspace", mem.workspace);
+  char line[128];
+  std::snprintf(line, sizeof(line), "  %-12s %12s", "total", gib(mem.total).c_str());
+  out << line;
+  if (p.executor.device_memory_gib > 0) out << " of " << fmt("%.2f GiB", p.executor.device_memory_gib) << " device";
+  out << "\n";
+}
+
+}  // namespace recipe::cli

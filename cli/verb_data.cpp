@@ -1,0 +1,31 @@
+// data prepare: text/JSONL → Megatron indexed dataset.
+#include "cli/exit_codes.hpp"
+#include "cli/verbs.hpp"
+
+namespace recipe::cli {
+
+int run_data_prepare(const data::PrepareOptions& opts, std::ostream& out, std::ostream& err) {
+  if (opts.tokenizer == "gpt2_bpe" && (opts.vocab_file.empty() || opts.merges_file.empty())) {
+    err << "error: --tokenizer gpt2_bpe needs --vocab-file (vocab.json) and --merges-file (merges.txt)\n";
+    return kExitUsage;
+  }
+  if (opts.tokenizer == "sentencepiece" && opts.tokenizer_model.empty()) {
+    err << "error: --tokenizer sentencepiece needs --tokenizer-model (a .model file)\n";
+    return kExitUsage;
+  }
+  data::PrepareStats stats;
+  try {
+    stats = data::prepare_dataset(opts);
+  } catch (const std::exception& e) {
+    err << "error: data prepare failed: " << e.what() << "\n";
+    return kExitRuntime;
+  }
+  out << "wrote " << opts.output_prefix << ".bin and " << opts.output_prefix << ".idx: " << stats.documents
+      << " documents, " << stats.tokens << " tokens (tokenizer " << opts.tokenizer << ", vocab "
+      << stats.vocab_size << ")\n";
+  out << "use it with: data.kind=indexed data.path=" << opts.output_prefix << " data.tokenizer=" << opts.tokenizer
+      << "\n";
+  return kExitOk;
+}
+
+}  // namespace recipe::cli

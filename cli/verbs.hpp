@@ -1,0 +1,27 @@
+// One function per verb; cli.cpp parses the command line and calls them.
+#pragma once
+
+#include <ostream>
+#include <string>
+
+#include "cli/plan_setup.hpp"
+#include "core/data/prepare.hpp"
+
+namespace recipe::cli {
+
+// pretrain / finetune (mode "pretrain" | "finetune"): resolve, then --dry-run report or run.
+int run_train(const PlanFlags& flags, const std::string& mode, bool dry_run, std::ostream& out,
+              std::ostream& err);
+// The hidden worker: runs the plan in a run dir's resolved.toml.
+int run_worker(const std::string& run_dir, std::ostream& out, std::ostream& err);
+
+int run_list(std::ostream& out, std::ostream& err);
+int run_show(const PlanFlags& flags, const std::string& format, std::ostream& out, std::ostream& err);
+int run_validate(const PlanFlags& flags, std::ostream& out, std::ostream& err);
+int run_version(std::ostream& out);
+int run_data_prepare(const data::PrepareOptions& opts, std::ostream& out, std::ostream& err);
+
+// "0.1.0" (the CMake project version).
+std::string version_string();
+
+}  // namespace recipe::cli

@@ -1,0 +1,140 @@
+// plan.data → the trainer's sample sources.
+#include <filesystem>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "core/data/blended_source.hpp"
+#include "core/data/counter_rng.hpp"
+#include "core/data/gpt_dataset.hpp"
+#include "core/data/indexed_dataset.hpp"
+#include "core/data/mock_source.hpp"
+#include "core/data/sample_source.hpp"
+#include "core/data/split.hpp"
+
+namespace recipe::data {
+
+namespace {
+
+// Full scans of the token file at start-up are limited to files this size; larger datasets are
+// checked sample by sample as they are read (GPTDataset does that for every sample).
+constexpr size_t kMaxScannedBinBytes = size_t{8} << 30;
+
+struct BlendEntry {
+  double weight;
+  std::string prefix;
+};
+
+std::vector<BlendEntry> blend_of(const dsl::DataConfig& data) {
+  std::vector<BlendEntry> entries;
+  for (const auto& [w, prefix] : data.blend) entries.push_back({w, prefix});
+  if (entries.empty() && !data.path.empty()) entries.push_back({1.0, data.path});
+  if (entries.empty())
+    throw std::runtime_error("data.kind=\"indexed\" needs data.path (one dataset prefix) or data.blend "
+                             "({weight, prefix, ...}); create a dataset with `recipe data prepare --input <file> --output <prefix>`");
+  return entries;
+}
+
+std::shared_ptr<const IndexedDataset> open_dataset(const std::string& prefix, const std::string& field,
+                                                   int vocab_size) {
+  for (const std::string& path : {idx_path_of(prefix), bin_path_of(prefix)}) {
+    if (!std::filesystem::exists(path)) {
+      throw std::runtime_error(field + ": " + path + " not found (an indexed dataset is the pair " + bin_path_of(prefix) +
+                               " + " + idx_path_of(prefix) + "); create it with `recipe data prepare --input "
+                               "<file.txt|file.jsonl> --output " + prefix + "`");
+    }
+  }
+  auto ds = std::make_shared<const IndexedDataset>(prefix);
+  if (vocab_size > 0 && ds->bin_bytes() <= kMaxScannedBinBytes) {
+    const int64_t max_id = ds->max_token_id();
+    if (max_id >= vocab_size) {
+      throw std::runtime_error(ds->bin_path() + " holds token ids up to " + std::to_string(max_id) +
+                               " but model.vocab_size=" + std::to_string(vocab_size) +
+                               ": the data was tokenized with a different tokenizer/vocabulary than the model "
+                               "(re-run `recipe data prepare` with the model's tokenizer or set model.vocab_size > " +
+                               std::to_string(max_id) + ")");
+    }
+  }
+  return ds;
+}
+
+int64_t tokens_in(const IndexedDataset& ds, const DocumentRange& r) {
+  int64_t n = 0;
+  for (int64_t d = r.begin; d < r.end; ++d) n += ds.document_length(d);
+  return n;
+}
+
+uint64_t dataset_seed(int seed, size_t index, Split split) {
+  return hash_combine(hash_combine(static_cast<uint64_t>(static_cast<uint32_t>(seed)), index),
+                      static_cast<uint64_t>(split));
+}
+
+// The blend's GPT datasets for one split. Training needs every dataset to yield samples; validation
+// keeps those that do, since a small dataset's 2% may hold no full sample. nullptr: no samples at all.
+std::unique_ptr<SampleSource> make_indexed_source(const dsl::Plan& plan, Split split) {
+  const auto& data = plan.data;
+  const auto entries = blend_of(data);
+  const std::string field = data.blend.empty() ? "data.path" : "data.blend";
+  const auto weights = parse_split(data.split);
+  const int seq = plan.model.seq_length;
+
+  std::vector<std::pair<double, std::unique_ptr<SampleSource>>> parts;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    auto ds = open_dataset(entries[i].prefix, field, plan.model.vocab_size);
+    const auto ranges = split_documents(ds->num_documents(), weights);
+    const DocumentRange range = ranges[static_cast<size_t>(split)];
+    if (split != Split::train && tokens_in(*ds, range) < static_cast<int64_t>(seq) + 1) continue;
+    parts.emplace_back(entries[i].weight,
+                       std::make_unique<GPTDataset>(ds, range, seq, dataset_seed(data.seed, i, split),
+                                                    plan.model.vocab_size, split_name(split)));
+  }
+  if (parts.empty()) return nullptr;
+  if (parts.size() == 1) return std::move(parts.front().second);
+  return std::make_unique<BlendedSource>(std::move(parts));
+}
+
+int64_t global_batch(const dsl::Plan& plan) {
+  if (plan.trainer.global_batch_size > 0) return plan.trainer.global_batch_size;
+  return static_cast<int64_t>(plan.trainer.micro_batch_size) * std::max(1, plan.parallelism.dp);
+}
+
+void check_kind(const dsl::DataConfig& data) {
+  if (data.kind != "mock" && data.kind != "indexed")
+    throw std::runtime_error("data.kind=\"" + data.kind + "\" is not a data source; use \"mock\" or \"indexed\"");
+}
+
+}  // namespace
+
+std::unique_ptr<SampleSource> make_train_source(const dsl::Plan& plan) {
+  check_kind(plan.data);
+  if (plan.data.kind == "mock") {
+    return std::make_unique<MockSource>(plan.model.seq_length, plan.model.vocab_size,
+                                        static_cast<uint64_t>(static_cast<uint32_t>(plan.data.seed)),
+                                        plan.data.fixed_batch ? global_batch(plan) : 0);
+  }
+  auto source = make_indexed_source(plan, Split::train);
+  if (!source) throw std::runtime_error("data.split=\"" + plan.data.split + "\" leaves no training data");
+  return source;
+}
+
+std::unique_ptr<SampleSource> make_valid_source(const dsl::Plan& plan) {
+  check_kind(plan.data);
+  if (plan.data.kind == "mock") {
+    if (plan.trainer.eval_interval <= 0) return nullptr;
+    // seed + 1: a stream disjoint from training's, so validation measures something else than recall.
+    return std::make_unique<MockSource>(plan.model.seq_length, plan.model.vocab_size,
+                                        static_cast<uint64_t>(static_cast<uint32_t>(plan.data.seed)) + 1);
+  }
+  if (parse_split(plan.data.split)[static_cast<size_t>(Split::valid)] <= 0) return nullptr;
+  auto source = make_indexed_source(plan, Split::valid);
+  if (!source && plan.trainer.eval_interval > 0) {
+    throw std::runtime_error("data.split=\"" + plan.data.split + "\" gives validation fewer than model.seq_length+1 = " +
+                             std::to_string(plan.model.seq_length + 1) +
+                             " tokens in every dataset; give validation a larger share, add data, or set "
+                             "trainer.eval_interval=0");
+  }
+  return source;
+}
+
+}  // namespace recipe::data

@@ -1,0 +1,33 @@
+// `recipe data prepare`: text or JSONL → tokenized Megatron indexed dataset (<prefix>.bin/.idx).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace recipe::data {
+
+struct PrepareOptions {
+  // .txt: the whole file is one document, or with split_paragraphs each blank-line-separated
+  // paragraph is one; .jsonl: one JSON object per line, the document is its json_key string.
+  std::vector<std::string> inputs;
+  std::string json_key = "text";
+  std::string tokenizer = "byte";    // "byte" | "gpt2_bpe" | "sentencepiece"
+  std::string vocab_file, merges_file, tokenizer_model;
+  std::string output_prefix;         // writes <prefix>.bin and <prefix>.idx
+  bool append_eod = true;
+  bool split_paragraphs = false;
+};
+
+struct PrepareStats {
+  int64_t documents = 0, tokens = 0;  // tokens include the appended end-of-document ids
+  int vocab_size = 0;
+};
+
+// Tokenizes every input in order and writes <prefix>.bin/.idx (uint16 tokens when the vocabulary is
+// below 65500, else int32). Both files are written under temporary names and renamed into place only
+// when complete, so a failed run never leaves a half-written dataset. Empty documents are skipped.
+// Throws std::runtime_error with an actionable message (bad JSONL lines as "file:line: ...").
+PrepareStats prepare_dataset(const PrepareOptions& opts);
+
+}  // namespace recipe::data

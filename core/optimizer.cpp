@@ -1,0 +1,69 @@
+#include "core/optimizer.hpp"
+
+#include <cmath>
+#include <stdexcept>
+
+namespace recipe::core {
+
+Optimizer::Optimizer(const dsl::OptimizerConfig& cfg, LrSchedule schedule)
+    : cfg_(cfg), schedule_(schedule) {
+  if (cfg_.kind != "adamw")
+    throw std::invalid_argument("optimizer.kind=\"" + cfg_.kind + "\": only \"adamw\" is available");
+  auto in01 = [](double b) { return b >= 0 && b < 1; };
+  if (!in01(cfg_.beta1) || !in01(cfg_.beta2))
+    throw std::invalid_argument("optimizer.beta1/beta2 must be in [0, 1) (got " +
+                                std::to_string(cfg_.beta1) + ", " + std::to_string(cfg_.beta2) + ")");
+  if (!(cfg_.eps > 0)) throw std::invalid_argument("optimizer.eps must be positive");
+  if (cfg_.lr < 0) throw std::invalid_argument("optimizer.lr must not be negative");
+  if (cfg_.clip_grad < 0)
+    throw std::invalid_argument("optimizer.clip_grad must be >= 0 (0 disables clipping)");
+}
+
+Optimizer Optimizer::from_plan(const dsl::Plan& plan) {
+  return Optimizer(plan.optimizer, LrSchedule::from_plan(plan));
+}
+
+double Optimizer::grad_norm(ParamStore& store, Comm& shard_group) const {
+  double sq = store.backend().sum_squares(store.grads());
+  return std::sqrt(shard_group.all_reduce_sum(sq));
+}
+
+OptimizerStepStats Optimizer::step(ParamStore& store, int step, Comm& shard_group) const {
+  OptimizerStepStats st;
+  st.lr = schedule_.at(step);
+  st.grad_norm = grad_norm(store, shard_group);
+  if (!std::isfinite(st.grad_norm)) return st;
+  if (cfg_.clip_grad > 0) st.clip_factor = std::min(1.0, cfg_.clip_grad / (st.grad_norm + 1e-6));
+
+  launch_adamw(store, step, float(st.clip_factor), nullptr);
+  st.applied = true;
+  return st;
+}
+
+void Optimizer::step_device_scaled(ParamStore& store, int step, kernels::Tensor norm_clip) const {
+  launch_adamw(store, step, 1.0f, norm_clip.as<float>() + 1);
+}
+
+void Optimizer::launch_adamw(ParamStore& store, int step, float grad_scale,
+                             const float* grad_scale_device) const {
+  const ParamLayout& L = store.layout();
+  kernels::AdamWArgs a{};
+  a.lr = float(schedule_.at(step));
+  a.beta1 = float(cfg_.beta1);
+  a.beta2 = float(cfg_.beta2);
+  a.eps = float(cfg_.eps);
+  a.step = step + 1;
+  a.grad_scale = grad_scale;
+  a.grad_scale_device = grad_scale_device;
+  auto group = [&](int64_t begin, int64_t n, float wd) {
+    if (n == 0) return;
+    a.weight_decay = wd;
+    kernels::Tensor copy = store.compute_is_master() ? kernels::Tensor() : store.compute_span(begin, n);
+    store.backend().adamw(store.master_span(begin, n), store.grad_span(begin, n),
+                          store.m_span(begin, n), store.v_span(begin, n), copy, a);
+  };
+  group(L.decay_begin, L.decay_numel, float(cfg_.weight_decay));
+  group(L.nodecay_begin, L.nodecay_numel, 0.0f);
+}
+
+}  // namespace recipe::core

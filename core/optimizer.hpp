@@ -1,0 +1,45 @@
+// AdamW over the two flat parameter groups (decayed, not decayed), with global grad-norm clipping
+// and the learning-rate schedule.
+#pragma once
+
+#include "core/lr_schedule.hpp"
+#include "core/parallel_state.hpp"
+#include "core/param_store.hpp"
+
+namespace recipe::core {
+
+struct OptimizerStepStats {
+  double grad_norm = 0;    // global L2 norm of the (already DP-reduced) gradients, before clipping
+  double clip_factor = 1;  // min(1, clip/(norm+1e-6)); 1 when clipping is off
+  double lr = 0;
+  bool applied = false;    // false when the norm was not finite (weights left untouched)
+};
+
+class Optimizer {
+ public:
+  Optimizer(const dsl::OptimizerConfig& cfg, LrSchedule schedule);
+  // Throws std::invalid_argument for optimizer.kind other than "adamw" or bad hyperparameters.
+  static Optimizer from_plan(const dsl::Plan& plan);
+
+  // sqrt(Σ g²) over this rank's grads, summed over `shard_group` (the ranks that hold different
+  // slices of the parameters: TP/PP; the identity in one process).
+  double grad_norm(ParamStore& store, Comm& shard_group) const;
+  // One optimizer step: norm, clip, AdamW with lr = schedule(step). `step` is 0-based; Adam's bias
+  // correction uses step+1. Skips the update (applied=false) when the norm is NaN/inf.
+  OptimizerStepStats step(ParamStore& store, int step, Comm& shard_group) const;
+
+  // The step that never waits for the host (single shard group): launches AdamW with the clip
+  // factor read from norm_clip[1] (f32 [2] in backend memory, written by
+  // Backend::grad_norm_clip; NaN there skips the update on the backend). `step` is 0-based.
+  void step_device_scaled(ParamStore& store, int step, kernels::Tensor norm_clip) const;
+
+  const LrSchedule& schedule() const { return schedule_; }
+  const dsl::OptimizerConfig& config() const { return cfg_; }
+
+ private:
+  void launch_adamw(ParamStore& store, int step, float grad_scale, const float* grad_scale_device) const;
+  dsl::OptimizerConfig cfg_;
+  LrSchedule schedule_;
+};
+
+}  // namespace recipe::core

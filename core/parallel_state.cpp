@@ -1,0 +1,86 @@
+#include "core/parallel_state.hpp"
+
+#include <stdexcept>
+
+namespace recipe::core {
+
+ParallelSizes parallel_sizes(const dsl::Plan& plan) {
+  const auto& p = plan.parallelism;
+  ParallelSizes s;
+  s.tp = std::max(1, p.tp);
+  s.cp = std::max(1, p.cp);
+  s.pp = std::max(1, p.pp);
+  if (p.dp > 0)
+    s.dp = p.dp;
+  else if (p.world_size > 0)
+    s.dp = std::max(1, p.world_size / (s.tp * s.cp * s.pp));
+  else
+    s.dp = 1;
+  return s;
+}
+
+RankCoords rank_coords(const ParallelSizes& s, int r) {
+  if (r < 0 || r >= s.world())
+    throw std::invalid_argument("rank " + std::to_string(r) + " outside a world of " +
+                                std::to_string(s.world()));
+  RankCoords c;
+  c.tp = r % s.tp;
+  r /= s.tp;
+  c.cp = r % s.cp;
+  r /= s.cp;
+  c.dp = r % s.dp;
+  c.pp = r / s.dp;
+  return c;
+}
+
+int world_rank_of(const ParallelSizes& s, const RankCoords& c) {
+  return c.tp + s.tp * (c.cp + s.cp * (c.dp + s.dp * c.pp));
+}
+
+std::vector<int> group_ranks(const ParallelSizes& s, int world_rank, Group g) {
+  RankCoords c = rank_coords(s, world_rank);
+  int n = g == Group::tp ? s.tp : g == Group::cp ? s.cp : g == Group::dp ? s.dp : s.pp;
+  std::vector<int> out;
+  out.reserve(n);
+  for (int i = 0; i < n; ++i) {
+    RankCoords m = c;
+    (g == Group::tp ? m.tp : g == Group::cp ? m.cp : g == Group::dp ? m.dp : m.pp) = i;
+    out.push_back(world_rank_of(s, m));
+  }
+  return out;
+}
+
+ParallelState ParallelState::single_process() {
+  return ParallelState(ParallelSizes{}, 0, std::make_unique<SingleProcessComm>("world"),
+                       std::make_unique<SingleProcessComm>("tp"),
+                       std::make_unique<SingleProcessComm>("cp"),
+                       std::make_unique<SingleProcessComm>("dp"),
+                       std::make_unique<SingleProcessComm>("pp"));
+}
+
+ParallelState::ParallelState(ParallelSizes sizes, int world_rank, std::unique_ptr<Comm> world,
+                             std::unique_ptr<Comm> tp, std::unique_ptr<Comm> cp,
+                             std::unique_ptr<Comm> dp, std::unique_ptr<Comm> pp)
+    : sizes_(sizes),
+      coords_(rank_coords(sizes, world_rank)),
+      world_rank_(world_rank),
+      world_(std::move(world)),
+      tp_(std::move(tp)),
+      cp_(std::move(cp)),
+      dp_(std::move(dp)),
+      pp_(std::move(pp)) {
+  auto check = [](const Comm* c, int want, const char* what) {
+    if (!c) throw std::invalid_argument(std::string("ParallelState: missing ") + what + " communicator");
+    if (c->size() != want)
+      throw std::invalid_argument(std::string("ParallelState: ") + what + " communicator has " +
+                                  std::to_string(c->size()) + " ranks, the layout needs " +
+                                  std::to_string(want));
+  };
+  check(world_.get(), sizes_.world(), "world");
+  check(tp_.get(), sizes_.tp, "tp");
+  check(cp_.get(), sizes_.cp, "cp");
+  check(dp_.get(), sizes_.dp, "dp");
+  check(pp_.get(), sizes_.pp, "pp");
+}
+
+}  // namespace recipe::core

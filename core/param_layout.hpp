@@ -1,0 +1,69 @@
+// Where every parameter lives: its global name and shape, the slice this rank holds (TP shard),
+// and its place in the flat buffers of the ParamStore.
+//
+// Flat buffer layout (element offsets, the same for master weights, compute copy, grads, Adam m/v):
+//
+//   [ decay group ............................ ][ no-decay group ....................... ]
+//     embeddings (if optimizer.decay_embeddings)   embeddings (otherwise)
+//     per layer: q|k|v, proj, fc1 | gate|up, fc2 | down
+//     lm_head (untied; follows decay_embeddings)   per layer: norm weights/biases, linear biases
+//                                                  final_norm
+//
+// so AdamW runs as two calls, one per group. Tensors that one GEMM reads together are "packs"
+// placed back to back without gaps: q,k,v weights ([Hq·D + 2·Hkv·D, C] as one matrix), their
+// biases, and Llama's gate,up weights ([2F, C]) and biases. Each pack starts on a 64-element
+// boundary (256 bytes of f32) for vectorized device access; the gaps are zero and stay zero.
+//
+// TP sharding (column-parallel: dim 0 of q/k/v/fc1/gate/up and their biases, vocab rows of the
+// embedding and lm_head; row-parallel: dim 1 of proj/fc2/down). Norms, positions and row-parallel
+// biases are replicated. When tp > kv_heads each rank holds the one kv head its q heads use.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/model_shape.hpp"
+#include "dsl/plan.hpp"
+
+namespace recipe::core {
+
+enum class InitKind { normal, normal_output, zeros, ones };
+const char* init_kind_name(InitKind k);
+
+struct ParamSpec {
+  std::string name;                   // global, HF-like: "layers.3.attention.q.weight"
+  std::vector<int64_t> global_shape;
+  int shard_dim = -1;                 // -1: not sharded (this rank holds the full tensor)
+  int64_t shard_begin = 0;            // first index along shard_dim held by this rank
+  int64_t shard_size = 0;             // extent along shard_dim held by this rank
+  std::vector<int64_t> local_shape;   // global_shape with shard_dim replaced by shard_size
+  int64_t offset = 0;                 // first element in the flat buffers
+  int64_t numel = 0;                  // local element count
+  bool weight_decay = false;
+  InitKind init = InitKind::normal;
+  double init_std = 0;                // normal kinds only
+
+  // Global flat (row-major) index of local element i; the init RNG is keyed by it.
+  int64_t global_index(int64_t local) const;
+};
+
+struct ParamLayout {
+  std::vector<ParamSpec> params;
+  int64_t decay_begin = 0, decay_numel = 0;      // [decay_begin, decay_begin+decay_numel)
+  int64_t nodecay_begin = 0, nodecay_numel = 0;
+  int64_t total_numel = 0;                       // including alignment gaps
+  int tp_size = 1, tp_rank = 0;
+
+  const ParamSpec* find(std::string_view name) const;
+  const ParamSpec& get(std::string_view name) const;  // throws std::out_of_range naming it
+  int64_t num_params() const;                         // local, without gaps
+};
+
+constexpr int64_t kParamAlign = 64;
+
+ParamLayout build_param_layout(const ModelShape& shape, const dsl::OptimizerConfig& opt,
+                               int tp_size = 1, int tp_rank = 0);
+
+}  // namespace recipe::core

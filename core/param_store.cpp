@@ -1,0 +1,58 @@
+#include "core/param_store.hpp"
+
+#include <stdexcept>
+
+namespace recipe::core {
+
+using kernels::DType;
+using kernels::Tensor;
+
+ParamStore::ParamStore(kernels::Backend& backend, ParamLayout layout)
+    : backend_(backend), layout_(std::move(layout)), compute_dtype_(backend.act_dtype()) {
+  const size_t n = size_t(layout_.total_numel);
+  if (n == 0) throw std::invalid_argument("ParamStore: the model has no parameters");
+  auto get = [&](DType t) {
+    void* p = backend_.alloc(n * kernels::dtype_size(t));
+    bytes_ += n * kernels::dtype_size(t);
+    return p;
+  };
+  try {
+    master_ = get(DType::f32);
+    compute_ = compute_dtype_ == DType::f32 ? master_ : get(compute_dtype_);
+    grads_ = get(DType::f32);
+    m_ = get(DType::f32);
+    v_ = get(DType::f32);
+  } catch (...) {  // out of device memory part-way: give back what was taken
+    for (void* p : {master_, grads_, m_, v_})
+      if (p) backend_.free(p);
+    if (compute_ && compute_ != master_) backend_.free(compute_);
+    throw;
+  }
+}
+
+ParamStore::~ParamStore() {
+  for (void* p : {master_, grads_, m_, v_}) backend_.free(p);
+  if (compute_ != master_) backend_.free(compute_);
+}
+
+Tensor ParamStore::span(void* base, DType t, int64_t offset, int64_t n) const {
+  if (offset < 0 || n < 0 || offset + n > layout_.total_numel)
+    throw std::out_of_range("ParamStore: span outside the flat buffer");
+  return Tensor(static_cast<char*>(base) + size_t(offset) * kernels::dtype_size(t), t,
+                backend_.device(), {n});
+}
+
+Tensor ParamStore::shaped(void* base, DType t, const ParamSpec& p) const {
+  Tensor x = span(base, t, p.offset, p.numel);
+  x.ndim = int(p.local_shape.size());
+  for (int i = 0; i < x.ndim; ++i) x.dims[i] = p.local_shape[i];
+  return x;
+}
+
+void ParamStore::zero_grads() { backend_.zero(grads()); }
+
+void ParamStore::sync_compute() {
+  if (!compute_is_master()) backend_.cast(compute(), master());
+}
+
+}  // namespace recipe::core

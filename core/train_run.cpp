@@ -1,0 +1,176 @@
+// train(): a whole training run from a plan — backend, Trainer, progress, metrics, validation,
+// NaN/inf guard, summary.
+#include <chrono>
+#include <cmath>
+#include <iostream>
+#include <sstream>
+#include <stdexcept>
+
+#include "core/metrics.hpp"
+#include "core/progress.hpp"
+#include "core/trainer.hpp"
+
+namespace recipe::core {
+
+namespace {
+
+kernels::Device pick_device(const std::string& d) {
+  if (d == "cpu") return kernels::Device::cpu;
+  if (d == "cuda") return kernels::Device::cuda;
+  if (d == "auto")
+    return kernels::built_with_cuda() && kernels::query_gpus().count > 0 ? kernels::Device::cuda
+                                                                         : kernels::Device::cpu;
+  throw std::invalid_argument("trainer.device=\"" + d + "\": use \"cpu\", \"cuda\" or \"auto\"");
+}
+
+// Dense bf16 peak of one GPU, for MFU. H100/H200 SXM: 989 TFLOP/s; A100: 312.
+double peak_flops(kernels::Device dev) {
+  if (dev != kernels::Device::cuda) return 0;
+  const std::string name = kernels::query_gpus().name;
+  if (name.find("A100") != std::string::npos) return 312e12;
+  return 989e12;
+}
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+std::string divergence_message(int step, double loss, double gnorm, double lr, int vocab) {
+  std::ostringstream m;
+  m << "training diverged at step " << step << ": loss = " << loss << ", grad norm = " << gnorm
+    << " (lr " << fmt("%.3g", lr) << ")";
+  if (std::isfinite(loss) && loss > divergence_loss_limit(vocab))
+    m << "; the loss is far above ln(vocab) = " << fmt("%.3f", std::log(double(vocab)))
+      << ", the loss of uniform guessing";
+  m << ". The weights of this step were not updated. Try a lower "
+    << "optimizer.lr, a longer schedule.warmup_steps or optimizer.clip_grad = 1.0, and check the "
+       "data for corrupt or out-of-vocabulary tokens.";
+  return m.str();
+}
+
+}  // namespace
+
+TrainResult train(const dsl::Plan& plan, const TrainOptions& opts) {
+  if (opts.world_size != 1 || opts.rank != 0)
+    throw std::invalid_argument("core::train runs a single process (got rank " +
+                                std::to_string(opts.rank) + " of " + std::to_string(opts.world_size) +
+                                "); start multi-rank worlds through the MPI worker");
+  std::ostream& log = opts.log ? *opts.log : std::cout;
+  const kernels::Device device = pick_device(plan.trainer.device);
+  kernels::BackendOptions bo;
+  bo.deterministic = plan.trainer.deterministic;
+  bo.cpu_threads = plan.trainer.cpu_threads;
+  std::unique_ptr<kernels::Backend> backend = kernels::make_backend(device, bo);
+
+  Trainer trainer(plan, *backend, nullptr);
+  MetricsWriter metrics(opts.run_dir);
+  ProgressPrinter progress(log, opts.interactive);
+  if (plan.trainer.precision == "fp32" && backend->act_dtype() != kernels::DType::f32)
+    progress.message("note: trainer.precision=fp32, but the " + backend->name() + " backend computes in " +
+                     kernels::dtype_name(backend->act_dtype()) + " (fp32 master weights and optimizer state)");
+  const double peak = peak_flops(device);
+  const int max_steps = plan.trainer.max_steps;
+  const int log_every = std::max(1, plan.trainer.log_interval);
+  const int eval_every = plan.trainer.eval_interval;
+  const bool can_eval = eval_every > 0 && trainer.has_validation();
+  if (eval_every > 0 && !trainer.has_validation())
+    progress.message("note: trainer.eval_interval=" + std::to_string(eval_every) +
+                     " but the data has no validation split; skipping validation");
+
+  TrainResult res;
+  const int skip = max_steps > 1 ? std::max(1, max_steps / 10) : 0;  // warm-up steps left out of the mean
+  double timed_seconds = 0, timed_tokens = 0, all_seconds = 0;
+  int timed_steps = 0;
+  using clock = std::chrono::steady_clock;
+  const auto run_start = clock::now();
+
+  for (int i = 0; i < max_steps; ++i) {
+    const auto t0 = clock::now();
+    StepResult r = trainer.step();
+    backend->synchronize();
+    const double secs = std::chrono::duration<double>(clock::now() - t0).count();
+    all_seconds += secs;
+    const double tps = double(trainer.tokens_per_step()) / std::max(secs, 1e-12);
+    if (i >= skip) {
+      timed_seconds += secs;
+      timed_tokens += double(trainer.tokens_per_step());
+      ++timed_steps;
+    }
+
+    StepMetrics m;
+    m.step = r.step;
+    m.loss = r.loss;
+    m.lr = r.lr;
+    m.grad_norm = r.grad_norm;
+    m.consumed_samples = r.consumed_samples;
+
+    if (!r.finite) {
+      metrics.write(m);
+      res.diverged = true;
+      res.message = divergence_message(r.step, r.loss, r.grad_norm, r.lr, plan.model.vocab_size);
+      progress.message(res.message);
+      break;
+    }
+    if (i == 0) res.first_loss = r.loss;
+    res.last_loss = r.loss;
+    res.steps_done = r.step;
+
+    const bool eval_now = can_eval && (r.step % eval_every == 0 || r.step == max_steps);
+    if (eval_now) {
+      m.val_loss = trainer.evaluate();
+      res.last_val_loss = *m.val_loss;
+    }
+    metrics.write(m);
+
+    StepTiming t;
+    t.step = r.step;
+    t.step_ms = secs * 1e3;
+    t.tokens_per_sec = tps;
+    t.tflops = trainer.flops_per_token() * tps / 1e12;
+    if (peak > 0) t.mfu = trainer.flops_per_token() * tps / peak;
+    t.peak_memory_bytes = backend->peak_memory_bytes();
+    metrics.write(t);
+
+    if (r.step % log_every == 0 || r.step == max_steps || eval_now) {
+      ProgressLine p;
+      p.step = r.step;
+      p.max_steps = max_steps;
+      p.loss = r.loss;
+      p.lr = r.lr;
+      p.grad_norm = r.grad_norm;
+      p.tokens_per_sec = tps;
+      p.mfu = t.mfu;
+      const double mean_step = timed_steps > 0 ? timed_seconds / timed_steps : all_seconds / (i + 1);
+      p.eta_seconds = mean_step * (max_steps - r.step);
+      p.val_loss = m.val_loss;
+      progress.update(format_progress(p), eval_now);
+    }
+  }
+
+  const double wall = std::chrono::duration<double>(clock::now() - run_start).count();
+  if (timed_steps == 0 && res.steps_done > 0) {  // a single step: use it
+    timed_seconds = all_seconds;
+    timed_tokens = double(trainer.tokens_per_step()) * res.steps_done;
+    timed_steps = res.steps_done;
+  }
+  res.tokens_per_sec = timed_seconds > 0 ? timed_tokens / timed_seconds : 0;
+  res.mean_step_ms = timed_steps > 0 ? timed_seconds / timed_steps * 1e3 : 0;
+  res.peak_memory_bytes = backend->peak_memory_bytes();
+  if (std::string phases = trainer.phase_report(); !phases.empty()) log << phases;
+  if (!res.diverged) {
+    std::string s = "done: " + std::to_string(res.steps_done) + " steps in " + format_duration(wall) +
+                    " | loss " + fmt("%.4f", res.first_loss) + " -> " + fmt("%.4f", res.last_loss);
+    if (res.last_val_loss >= 0) s += " | val " + fmt("%.4f", res.last_val_loss);
+    s += " | " + format_rate(res.tokens_per_sec) + " tok/s";
+    if (peak > 0)
+      s += " | MFU " + fmt("%.1f%%", 100.0 * trainer.flops_per_token() * res.tokens_per_sec / peak);
+    s += " | peak mem " + format_bytes(double(res.peak_memory_bytes));
+    res.message = s;
+    progress.message(s);
+  }
+  return res;
+}
+
+}  // namespace recipe::core

@@ -1,0 +1,144 @@
+// The training loop: data → model forward/backward over the micro-batches of a step → gradient
+// reduction → clip + AdamW → metrics. `Trainer` is one rank's state (parameters, model, optimizer,
+// data streams) stepped by the caller; `train()` runs a whole training from a plan with progress
+// output, metrics.jsonl/timing.jsonl, validation and the NaN/inf guard.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "core/data/sample_source.hpp"
+#include "core/model.hpp"
+#include "core/optimizer.hpp"
+#include "core/parallel_state.hpp"
+#include "core/param_store.hpp"
+#include "dsl/plan.hpp"
+#include "kernels/ops.hpp"
+
+namespace recipe::core {
+
+struct TrainOptions {
+  std::string run_dir;            // metrics.jsonl, timing.jsonl written here; "" = write nothing
+  std::ostream* log = nullptr;    // progress lines (nullptr = std::cout)
+  bool interactive = false;       // true: redraw one progress line (\r) on a terminal; false: plain lines
+  int rank = 0, world_size = 1;   // single process for now (parallelism comes later)
+};
+
+struct TrainResult {
+  int steps_done = 0;
+  double first_loss = 0, last_loss = 0;
+  double last_val_loss = -1;      // -1 = never evaluated
+  double tokens_per_sec = 0;      // mean over steps after the first 10% (≥1)
+  double mean_step_ms = 0;
+  size_t peak_memory_bytes = 0;
+  bool diverged = false;          // NaN/inf guard fired
+  std::string message;            // human summary / failure reason
+};
+
+// Runs the whole training described by the plan (plan.trainer.device is "cpu" or "cuda"; "auto"
+// picks CUDA when a GPU is usable). Setup problems (bad plan values, missing data files, no GPU)
+// throw std::runtime_error / std::invalid_argument with an actionable message; a diverging run
+// returns with diverged = true and the reason in `message`.
+TrainResult train(const dsl::Plan& plan, const TrainOptions& opts);
+
+struct StepResult {
+  int step = 0;                   // 1-based number of the step just taken
+  double loss = 0;                // mean loss over the global batch
+  double lr = 0, grad_norm = 0, clip_factor = 1;
+  int64_t consumed_samples = 0;   // after this step
+  bool finite = true;             // false: diverged (see below), weights not updated
+};
+
+// The divergence guard: a step whose loss or grad norm is NaN/inf, or whose loss exceeds
+// 100·ln(vocab) (uniform guessing scores ln(vocab); no healthy run gets near 100× that, while a
+// run with an absurd learning rate reaches 1e10+ long before it overflows), is not applied.
+double divergence_loss_limit(int vocab_size);
+
+class Trainer {
+ public:
+  // Data streams from the plan (data::make_train_source / make_valid_source). `parallel` may be
+  // null: the single-process world.
+  Trainer(const dsl::Plan& plan, kernels::Backend& backend, ParallelState* parallel = nullptr);
+  // Explicit data streams (tests, tools); `valid` may be null.
+  Trainer(const dsl::Plan& plan, kernels::Backend& backend, ParallelState* parallel,
+          std::unique_ptr<data::SampleSource> train, std::unique_ptr<data::SampleSource> valid);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  // One optimizer step over the global batch of step steps_done().
+  StepResult step();
+  // Zeroes the gradients and accumulates those of the global batch of step `s` (no update).
+  // Returns the mean loss. step() is this plus the optimizer.
+  double compute_gradients(int s);
+  // Mean loss over the global batch of step `s`, forward only (gradients untouched).
+  double compute_loss(int s);
+  // Mean loss over trainer.eval_iters micro-batches of the validation stream (the same samples at
+  // every evaluation). Throws std::logic_error when there is no validation stream.
+  double evaluate();
+  bool has_validation() const { return valid_ != nullptr; }
+
+  int steps_done() const { return steps_done_; }
+  int64_t consumed_samples() const { return int64_t(steps_done_) * global_batch_; }
+  double last_loss() const { return last_loss_; }
+  int num_micro_batches() const { return num_micro_; }
+  int64_t global_batch() const { return global_batch_; }
+  int64_t tokens_per_step() const { return global_batch_ * int64_t(shape_.seq); }
+  double flops_per_token() const { return flops_per_token_; }
+
+  const dsl::Plan& plan() const { return plan_; }
+  const ModelShape& shape() const { return shape_; }
+  kernels::Backend& backend() const { return backend_; }
+  ParamStore& params() { return *params_; }
+  Model& model() { return *model_; }
+  const Optimizer& optimizer() const { return *optimizer_; }
+  // True when step() runs without waiting for the host between backward and AdamW (CUDA, one DP
+  // rank): the clip factor and the divergence guard are computed on the device
+  // (Backend::grad_norm_clip) and the step's one wait is the read-back of loss and norm.
+  // RECIPE_HOST_CLIP=1 in the environment forces the host path (for A/B timing).
+  bool device_step() const { return device_step_; }
+  // With RECIPE_PHASE_TIMING=1 in the environment, step() synchronizes between phases and times
+  // them (this perturbs the step slightly); "" otherwise. One line per phase, mean ms per step.
+  std::string phase_report() const;
+  ParallelState& parallel() { return *parallel_; }
+
+ private:
+  int64_t first_sample(int s, int m) const;
+  void read_micro_batch(const data::SampleSource& src, int64_t first_sample);
+  double sum_losses(int64_t count);
+  StepResult step_on_device();
+  void phase_mark(int phase);
+
+  bool device_step_ = false;
+  void* norm_clip_buf_ = nullptr;  // f32 [2]: ‖g‖, clip factor (NaN = skip)
+  kernels::Tensor norm_clip_;
+  bool phase_timing_ = false;
+  double phase_ms_[4] = {0, 0, 0, 0};  // fwd+bwd, norm+clip+AdamW, read-back, forward alone
+  int phase_steps_ = 0;
+  double phase_t0_ = 0;
+
+  dsl::Plan plan_;
+  kernels::Backend& backend_;
+  std::unique_ptr<ParallelState> owned_parallel_;
+  ParallelState* parallel_;
+  ModelShape shape_;
+  std::unique_ptr<data::SampleSource> train_, valid_;
+  std::unique_ptr<ParamStore> params_;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<Optimizer> optimizer_;
+  int micro_ = 0, dp_ = 1, dp_rank_ = 0, num_micro_ = 1;
+  int64_t global_batch_ = 0;
+  double flops_per_token_ = 0;
+  void* losses_buf_ = nullptr;   // f32 [num_micro, B·T] (device)
+  kernels::Tensor losses_;
+  std::vector<float> host_losses_;
+  std::vector<int32_t> host_tokens_;  // [micro, T+1]
+  int steps_done_ = 0;
+  double last_loss_ = 0;
+};
+
+}  // namespace recipe::core

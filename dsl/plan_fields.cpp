@@ -1,0 +1,445 @@
+#include "dsl/plan_fields.hpp"
+
+#include <cmath>
+#include <limits>
+
+namespace recipe::dsl {
+
+using json = nlohmann::ordered_json;
+
+std::string_view field_type_name(FieldType type) {
+  switch (type) {
+    case FieldType::Int: return "an integer";
+    case FieldType::Float: return "a number";
+    case FieldType::Bool: return "a boolean (true/false)";
+    case FieldType::String: return "a string";
+    case FieldType::IntList: return "a list of integers";
+    case FieldType::StringList: return "a list of strings";
+    case FieldType::StringMap: return "a table of strings";
+    case FieldType::Blend: return "a flat list {weight, \"prefix\", weight, \"prefix\", ...}";
+  }
+  return "a value";
+}
+
+std::string describe_value(const json& value) {
+  if (value.is_array()) return value.empty() ? "an empty list" : "a list " + value.dump();
+  if (value.is_object()) return value.empty() ? "an empty table" : "a table";
+  if (value.is_null()) return "nothing";
+  return value.dump();
+}
+
+namespace {
+
+std::string type_error(FieldType type, const json& v) {
+  return "must be " + std::string(field_type_name(type)) + ", got " + describe_value(v);
+}
+
+// A tree integer, or an integral float (Lua writes 1e3 as a float), within int range.
+std::optional<int> as_int(const json& v) {
+  if (v.is_number_integer()) {
+    const auto i = v.get<int64_t>();
+    if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int>::max()))
+      return std::nullopt;
+    if (i < std::numeric_limits<int>::min() || i > std::numeric_limits<int>::max()) return std::nullopt;
+    return static_cast<int>(i);
+  }
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (std::isfinite(d) && std::floor(d) == d && std::fabs(d) <= std::numeric_limits<int>::max())
+      return static_cast<int>(d);
+  }
+  return std::nullopt;
+}
+
+// An empty Lua table may reach us as {} or [], whichever the loader chose.
+bool is_empty_container(const json& v) { return (v.is_object() || v.is_array()) && v.empty(); }
+
+template <class T>
+struct Codec;
+
+template <>
+struct Codec<int> {
+  static constexpr FieldType type = FieldType::Int;
+  static json write(int v) { return v; }
+  static std::optional<std::string> read(const json& v, int& out) {
+    auto i = as_int(v);
+    if (!i) {
+      if (v.is_number()) return "must be an integer (within ±2^31), got " + describe_value(v);
+      return type_error(type, v);
+    }
+    out = *i;
+    return std::nullopt;
+  }
+};
+
+template <>
+struct Codec<double> {
+  static constexpr FieldType type = FieldType::Float;
+  static json write(double v) { return v; }
+  static std::optional<std::string> read(const json& v, double& out) {
+    if (!v.is_number()) return type_error(type, v);
+    out = v.get<double>();
+    return std::nullopt;
+  }
+};
+
+template <>
+struct Codec<bool> {
+  static constexpr FieldType type = FieldType::Bool;
+  static json write(bool v) { return v; }
+  static std::optional<std::string> read(const json& v, bool& out) {
+    if (!v.is_boolean()) return type_error(type, v);
+    out = v.get<bool>();
+    return std::nullopt;
+  }
+};
+
+template <>
+struct Codec<std::string> {
+  static constexpr FieldType type = FieldType::String;
+  static json write(const std::string& v) { return v; }
+  static std::optional<std::string> read(const json& v, std::string& out) {
+    if (!v.is_string()) return type_error(type, v);
+    out = v.get<std::string>();
+    return std::nullopt;
+  }
+};
+
+template <>
+struct Codec<std::vector<int>> {
+  static constexpr FieldType type = FieldType::IntList;
+  static json write(const std::vector<int>& v) { return json(v); }
+  static std::optional<std::string> read(const json& v, std::vector<int>& out) {
+    if (is_empty_container(v)) {
+      out.clear();
+      return std::nullopt;
+    }
+    if (!v.is_array()) return type_error(type, v);
+    std::vector<int> items;
+    for (const auto& e : v) {
+      auto i = as_int(e);
+      if (!i) return type_error(type, v);
+      items.push_back(*i);
+    }
+    out = std::move(items);
+    return std::nullopt;
+  }
+};
+
+template <>
+struct Codec<std::vector<std::string>> {
+  static constexpr FieldType type = FieldType::StringList;
+  static json write(const std::vector<std::string>& v) { return json(v); }
+  static std::optional<std::string> read(const json& v, std::vector<std::string>& out) {
+    if (is_empty_container(v)) {
+      out.clear();
+      return std::nullopt;
+    }
+    if (!v.is_array()) return type_error(type, v);
+    std::vector<std::string> items;
+    for (const auto& e : v) {
+      if (!e.is_string()) return type_error(type, v);
+      items.push_back(e.get<std::string>());
+    }
+    out = std::move(items);
+    return std::nullopt;
+  }
+};
+
+template <>
+struct Codec<std::map<std::string, std::string>> {
+  static constexpr FieldType type = FieldType::StringMap;
+  static json write(const std::map<std::string, std::string>& v) {
+    json out = json::object();
+    for (const auto& [k, val] : v) out[k] = val;
+    return out;
+  }
+  static std::optional<std::string> read(const json& v, std::map<std::string, std::string>& out) {
+    if (is_empty_container(v)) {
+      out.clear();
+      return std::nullopt;
+    }
+    if (!v.is_object()) return type_error(type, v);
+    std::map<std::string, std::string> items;
+    for (const auto& [k, e] : v.items()) {
+      if (e.is_string())
+        items[k] = e.get<std::string>();
+      else if (e.is_boolean() || e.is_number_integer())
+        items[k] = e.dump();
+      else if (e.is_number_float() && as_int(e))
+        items[k] = std::to_string(*as_int(e));
+      else if (e.is_number_float())
+        items[k] = e.dump();
+      else
+        return "must be a table of strings; entry `" + k + "` is " + describe_value(e);
+    }
+    out = std::move(items);
+    return std::nullopt;
+  }
+};
+
+using Blend = std::vector<std::pair<double, std::string>>;
+
+template <>
+struct Codec<Blend> {
+  static constexpr FieldType type = FieldType::Blend;
+  static json write(const Blend& v) {
+    json out = json::array();
+    for (const auto& [w, p] : v) {
+      out.push_back(w);
+      out.push_back(p);
+    }
+    return out;
+  }
+  static std::optional<std::string> read(const json& v, Blend& out) {
+    if (is_empty_container(v)) {
+      out.clear();
+      return std::nullopt;
+    }
+    if (!v.is_array()) return type_error(type, v);
+    if (v.size() % 2 != 0)
+      return "must alternate weights and prefixes {w1, \"p1\", w2, \"p2\", ...}; got " +
+             std::to_string(v.size()) + " entries (an odd count)";
+    Blend items;
+    for (std::size_t i = 0; i < v.size(); i += 2) {
+      if (!v[i].is_number())
+        return "must alternate weights and prefixes {w1, \"p1\", ...}; entry " + std::to_string(i + 1) +
+               " should be a weight, got " + describe_value(v[i]);
+      if (!v[i + 1].is_string())
+        return "must alternate weights and prefixes {w1, \"p1\", ...}; entry " + std::to_string(i + 2) +
+               " should be a dataset prefix string, got " + describe_value(v[i + 1]);
+      items.emplace_back(v[i].get<double>(), v[i + 1].get<std::string>());
+    }
+    out = std::move(items);
+    return std::nullopt;
+  }
+};
+
+template <class S, class T>
+FieldInfo field(const char* section, const char* key, S Plan::*sec, T S::*member, std::string doc,
+                std::vector<std::string> allowed = {}) {
+  FieldInfo f;
+  f.section = section;
+  f.key = key;
+  f.type = Codec<T>::type;
+  f.doc = std::move(doc);
+  f.allowed = std::move(allowed);
+  f.get = [sec, member](const Plan& p) { return Codec<T>::write((p.*sec).*member); };
+  f.set = [sec, member](Plan& p, const json& v) { return Codec<T>::read(v, (p.*sec).*member); };
+  return f;
+}
+
+template <class T>
+FieldInfo top_level(const char* key, T Plan::*member, std::string doc, std::vector<std::string> allowed) {
+  FieldInfo f;
+  f.key = key;
+  f.type = Codec<T>::type;
+  f.doc = std::move(doc);
+  f.allowed = std::move(allowed);
+  f.get = [member](const Plan& p) { return Codec<T>::write(p.*member); };
+  f.set = [member](Plan& p, const json& v) { return Codec<T>::read(v, p.*member); };
+  return f;
+}
+
+std::vector<FieldInfo> build_fields() {
+  using P = Plan;
+  using M = ModelConfig;
+  using D = DataConfig;
+  using O = OptimizerConfig;
+  using S = ScheduleConfig;
+  using T = TrainerConfig;
+  using Par = ParallelismConfig;
+  using C = CheckpointConfig;
+  using Pe = PeftConfig;
+  using E = ExecutorConfig;
+  using X = ExperimentConfig;
+  std::vector<FieldInfo> f;
+  f.push_back(top_level("mode", &P::mode, "what the run does: pretrain from scratch or finetune a loaded model",
+                        {"pretrain", "finetune"}));
+
+  const char* m = "model";
+  f.push_back(field(m, "arch", &P::model, &M::arch, "model family; sets nothing by itself, the keys below do",
+                    {"gpt", "llama"}));
+  f.push_back(field(m, "num_layers", &P::model, &M::num_layers, "transformer blocks"));
+  f.push_back(field(m, "hidden_size", &P::model, &M::hidden_size, "model width d"));
+  f.push_back(field(m, "num_attention_heads", &P::model, &M::num_attention_heads, "query heads"));
+  f.push_back(field(m, "num_kv_heads", &P::model, &M::num_kv_heads,
+                    "key/value heads (GQA); 0 = num_attention_heads (MHA)"));
+  f.push_back(field(m, "ffn_hidden_size", &P::model, &M::ffn_hidden_size,
+                    "MLP width; 0 = 4·hidden (gelu) or Llama's int(8·hidden/3) rounded up to 256 (swiglu)"));
+  f.push_back(field(m, "vocab_size", &P::model, &M::vocab_size, "tokenizer vocabulary size"));
+  f.push_back(field(m, "make_vocab_size_divisible_by", &P::model, &M::make_vocab_size_divisible_by,
+                    "the embedding is padded to a multiple of this × parallelism.tp"));
+  f.push_back(field(m, "seq_length", &P::model, &M::seq_length, "training sequence length in tokens"));
+  f.push_back(field(m, "max_position_embeddings", &P::model, &M::max_position_embeddings,
+                    "learned position table size; 0 = seq_length"));
+  f.push_back(field(m, "norm", &P::model, &M::norm, "normalization layer", {"layernorm", "rmsnorm"}));
+  f.push_back(field(m, "norm_eps", &P::model, &M::norm_eps, "epsilon of the norm layers"));
+  f.push_back(field(m, "activation", &P::model, &M::activation, "MLP activation (gelu = tanh approximation)",
+                    {"gelu", "swiglu"}));
+  f.push_back(field(m, "position_embedding", &P::model, &M::position_embedding, "position encoding",
+                    {"learned", "rope"}));
+  f.push_back(field(m, "rope_theta", &P::model, &M::rope_theta, "RoPE base frequency"));
+  f.push_back(field(m, "tie_embeddings", &P::model, &M::tie_embeddings,
+                    "share the input embedding with the output head"));
+  f.push_back(field(m, "bias", &P::model, &M::bias, "biases in linears and norms"));
+  f.push_back(field(m, "init_std", &P::model, &M::init_std,
+                    "std of the normal init; output projections are scaled by 1/sqrt(2·num_layers)"));
+
+  const char* d = "data";
+  f.push_back(field(d, "kind", &P::data, &D::kind, "mock: deterministic random tokens; indexed: Megatron .bin/.idx",
+                    {"mock", "indexed"}));
+  f.push_back(field(d, "path", &P::data, &D::path, "one indexed dataset prefix (a blend of one)"));
+  f.push_back(field(d, "blend", &P::data, &D::blend,
+                    "weighted dataset prefixes {w1, \"prefix1\", w2, \"prefix2\"}; weights are normalized"));
+  f.push_back(field(d, "split", &P::data, &D::split, "train,valid,test proportions of each dataset"));
+  f.push_back(field(d, "fixed_batch", &P::data, &D::fixed_batch,
+                    "mock: repeat one batch forever (memorization benchmark)"));
+  f.push_back(field(d, "tokenizer", &P::data, &D::tokenizer, "tokenizer used by data prepare and generation",
+                    {"none", "byte", "gpt2_bpe", "sentencepiece"}));
+  f.push_back(field(d, "vocab_file", &P::data, &D::vocab_file, "gpt2_bpe: vocab.json"));
+  f.push_back(field(d, "merges_file", &P::data, &D::merges_file, "gpt2_bpe: merges.txt"));
+  f.push_back(field(d, "tokenizer_model", &P::data, &D::tokenizer_model, "sentencepiece: the .model file"));
+  f.push_back(field(d, "seed", &P::data, &D::seed, "seed of sample shuffling and mock tokens"));
+
+  const char* o = "optimizer";
+  f.push_back(field(o, "kind", &P::optimizer, &O::kind, "optimizer", {"adamw"}));
+  f.push_back(field(o, "lr", &P::optimizer, &O::lr, "peak learning rate"));
+  f.push_back(field(o, "min_lr", &P::optimizer, &O::min_lr, "learning rate at the end of the decay"));
+  f.push_back(field(o, "beta1", &P::optimizer, &O::beta1, "Adam β1"));
+  f.push_back(field(o, "beta2", &P::optimizer, &O::beta2, "Adam β2"));
+  f.push_back(field(o, "eps", &P::optimizer, &O::eps, "Adam ε"));
+  f.push_back(field(o, "weight_decay", &P::optimizer, &O::weight_decay,
+                    "decoupled weight decay (not applied to norms and biases)"));
+  f.push_back(field(o, "decay_embeddings", &P::optimizer, &O::decay_embeddings, "apply weight decay to embeddings too"));
+  f.push_back(field(o, "clip_grad", &P::optimizer, &O::clip_grad, "global gradient L2-norm clip; 0 disables"));
+
+  const char* s = "schedule";
+  f.push_back(field(s, "warmup_steps", &P::schedule, &S::warmup_steps, "linear warmup steps from 0 to lr"));
+  f.push_back(field(s, "decay_style", &P::schedule, &S::decay_style, "shape of the decay from lr to min_lr",
+                    {"cosine", "linear", "constant"}));
+  f.push_back(field(s, "decay_steps", &P::schedule, &S::decay_steps,
+                    "step at which the decay reaches min_lr (warmup included); 0 = max(trainer.max_steps, warmup_steps)"));
+
+  const char* t = "trainer";
+  f.push_back(field(t, "max_steps", &P::trainer, &T::max_steps, "optimizer steps to train"));
+  f.push_back(field(t, "micro_batch_size", &P::trainer, &T::micro_batch_size, "sequences per micro-batch per DP rank"));
+  f.push_back(field(t, "global_batch_size", &P::trainer, &T::global_batch_size,
+                    "sequences per optimizer step over all DP ranks; 0 = micro_batch_size × dp"));
+  f.push_back(field(t, "device", &P::trainer, &T::device, "auto = cuda when a GPU is visible, else cpu",
+                    {"auto", "cpu", "cuda"}));
+  f.push_back(field(t, "precision", &P::trainer, &T::precision,
+                    "bf16 compute with fp32 master weights, or fp32 throughout", {"bf16", "fp32"}));
+  f.push_back(field(t, "seed", &P::trainer, &T::seed, "seed of parameter init"));
+  f.push_back(field(t, "log_interval", &P::trainer, &T::log_interval, "steps between progress lines"));
+  f.push_back(field(t, "eval_interval", &P::trainer, &T::eval_interval, "steps between validations; 0 = none"));
+  f.push_back(field(t, "eval_iters", &P::trainer, &T::eval_iters, "batches per validation"));
+  f.push_back(field(t, "recompute", &P::trainer, &T::recompute,
+                    "activation recomputation: full keeps only layer inputs and recomputes in backward",
+                    {"none", "full"}));
+  f.push_back(field(t, "deterministic", &P::trainer, &T::deterministic, "bitwise reproducible kernels (slower)"));
+  f.push_back(field(t, "cuda_graph", &P::trainer, &T::cuda_graph, "capture the training step in a CUDA graph"));
+  f.push_back(field(t, "cpu_threads", &P::trainer, &T::cpu_threads, "OpenBLAS threads per rank; 0 = its default"));
+
+  const char* pa = "parallelism";
+  f.push_back(field(pa, "tp", &P::parallelism, &Par::tp, "tensor-parallel size"));
+  f.push_back(field(pa, "pp", &P::parallelism, &Par::pp, "pipeline-parallel size (1F1B schedule)"));
+  f.push_back(field(pa, "cp", &P::parallelism, &Par::cp, "context-parallel size (splits the sequence)"));
+  f.push_back(field(pa, "dp", &P::parallelism, &Par::dp, "data-parallel size; 0 = world / (tp·pp·cp)"));
+  f.push_back(field(pa, "sequence_parallel", &P::parallelism, &Par::sequence_parallel,
+                    "shard norm/dropout activations over the TP group (needs tp > 1)"));
+  f.push_back(field(pa, "zero1", &P::parallelism, &Par::zero1, "shard the Adam state over DP ranks"));
+  f.push_back(field(pa, "layers_per_stage", &P::parallelism, &Par::layers_per_stage,
+                    "explicit pipeline split, one entry per stage; empty = even split"));
+
+  const char* c = "checkpoint";
+  f.push_back(field(c, "dir", &P::checkpoint, &C::dir, "where checkpoints go; \"\" = <run dir>/checkpoints"));
+  f.push_back(field(c, "save_interval", &P::checkpoint, &C::save_interval, "steps between checkpoints; 0 = only at the end"));
+  f.push_back(field(c, "save_final", &P::checkpoint, &C::save_final, "save after the last step"));
+  f.push_back(field(c, "load", &P::checkpoint, &C::load, "checkpoint or run dir to resume or initialize from"));
+  f.push_back(field(c, "keep_last", &P::checkpoint, &C::keep_last, "keep only the newest N checkpoints; 0 = all"));
+
+  const char* pe = "peft";
+  f.push_back(field(pe, "kind", &P::peft, &Pe::kind, "parameter-efficient finetuning", {"none", "lora"}));
+  f.push_back(field(pe, "rank", &P::peft, &Pe::rank, "LoRA rank r"));
+  f.push_back(field(pe, "alpha", &P::peft, &Pe::alpha, "LoRA scale numerator (scale = alpha / rank)"));
+  f.push_back(field(pe, "dropout", &P::peft, &Pe::dropout, "dropout on the LoRA input"));
+  f.push_back(field(pe, "target_modules", &P::peft, &Pe::target_modules,
+                    "linears that get adapters: any of qkv, proj, fc1, fc2"));
+
+  const char* e = "executor";
+  f.push_back(field(e, "kind", &P::executor, &E::kind, "how ranks are started", {"local", "mpi", "slurm"}));
+  f.push_back(field(e, "nodes", &P::executor, &E::nodes, "hosts"));
+  f.push_back(field(e, "gpus_per_node", &P::executor, &E::gpus_per_node,
+                    "GPU ranks per host; 0 = all visible GPUs (local only)"));
+  f.push_back(field(e, "cpu_ranks", &P::executor, &E::cpu_ranks, "ranks per host when training on CPU"));
+  f.push_back(field(e, "device_memory", &P::executor, &E::device_memory,
+                    "usable memory per GPU, e.g. \"80GiB\"; \"\" = from gpu_model or the detected GPU"));
+  f.push_back(field(e, "gpu_model", &P::executor, &E::gpu_model, "GPU model of the target, e.g. \"H100-80GB\"; \"\" = detected"));
+  f.push_back(field(e, "hostfile", &P::executor, &E::hostfile, "mpi: Open MPI hostfile"));
+  f.push_back(field(e, "mpirun_args", &P::executor, &E::mpirun_args, "mpi/local: extra mpirun arguments"));
+  f.push_back(field(e, "mca", &P::executor, &E::mca, "Open MPI MCA parameters (--mca key value)"));
+  f.push_back(field(e, "partition", &P::executor, &E::partition, "slurm: partition"));
+  f.push_back(field(e, "account", &P::executor, &E::account, "slurm: account"));
+  f.push_back(field(e, "qos", &P::executor, &E::qos, "slurm: quality of service"));
+  f.push_back(field(e, "time", &P::executor, &E::time, "slurm: time limit ([D-]HH:MM:SS or minutes)"));
+  f.push_back(field(e, "exclusive", &P::executor, &E::exclusive, "slurm: whole nodes"));
+  f.push_back(field(e, "sbatch_directives", &P::executor, &E::sbatch_directives,
+                    "slurm: extra #SBATCH lines, e.g. \"--constraint=h100\""));
+  f.push_back(field(e, "env", &P::executor, &E::env, "environment variables set for every rank"));
+
+  const char* x = "experiment";
+  f.push_back(field(x, "name", &P::experiment, &X::name, "experiment name; \"\" = the recipe or preset name"));
+  f.push_back(field(x, "dir", &P::experiment, &X::dir, "root folder of run dirs <dir>/<name>/<run-id>"));
+  return f;
+}
+
+}  // namespace
+
+const std::vector<FieldInfo>& plan_fields() {
+  static const std::vector<FieldInfo> fields = build_fields();
+  return fields;
+}
+
+const FieldInfo* find_field(std::string_view path) {
+  for (const auto& f : plan_fields())
+    if (f.path() == path) return &f;
+  return nullptr;
+}
+
+const std::vector<std::string>& plan_sections() {
+  static const std::vector<std::string> sections = {"model",       "data",       "optimizer", "schedule",
+                                                    "trainer",     "parallelism", "checkpoint", "peft",
+                                                    "executor",    "experiment"};
+  return sections;
+}
+
+const std::vector<DerivedFieldInfo>& derived_fields() {
+  static const std::vector<DerivedFieldInfo> fields = {
+      {"model.head_dim", "model.hidden_size / model.num_attention_heads"},
+      {"model.padded_vocab_size",
+       "model.vocab_size rounded up to a multiple of model.make_vocab_size_divisible_by × parallelism.tp"},
+      {"model.num_params", "the parameter count of the model as allocated (padded vocabulary)"},
+      {"model.num_non_embedding_params", "model.num_params without embeddings and output head"},
+      {"model.flops_per_token", "6·num_params + 12·num_layers·hidden_size·seq_length"},
+      {"trainer.num_micro_batches", "trainer.global_batch_size / (trainer.micro_batch_size × parallelism.dp)"},
+      {"trainer.tokens_per_step", "trainer.global_batch_size × model.seq_length"},
+      {"parallelism.world_size", "executor.nodes × executor.gpus_per_node (or executor.cpu_ranks on CPU)"},
+      {"executor.device_memory_gib", "executor.device_memory, else the GPU model's memory"},
+      {"memory.weights", "the resolver's per-rank memory estimate"},
+      {"memory.gradients", "the resolver's per-rank memory estimate"},
+      {"memory.optimizer", "the resolver's per-rank memory estimate"},
+      {"memory.activations", "the resolver's per-rank memory estimate"},
+      {"memory.workspace", "the resolver's per-rank memory estimate"},
+      {"memory.total", "the resolver's per-rank memory estimate"},
+  };
+  return fields;
+}
+
+const DerivedFieldInfo* find_derived_field(std::string_view path) {
+  for (const auto& f : derived_fields())
+    if (f.path == path) return &f;
+  return nullptr;
+}
+
+}  // namespace recipe::dsl

@@ -1,0 +1,439 @@
+// Validation: each value on its own (check_ranges), then the rules across keys (check_relations).
+// Every rule reports and continues, so one resolve lists every problem of a recipe.
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <numeric>
+#include <sstream>
+
+#include "dsl/gpu_catalog.hpp"
+#include "dsl/resolve_internal.hpp"
+#include "dsl/suggest.hpp"
+
+namespace recipe::dsl::detail {
+
+namespace {
+
+const std::vector<std::string> kLoraTargets = {"qkv", "proj", "fc1", "fc2"};
+
+std::string str(int v) { return std::to_string(v); }
+std::string str(int64_t v) { return std::to_string(v); }
+std::string str(double v) { return fmt_double(v); }
+
+// Reports `path=value <requirement>` unless the key already had a type error.
+template <class T>
+bool require(ResolveContext& ctx, const std::string& path, T value, bool ok, const std::string& requirement,
+             const std::string& fix = "") {
+  if (ok || ctx.bad_paths.count(path)) return true;
+  ctx.violation(path, path + "=" + str(value) + " " + requirement, fix);
+  return false;
+}
+
+// Slurm --time: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS, or UNLIMITED.
+bool valid_slurm_time(const std::string& t) {
+  if (t == "UNLIMITED" || t == "unlimited" || t == "infinite") return true;
+  std::string rest = t;
+  bool has_days = false;
+  if (const auto dash = t.find('-'); dash != std::string::npos) {
+    const std::string days = t.substr(0, dash);
+    if (days.empty() || !std::all_of(days.begin(), days.end(), ::isdigit)) return false;
+    rest = t.substr(dash + 1);
+    has_days = true;
+  }
+  std::vector<std::string> parts;
+  std::stringstream ss(rest);
+  for (std::string part; std::getline(ss, part, ':');) parts.push_back(part);
+  if (parts.empty() || parts.size() > 3 || rest.back() == ':') return false;
+  for (const auto& part : parts)
+    if (part.empty() || !std::all_of(part.begin(), part.end(), ::isdigit)) return false;
+  return has_days || !parts.empty();
+}
+
+// "98,2,0" → three non-negative numbers with a positive sum (Megatron's --split; 1 to 3 entries).
+bool valid_split(const std::string& split) {
+  std::stringstream ss(split);
+  int count = 0;
+  double sum = 0;
+  for (std::string part; std::getline(ss, part, ',');) {
+    try {
+      std::size_t used = 0;
+      const double v = std::stod(part, &used);
+      while (used < part.size() && std::isspace(static_cast<unsigned char>(part[used]))) ++used;
+      if (used != part.size() || !(v >= 0) || !std::isfinite(v)) return false;
+      sum += v;
+    } catch (const std::exception&) {
+      return false;
+    }
+    ++count;
+  }
+  return count >= 1 && count <= 3 && sum > 0 && split.back() != ',';
+}
+
+// TP sizes (≤ 8, one NVLink domain) that satisfy every TP rule and fit the world.
+std::vector<std::string> valid_tp_choices(const ResolveContext& ctx) {
+  const Plan& p = ctx.plan();
+  const ModelConfig& m = p.model;
+  std::vector<std::string> out;
+  for (int t = 1; t <= 8; ++t) {
+    if (t == p.parallelism.tp) continue;
+    if (m.num_attention_heads % t != 0) continue;
+    if (m.num_kv_heads > 0 && m.num_kv_heads % t != 0 && t % m.num_kv_heads != 0) continue;
+    if (m.ffn_hidden_size % t != 0) continue;
+    if (p.parallelism.sequence_parallel && t == 1) continue;
+    if (ctx.world % (t * std::max(1, p.parallelism.pp) * std::max(1, p.parallelism.cp)) != 0) continue;
+    out.push_back("tp=" + std::to_string(t));
+  }
+  return out;
+}
+
+std::string tp_fix(const ResolveContext& ctx) {
+  const auto choices = valid_tp_choices(ctx);
+  if (choices.empty()) return "no tp ≤ 8 fits this model and world size; change the model shape or the world size";
+  return "try " + join_or(choices);
+}
+
+}  // namespace
+
+void check_ranges(ResolveContext& ctx) {
+  Plan& p = ctx.plan();
+  const ModelConfig& m = p.model;
+  auto shape = [&](bool ok) { ctx.shape_ok = ctx.shape_ok && ok; };
+
+  shape(require(ctx, "model.num_layers", m.num_layers, m.num_layers >= 1, "must be at least 1"));
+  shape(require(ctx, "model.hidden_size", m.hidden_size, m.hidden_size >= 1, "must be at least 1"));
+  shape(require(ctx, "model.num_attention_heads", m.num_attention_heads, m.num_attention_heads >= 1,
+                "must be at least 1"));
+  shape(require(ctx, "model.num_kv_heads", m.num_kv_heads, m.num_kv_heads >= 0,
+                "must be at least 0 (0 = num_attention_heads)"));
+  shape(require(ctx, "model.ffn_hidden_size", m.ffn_hidden_size, m.ffn_hidden_size >= 0,
+                "must be at least 0 (0 = derived from hidden_size)"));
+  shape(require(ctx, "model.vocab_size", m.vocab_size, m.vocab_size >= 1, "must be at least 1"));
+  shape(require(ctx, "model.make_vocab_size_divisible_by", m.make_vocab_size_divisible_by,
+                m.make_vocab_size_divisible_by >= 1, "must be at least 1"));
+  shape(require(ctx, "model.seq_length", m.seq_length, m.seq_length >= 1, "must be at least 1"));
+  shape(require(ctx, "model.max_position_embeddings", m.max_position_embeddings, m.max_position_embeddings >= 0,
+                "must be at least 0 (0 = seq_length)"));
+  require(ctx, "model.norm_eps", m.norm_eps, m.norm_eps > 0 && std::isfinite(m.norm_eps), "must be positive");
+  if (m.position_embedding == "rope")
+    require(ctx, "model.rope_theta", m.rope_theta, m.rope_theta > 0 && std::isfinite(m.rope_theta), "must be positive");
+  require(ctx, "model.init_std", m.init_std, m.init_std > 0 && std::isfinite(m.init_std), "must be positive");
+
+  const OptimizerConfig& o = p.optimizer;
+  require(ctx, "optimizer.lr", o.lr, o.lr > 0 && std::isfinite(o.lr), "must be positive", "e.g. lr=3e-4");
+  require(ctx, "optimizer.min_lr", o.min_lr, o.min_lr >= 0, "must not be negative");
+  if (o.lr > 0 && o.min_lr >= 0)
+    require(ctx, "optimizer.min_lr", o.min_lr, o.min_lr <= o.lr,
+            "exceeds optimizer.lr=" + fmt_double(o.lr) + "; the schedule decays from lr down to min_lr",
+            "set min_lr ≤ lr, e.g. min_lr=" + fmt_double(o.lr / 10));
+  require(ctx, "optimizer.beta1", o.beta1, o.beta1 >= 0 && o.beta1 < 1, "must be in [0, 1)", "the usual value is 0.9");
+  require(ctx, "optimizer.beta2", o.beta2, o.beta2 >= 0 && o.beta2 < 1, "must be in [0, 1)", "e.g. 0.95 or 0.999");
+  require(ctx, "optimizer.eps", o.eps, o.eps > 0, "must be positive", "e.g. eps=1e-8");
+  require(ctx, "optimizer.weight_decay", o.weight_decay, o.weight_decay >= 0, "must not be negative");
+  require(ctx, "optimizer.clip_grad", o.clip_grad, o.clip_grad >= 0, "must not be negative (0 disables clipping)");
+
+  const ScheduleConfig& s = p.schedule;
+  require(ctx, "schedule.warmup_steps", s.warmup_steps, s.warmup_steps >= 0, "must not be negative");
+  require(ctx, "schedule.decay_steps", s.decay_steps, s.decay_steps >= 0,
+          "must not be negative (0 = trainer.max_steps)");
+
+  const TrainerConfig& t = p.trainer;
+  require(ctx, "trainer.max_steps", t.max_steps, t.max_steps >= 1, "must be at least 1");
+  shape(require(ctx, "trainer.micro_batch_size", t.micro_batch_size, t.micro_batch_size >= 1, "must be at least 1"));
+  shape(require(ctx, "trainer.global_batch_size", t.global_batch_size, t.global_batch_size >= 0,
+                "must be at least 0 (0 = micro_batch_size × dp)"));
+  require(ctx, "trainer.log_interval", t.log_interval, t.log_interval >= 1, "must be at least 1");
+  require(ctx, "trainer.eval_interval", t.eval_interval, t.eval_interval >= 0, "must not be negative (0 = no validation)");
+  if (t.eval_interval > 0)
+    require(ctx, "trainer.eval_iters", t.eval_iters, t.eval_iters >= 1, "must be at least 1 when eval_interval > 0");
+  require(ctx, "trainer.cpu_threads", t.cpu_threads, t.cpu_threads >= 0, "must not be negative (0 = OpenBLAS default)");
+
+  const ParallelismConfig& par = p.parallelism;
+  shape(require(ctx, "parallelism.tp", par.tp, par.tp >= 1, "must be at least 1"));
+  shape(require(ctx, "parallelism.pp", par.pp, par.pp >= 1, "must be at least 1"));
+  shape(require(ctx, "parallelism.cp", par.cp, par.cp >= 1, "must be at least 1"));
+  shape(require(ctx, "parallelism.dp", par.dp, par.dp >= 0, "must be at least 0 (0 = world / (tp·pp·cp))"));
+
+  const CheckpointConfig& c = p.checkpoint;
+  require(ctx, "checkpoint.save_interval", c.save_interval, c.save_interval >= 0, "must not be negative");
+  require(ctx, "checkpoint.keep_last", c.keep_last, c.keep_last >= 0, "must not be negative (0 = keep all)");
+
+  const PeftConfig& pe = p.peft;
+  if (pe.kind == "lora") {
+    require(ctx, "peft.rank", pe.rank, pe.rank >= 1, "must be at least 1", "typical ranks are 8 to 64");
+    require(ctx, "peft.alpha", pe.alpha, pe.alpha > 0, "must be positive", "commonly alpha = 2·rank");
+    require(ctx, "peft.dropout", pe.dropout, pe.dropout >= 0 && pe.dropout < 1, "must be in [0, 1)");
+  }
+
+  const ExecutorConfig& e = p.executor;
+  shape(require(ctx, "executor.nodes", e.nodes, e.nodes >= 1, "must be at least 1"));
+  shape(require(ctx, "executor.gpus_per_node", e.gpus_per_node, e.gpus_per_node >= 0,
+                "must be at least 0 (0 = all visible GPUs)"));
+  shape(require(ctx, "executor.cpu_ranks", e.cpu_ranks, e.cpu_ranks >= 1, "must be at least 1"));
+  if (!e.device_memory.empty() && !parse_memory_gib(e.device_memory))
+    ctx.violation("executor.device_memory", "executor.device_memory=\"" + e.device_memory + "\" is not a memory size",
+                  "write a size such as \"80GiB\", \"81920MiB\" or \"80GB\"");
+  if (e.kind == "slurm" && !valid_slurm_time(e.time))
+    ctx.violation("executor.time", "executor.time=\"" + e.time + "\" is not a Slurm time limit",
+                  "use minutes, HH:MM:SS or D-HH:MM:SS, e.g. \"04:00:00\"");
+
+  const DataConfig& d = p.data;
+  if (!valid_split(d.split))
+    ctx.violation("data.split", "data.split=\"" + d.split + "\" is not 1 to 3 non-negative proportions",
+                  "write train,valid,test proportions such as \"98,2,0\"");
+  for (std::size_t i = 0; i < d.blend.size(); ++i) {
+    const auto& [w, prefix] = d.blend[i];
+    if (!(w >= 0) || !std::isfinite(w))
+      ctx.violation("data.blend", "data.blend weight " + fmt_double(w) + " of \"" + prefix + "\" must not be negative",
+                    "use non-negative weights; they are normalized to sum to 1");
+    if (prefix.empty()) ctx.violation("data.blend", "data.blend entry " + std::to_string(i + 1) + " has an empty prefix");
+  }
+  if (!d.blend.empty()) {
+    double sum = 0;
+    for (const auto& entry : d.blend) sum += entry.first;
+    if (!(sum > 0)) ctx.violation("data.blend", "data.blend weights sum to " + fmt_double(sum), "give at least one positive weight");
+  }
+
+  const ExperimentConfig& x = p.experiment;
+  if (x.name.find('/') != std::string::npos || x.name == "." || x.name == "..")
+    ctx.violation("experiment.name", "experiment.name=\"" + x.name + "\" must be a plain folder name",
+                  "use letters, digits, '-' and '_' without '/'");
+  if (x.dir.empty()) ctx.violation("experiment.dir", "experiment.dir must not be empty", "e.g. dir=\"experiments\"");
+}
+
+void check_relations(ResolveContext& ctx) {
+  Plan& p = ctx.plan();
+  const ModelConfig& m = p.model;
+  const ParallelismConfig& par = p.parallelism;
+  const TrainerConfig& t = p.trainer;
+  const ExecutorConfig& ex = p.executor;
+  const ExecutorFacts& facts = ctx.facts;
+
+  // Device and executor.
+  if (t.device == "cuda") {
+    if (!facts.has_gpu && ex.kind == "local" && ex.nodes == 1) {
+      const std::string why =
+          ctx.auto_device ? "trainer.device=auto chose cuda (executor.gpus_per_node=" + str(ex.gpus_per_node) + ")"
+                          : "trainer.device=cuda";
+      ctx.violation("trainer.device", why + " but no GPU is visible here; use --device cpu",
+                    "pass --device cpu (trainer.device=\"cpu\"), or run on a machine with a GPU");
+    } else if (facts.has_gpu && ex.kind == "local" && ex.nodes == 1 && facts.visible_gpus > 0 &&
+               ex.gpus_per_node > facts.visible_gpus) {
+      ctx.violation("executor.gpus_per_node",
+                    "executor.gpus_per_node=" + str(ex.gpus_per_node) + " but only " + str(facts.visible_gpus) +
+                        " GPU(s) are visible here",
+                    "use --gpus-per-node " + str(facts.visible_gpus) + " or fewer");
+    }
+  } else if (t.precision == "bf16") {
+    ctx.warn("trainer.precision=bf16 on CPU: weights are stored in bf16, the CPU kernels compute in fp32");
+  }
+  if (ex.kind == "local" && ex.nodes > 1)
+    ctx.warn("executor.kind=local starts ranks on this host only; executor.nodes=" + str(ex.nodes) +
+             " needs --executor mpi or --executor slurm to run");
+
+  if (!ctx.shape_ok) return;  // the rules below divide by sizes that are known to be positive
+
+  // Attention shape.
+  require(ctx, "model.hidden_size", m.hidden_size, m.hidden_size % m.num_attention_heads == 0,
+          "is not divisible by model.num_attention_heads=" + str(m.num_attention_heads),
+          "make hidden_size a multiple of the head count");
+  const int kv = m.num_kv_heads;
+  const bool kv_ok = require(ctx, "model.num_kv_heads", kv, kv <= m.num_attention_heads && m.num_attention_heads % kv == 0,
+                             "does not divide model.num_attention_heads=" + str(m.num_attention_heads),
+                             "each KV head serves a whole group of query heads; use a divisor of the head count");
+  if (m.position_embedding == "rope" && m.head_dim % 2 != 0)
+    ctx.violation("model.position_embedding",
+                  "model.position_embedding=rope needs an even head_dim, got model.head_dim=" + str(m.head_dim) +
+                      " (hidden_size=" + str(m.hidden_size) + " / num_attention_heads=" + str(m.num_attention_heads) + ")",
+                  "change hidden_size or num_attention_heads so that their quotient is even");
+  if (m.position_embedding == "learned")
+    require(ctx, "model.max_position_embeddings", m.max_position_embeddings, m.max_position_embeddings >= m.seq_length,
+            "is smaller than model.seq_length=" + str(m.seq_length) + "; learned positions need one row per token",
+            "set max_position_embeddings ≥ " + str(m.seq_length) + " (or 0 = seq_length)");
+
+  // Tensor parallelism.
+  const int tp = par.tp;
+  if (tp > 1) {
+    // One violation naming every size tp fails to divide, so one fix covers them all.
+    std::vector<std::string> undivided;
+    if (m.num_attention_heads % tp != 0) undivided.push_back("model.num_attention_heads=" + str(m.num_attention_heads));
+    if (kv_ok && kv != m.num_attention_heads && kv % tp != 0) {  // kv == heads: the heads rule covers it
+      if (tp % kv == 0)
+        ctx.warn("model.num_kv_heads=" + str(kv) + " < parallelism.tp=" + str(tp) + ": each KV head is replicated on " +
+                 str(tp / kv) + " TP ranks");
+      else
+        undivided.push_back("model.num_kv_heads=" + str(kv) +
+                            " (KV heads are split over TP ranks, or replicated when fewer than tp)");
+    }
+    if (m.ffn_hidden_size % tp != 0) undivided.push_back("model.ffn_hidden_size=" + str(m.ffn_hidden_size));
+    if (m.padded_vocab_size % tp != 0)
+      undivided.push_back("the padded vocabulary " + str(m.padded_vocab_size) +
+                          " (set model.make_vocab_size_divisible_by)");
+    if (!undivided.empty()) {
+      std::string list;
+      for (std::size_t i = 0; i < undivided.size(); ++i)
+        list += (i == 0 ? "" : (i + 1 == undivided.size() ? " and " : ", ")) + undivided[i];
+      ctx.violation("parallelism.tp", "parallelism.tp=" + str(tp) + " does not divide " + list, tp_fix(ctx));
+    }
+  }
+  if (par.sequence_parallel && tp == 1)
+    ctx.violation("parallelism.sequence_parallel", "parallelism.sequence_parallel=true needs parallelism.tp > 1, got tp=1",
+                  "set sequence_parallel=false, or tp ≥ 2");
+
+  // Context parallelism: each rank holds two mirrored chunks of the sequence (load balance with causal masking).
+  if (par.cp > 1 && m.seq_length % (2 * par.cp) != 0)
+    ctx.violation("parallelism.cp",
+                  "parallelism.cp=" + str(par.cp) + " needs model.seq_length divisible by 2·cp=" + str(2 * par.cp) +
+                      ", got seq_length=" + str(m.seq_length),
+                  "choose cp so that seq_length % (2·cp) == 0");
+
+  // Pipeline parallelism.
+  const int pp = par.pp;
+  if (!par.layers_per_stage.empty()) {
+    int sum = 0;
+    bool positive = true;
+    for (int n : par.layers_per_stage) {
+      sum += n;
+      positive = positive && n >= 1;
+    }
+    std::string list;
+    for (std::size_t i = 0; i < par.layers_per_stage.size(); ++i)
+      list += (i ? ", " : "") + std::to_string(par.layers_per_stage[i]);
+    if (static_cast<int>(par.layers_per_stage.size()) != pp)
+      ctx.violation("parallelism.layers_per_stage",
+                    "parallelism.layers_per_stage has " + str(static_cast<int>(par.layers_per_stage.size())) +
+                        " entries [" + list + "] but parallelism.pp=" + str(pp),
+                    "give one layer count per pipeline stage");
+    else if (sum != m.num_layers)
+      ctx.violation("parallelism.layers_per_stage",
+                    "parallelism.layers_per_stage [" + list + "] sums to " + str(sum) + ", not model.num_layers=" +
+                        str(m.num_layers),
+                    "make the entries add up to " + str(m.num_layers));
+    if (!positive)
+      ctx.violation("parallelism.layers_per_stage",
+                    "parallelism.layers_per_stage [" + list + "] has a stage with no layers", "every stage needs ≥ 1 layer");
+  } else if (pp > m.num_layers) {
+    ctx.violation("parallelism.pp",
+                  "parallelism.pp=" + str(pp) + " exceeds model.num_layers=" + str(m.num_layers), "use pp ≤ num_layers");
+  } else if (m.num_layers % pp != 0) {
+    std::vector<std::string> choices;
+    for (int q = 1; q <= std::min(m.num_layers, 16); ++q)
+      if (q != pp && m.num_layers % q == 0) choices.push_back("pp=" + std::to_string(q));
+    ctx.violation("parallelism.pp",
+                  "parallelism.pp=" + str(pp) + " does not divide model.num_layers=" + str(m.num_layers),
+                  "try " + join_or(choices) + ", or give parallelism.layers_per_stage explicitly");
+  }
+
+  // World size = tp·pp·cp·dp, and the executor must supply it.
+  const int64_t model_parallel = static_cast<int64_t>(tp) * pp * par.cp;
+  if (!ctx.world_ok) {
+    const std::string supply =
+        t.device == "cuda" ? "executor.nodes=" + str(ex.nodes) + " × executor.gpus_per_node=" + str(ex.gpus_per_node)
+                           : "executor.nodes=" + str(ex.nodes) + " × executor.cpu_ranks=" + str(ex.cpu_ranks);
+    const std::string per_node_key = t.device == "cuda" ? "executor.gpus_per_node" : "executor.cpu_ranks";
+    const int per_node = t.device == "cuda" ? std::max(1, ex.gpus_per_node) : ex.cpu_ranks;
+    const std::string product = "tp·pp·cp = " + str(tp) + "·" + str(pp) + "·" + str(par.cp);
+    if (ctx.dp_auto) {
+      // Smallest per-node count (≤ 8 for GPUs) and node count that make the world a multiple.
+      std::vector<std::string> options;
+      for (int g = 1; g <= (t.device == "cuda" ? 8 : 64); ++g)
+        if ((static_cast<int64_t>(ex.nodes) * g) % model_parallel == 0) {
+          options.push_back(per_node_key + "=" + str(g) + " (" + str(ex.nodes) + " × " + str(g) + " = " +
+                            str(static_cast<int64_t>(ex.nodes) * g) + " ranks)");
+          break;
+        }
+      const int64_t nodes_needed = model_parallel / std::gcd<int64_t>(model_parallel, per_node);
+      options.push_back("executor.nodes=" + str(nodes_needed) + " (" + str(nodes_needed) + " × " + str(per_node) +
+                        " = " + str(nodes_needed * per_node) + " ranks)");
+      ctx.violation("parallelism.world_size",
+                    "world size " + str(ctx.world) + " (" + supply + ") is not divisible by " + product + " = " +
+                        str(model_parallel),
+                    "run a multiple of " + str(model_parallel) + " ranks: " + join_or(options) +
+                        "; or lower parallelism.tp/pp/cp",
+                    per_node_key);
+    } else {
+      ctx.violation("parallelism.dp",
+                    "world size " + str(ctx.world) + " (" + supply + ") != " + product + "·dp = " + str(tp) + "·" +
+                        str(pp) + "·" + str(par.cp) + "·" + str(par.dp) + " = " + str(model_parallel * par.dp),
+                    ctx.world % model_parallel == 0
+                        ? "set parallelism.dp=" + str(ctx.world / model_parallel) + " or 0 (derived)"
+                        : "set parallelism.dp=0 and use a world size that is a multiple of " + str(model_parallel));
+    }
+  }
+
+  // Batch arithmetic.
+  const int64_t per_step = static_cast<int64_t>(t.micro_batch_size) * par.dp;
+  if (t.global_batch_size % per_step != 0) {
+    const int64_t lo = t.global_batch_size / per_step * per_step, hi = lo + per_step;
+    std::string fix = "try trainer.global_batch_size=" + (lo > 0 ? str(lo) + " or " + str(hi) : str(hi));
+    fix += ", or change trainer.micro_batch_size";
+    ctx.violation("trainer.global_batch_size",
+                  "trainer.global_batch_size=" + str(t.global_batch_size) + " is not divisible by micro_batch_size × dp = " +
+                      str(t.micro_batch_size) + " × " + str(par.dp) + " = " + str(per_step),
+                  fix);
+  }
+
+  // Schedule.
+  const ScheduleConfig& s = p.schedule;
+  // A short run of a preset with a long warmup (decay_steps derived from max_steps) is fine, as in
+  // Megatron: the run simply ends inside warmup. Only an explicit decay_steps shorter than warmup is
+  // a contradiction.
+  if (s.decay_style != "constant" && s.decay_steps < s.warmup_steps && ctx.was_set("schedule.decay_steps"))
+    ctx.violation("schedule.warmup_steps",
+                  "schedule.warmup_steps=" + str(s.warmup_steps) + " exceeds schedule.decay_steps=" + str(s.decay_steps),
+                  "lower warmup_steps or raise schedule.decay_steps / trainer.max_steps");
+  else if (s.warmup_steps > t.max_steps)
+    ctx.warn("schedule.warmup_steps=" + str(s.warmup_steps) + " > trainer.max_steps=" + str(t.max_steps) +
+             ": the run ends before warmup does");
+
+  // PEFT.
+  const PeftConfig& pe = p.peft;
+  if (pe.kind == "lora") {
+    if (pe.target_modules.empty())
+      ctx.violation("peft.target_modules", "peft.target_modules is empty; LoRA needs at least one linear to adapt",
+                    "e.g. target_modules = {\"qkv\", \"proj\"} (any of " + join_or(kLoraTargets) + ")");
+    for (const auto& target : pe.target_modules)
+      if (std::find(kLoraTargets.begin(), kLoraTargets.end(), target) == kLoraTargets.end())
+        ctx.violation("peft.target_modules",
+                      "peft.target_modules has \"" + target + "\", which is not a linear of the model" +
+                          did_you_mean(target, kLoraTargets),
+                      "use any of " + join_or(kLoraTargets));
+    if (p.mode != "finetune")
+      ctx.violation("mode", "peft.kind=lora needs mode=finetune, got mode=" + p.mode,
+                    "use `recipe finetune`, or set mode=\"finetune\"");
+  }
+  if (p.mode == "finetune" && p.checkpoint.load.empty())
+    ctx.warn("mode=finetune without checkpoint.load: training starts from randomly initialized weights");
+
+  // Data.
+  const DataConfig& d = p.data;
+  if (!d.path.empty() && d.blend.size() >= 1 && !(d.blend.size() == 1 && d.blend.front().second == d.path))
+    ctx.violation("data.path", "data.path=\"" + d.path + "\" and data.blend are both set",
+                  "set data.path for one dataset, or data.blend for several, not both");
+  if (d.kind == "indexed" && d.blend.empty())
+    ctx.violation("data.path", "data.kind=indexed needs data.path or data.blend",
+                  "set data.path to a dataset prefix (the .bin/.idx pair without extension), or data.blend");
+  if (d.kind == "mock" && !d.blend.empty())
+    ctx.warn("data.kind=mock ignores data.path/data.blend; set data.kind=\"indexed\" to train on them");
+  if (d.tokenizer == "gpt2_bpe") {
+    if (d.vocab_file.empty())
+      ctx.violation("data.vocab_file", "data.tokenizer=gpt2_bpe needs data.vocab_file (vocab.json)",
+                    "set data.vocab_file and data.merges_file");
+    if (d.merges_file.empty())
+      ctx.violation("data.merges_file", "data.tokenizer=gpt2_bpe needs data.merges_file (merges.txt)",
+                    "set data.vocab_file and data.merges_file");
+  }
+  if (d.tokenizer == "sentencepiece" && d.tokenizer_model.empty())
+    ctx.violation("data.tokenizer_model", "data.tokenizer=sentencepiece needs data.tokenizer_model (the .model file)",
+                  "set data.tokenizer_model");
+  if (d.tokenizer == "byte" && m.vocab_size < 256)
+    require(ctx, "model.vocab_size", m.vocab_size, false, "is smaller than the 256 ids of the byte tokenizer",
+            "set vocab_size ≥ 256");
+
+  // Advice that is not an error.
+  if (par.zero1 && par.dp == 1) ctx.warn("parallelism.zero1=true has no effect with dp=1");
+  if (p.checkpoint.save_interval > t.max_steps)
+    ctx.warn("checkpoint.save_interval=" + str(p.checkpoint.save_interval) + " > trainer.max_steps=" +
+             str(t.max_steps) + ": only the final checkpoint is written");
+}
+
+}  // namespace recipe::dsl::detail

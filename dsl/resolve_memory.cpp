@@ -1,0 +1,148 @@
+// Device memory per rank (recipe key, GPU catalog, or detected GPU) and the check that the per-rank
+// estimate fits, with the estimates of the usual remedies as the fix.
+#include <algorithm>
+#include <cmath>
+
+#include "dsl/gpu_catalog.hpp"
+#include "dsl/memory_estimate.hpp"
+#include "dsl/resolve_internal.hpp"
+#include "dsl/suggest.hpp"
+
+namespace recipe::dsl::detail {
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+// The plan with other tp/pp, its dependent derived values recomputed (padded vocab, dp, micro-batches).
+Plan with_parallel(const Plan& p, int world, int tp, int pp) {
+  Plan q = p;
+  q.parallelism.tp = tp;
+  q.parallelism.pp = pp;
+  q.parallelism.layers_per_stage.clear();
+  q.parallelism.dp = std::max(1, world / (tp * pp * std::max(1, p.parallelism.cp)));
+  const int64_t multiple = static_cast<int64_t>(q.model.make_vocab_size_divisible_by) * tp;
+  q.model.padded_vocab_size = static_cast<int>((q.model.vocab_size + multiple - 1) / multiple * multiple);
+  const int64_t per_step = static_cast<int64_t>(q.trainer.micro_batch_size) * q.parallelism.dp;
+  q.trainer.num_micro_batches = static_cast<int>(std::max<int64_t>(1, q.trainer.global_batch_size / per_step));
+  return q;
+}
+
+bool tp_fits_model(const ModelConfig& m, int t) {
+  return m.num_attention_heads % t == 0 && (m.num_kv_heads % t == 0 || t % m.num_kv_heads == 0) &&
+         m.ffn_hidden_size % t == 0;
+}
+
+std::string remedies(const ResolveContext& ctx, double device_bytes) {
+  const Plan& p = ctx.plan();
+  const int world = ctx.world, tp = p.parallelism.tp, pp = p.parallelism.pp, cp = p.parallelism.cp;
+  std::vector<std::pair<std::string, Plan>> options;
+  for (int t = tp * 2; t <= 8; t *= 2)
+    if (tp_fits_model(p.model, t) && world % (t * pp * cp) == 0) {
+      options.emplace_back("parallelism.tp=" + std::to_string(t), with_parallel(p, world, t, pp));
+      break;
+    }
+  for (int q = pp * 2; q <= p.model.num_layers; q *= 2)
+    if (p.model.num_layers % q == 0 && world % (tp * q * cp) == 0) {
+      options.emplace_back("parallelism.pp=" + std::to_string(q), with_parallel(p, world, tp, q));
+      break;
+    }
+  if (!p.parallelism.zero1 && p.parallelism.dp > 1) {
+    Plan q = p;
+    q.parallelism.zero1 = true;
+    options.emplace_back("parallelism.zero1=true", q);
+  }
+  if (p.trainer.recompute != "full") {
+    Plan q = p;
+    q.trainer.recompute = "full";
+    options.emplace_back("trainer.recompute=\"full\"", q);
+  }
+  if (p.trainer.micro_batch_size > 1) {
+    Plan q = p;
+    q.trainer.micro_batch_size = 1;
+    q.trainer.num_micro_batches = q.trainer.global_batch_size / std::max(1, p.parallelism.dp);
+    options.emplace_back("trainer.micro_batch_size=1", q);
+  }
+  std::string text;
+  if (!options.empty()) {
+    text = "estimated per rank with ";
+    for (std::size_t i = 0; i < options.size(); ++i) {
+      const double total = static_cast<double>(estimate_memory(options[i].second).total);
+      text += (i ? "; " : "") + options[i].first + ": " + format_bytes(total) +
+              (total <= device_bytes ? " (fits)" : "");
+    }
+  }
+  // Model state that no activation trick removes: tells how many ranks it must be spread over.
+  const MemoryEstimate& e = p.memory;
+  const double state = static_cast<double>(e.weights + e.gradients + e.optimizer) * tp * pp;
+  const int64_t min_ranks = static_cast<int64_t>(std::ceil(state / (0.8 * device_bytes)));
+  if (min_ranks > 1) {
+    if (!text.empty()) text += ". ";
+    text += "Weights, gradients and Adam state total " + format_bytes(state) + ": spread them over ≥ " +
+            std::to_string(min_ranks) + " GPUs with tp·pp (and parallelism.zero1=true), i.e. more GPUs if needed";
+  }
+  return text.empty() ? "lower trainer.micro_batch_size or model size" : text;
+}
+
+}  // namespace
+
+void derive_and_check_memory(ResolveContext& ctx) {
+  Plan& p = ctx.plan();
+  if (!ctx.shape_ok) return;
+  p.memory = estimate_memory(p);
+  if (p.trainer.device != "cuda") return;  // host memory is not checked: CPU runs are small by nature
+
+  ExecutorConfig& ex = p.executor;
+  const ExecutorFacts& facts = ctx.facts;
+  double gib = 0;
+  std::string device;
+  // An explicit size or model in the recipe beats detection: the run may target other machines
+  // than the one resolving it.
+  if (!ex.device_memory.empty()) {
+    const auto parsed = parse_memory_gib(ex.device_memory);
+    if (!parsed) return;  // reported by check_ranges
+    gib = *parsed;
+    device = "executor.device_memory=\"" + ex.device_memory + "\"";
+  } else if (!ex.gpu_model.empty()) {
+    const auto gpu = find_gpu(ex.gpu_model);
+    if (!gpu) {
+      std::vector<std::string> names;
+      for (const auto& g : gpu_catalog()) names.push_back(g.name);
+      ctx.violation("executor.gpu_model",
+                    "executor.gpu_model=\"" + ex.gpu_model + "\" is not a known GPU" + did_you_mean(ex.gpu_model, names),
+                    "use one of " + join_or(names) + ", or state the size with executor.device_memory=\"80GiB\"");
+      return;
+    }
+    gib = gpu->memory_gib;
+    device = gpu->name;
+  } else if (facts.gpu_memory_gib > 0) {
+    gib = facts.gpu_memory_gib;
+    device = facts.gpu_name.empty() ? "the visible GPU" : facts.gpu_name;
+  } else if (const auto gpu = find_gpu(facts.gpu_name)) {
+    gib = gpu->memory_gib;
+    device = gpu->name;
+  } else {
+    const auto h100 = find_gpu("H100-80GB");
+    gib = h100->memory_gib;
+    device = "H100-80GB (assumed)";
+    ctx.warn("no GPU model is known (no GPU visible, executor.gpu_model unset): the memory check assumes H100-80GB (" +
+             fmt_double(gib) + " GiB); set executor.gpu_model or executor.device_memory");
+  }
+  ex.device_memory_gib = gib;
+
+  // With a broken layout (tp not dividing heads, world ≠ tp·pp·cp·dp) the estimate describes a
+  // run that cannot exist; those violations come first.
+  for (const auto& v : ctx.out.violations)
+    if (v.path.rfind("parallelism.", 0) == 0) return;
+  const double device_bytes = gib * kGiB;
+  if (static_cast<double>(p.memory.total) > device_bytes)
+    ctx.violation("memory",
+                  "estimated memory per rank " + format_bytes(static_cast<double>(p.memory.total)) + " exceeds " +
+                      format_bytes(device_bytes) + " of " + device + " (tp=" + std::to_string(p.parallelism.tp) +
+                      ", pp=" + std::to_string(p.parallelism.pp) + ", dp=" + std::to_string(p.parallelism.dp) +
+                      ", micro_batch_size=" + std::to_string(p.trainer.micro_batch_size) + "): " +
+                      describe_memory(p.memory),
+                  remedies(ctx, device_bytes), "parallelism.tp");
+}
+
+}  // namespace recipe::dsl::detail

@@ -1,0 +1,221 @@
+// Rank placement and launch-command rendering for the local, MPI and Slurm executors.
+#include "executors/launch.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <string_view>
+#include <sstream>
+
+namespace recipe::exec {
+
+namespace {
+
+bool is_gpu_plan(const dsl::Plan& plan) { return plan.trainer.device == "cuda"; }
+
+int world_of(const dsl::Plan& plan) {
+  const auto& p = plan.parallelism;
+  if (p.world_size > 0) return p.world_size;
+  return std::max(1, p.tp) * std::max(1, p.cp) * std::max(1, p.pp) * std::max(1, p.dp);
+}
+
+std::vector<std::string> worker_argv(const std::string& exe, const std::string& run_dir) {
+  return {exe, "worker", "--run-dir", run_dir};
+}
+
+// Options every mpirun line shares: environment forwarding, MCA parameters, user extras.
+void append_mpirun_common(std::vector<std::string>& argv, const dsl::Plan& plan) {
+  for (const auto& [key, value] : plan.executor.env) {
+    argv.push_back("-x");
+    argv.push_back(key);
+  }
+  for (const auto& [key, value] : plan.executor.mca) {
+    argv.push_back("--mca");
+    argv.push_back(key);
+    argv.push_back(value);
+  }
+  for (const auto& extra : plan.executor.mpirun_args) argv.push_back(extra);
+}
+
+std::string env_exports(const dsl::Plan& plan) {
+  std::string out;
+  for (const auto& [key, value] : plan.executor.env) out += "export " + key + "=" + shell_quote(value) + "\n";
+  return out;
+}
+
+std::string shell_script(const dsl::Plan& plan, const std::vector<std::string>& argv) {
+  std::string s = "#!/bin/sh\n";
+  s += "# Starts the workers of this run; written by `recipe`. Running it again repeats the run\n";
+  s += "# in this directory from its resolved.toml.\n";
+  s += "set -e\n";
+  s += env_exports(plan);
+  s += "exec " + shell_join(argv) + "\n";
+  return s;
+}
+
+std::string sbatch_script(const dsl::Plan& plan, const std::string& run_dir, const std::string& exe,
+                          int nodes, int per_node) {
+  const auto& ex = plan.executor;
+  std::string name = plan.experiment.name.empty() ? "recipe" : plan.experiment.name;
+  std::ostringstream s;
+  s << "#!/bin/bash\n";
+  s << "#SBATCH --job-name=" << name << "\n";
+  s << "#SBATCH --nodes=" << nodes << "\n";
+  s << "#SBATCH --ntasks-per-node=" << per_node << "\n";
+  if (is_gpu_plan(plan)) s << "#SBATCH --gpus-per-node=" << per_node << "\n";
+  if (!ex.time.empty()) s << "#SBATCH --time=" << ex.time << "\n";
+  if (!ex.partition.empty()) s << "#SBATCH --partition=" << ex.partition << "\n";
+  if (!ex.account.empty()) s << "#SBATCH --account=" << ex.account << "\n";
+  if (!ex.qos.empty()) s << "#SBATCH --qos=" << ex.qos << "\n";
+  if (ex.exclusive) s << "#SBATCH --exclusive\n";
+  s << "#SBATCH --output=" << run_dir << "/logs/slurm-%j.out\n";
+  s << "#SBATCH --open-mode=append\n";
+  // (slurm executor) USR1 120 s before the time limit, to the batch shell (B:), which forwards it
+  // to the ranks (they checkpoint and exit) and requeues the job; the requeued job resumes from
+  // the run dir's latest checkpoint.
+  s << "#SBATCH --signal=B:USR1@120\n";
+  s << "#SBATCH --requeue\n";
+  for (const auto& d : ex.sbatch_directives) s << "#SBATCH " << d << "\n";
+  s << "# Written by `recipe`: starts one worker per task from this run's resolved.toml.\n";
+  s << env_exports(plan);
+  // srun options as its input environment variables, so the srun line itself stays minimal:
+  // one log per task, appended across requeues; a failing rank ends the whole step.
+  s << "export SLURM_KILL_BAD_EXIT=1 SLURM_OPEN_MODE=append\n";
+  s << "export SLURM_STDOUTMODE=" << shell_quote(run_dir + "/logs/rank-%t.log") << "\n";
+  s << "requeue=0\nstep=\n";
+  s << "on_usr1() { requeue=1; [ -n \"$step\" ] && kill -USR1 \"$step\"; }\n";
+  s << "trap on_usr1 USR1\n";
+  // The ranks run in the background (exec keeps $! = the launcher's pid) so the trap can fire
+  // while they run. srun starts them through PMIx; where this Slurm lacks the pmix plugin, Open
+  // MPI's mpirun reads the allocation itself.
+  std::vector<std::string> srun = {"srun", "--mpi=pmix"};
+  std::vector<std::string> mpirun = {"mpirun", "-np", std::to_string(nodes * per_node), "--map-by",
+                                     "ppr:" + std::to_string(per_node) + ":node", "--bind-to", "none",
+                                     "--tag-output"};
+  append_mpirun_common(mpirun, plan);
+  for (const auto& w : worker_argv(exe, run_dir)) {
+    srun.push_back(w);
+    mpirun.push_back(w);
+  }
+  s << "start_ranks() {\n";
+  s << "  if srun --mpi=list 2>&1 | grep -q pmix; then\n";
+  s << "    exec " << shell_join(srun) << "\n";
+  s << "  else\n";
+  s << "    exec " << shell_join(mpirun) << "\n";
+  s << "  fi\n";
+  s << "}\n";
+  s << "start_ranks &\n";
+  s << "step=$!\n";
+  // `wait` returns early (status > 128) when the trapped signal arrives; wait until the step ends.
+  s << "wait \"$step\"; rc=$?\n";
+  s << "while kill -0 \"$step\" 2>/dev/null; do wait \"$step\"; rc=$?; done\n";
+  s << "if [ \"$requeue\" = 1 ]; then scontrol requeue \"$SLURM_JOB_ID\"; fi\n";
+  s << "exit $rc\n";
+  return s.str();
+}
+
+}  // namespace
+
+int ranks_per_node(const dsl::Plan& plan) {
+  int world = world_of(plan);
+  int nodes = std::max(1, plan.executor.nodes);
+  int per_node = is_gpu_plan(plan) ? plan.executor.gpus_per_node : plan.executor.cpu_ranks;
+  int needed = (world + nodes - 1) / nodes;
+  if (per_node <= 0 || per_node * nodes < world) per_node = needed;
+  return std::max(1, per_node);
+}
+
+RankPlacement place_rank(int rank, const dsl::ParallelismConfig& par, int per_node, bool gpu) {
+  int tp = std::max(1, par.tp), cp = std::max(1, par.cp);
+  int dp = std::max(1, par.dp);
+  RankPlacement r;
+  r.rank = rank;
+  r.tp = rank % tp;
+  r.cp = (rank / tp) % cp;
+  r.dp = (rank / (tp * cp)) % dp;
+  r.pp = rank / (tp * cp * dp);
+  per_node = std::max(1, per_node);
+  r.node = rank / per_node;
+  r.local_rank = rank % per_node;
+  r.gpu = gpu ? r.local_rank : -1;
+  return r;
+}
+
+std::vector<RankPlacement> rank_map(const dsl::Plan& plan) {
+  int world = world_of(plan);
+  int per_node = ranks_per_node(plan);
+  dsl::ParallelismConfig par = plan.parallelism;
+  if (par.dp <= 0)
+    par.dp = std::max(1, world / (std::max(1, par.tp) * std::max(1, par.cp) * std::max(1, par.pp)));
+  std::vector<RankPlacement> out;
+  out.reserve(world);
+  for (int r = 0; r < world; ++r) out.push_back(place_rank(r, par, per_node, is_gpu_plan(plan)));
+  return out;
+}
+
+LaunchCommand launch_command(const dsl::Plan& plan, const std::string& run_dir,
+                             const std::string& recipe_exe) {
+  LaunchCommand cmd;
+  const std::string script_path = run_dir + "/launch.sh";
+  int world = world_of(plan);
+  int per_node = ranks_per_node(plan);
+  int nodes = std::max(1, (world + per_node - 1) / per_node);
+  const std::string& kind = plan.executor.kind;
+
+  if (kind == "slurm") {
+    cmd.script = sbatch_script(plan, run_dir, recipe_exe, nodes, per_node);
+    cmd.argv = {"sbatch", script_path};
+    cmd.submit = "sbatch " + shell_quote(script_path);
+  } else {
+    if (kind == "local" && world == 1) {
+      cmd.argv = worker_argv(recipe_exe, run_dir);
+    } else {
+      cmd.argv = {"mpirun", "-np", std::to_string(world)};
+      if (kind == "mpi") {
+        if (!plan.executor.hostfile.empty()) {
+          cmd.argv.push_back("--hostfile");
+          cmd.argv.push_back(plan.executor.hostfile);
+        }
+        cmd.argv.push_back("--map-by");
+        cmd.argv.push_back("ppr:" + std::to_string(per_node) + ":node");
+      } else if (!is_gpu_plan(plan)) {
+        // CPU ranks on one host: more ranks than cores is allowed (tests, small machines).
+        cmd.argv.push_back("--oversubscribe");
+      }
+      cmd.argv.push_back("--bind-to");
+      cmd.argv.push_back("none");
+      append_mpirun_common(cmd.argv, plan);
+      for (const auto& w : worker_argv(recipe_exe, run_dir)) cmd.argv.push_back(w);
+    }
+    cmd.script = shell_script(plan, cmd.argv);
+    cmd.submit = "sh " + shell_quote(script_path);
+  }
+  cmd.line = shell_join(cmd.argv);
+  return cmd;
+}
+
+std::string shell_quote(const std::string& s) {
+  if (s.empty()) return "''";
+  bool plain = std::all_of(s.begin(), s.end(), [](unsigned char c) {
+    return std::isalnum(c) || std::string_view("_./=:,+@%-").find(c) != std::string_view::npos;
+  });
+  if (plain) return s;
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'')
+      out += "'\\''";
+    else
+      out += c;
+  }
+  return out + "'";
+}
+
+std::string shell_join(const std::vector<std::string>& argv) {
+  std::string out;
+  for (size_t i = 0; i < argv.size(); ++i) {
+    if (i) out += ' ';
+    out += shell_quote(argv[i]);
+  }
+  return out;
+}
+
+}  // namespace recipe::exec

@@ -1,0 +1,152 @@
+// Single-process local execution: status.json bookkeeping, log teeing, interrupt handling.
+#include "executors/local_executor.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <sstream>
+
+#include "executors/run_dir.hpp"
+#include "executors/tee_stream.hpp"
+#include "executors/tensorboard_writer.hpp"
+
+namespace fs = std::filesystem;
+
+namespace recipe::exec {
+
+namespace {
+
+// State the signal handler reads. Prepared before training starts so the handler only makes
+// async-signal-safe calls (open, write, rename, _exit).
+struct InterruptRecord {
+  std::string status_path;
+  std::string tmp_path;
+  std::string interrupted_json;
+  struct sigaction old_int {}, old_term {};
+};
+InterruptRecord* g_interrupt = nullptr;
+
+extern "C" void on_interrupt(int sig) {
+  static const char msg[] = "\nrecipe: interrupted; run marked \"interrupted\" in status.json\n";
+  ssize_t ignored = ::write(STDERR_FILENO, msg, sizeof(msg) - 1);
+  (void)ignored;
+  if (InterruptRecord* rec = g_interrupt) {
+    int fd = ::open(rec->tmp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) {
+      ignored = ::write(fd, rec->interrupted_json.data(), rec->interrupted_json.size());
+      ::close(fd);
+      ::rename(rec->tmp_path.c_str(), rec->status_path.c_str());
+    }
+  }
+  (void)sig;
+  ::_exit(kInterruptedExitCode);
+}
+
+class SignalGuard {
+ public:
+  SignalGuard(const std::string& run_dir, const RunStatus& running, bool enabled) : enabled_(enabled) {
+    if (!enabled_) return;
+    RunStatus interrupted = running;
+    interrupted.state = "interrupted";
+    interrupted.exit_code = kInterruptedExitCode;
+    interrupted.message = "interrupted by SIGINT/SIGTERM";
+    rec_.status_path = (fs::path(run_dir) / "status.json").string();
+    rec_.tmp_path = rec_.status_path + ".interrupted.tmp";
+    rec_.interrupted_json = status_json(interrupted).dump(2) + "\n";
+    g_interrupt = &rec_;
+    struct sigaction sa {};
+    sa.sa_handler = on_interrupt;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &rec_.old_int);
+    sigaction(SIGTERM, &sa, &rec_.old_term);
+  }
+  ~SignalGuard() {
+    if (!enabled_) return;
+    sigaction(SIGINT, &rec_.old_int, nullptr);
+    sigaction(SIGTERM, &rec_.old_term, nullptr);
+    g_interrupt = nullptr;
+  }
+  SignalGuard(const SignalGuard&) = delete;
+  SignalGuard& operator=(const SignalGuard&) = delete;
+
+ private:
+  bool enabled_;
+  InterruptRecord rec_;
+};
+
+std::string summary_line(const core::TrainResult& r, const std::string& run_dir) {
+  std::ostringstream s;
+  s.setf(std::ios::fixed);
+  s.precision(4);
+  s << "finished: " << r.steps_done << " steps, loss " << r.first_loss << " -> " << r.last_loss;
+  if (r.last_val_loss >= 0) s << " (val " << r.last_val_loss << ")";
+  s.precision(0);
+  s << ", " << r.tokens_per_sec << " tok/s, run dir " << run_dir;
+  return s.str();
+}
+
+}  // namespace
+
+LocalRunResult run_local(const dsl::Plan& plan, const std::string& run_dir, const LocalRunOptions& opts) {
+  std::ostream& out = opts.out ? *opts.out : std::cout;
+  std::ostream& err = opts.err ? *opts.err : std::cerr;
+  LocalRunResult result;
+
+  RunStatus status;
+  status.state = "running";
+  status.start_time = now_iso8601();
+  status.pid = static_cast<long>(::getpid());
+  write_status(run_dir, status);
+
+  fs::path log_path = fs::path(run_dir) / "logs" / "rank-0.log";
+  std::error_code ec;
+  fs::create_directories(log_path.parent_path(), ec);
+  TeeStream log(out, opts.tee_rank_log ? log_path.string() : std::string("/dev/null"));
+  if (!log.log_ok()) err << "warning: cannot write " << log_path.string() << "; logging to the terminal only\n";
+
+  {
+    SignalGuard guard(run_dir, status, opts.handle_signals);
+    core::TrainOptions train_opts;
+    train_opts.run_dir = run_dir;
+    train_opts.log = &log;
+    train_opts.interactive = opts.interactive;
+    try {
+      result.train = core::train(plan, train_opts);
+      result.ok = !result.train.diverged;
+      if (!result.ok)
+        result.error = result.train.message.empty() ? "training diverged (NaN/inf loss or gradient)"
+                                                    : result.train.message;
+    } catch (const std::exception& e) {
+      result.ok = false;
+      result.error = e.what();
+    }
+  }
+
+  status.end_time = now_iso8601();
+  status.steps = result.train.steps_done;
+  status.state = result.ok ? "completed" : "failed";
+  status.exit_code = result.ok ? 0 : 3;
+  status.message = result.ok ? result.train.message : result.error;
+  try {
+    write_status(run_dir, status);
+    // (executors) TensorBoard events beside metrics.jsonl, converted now that the run has ended.
+    write_run_events(run_dir);
+  } catch (const std::exception& e) {
+    err << "warning: " << e.what() << "\n";
+  }
+
+  if (result.ok) {
+    log << summary_line(result.train, run_dir) << "\n";
+  } else {
+    log << "failed after " << result.train.steps_done << " steps: " << result.error << "\n";
+    err << "error: training failed: " << result.error << "\n  run dir: " << run_dir << "\n";
+  }
+  log.flush();
+  return result;
+}
+
+}  // namespace recipe::exec

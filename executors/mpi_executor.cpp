@@ -1,0 +1,86 @@
+#include "executors/mpi_executor.hpp"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <iostream>
+
+#include "executors/launch.hpp"
+#include "executors/process_group.hpp"
+#include "executors/run_dir.hpp"
+#include "executors/tensorboard_writer.hpp"
+
+namespace fs = std::filesystem;
+
+namespace recipe::exec {
+
+std::vector<std::string> mpirun_argv(const dsl::Plan& plan, const std::string& run_dir, const std::string& recipe_exe) {
+  std::vector<std::string> argv = launch_command(plan, run_dir, recipe_exe).argv;
+  // launch.sh keeps plain output for a person running it; the executor adds --tag-output.
+  if (!argv.empty() && argv[0] == "mpirun") argv.insert(argv.begin() + 1, "--tag-output");
+  return argv;
+}
+
+MultiRankResult run_mpirun(const dsl::Plan& plan, const std::string& run_dir, const std::string& recipe_exe,
+                           const MultiRankOptions& opts) {
+  std::ostream& out = opts.out ? *opts.out : std::cout;
+  std::ostream& err = opts.err ? *opts.err : std::cerr;
+  MultiRankResult result;
+
+  RunStatus status;
+  try {
+    status = read_status(run_dir);
+  } catch (const std::exception&) {
+  }
+  status.state = "running";
+  status.start_time = now_iso8601();
+  status.pid = static_cast<long>(::getpid());
+  status.message = "";
+  status.exit_code.reset();
+  write_status(run_dir, status);
+
+  ChildSpec spec;
+  spec.argv = mpirun_argv(plan, run_dir, recipe_exe);
+  spec.rank = 0;
+  if (::geteuid() == 0) {
+    spec.env["OMPI_ALLOW_RUN_AS_ROOT"] = "1";
+    spec.env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1";
+  }
+  for (const auto& [k, v] : plan.executor.env) spec.env[k] = v;  // what launch.sh exports
+
+  ProcessGroupOptions pg;
+  pg.terminal = &out;
+  pg.log_dir = (fs::path(run_dir) / "logs").string();
+  pg.parse_mpi_tags = true;
+  pg.kill_grace_ms = opts.kill_grace_ms;
+  pg.forward_signals = opts.forward_signals;
+
+  ProcessGroupResult r;
+  try {
+    r = run_process_group({spec}, pg);
+  } catch (const std::exception& e) {
+    r.exit_code = 127;
+    r.message = e.what();
+  }
+  result.exit_code = r.exit_code;
+  result.interrupted = r.interrupted;
+  result.message = r.interrupted ? r.message
+                   : r.exit_code == 0 ? ""
+                                      : "mpirun exited with status " + std::to_string(r.exit_code) +
+                                            " (a rank failed or could not start; see logs/rank-*.log)";
+
+  status.end_time = now_iso8601();
+  status.exit_code = result.exit_code;
+  status.state = r.interrupted ? "interrupted" : result.exit_code == 0 ? "completed" : "failed";
+  status.message = result.message;
+  try {
+    write_status(run_dir, status);
+    write_run_events(run_dir);
+  } catch (const std::exception& e) {
+    err << "warning: " << e.what() << "\n";
+  }
+  if (result.exit_code != 0) err << "error: " << result.message << "\n  run dir: " << run_dir << "\n";
+  return result;
+}
+
+}  // namespace recipe::exec

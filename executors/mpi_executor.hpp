@@ -1,0 +1,36 @@
+// Multi-rank execution on this host (local executor, world > 1) and across a hostfile (mpi
+// executor): runs the run dir's `mpirun` command under a process group, streams rank-prefixed
+// logs into the terminal and logs/rank-<r>.log, keeps status.json current, stops everything when
+// one rank dies or on Ctrl-C/SIGTERM. launch.sh (written before the run) holds the same command.
+#pragma once
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "dsl/plan.hpp"
+
+namespace recipe::exec {
+
+struct MultiRankOptions {
+  std::ostream* out = nullptr;  // rank-prefixed worker output (nullptr = std::cout)
+  std::ostream* err = nullptr;  // launcher messages (nullptr = std::cerr)
+  int kill_grace_ms = 5000;     // SIGTERM → SIGKILL when stopping the ranks
+  bool forward_signals = true;
+};
+
+struct MultiRankResult {
+  int exit_code = 0;            // 0 ok, the failing rank's status, or 128+signal when interrupted
+  bool interrupted = false;
+  std::string message;
+};
+
+// The argv actually run: launch_command's mpirun argv plus --tag-output (so lines can be routed
+// to their rank). Open MPI refuses to run as root without OMPI_ALLOW_RUN_AS_ROOT*; those are
+// set in the environment rather than the argv so launch.sh stays the same for every user.
+std::vector<std::string> mpirun_argv(const dsl::Plan& plan, const std::string& run_dir, const std::string& recipe_exe);
+
+MultiRankResult run_mpirun(const dsl::Plan& plan, const std::string& run_dir, const std::string& recipe_exe,
+                           const MultiRankOptions& opts);
+
+}  // namespace recipe::exec

@@ -1,0 +1,365 @@
+// Spawning, log routing, failure propagation, signal forwarding and reaping for a child group.
+#include "executors/process_group.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <stdexcept>
+
+namespace recipe::exec {
+
+namespace {
+
+// Self-pipe: the handler only write()s the signal number; the supervision loop does the rest.
+int g_signal_pipe[2] = {-1, -1};
+
+extern "C" void on_group_signal(int sig) {
+  int saved = errno;
+  unsigned char b = static_cast<unsigned char>(sig);
+  if (g_signal_pipe[1] >= 0) {
+    ssize_t ignored = ::write(g_signal_pipe[1], &b, 1);
+    (void)ignored;
+  }
+  errno = saved;
+}
+
+class SignalForwarder {
+ public:
+  explicit SignalForwarder(bool enabled) : enabled_(enabled) {
+    if (!enabled_) return;
+    if (::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) throw std::runtime_error("pipe2 failed");
+    struct sigaction sa {};
+    sa.sa_handler = on_group_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGINT, &sa, &old_int_);
+    sigaction(SIGTERM, &sa, &old_term_);
+  }
+  ~SignalForwarder() {
+    if (!enabled_) return;
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+    ::close(g_signal_pipe[0]);
+    ::close(g_signal_pipe[1]);
+    g_signal_pipe[0] = g_signal_pipe[1] = -1;
+  }
+  int read_fd() const { return enabled_ ? g_signal_pipe[0] : -1; }
+  SignalForwarder(const SignalForwarder&) = delete;
+  SignalForwarder& operator=(const SignalForwarder&) = delete;
+
+ private:
+  bool enabled_;
+  struct sigaction old_int_ {}, old_term_ {};
+};
+
+struct Child {
+  pid_t pid = -1;
+  int out_fd = -1;      // read end of the child's stdout+stderr pipe
+  std::string partial;  // bytes after the last newline
+  bool reaped = false;
+  int status = 0;       // exit status or 128+signal
+};
+
+int decode_status(int wstatus) {
+  if (WIFEXITED(wstatus)) return WEXITSTATUS(wstatus);
+  if (WIFSIGNALED(wstatus)) return 128 + WTERMSIG(wstatus);
+  return 1;
+}
+
+// The child side of fork(): only async-signal-safe calls until exec (the environment was
+// prepared by the parent).
+[[noreturn]] void exec_child(const ChildSpec& spec, char** envp, pid_t pgid, int write_fd) {
+  ::setpgid(0, pgid);
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  sigaction(SIGINT, &dfl, nullptr);
+  sigaction(SIGTERM, &dfl, nullptr);
+  sigaction(SIGPIPE, &dfl, nullptr);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  ::dup2(write_fd, STDOUT_FILENO);
+  ::dup2(write_fd, STDERR_FILENO);
+  int devnull = ::open("/dev/null", O_RDONLY);
+  if (devnull >= 0) ::dup2(devnull, STDIN_FILENO);
+  std::vector<char*> args;
+  for (const auto& a : spec.argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  ::execvpe(args[0], args.data(), envp);
+  const char* msg = "recipe: cannot start ";
+  ssize_t ignored = ::write(STDERR_FILENO, msg, std::strlen(msg));
+  ignored = ::write(STDERR_FILENO, args[0], std::strlen(args[0]));
+  ignored = ::write(STDERR_FILENO, "\n", 1);
+  (void)ignored;
+  ::_exit(127);
+}
+
+// The launcher's environment with `extra` added or replaced, as owned strings.
+std::vector<std::string> merged_env(const std::map<std::string, std::string>& extra) {
+  std::vector<std::string> out;
+  for (char** e = environ; e && *e; ++e) {
+    std::string kv = *e;
+    auto eq = kv.find('=');
+    if (eq != std::string::npos && extra.count(kv.substr(0, eq))) continue;
+    out.push_back(std::move(kv));
+  }
+  for (const auto& [k, v] : extra) out.push_back(k + "=" + v);
+  return out;
+}
+
+class LineRouter {
+ public:
+  LineRouter(const ProcessGroupOptions& opts) : opts_(opts) {}
+
+  void line(int default_rank, const std::string& raw) {
+    int rank = default_rank;
+    std::string text = raw;
+    if (opts_.parse_mpi_tags) {
+      if (auto tagged = parse_mpi_tag(raw)) {
+        rank = tagged->first;
+        text = tagged->second;
+      }
+    }
+    if (opts_.terminal) {
+      *opts_.terminal << "[rank " << rank << "] " << text << "\n";
+      opts_.terminal->flush();
+    }
+    if (std::ofstream* log = log_for(rank)) {
+      *log << text << "\n";
+      log->flush();
+    }
+  }
+
+  // Splits `data` (appended to child.partial) into lines; a carriage return (a progress-line
+  // redraw) ends a line too.
+  void feed(Child& child, int rank, const char* data, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+      char c = data[i];
+      if (c == '\n' || c == '\r') {
+        if (!child.partial.empty()) line(rank, child.partial);
+        child.partial.clear();
+      } else {
+        child.partial += c;
+      }
+    }
+  }
+
+  void flush_partial(Child& child, int rank) {
+    if (!child.partial.empty()) line(rank, child.partial);
+    child.partial.clear();
+  }
+
+ private:
+  std::ofstream* log_for(int rank) {
+    if (opts_.log_dir.empty()) return nullptr;
+    auto it = logs_.find(rank);
+    if (it == logs_.end()) {
+      std::error_code ec;
+      std::filesystem::create_directories(opts_.log_dir, ec);
+      auto f = std::make_unique<std::ofstream>(
+          (std::filesystem::path(opts_.log_dir) / ("rank-" + std::to_string(rank) + ".log")).string(),
+          std::ios::app);
+      it = logs_.emplace(rank, std::move(f)).first;
+    }
+    return *it->second ? it->second.get() : nullptr;
+  }
+
+  const ProcessGroupOptions& opts_;
+  std::map<int, std::unique_ptr<std::ofstream>> logs_;
+};
+
+using Clock = std::chrono::steady_clock;
+
+}  // namespace
+
+std::optional<std::pair<int, std::string>> parse_mpi_tag(const std::string& line) {
+  // "[<jobid>,<rank>]<stdout>:" or "<stderr>:" (Open MPI --tag-output).
+  if (line.empty() || line[0] != '[') return std::nullopt;
+  size_t comma = line.find(',');
+  size_t close = line.find(']');
+  if (comma == std::string::npos || close == std::string::npos || comma > close) return std::nullopt;
+  int rank = 0;
+  if (comma + 1 == close) return std::nullopt;
+  for (size_t i = comma + 1; i < close; ++i) {
+    if (line[i] < '0' || line[i] > '9') return std::nullopt;
+    rank = rank * 10 + (line[i] - '0');
+  }
+  size_t rest = close + 1;
+  for (const char* stream : {"<stdout>:", "<stderr>:"}) {
+    size_t len = std::strlen(stream);
+    if (line.compare(rest, len, stream) == 0) return std::make_pair(rank, line.substr(rest + len));
+  }
+  return std::nullopt;
+}
+
+ProcessGroupResult run_process_group(const std::vector<ChildSpec>& specs, const ProcessGroupOptions& opts) {
+  ProcessGroupResult result;
+  if (specs.empty()) return result;
+  SignalForwarder forwarder(opts.forward_signals);
+  LineRouter router(opts);
+  std::vector<Child> children(specs.size());
+  pid_t pgid = 0;
+
+  auto stop_group = [&](int sig) {
+    if (pgid > 0) ::kill(-pgid, sig);
+  };
+
+  // Spawn. Environments are built before fork so the child makes no allocations.
+  for (size_t i = 0; i < specs.size(); ++i) {
+    if (specs[i].argv.empty()) throw std::invalid_argument("process group: child " + std::to_string(i) + " has no argv");
+    std::vector<std::string> env = merged_env(specs[i].env);
+    std::vector<char*> envp;
+    for (auto& kv : env) envp.push_back(kv.data());
+    envp.push_back(nullptr);
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) {
+      stop_group(SIGKILL);
+      for (auto& c : children)
+        if (c.pid > 0) ::waitpid(c.pid, nullptr, 0);
+      throw std::runtime_error(std::string("cannot create a pipe: ") + std::strerror(errno));
+    }
+    pid_t pid = ::fork();
+    if (pid < 0) {
+      int saved = errno;
+      ::close(fds[0]);
+      ::close(fds[1]);
+      stop_group(SIGKILL);
+      for (auto& c : children)
+        if (c.pid > 0) ::waitpid(c.pid, nullptr, 0);
+      throw std::runtime_error(std::string("cannot fork: ") + std::strerror(saved));
+    }
+    if (pid == 0) exec_child(specs[i], envp.data(), pgid, fds[1]);
+    // Both sides call setpgid so the group exists whichever runs first.
+    ::setpgid(pid, pgid == 0 ? pid : pgid);
+    if (pgid == 0) pgid = pid;
+    ::close(fds[1]);
+    children[i].pid = pid;
+    children[i].out_fd = fds[0];
+  }
+
+  bool stopping = false;
+  bool killed = false;
+  Clock::time_point kill_deadline{};
+  std::optional<Clock::time_point> drain_deadline;
+  auto begin_stop = [&](int sig) {
+    stop_group(sig);
+    if (!stopping) {
+      stopping = true;
+      kill_deadline = Clock::now() + std::chrono::milliseconds(opts.kill_grace_ms);
+    }
+  };
+
+  for (;;) {
+    std::vector<pollfd> fds;
+    std::vector<int> owner;
+    for (size_t i = 0; i < children.size(); ++i) {
+      if (children[i].out_fd >= 0) {
+        fds.push_back({children[i].out_fd, POLLIN, 0});
+        owner.push_back(static_cast<int>(i));
+      }
+    }
+    if (forwarder.read_fd() >= 0) {
+      fds.push_back({forwarder.read_fd(), POLLIN, 0});
+      owner.push_back(-1);
+    }
+    int n = ::poll(fds.data(), fds.size(), 50);
+    if (n < 0 && errno != EINTR) break;
+    for (size_t k = 0; n > 0 && k < fds.size(); ++k) {
+      if (!(fds[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      if (owner[k] < 0) {
+        unsigned char sig;
+        while (::read(fds[k].fd, &sig, 1) == 1) {
+          // A second interrupt while stopping means "now": skip the grace period.
+          if (result.interrupted) {
+            stop_group(SIGKILL);
+            killed = true;
+          } else {
+            result.interrupted = true;
+            result.interrupt_signal = sig;
+            if (opts.terminal)
+              *opts.terminal << "recipe: " << (sig == SIGINT ? "SIGINT" : "SIGTERM")
+                             << " received; forwarding to all ranks\n";
+            begin_stop(sig);
+          }
+        }
+        continue;
+      }
+      Child& c = children[owner[k]];
+      char buf[8192];
+      ssize_t got = ::read(c.out_fd, buf, sizeof(buf));
+      if (got > 0) {
+        router.feed(c, specs[owner[k]].rank, buf, static_cast<size_t>(got));
+      } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
+        router.flush_partial(c, specs[owner[k]].rank);
+        ::close(c.out_fd);
+        c.out_fd = -1;
+      }
+    }
+
+    bool all_reaped = true;
+    for (size_t i = 0; i < children.size(); ++i) {
+      Child& c = children[i];
+      if (c.reaped) continue;
+      int wstatus = 0;
+      pid_t r = ::waitpid(c.pid, &wstatus, WNOHANG);
+      if (r == c.pid || (r < 0 && errno == ECHILD)) {
+        c.reaped = true;
+        c.status = r == c.pid ? decode_status(wstatus) : 1;
+        if (c.status != 0 && !stopping && !result.interrupted) {
+          result.first_failed_child = static_cast<int>(i);
+          result.exit_code = c.status;
+          result.message = "rank " + std::to_string(specs[i].rank) +
+                           (c.status > 128 ? " was killed by signal " + std::to_string(c.status - 128)
+                                           : " exited with status " + std::to_string(c.status));
+          if (children.size() > 1) result.message += "; stopped the other ranks";
+          begin_stop(SIGTERM);
+        }
+      } else {
+        all_reaped = false;
+      }
+    }
+    if (stopping && !killed && !all_reaped && Clock::now() >= kill_deadline) {
+      stop_group(SIGKILL);
+      killed = true;
+    }
+    if (all_reaped) {
+      // Grandchildren that outlived their parent may still hold a pipe open: give them a moment,
+      // then kill whatever is left in the group and stop reading.
+      bool pipes_open = false;
+      for (auto& c : children) pipes_open |= c.out_fd >= 0;
+      if (!pipes_open) break;
+      if (!drain_deadline) drain_deadline = Clock::now() + std::chrono::milliseconds(500);
+      if (Clock::now() >= *drain_deadline) {
+        stop_group(SIGKILL);
+        for (size_t i = 0; i < children.size(); ++i) {
+          if (children[i].out_fd >= 0) {
+            router.flush_partial(children[i], specs[i].rank);
+            ::close(children[i].out_fd);
+            children[i].out_fd = -1;
+          }
+        }
+        break;
+      }
+    }
+  }
+
+  for (auto& c : children) result.child_status.push_back(c.status);
+  if (result.interrupted) {
+    result.exit_code = 128 + result.interrupt_signal.value_or(SIGINT);
+    result.message = std::string("interrupted by ") + (result.interrupt_signal == SIGTERM ? "SIGTERM" : "SIGINT") +
+                     "; all ranks stopped";
+  }
+  return result;
+}
+
+}  // namespace recipe::exec

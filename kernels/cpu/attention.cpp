@@ -1,0 +1,149 @@
+// Causal scaled-dot-product attention on packed qkv [B, T, (Hq + 2·Hkv)·D] (see ops.hpp), with
+// GQA: q head h reads kv head h / (Hq/Hkv). Forward saves lse [B, Hq, T] (natural log of the
+// softmax denominator of the scaled scores); backward recomputes the probabilities from it
+// (flash-attention math), so neither pass holds a T×T matrix — only one row of T scores.
+//
+// Work is split over (batch, head) pairs in the forward and over (batch, kv head) groups in the
+// backward, so every output element is written by exactly one task and summed in a fixed order:
+// results are bitwise identical for any thread count.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "kernels/cpu/cpu_backend.hpp"
+#include "kernels/cpu/cpu_detail.hpp"
+
+namespace recipe::kernels {
+
+namespace {
+// Dot product with eight independent partial sums (vectorizable, and a fixed summation order).
+inline float dot(const float* a, const float* b, int n) {
+  float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int l = 0; l < 8; ++l) lane[l] += a[i + l] * b[i + l];
+  float tail = 0.0f;
+  for (; i < n; ++i) tail += a[i] * b[i];
+  return ((lane[0] + lane[4]) + (lane[1] + lane[5])) + ((lane[2] + lane[6]) + (lane[3] + lane[7])) + tail;
+}
+
+// y += a·x, in blocks of eight so that -O2 vectorizes it (no reduction: order does not matter;
+// y never overlaps x: outputs and gradients are separate buffers from qkv).
+inline void axpy(float* __restrict y, float a, const float* __restrict x, int n) {
+  int i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int l = 0; l < 8; ++l) y[i + l] += a * x[i + l];
+  for (; i < n; ++i) y[i] += a * x[i];
+}
+
+struct AttentionLayout {
+  int64_t row;      // floats per token row of qkv
+  int64_t k_off;    // offset of k head 0 within a row
+  int64_t v_off;    // offset of v head 0 within a row
+  int group;        // q heads per kv head
+};
+
+AttentionLayout check_attention(const char* op, const Tensor& qkv, const Tensor& out, const Tensor& lse, int B,
+                                int T, int Hq, int Hkv, int D) {
+  cpu::require(B >= 0 && T >= 0 && Hq > 0 && Hkv > 0 && D > 0 && Hq % Hkv == 0, op,
+               "need B, T >= 0, D > 0 and Hkv dividing Hq; got B=" + std::to_string(B) + " T=" + std::to_string(T) +
+                   " Hq=" + std::to_string(Hq) + " Hkv=" + std::to_string(Hkv) + " D=" + std::to_string(D));
+  cpu::require_tensor(qkv, op, "qkv", DType::f32);
+  cpu::require_tensor(out, op, "out", DType::f32);
+  cpu::require_tensor(lse, op, "lse", DType::f32);
+  int64_t row = int64_t(Hq + 2 * Hkv) * D;
+  cpu::require_numel(qkv, int64_t(B) * T * row, op, "qkv");
+  cpu::require_numel(out, int64_t(B) * T * Hq * D, op, "out");
+  cpu::require_numel(lse, int64_t(B) * Hq * T, op, "lse");
+  return {row, int64_t(Hq) * D, int64_t(Hq + Hkv) * D, Hq / Hkv};
+}
+}  // namespace
+
+void CpuBackend::attention_fwd(Tensor out, Tensor lse, Tensor qkv, int B, int T, int Hq, int Hkv, int D) {
+  const auto L = check_attention("attention_fwd", qkv, out, lse, B, T, Hq, Hkv, D);
+  const float scale = float(1.0 / std::sqrt(double(D)));
+  const float* x = qkv.as<float>();
+  float* o = out.as<float>();
+  float* lse_p = lse.as<float>();
+  const double work = double(B) * Hq * T * T * D;
+  cpu::parallel_for(int64_t(B) * Hq, threads(), work, [&](int64_t begin, int64_t end) {
+    std::vector<float> p(static_cast<size_t>(T));
+    for (int64_t bh = begin; bh < end; ++bh) {
+      const int64_t b = bh / Hq;
+      const int h = int(bh % Hq), kvh = h / L.group;
+      const float* seq = x + b * T * L.row;
+      for (int t = 0; t < T; ++t) {
+        const float* q = seq + t * L.row + int64_t(h) * D;
+        float max_s = -INFINITY;
+        for (int j = 0; j <= t; ++j) {
+          p[j] = dot(q, seq + j * L.row + L.k_off + int64_t(kvh) * D, D) * scale;
+          max_s = std::max(max_s, p[j]);
+        }
+        double sum = 0.0;
+        for (int j = 0; j <= t; ++j) {
+          p[j] = std::exp(p[j] - max_s);
+          sum += p[j];
+        }
+        float* y = o + (b * T + t) * int64_t(Hq) * D + int64_t(h) * D;
+        std::memset(y, 0, sizeof(float) * size_t(D));
+        for (int j = 0; j <= t; ++j) axpy(y, p[j], seq + j * L.row + L.v_off + int64_t(kvh) * D, D);
+        const float inv = float(1.0 / sum);
+        for (int d = 0; d < D; ++d) y[d] *= inv;
+        lse_p[(b * Hq + h) * T + t] = max_s + float(std::log(sum));
+      }
+    }
+  });
+}
+
+void CpuBackend::attention_bwd(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int B, int T, int Hq,
+                               int Hkv, int D) {
+  const char* op = "attention_bwd";
+  const auto L = check_attention(op, qkv, out, lse, B, T, Hq, Hkv, D);
+  cpu::require_tensor(dqkv, op, "dqkv", DType::f32);
+  cpu::require_numel(dqkv, qkv.numel(), op, "dqkv");
+  cpu::require_tensor(dout, op, "dout", DType::f32);
+  cpu::require_numel(dout, out.numel(), op, "dout");
+  const float scale = float(1.0 / std::sqrt(double(D)));
+  const float* x = qkv.as<float>();
+  const float* o = out.as<float>();
+  const float* dy = dout.as<float>();
+  const float* lse_p = lse.as<float>();
+  float* dx = dqkv.as<float>();
+  std::memset(dx, 0, dqkv.bytes());
+  const double work = 2.0 * B * Hq * T * T * D;
+  cpu::parallel_for(int64_t(B) * Hkv, threads(), work, [&](int64_t begin, int64_t end) {
+    std::vector<float> p(static_cast<size_t>(T)), ds(static_cast<size_t>(T));
+    for (int64_t bg = begin; bg < end; ++bg) {
+      const int64_t b = bg / Hkv;
+      const int g = int(bg % Hkv);
+      const float* seq = x + b * T * L.row;
+      float* dseq = dx + b * T * L.row;
+      for (int h = g * L.group; h < (g + 1) * L.group; ++h) {
+        for (int t = 0; t < T; ++t) {
+          const float* q = seq + t * L.row + int64_t(h) * D;
+          const int64_t o_idx = (b * T + t) * int64_t(Hq) * D + int64_t(h) * D;
+          const float* do_t = dy + o_idx;
+          const float lse_t = lse_p[(b * Hq + h) * T + t];
+          const float delta = dot(do_t, o + o_idx, D);  // rowsum(dO∘O) = Σ_j P_j·dP_j
+          float* dq = dseq + t * L.row + int64_t(h) * D;
+          for (int j = 0; j <= t; ++j) {
+            const float* k = seq + j * L.row + L.k_off + int64_t(g) * D;
+            const float* v = seq + j * L.row + L.v_off + int64_t(g) * D;
+            p[j] = std::exp(dot(q, k, D) * scale - lse_t);
+            ds[j] = p[j] * (dot(do_t, v, D) - delta) * scale;
+            axpy(dq, ds[j], k, D);
+          }
+          for (int j = 0; j <= t; ++j) {
+            float* dk = dseq + j * L.row + L.k_off + int64_t(g) * D;
+            float* dv = dseq + j * L.row + L.v_off + int64_t(g) * D;
+            axpy(dk, ds[j], q, D);
+            axpy(dv, p[j], do_t, D);
+          }
+        }
+      }
+    }
+  });
+}
+
+}  // namespace recipe::kernels

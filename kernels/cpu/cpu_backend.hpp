@@ -1,0 +1,89 @@
+// The CPU reference backend: fp32 activations and math, OpenBLAS GEMMs, deterministic results
+// (every reduction runs in a fixed order, independent of the thread count). It is the twin every
+// CUDA op is tested against and the backend of CPU-only training runs.
+//
+// The method bodies live in one file per op family (linear.cpp, norms.cpp, attention.cpp, ...).
+#pragma once
+
+#include <cstddef>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "kernels/ops.hpp"
+
+namespace recipe::kernels {
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(const BackendOptions& opts);
+  ~CpuBackend() override;
+
+  Device device() const override { return Device::cpu; }
+  DType act_dtype() const override { return DType::f32; }
+  std::string name() const override { return "cpu"; }
+  // Threads used by the non-BLAS loops (attention): cpu_threads, or the hardware count if 0.
+  int threads() const { return threads_; }
+
+  // memory.cpp
+  void* alloc(size_t bytes) override;
+  void free(void* p) override;
+  void copy(Tensor dst, Tensor src) override;
+  void to_host(void* dst, Tensor src) override;
+  void from_host(Tensor dst, const void* src) override;
+  void zero(Tensor t) override;
+  void cast(Tensor dst, Tensor src) override;
+  void synchronize() override {}
+  size_t peak_memory_bytes() const override;
+
+  // linear.cpp
+  void linear_fwd(Tensor out, Tensor inp, Tensor weight, Tensor bias, Tensor pre_gelu) override;
+  void linear_bwd(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
+                  Tensor dinp_gelu_aux) override;
+
+  // embedding.cpp
+  void embedding_fwd(Tensor out, Tensor tokens, Tensor wte, Tensor wpe, int T, int vocab_start) override;
+  void embedding_bwd(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens, int T, int vocab_start) override;
+
+  // norms.cpp
+  void layernorm_fwd(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight, Tensor bias,
+                     float eps) override;
+  void layernorm_bwd(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
+                     Tensor mean, Tensor rstd) override;
+  void rmsnorm_fwd(Tensor out, Tensor rstd, Tensor inp, Tensor weight, float eps) override;
+  void rmsnorm_bwd(Tensor dinp, Tensor dweight, Tensor dout, Tensor inp, Tensor weight, Tensor rstd) override;
+
+  // elementwise.cpp
+  void add(Tensor out, Tensor a, Tensor b) override;
+  void gelu_fwd(Tensor out, Tensor inp) override;
+  void gelu_bwd(Tensor dinp, Tensor dout, Tensor inp) override;
+  void swiglu_fwd(Tensor out, Tensor gate_up) override;
+  void swiglu_bwd(Tensor dgate_up, Tensor dout, Tensor gate_up) override;
+
+  // rope.cpp
+  void rope_fwd(Tensor qkv, int B, int T, int Hq, int Hkv, int D, float theta) override;
+  void rope_bwd(Tensor dqkv, int B, int T, int Hq, int Hkv, int D, float theta) override;
+
+  // attention.cpp
+  void attention_fwd(Tensor out, Tensor lse, Tensor qkv, int B, int T, int Hq, int Hkv, int D) override;
+  void attention_bwd(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int B, int T, int Hq,
+                     int Hkv, int D) override;
+
+  // loss.cpp
+  void cross_entropy(Tensor losses, Tensor logits, Tensor targets, int vocab, float dloss,
+                     bool compute_grad) override;
+
+  // adamw.cpp
+  void adamw(Tensor master, Tensor grad, Tensor m, Tensor v, Tensor compute_copy,
+             const AdamWArgs& args) override;
+  double sum_squares(Tensor x) override;
+  void scale(Tensor x, float s) override;
+
+ private:
+  int threads_ = 1;
+  mutable std::mutex mem_mutex_;
+  std::unordered_map<void*, size_t> live_;  // allocation → bytes
+  size_t live_bytes_ = 0, peak_bytes_ = 0;
+};
+
+}  // namespace recipe::kernels

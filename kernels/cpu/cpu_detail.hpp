@@ -1,0 +1,92 @@
+// Helpers shared by the CPU op files: argument checks that name the op and the offending tensor,
+// the scalar activation math (used by both the GELU op and the fused linear epilogues), and a
+// static-partition parallel loop whose results do not depend on the thread count.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <exception>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kernels/tensor.hpp"
+
+namespace recipe::kernels::cpu {
+
+[[noreturn]] inline void fail(const char* op, const std::string& what) {
+  throw std::invalid_argument(std::string("cpu backend: ") + op + ": " + what);
+}
+
+inline void require(bool ok, const char* op, const std::string& what) {
+  if (!ok) fail(op, what);
+}
+
+// A defined host tensor of the given dtype.
+inline void require_tensor(const Tensor& t, const char* op, const char* arg, DType dtype) {
+  if (!t.defined()) fail(op, std::string(arg) + " is undefined");
+  if (t.device != Device::cpu) fail(op, std::string(arg) + " is a CUDA tensor; the CPU backend needs host tensors");
+  if (t.dtype != dtype)
+    fail(op, std::string(arg) + " is " + t.shape_str() + " but must be " + dtype_name(dtype) +
+                 (dtype == DType::f32 ? " (the CPU backend computes in f32; cast bf16 tensors first)" : ""));
+}
+
+inline void require_numel(const Tensor& t, int64_t n, const char* op, const char* arg) {
+  if (t.numel() != n)
+    fail(op, std::string(arg) + " is " + t.shape_str() + " (" + std::to_string(t.numel()) +
+                 " elements) but must hold " + std::to_string(n));
+}
+
+// GELU, tanh approximation: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
+constexpr float kGeluScale = 0.7978845608028654f;  // √(2/π)
+constexpr float kGeluCubic = 0.044715f;
+
+inline float gelu(float x) {
+  float u = kGeluScale * (x + kGeluCubic * x * x * x);
+  return 0.5f * x * (1.0f + std::tanh(u));
+}
+
+inline float gelu_grad(float x) {
+  float u = kGeluScale * (x + kGeluCubic * x * x * x);
+  float t = std::tanh(u);
+  float du = kGeluScale * (1.0f + 3.0f * kGeluCubic * x * x);
+  return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du;
+}
+
+inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+// Runs body(begin, end) over [0, n) split into contiguous chunks, one per thread, chunk 0 on the
+// calling thread. Bodies must write disjoint outputs; then the result is the same for any thread
+// count. Small loops (work below min_work) stay on the calling thread.
+template <class Body>
+void parallel_for(int64_t n, int threads, double work, Body body, double min_work = 1 << 18) {
+  int nt = int(std::min<int64_t>(threads, n));
+  if (nt <= 1 || work < min_work) {
+    if (n > 0) body(int64_t(0), n);
+    return;
+  }
+  std::vector<std::thread> pool;
+  pool.reserve(nt - 1);
+  auto chunk = [&](int i) { return n * i / nt; };
+  std::vector<std::exception_ptr> errors(nt);
+  for (int i = 1; i < nt; ++i)
+    pool.emplace_back([&, i] {
+      try {
+        body(chunk(i), chunk(i + 1));
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    });
+  try {
+    body(chunk(0), chunk(1));
+  } catch (...) {
+    errors[0] = std::current_exception();
+  }
+  for (auto& t : pool) t.join();
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+}  // namespace recipe::kernels::cpu

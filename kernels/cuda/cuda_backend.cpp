@@ -1,0 +1,586 @@
+// CudaBackend: argument checks, memory, and dispatch to the kernels / cuBLASLt / cuDNN.
+#include "kernels/cuda/cuda_backend.hpp"
+
+#include <cstdlib>
+#include <iostream>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cuda/cublaslt_linear.hpp"
+#include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/cudnn_attention.hpp"
+
+namespace recipe::kernels {
+namespace cuda {
+namespace {
+
+constexpr size_t kCublasWorkspaceBytes = size_t(32) << 20;
+constexpr size_t kDefaultWorkspaceMiB = 256;
+
+[[noreturn]] void bad_arg(const char* op, const std::string& what) {
+  throw std::invalid_argument(std::string("CUDA backend ") + op + ": " + what);
+}
+
+void expect(const char* op, const char* name, const Tensor& t, DType dtype) {
+  if (!t.defined()) bad_arg(op, std::string(name) + " is undefined");
+  if (t.device != Device::cuda)
+    bad_arg(op, std::string(name) + " " + t.shape_str() + " is not a CUDA tensor");
+  if (t.dtype != dtype)
+    bad_arg(op, std::string(name) + " " + t.shape_str() + " must be " + dtype_name(dtype));
+}
+// Optional tensors: checked only when defined.
+void expect_opt(const char* op, const char* name, const Tensor& t, DType dtype) {
+  if (t.defined()) expect(op, name, t, dtype);
+}
+void expect_numel(const char* op, const char* name, const Tensor& t, int64_t n) {
+  if (t.numel() != n)
+    bad_arg(op, std::string(name) + " " + t.shape_str() + " must hold " + std::to_string(n) +
+                    " elements");
+}
+void* ptr_or_null(const Tensor& t) { return t.defined() ? t.ptr : nullptr; }
+
+size_t workspace_bytes_from_env() {
+  size_t mib = kDefaultWorkspaceMiB;
+  if (const char* s = std::getenv("RECIPE_CUDA_WORKSPACE_MB")) {
+    char* end = nullptr;
+    long v = std::strtol(s, &end, 10);
+    if (end == s || *end || v < 16)
+      throw std::invalid_argument(std::string("RECIPE_CUDA_WORKSPACE_MB='") + s +
+                                  "' must be an integer ≥ 16 (MiB)");
+    mib = size_t(v);
+  }
+  return mib << 20;
+}
+
+bool attention_fallback_forced() {
+  const char* s = std::getenv("RECIPE_CUDA_ATTENTION");
+  if (!s || !*s || std::string(s) == "cudnn") return false;
+  if (std::string(s) == "fallback") return true;
+  throw std::invalid_argument(std::string("RECIPE_CUDA_ATTENTION='") + s +
+                              "' must be 'cudnn' or 'fallback'");
+}
+
+std::string version_string(int v) {
+  return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
+}
+
+}  // namespace
+
+CudaBackend::CudaBackend(const BackendOptions& opts)
+    : device_(opts.device_index), deterministic_(opts.deterministic) {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    cudaGetLastError();
+    throw std::runtime_error("CUDA backend: no CUDA device is visible (check the driver and "
+                             "CUDA_VISIBLE_DEVICES), or use --device cpu");
+  }
+  if (device_ < 0 || device_ >= count)
+    throw std::runtime_error("CUDA backend: device index " + std::to_string(device_) +
+                             " is out of range: " + std::to_string(count) + " device(s) visible");
+  RECIPE_CUDA_CHECK(cudaSetDevice(device_));
+  RECIPE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  cublas_workspace_bytes_ = kCublasWorkspaceBytes;
+  cublas_workspace_ = device_alloc(cublas_workspace_bytes_, "cuBLASLt workspace");
+  workspace_bytes_ = workspace_bytes_from_env();
+  workspace_ = device_alloc(workspace_bytes_, "backend workspace");
+  linear_ = std::make_unique<CublasLtLinear>(stream_, cublas_workspace_, cublas_workspace_bytes_);
+#ifdef RECIPE_WITH_CUDNN
+  if (!attention_fallback_forced()) {
+    try {
+      attention_ = std::make_unique<CudnnAttention>(stream_, deterministic_);
+    } catch (const std::exception& e) {
+      std::cerr << "recipe: cuDNN unavailable (" << e.what()
+                << "); attention uses the own CUDA kernels\n";
+    }
+  }
+#else
+  (void)attention_fallback_forced();
+#endif
+}
+
+CudaBackend::~CudaBackend() {
+  if (stream_) cudaStreamSynchronize(stream_);
+  attention_.reset();
+  linear_.reset();
+  for (auto& [p, n] : allocations_) cudaFree(p);
+  if (stream_) cudaStreamDestroy(stream_);
+}
+
+std::string CudaBackend::name() const {
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, device_) != cudaSuccess) return "cuda";
+  return std::string("cuda:") + std::to_string(device_) + " (" + prop.name + ")";
+}
+
+int64_t CudaBackend::fused_epilogue_calls() const { return linear_->stats().fused; }
+int64_t CudaBackend::unfused_epilogue_calls() const { return linear_->stats().unfused; }
+
+void* CudaBackend::device_alloc(size_t bytes, const char* what) {
+  void* p = nullptr;
+  cudaError_t err = cudaMalloc(&p, bytes ? bytes : 1);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    size_t free_b = 0, total_b = 0;
+    cudaMemGetInfo(&free_b, &total_b);
+    throw std::runtime_error("CUDA backend: cudaMalloc of " + std::to_string(bytes) + " bytes (" +
+                             what + ") failed: " + cudaGetErrorString(err) + "; " +
+                             std::to_string(free_b >> 20) + " MiB free of " +
+                             std::to_string(total_b >> 20) +
+                             " MiB. Reduce trainer.micro_batch_size or the model size");
+  }
+  allocations_[p] = bytes;
+  current_bytes_ += bytes;
+  if (current_bytes_ > peak_bytes_) peak_bytes_ = current_bytes_;
+  return p;
+}
+
+void* CudaBackend::alloc(size_t bytes) {
+  void* p = device_alloc(bytes, "tensor");
+  RECIPE_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream_));
+  RECIPE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  return p;
+}
+
+void CudaBackend::free(void* p) {
+  if (!p) return;
+  auto it = allocations_.find(p);
+  if (it == allocations_.end())
+    throw std::invalid_argument("CUDA backend free: pointer was not allocated by this backend");
+  RECIPE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  RECIPE_CUDA_CHECK(cudaFree(p));
+  current_bytes_ -= it->second;
+  allocations_.erase(it);
+}
+
+void CudaBackend::copy(Tensor dst, Tensor src) {
+  if (dst.dtype != src.dtype || dst.numel() != src.numel())
+    bad_arg("copy", "dst " + dst.shape_str() + " and src " + src.shape_str() +
+                        " must have the same dtype and element count");
+  if (dst.ptr == src.ptr || !dst.numel()) return;
+  RECIPE_CUDA_CHECK(cudaMemcpyAsync(dst.ptr, src.ptr, src.bytes(), cudaMemcpyDefault, stream_));
+}
+
+void CudaBackend::to_host(void* dst, Tensor src) {
+  if (!src.numel()) return;
+  RECIPE_CUDA_CHECK(cudaMemcpyAsync(dst, src.ptr, src.bytes(), cudaMemcpyDefault, stream_));
+  RECIPE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void CudaBackend::from_host(Tensor dst, const void* src) {
+  if (!dst.numel()) return;
+  RECIPE_CUDA_CHECK(cudaMemcpyAsync(dst.ptr, src, dst.bytes(), cudaMemcpyDefault, stream_));
+  RECIPE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void CudaBackend::zero(Tensor t) {
+  if (!t.numel()) return;
+  RECIPE_CUDA_CHECK(cudaMemsetAsync(t.ptr, 0, t.bytes(), stream_));
+}
+
+void CudaBackend::cast(Tensor dst, Tensor src) {
+  if (dst.numel() != src.numel())
+    bad_arg("cast", "dst " + dst.shape_str() + " and src " + src.shape_str() +
+                        " must have the same element count");
+  if (dst.dtype == src.dtype) return copy(dst, src);
+  if (dst.dtype == DType::bf16 && src.dtype == DType::f32)
+    return cast_f32_to_bf16(dst.ptr, src.as<float>(), src.numel(), stream_);
+  if (dst.dtype == DType::f32 && src.dtype == DType::bf16)
+    return cast_bf16_to_f32(dst.as<float>(), src.ptr, src.numel(), stream_);
+  bad_arg("cast", std::string("unsupported cast ") + dtype_name(src.dtype) + " -> " +
+                      dtype_name(dst.dtype));
+}
+
+void CudaBackend::synchronize() { RECIPE_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+// ---- linear ----
+
+void CudaBackend::linear_fwd(Tensor out, Tensor inp, Tensor weight, Tensor bias, Tensor pre_gelu) {
+  const char* op = "linear_fwd";
+  expect(op, "weight", weight, DType::bf16);
+  expect(op, "inp", inp, DType::bf16);
+  expect(op, "out", out, DType::bf16);
+  expect_opt(op, "bias", bias, DType::bf16);
+  expect_opt(op, "pre_gelu", pre_gelu, DType::bf16);
+  const int64_t OC = weight.dim(0), IC = weight.dim(1), N = inp.numel() / IC;
+  expect_numel(op, "inp", inp, N * IC);
+  expect_numel(op, "out", out, N * OC);
+  if (bias.defined()) expect_numel(op, "bias", bias, OC);
+  if (pre_gelu.defined()) expect_numel(op, "pre_gelu", pre_gelu, N * OC);
+  linear_->forward(out.ptr, inp.ptr, weight.ptr, ptr_or_null(bias), ptr_or_null(pre_gelu), N, IC,
+                   OC);
+}
+
+void CudaBackend::linear_bwd(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp,
+                             Tensor weight, Tensor dinp_gelu_aux) {
+  const char* op = "linear_bwd";
+  expect(op, "dout", dout, DType::bf16);
+  const Tensor& shape_src = weight.defined() ? weight : dweight;
+  if (!shape_src.defined()) bad_arg(op, "weight and dweight are both undefined");
+  const int64_t OC = shape_src.dim(0), IC = shape_src.dim(1), N = dout.numel() / OC;
+  expect_numel(op, "dout", dout, N * OC);
+  if (dinp.defined()) {
+    expect(op, "dinp", dinp, DType::bf16);
+    expect(op, "weight", weight, DType::bf16);
+    expect_numel(op, "dinp", dinp, N * IC);
+    expect_opt(op, "dinp_gelu_aux", dinp_gelu_aux, DType::bf16);
+    if (dinp_gelu_aux.defined()) expect_numel(op, "dinp_gelu_aux", dinp_gelu_aux, N * IC);
+    linear_->backward_input(dinp.ptr, dout.ptr, weight.ptr, ptr_or_null(dinp_gelu_aux), N, IC, OC);
+  }
+  expect_opt(op, "dweight", dweight, DType::f32);
+  expect_opt(op, "dbias", dbias, DType::f32);
+  if (dbias.defined()) expect_numel(op, "dbias", dbias, OC);
+  if (dweight.defined()) {
+    expect(op, "inp", inp, DType::bf16);
+    expect_numel(op, "inp", inp, N * IC);
+    expect_numel(op, "dweight", dweight, OC * IC);
+  }
+  if (dweight.defined() || dbias.defined())
+    linear_->backward_weight(static_cast<float*>(ptr_or_null(dweight)),
+                             static_cast<float*>(ptr_or_null(dbias)), dout.ptr, ptr_or_null(inp), N,
+                             IC, OC, workspace());
+}
+
+// ---- embeddings ----
+
+void CudaBackend::embedding_fwd(Tensor out, Tensor tokens, Tensor wte, Tensor wpe, int T,
+                                int vocab_start) {
+  const char* op = "embedding_fwd";
+  expect(op, "tokens", tokens, DType::i32);
+  expect(op, "wte", wte, DType::bf16);
+  expect(op, "out", out, DType::bf16);
+  expect_opt(op, "wpe", wpe, DType::bf16);
+  const int64_t N = tokens.numel(), C = wte.dim(1);
+  expect_numel(op, "out", out, N * C);
+  if (T <= 0 || N % T) bad_arg(op, "T=" + std::to_string(T) + " must divide " + std::to_string(N) + " tokens");
+  if (wpe.defined() && wpe.dim(0) < T) bad_arg(op, "wpe " + wpe.shape_str() + " has fewer than T rows");
+  cuda::embedding_fwd(out.ptr, tokens.as<int32_t>(), wte.ptr, wte.dim(0), ptr_or_null(wpe), N, C, T,
+                      vocab_start, stream_);
+}
+
+void CudaBackend::embedding_bwd(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens, int T,
+                                int vocab_start) {
+  const char* op = "embedding_bwd";
+  expect(op, "tokens", tokens, DType::i32);
+  expect(op, "dout", dout, DType::bf16);
+  expect_opt(op, "dwte", dwte, DType::f32);
+  expect_opt(op, "dwpe", dwpe, DType::f32);
+  const int64_t N = tokens.numel(), C = dout.numel() / (N ? N : 1);
+  expect_numel(op, "dout", dout, N * C);
+  if (T <= 0 || N % T) bad_arg(op, "T=" + std::to_string(T) + " must divide " + std::to_string(N) + " tokens");
+  if (dwte.defined() && dwte.numel() % C) bad_arg(op, "dwte " + dwte.shape_str() + " row size differs from dout");
+  if (dwpe.defined() && dwpe.numel() < int64_t(T) * C) bad_arg(op, "dwpe " + dwpe.shape_str() + " has fewer than T rows");
+  cuda::embedding_bwd(static_cast<float*>(ptr_or_null(dwte)), dwte.defined() ? dwte.numel() / C : 0,
+                      static_cast<float*>(ptr_or_null(dwpe)), dout.ptr, tokens.as<int32_t>(), N, C,
+                      T, vocab_start, workspace(), stream_);
+}
+
+// ---- norms ----
+
+void CudaBackend::layernorm_fwd(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight,
+                                Tensor bias, float eps) {
+  const char* op = "layernorm_fwd";
+  expect(op, "inp", inp, DType::bf16);
+  expect(op, "out", out, DType::bf16);
+  expect(op, "weight", weight, DType::bf16);
+  expect_opt(op, "bias", bias, DType::bf16);
+  expect_opt(op, "mean", mean, DType::f32);
+  expect_opt(op, "rstd", rstd, DType::f32);
+  const int64_t C = weight.numel(), N = inp.numel() / C;
+  expect_numel(op, "out", out, N * C);
+  cuda::layernorm_fwd(out.ptr, static_cast<float*>(ptr_or_null(mean)),
+                      static_cast<float*>(ptr_or_null(rstd)), inp.ptr, nullptr, nullptr, weight.ptr,
+                      ptr_or_null(bias), N, C, eps, false, stream_);
+}
+
+void CudaBackend::layernorm_bwd(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp,
+                                Tensor weight, Tensor mean, Tensor rstd) {
+  const char* op = "layernorm_bwd";
+  expect(op, "dout", dout, DType::bf16);
+  expect(op, "inp", inp, DType::bf16);
+  expect(op, "weight", weight, DType::bf16);
+  expect(op, "mean", mean, DType::f32);
+  expect(op, "rstd", rstd, DType::f32);
+  expect_opt(op, "dinp", dinp, DType::bf16);
+  expect_opt(op, "dweight", dweight, DType::f32);
+  expect_opt(op, "dbias", dbias, DType::f32);
+  const int64_t C = weight.numel(), N = inp.numel() / C;
+  cuda::layernorm_bwd(ptr_or_null(dinp), static_cast<float*>(ptr_or_null(dweight)),
+                      static_cast<float*>(ptr_or_null(dbias)), dout.ptr, inp.ptr, weight.ptr,
+                      mean.as<float>(), rstd.as<float>(), N, C, false, workspace(), stream_);
+}
+
+void CudaBackend::rmsnorm_fwd(Tensor out, Tensor rstd, Tensor inp, Tensor weight, float eps) {
+  const char* op = "rmsnorm_fwd";
+  expect(op, "inp", inp, DType::bf16);
+  expect(op, "out", out, DType::bf16);
+  expect(op, "weight", weight, DType::bf16);
+  expect_opt(op, "rstd", rstd, DType::f32);
+  const int64_t C = weight.numel(), N = inp.numel() / C;
+  expect_numel(op, "out", out, N * C);
+  cuda::layernorm_fwd(out.ptr, nullptr, static_cast<float*>(ptr_or_null(rstd)), inp.ptr, nullptr,
+                      nullptr, weight.ptr, nullptr, N, C, eps, true, stream_);
+}
+
+void CudaBackend::rmsnorm_bwd(Tensor dinp, Tensor dweight, Tensor dout, Tensor inp, Tensor weight,
+                              Tensor rstd) {
+  const char* op = "rmsnorm_bwd";
+  expect(op, "dout", dout, DType::bf16);
+  expect(op, "inp", inp, DType::bf16);
+  expect(op, "weight", weight, DType::bf16);
+  expect(op, "rstd", rstd, DType::f32);
+  expect_opt(op, "dinp", dinp, DType::bf16);
+  expect_opt(op, "dweight", dweight, DType::f32);
+  const int64_t C = weight.numel(), N = inp.numel() / C;
+  cuda::layernorm_bwd(ptr_or_null(dinp), static_cast<float*>(ptr_or_null(dweight)), nullptr,
+                      dout.ptr, inp.ptr, weight.ptr, nullptr, rstd.as<float>(), N, C, true,
+                      workspace(), stream_);
+}
+
+void CudaBackend::residual_norm_fwd(Tensor residual, Tensor out, Tensor mean, Tensor rstd,
+                                    Tensor a, Tensor b, Tensor weight, Tensor bias, float eps,
+                                    bool rms) {
+  const char* op = "residual_norm_fwd";
+  expect(op, "residual", residual, DType::bf16);
+  expect(op, "a", a, DType::bf16);
+  expect(op, "b", b, DType::bf16);
+  expect(op, "out", out, DType::bf16);
+  expect(op, "weight", weight, DType::bf16);
+  expect_opt(op, "bias", bias, DType::bf16);
+  expect_opt(op, "mean", mean, DType::f32);
+  expect_opt(op, "rstd", rstd, DType::f32);
+  const int64_t C = weight.numel(), N = residual.numel() / C;
+  expect_numel(op, "a", a, N * C);
+  expect_numel(op, "b", b, N * C);
+  expect_numel(op, "out", out, N * C);
+  cuda::layernorm_fwd(out.ptr, rms ? nullptr : static_cast<float*>(ptr_or_null(mean)),
+                      static_cast<float*>(ptr_or_null(rstd)), residual.ptr, a.ptr, b.ptr,
+                      weight.ptr, rms ? nullptr : ptr_or_null(bias), N, C, eps, rms, stream_);
+}
+
+// ---- elementwise ----
+
+void CudaBackend::add(Tensor out, Tensor a, Tensor b) {
+  if (a.numel() != b.numel() || out.numel() != a.numel() || a.dtype != b.dtype || out.dtype != a.dtype)
+    bad_arg("add", "out " + out.shape_str() + ", a " + a.shape_str() + ", b " + b.shape_str() +
+                       " must match in dtype and element count");
+  if (a.dtype == DType::bf16) return add_bf16(out.ptr, a.ptr, b.ptr, a.numel(), stream_);
+  if (a.dtype == DType::f32)
+    return add_f32(out.as<float>(), a.as<float>(), b.as<float>(), a.numel(), stream_);
+  bad_arg("add", "i32 tensors are not supported");
+}
+
+void CudaBackend::gelu_fwd(Tensor out, Tensor inp) {
+  expect("gelu_fwd", "inp", inp, DType::bf16);
+  expect("gelu_fwd", "out", out, DType::bf16);
+  expect_numel("gelu_fwd", "out", out, inp.numel());
+  gelu_fwd_bf16(out.ptr, inp.ptr, inp.numel(), stream_);
+}
+
+void CudaBackend::gelu_bwd(Tensor dinp, Tensor dout, Tensor inp) {
+  expect("gelu_bwd", "inp", inp, DType::bf16);
+  expect("gelu_bwd", "dout", dout, DType::bf16);
+  expect("gelu_bwd", "dinp", dinp, DType::bf16);
+  expect_numel("gelu_bwd", "dout", dout, inp.numel());
+  expect_numel("gelu_bwd", "dinp", dinp, inp.numel());
+  gelu_bwd_bf16(dinp.ptr, dout.ptr, inp.ptr, inp.numel(), stream_);
+}
+
+void CudaBackend::swiglu_fwd(Tensor out, Tensor gate_up) {
+  expect("swiglu_fwd", "out", out, DType::bf16);
+  expect("swiglu_fwd", "gate_up", gate_up, DType::bf16);
+  const int64_t F = out.dim(-1), rows = out.numel() / F;
+  expect_numel("swiglu_fwd", "gate_up", gate_up, rows * 2 * F);
+  swiglu_fwd_bf16(out.ptr, gate_up.ptr, rows, F, stream_);
+}
+
+void CudaBackend::swiglu_bwd(Tensor dgate_up, Tensor dout, Tensor gate_up) {
+  expect("swiglu_bwd", "dout", dout, DType::bf16);
+  expect("swiglu_bwd", "gate_up", gate_up, DType::bf16);
+  expect("swiglu_bwd", "dgate_up", dgate_up, DType::bf16);
+  const int64_t F = dout.dim(-1), rows = dout.numel() / F;
+  expect_numel("swiglu_bwd", "gate_up", gate_up, rows * 2 * F);
+  expect_numel("swiglu_bwd", "dgate_up", dgate_up, rows * 2 * F);
+  swiglu_bwd_bf16(dgate_up.ptr, dout.ptr, gate_up.ptr, rows, F, stream_);
+}
+
+void CudaBackend::rope_fwd(Tensor qkv, int B, int T, int Hq, int Hkv, int D, float theta) {
+  expect("rope_fwd", "qkv", qkv, DType::bf16);
+  expect_numel("rope_fwd", "qkv", qkv, int64_t(B) * T * (Hq + 2 * Hkv) * D);
+  if (D % 2) bad_arg("rope_fwd", "head dim " + std::to_string(D) + " must be even");
+  rope_bf16(qkv.ptr, B, T, Hq, Hkv, D, theta, false, stream_);
+}
+
+void CudaBackend::rope_bwd(Tensor dqkv, int B, int T, int Hq, int Hkv, int D, float theta) {
+  expect("rope_bwd", "dqkv", dqkv, DType::bf16);
+  expect_numel("rope_bwd", "dqkv", dqkv, int64_t(B) * T * (Hq + 2 * Hkv) * D);
+  if (D % 2) bad_arg("rope_bwd", "head dim " + std::to_string(D) + " must be even");
+  rope_bf16(dqkv.ptr, B, T, Hq, Hkv, D, theta, true, stream_);
+}
+
+// ---- attention ----
+
+void CudaBackend::note_attention_fallback(const std::string& shape, const std::string& why) {
+  if (reported_fallbacks_.insert(shape).second)
+    std::cerr << "recipe: cuDNN attention rejected " << shape << " (" << why
+              << "); using the own CUDA attention kernels for it\n";
+}
+
+void CudaBackend::attention_fwd(Tensor out, Tensor lse, Tensor qkv, int B, int T, int Hq, int Hkv,
+                                int D) {
+  const char* op = "attention_fwd";
+  expect(op, "qkv", qkv, DType::bf16);
+  expect(op, "out", out, DType::bf16);
+  expect(op, "lse", lse, DType::f32);
+  expect_numel(op, "qkv", qkv, int64_t(B) * T * (Hq + 2 * Hkv) * D);
+  expect_numel(op, "out", out, int64_t(B) * T * Hq * D);
+  expect_numel(op, "lse", lse, int64_t(B) * Hq * T);
+  if (Hkv <= 0 || Hq % Hkv)
+    bad_arg(op, "Hq=" + std::to_string(Hq) + " must be a multiple of Hkv=" + std::to_string(Hkv));
+#ifdef RECIPE_WITH_CUDNN
+  if (attention_) {
+    if (attention_->forward(out.ptr, lse.as<float>(), qkv.ptr, B, T, Hq, Hkv, D, workspace())) {
+      ++cudnn_calls_;
+      return;
+    }
+    note_attention_fallback("fwd B=" + std::to_string(B) + " T=" + std::to_string(T) + " Hq=" +
+                                std::to_string(Hq) + " Hkv=" + std::to_string(Hkv) + " D=" +
+                                std::to_string(D),
+                            attention_->last_rejection());
+  }
+#endif
+  ++fallback_calls_;
+  attention_fwd_fallback(out.ptr, lse.as<float>(), qkv.ptr, B, T, Hq, Hkv, D, stream_);
+}
+
+void CudaBackend::attention_bwd(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse,
+                                int B, int T, int Hq, int Hkv, int D) {
+  const char* op = "attention_bwd";
+  expect(op, "dqkv", dqkv, DType::bf16);
+  expect(op, "dout", dout, DType::bf16);
+  expect(op, "qkv", qkv, DType::bf16);
+  expect(op, "out", out, DType::bf16);
+  expect(op, "lse", lse, DType::f32);
+  const int64_t nqkv = int64_t(B) * T * (Hq + 2 * Hkv) * D, nout = int64_t(B) * T * Hq * D;
+  expect_numel(op, "qkv", qkv, nqkv);
+  expect_numel(op, "dqkv", dqkv, nqkv);
+  expect_numel(op, "out", out, nout);
+  expect_numel(op, "dout", dout, nout);
+  expect_numel(op, "lse", lse, int64_t(B) * Hq * T);
+  if (Hkv <= 0 || Hq % Hkv)
+    bad_arg(op, "Hq=" + std::to_string(Hq) + " must be a multiple of Hkv=" + std::to_string(Hkv));
+#ifdef RECIPE_WITH_CUDNN
+  if (attention_) {
+    if (attention_->backward(dqkv.ptr, dout.ptr, qkv.ptr, out.ptr, lse.as<float>(), B, T, Hq, Hkv,
+                             D, workspace())) {
+      ++cudnn_calls_;
+      return;
+    }
+    note_attention_fallback("bwd B=" + std::to_string(B) + " T=" + std::to_string(T) + " Hq=" +
+                                std::to_string(Hq) + " Hkv=" + std::to_string(Hkv) + " D=" +
+                                std::to_string(D),
+                            attention_->last_rejection());
+  }
+#endif
+  ++fallback_calls_;
+  attention_bwd_fallback(dqkv.ptr, dout.ptr, qkv.ptr, out.ptr, lse.as<float>(), B, T, Hq, Hkv, D,
+                         workspace(), stream_);
+}
+
+// ---- loss ----
+
+void CudaBackend::cross_entropy(Tensor losses, Tensor logits, Tensor targets, int vocab,
+                                float dloss, bool compute_grad) {
+  const char* op = "cross_entropy";
+  expect(op, "logits", logits, DType::bf16);
+  expect(op, "losses", losses, DType::f32);
+  expect(op, "targets", targets, DType::i32);
+  const int64_t N = targets.numel(), Vp = logits.dim(-1);
+  expect_numel(op, "logits", logits, N * Vp);
+  expect_numel(op, "losses", losses, N);
+  if (vocab <= 0 || vocab > Vp)
+    bad_arg(op, "vocab=" + std::to_string(vocab) + " must be in 1.." + std::to_string(Vp));
+  cuda::cross_entropy(losses.as<float>(), logits.ptr, targets.as<int32_t>(), N, Vp, vocab, dloss,
+                      compute_grad, stream_);
+}
+
+// ---- optimizer ----
+
+void CudaBackend::adamw(Tensor master, Tensor grad, Tensor m, Tensor v, Tensor compute_copy,
+                        const AdamWArgs& a) {
+  const char* op = "adamw";
+  expect(op, "master", master, DType::f32);
+  expect(op, "grad", grad, DType::f32);
+  expect(op, "m", m, DType::f32);
+  expect(op, "v", v, DType::f32);
+  const int64_t n = master.numel();
+  expect_numel(op, "grad", grad, n);
+  expect_numel(op, "m", m, n);
+  expect_numel(op, "v", v, n);
+  if (a.step < 1) bad_arg(op, "step must be ≥ 1 (bias correction), got " + std::to_string(a.step));
+  void* copy_bf16 = nullptr;
+  if (compute_copy.defined()) {
+    expect_numel(op, "compute_copy", compute_copy, n);
+    if (compute_copy.dtype == DType::bf16) copy_bf16 = compute_copy.ptr;
+    else if (compute_copy.dtype != DType::f32) bad_arg(op, "compute_copy must be bf16 or f32");
+  }
+  cuda::adamw(master.as<float>(), grad.as<float>(), m.as<float>(), v.as<float>(), copy_bf16, n,
+              a.lr, a.beta1, a.beta2, a.eps, a.weight_decay, a.step, a.grad_scale,
+              a.grad_scale_device, stream_);
+  if (compute_copy.defined() && compute_copy.dtype == DType::f32) copy(compute_copy, master);
+}
+
+double CudaBackend::sum_squares(Tensor x) {
+  expect("sum_squares", "x", x, DType::f32);
+  return cuda::sum_squares(x.as<float>(), x.numel(), workspace(), stream_);
+}
+
+void CudaBackend::grad_norm_clip(Tensor out, Tensor grads, float clip, Tensor losses,
+                                 double loss_sum_limit) {
+  const char* op = "grad_norm_clip";
+  expect(op, "out", out, DType::f32);
+  expect_numel(op, "out", out, 2);
+  expect(op, "grads", grads, DType::f32);
+  if (losses.defined()) expect(op, "losses", losses, DType::f32);
+  cuda::grad_norm_clip(out.as<float>(), grads.as<float>(), grads.numel(),
+                       losses.defined() ? losses.as<float>() : nullptr,
+                       losses.defined() ? losses.numel() : 0, clip, loss_sum_limit, workspace(), stream_);
+}
+
+void CudaBackend::scale(Tensor x, float s) {
+  if (x.dtype == DType::f32) return scale_f32(x.as<float>(), s, x.numel(), stream_);
+  if (x.dtype == DType::bf16) return scale_bf16(x.ptr, s, x.numel(), stream_);
+  bad_arg("scale", "x " + x.shape_str() + " must be f32 or bf16");
+}
+
+}  // namespace cuda
+
+// ---- factory and device query (the CPU-only build defines these in backend.cpp) ----
+
+std::unique_ptr<Backend> make_cuda_backend(const BackendOptions& opts) {
+  return std::make_unique<cuda::CudaBackend>(opts);
+}
+
+GpuInfo query_gpus() {
+  GpuInfo info;
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();  // no driver / no device: not an error for the caller
+    return info;
+  }
+  info.count = count;
+  int rt = 0, drv = 0;
+  if (cudaRuntimeGetVersion(&rt) == cudaSuccess) info.runtime_version = cuda::version_string(rt);
+  if (cudaDriverGetVersion(&drv) == cudaSuccess) info.driver_version = cuda::version_string(drv);
+  if (count > 0) {
+    cudaDeviceProp prop{};
+    if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess) {
+      info.name = prop.name;
+      info.memory_bytes = prop.totalGlobalMem;
+      info.sm_major = prop.major;
+      info.sm_minor = prop.minor;
+    }
+  }
+  return info;
+}
+
+}  // namespace recipe::kernels

@@ -1,0 +1,119 @@
+// The CUDA implementation of the op interface (kernels/ops.hpp). Activations and compute weights
+// are bf16; parameter gradients, master weights, Adam moments, norm statistics and losses f32.
+// The backend owns one CUDA stream (every op is enqueued on it, in order), a cuBLASLt workspace
+// and a general workspace (scratch for reductions, radix sort, cuDNN), all allocated in the
+// constructor: ops never allocate. Workspace size: RECIPE_CUDA_WORKSPACE_MB (default 256).
+// RECIPE_CUDA_ATTENTION=fallback forces the own attention kernels instead of cuDNN.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <memory>
+#include <set>
+#include <string>
+#include <unordered_map>
+
+#include "kernels/cuda/cuda_kernels.hpp"
+#include "kernels/ops.hpp"
+
+namespace recipe::kernels::cuda {
+
+class CublasLtLinear;
+class CudnnAttention;
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(const BackendOptions& opts);
+  ~CudaBackend() override;
+
+  // The stream every op runs on (for CUDA-graph capture by the trainer).
+  cudaStream_t stream() const { return stream_; }
+  int device_index() const { return device_; }
+  // True when attention runs through cuDNN (compiled in, not disabled); shapes cuDNN rejects
+  // still take the own kernels.
+  bool cudnn_attention_enabled() const { return attention_ != nullptr; }
+  // How many attention calls ran through cuDNN and through the own kernels.
+  int64_t cudnn_attention_calls() const { return cudnn_calls_; }
+  int64_t fallback_attention_calls() const { return fallback_calls_; }
+  // Linear calls whose epilogue ran fused in cuBLASLt vs. as GEMM + separate kernel.
+  int64_t fused_epilogue_calls() const;
+  int64_t unfused_epilogue_calls() const;
+
+  Device device() const override { return Device::cuda; }
+  DType act_dtype() const override { return DType::bf16; }
+  std::string name() const override;
+
+  void* alloc(size_t bytes) override;
+  void free(void* p) override;
+  void copy(Tensor dst, Tensor src) override;
+  void to_host(void* dst, Tensor src) override;
+  void from_host(Tensor dst, const void* src) override;
+  void zero(Tensor t) override;
+  void cast(Tensor dst, Tensor src) override;
+  void synchronize() override;
+  size_t peak_memory_bytes() const override { return peak_bytes_; }
+
+  void linear_fwd(Tensor out, Tensor inp, Tensor weight, Tensor bias, Tensor pre_gelu) override;
+  void linear_bwd(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp,
+                  Tensor weight, Tensor dinp_gelu_aux) override;
+
+  void embedding_fwd(Tensor out, Tensor tokens, Tensor wte, Tensor wpe, int T,
+                     int vocab_start) override;
+  void embedding_bwd(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens, int T,
+                     int vocab_start) override;
+
+  void layernorm_fwd(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight, Tensor bias,
+                     float eps) override;
+  void layernorm_bwd(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp,
+                     Tensor weight, Tensor mean, Tensor rstd) override;
+  void rmsnorm_fwd(Tensor out, Tensor rstd, Tensor inp, Tensor weight, float eps) override;
+  void rmsnorm_bwd(Tensor dinp, Tensor dweight, Tensor dout, Tensor inp, Tensor weight,
+                   Tensor rstd) override;
+  void residual_norm_fwd(Tensor residual, Tensor out, Tensor mean, Tensor rstd, Tensor a, Tensor b,
+                         Tensor weight, Tensor bias, float eps, bool rms) override;
+
+  void add(Tensor out, Tensor a, Tensor b) override;
+  void gelu_fwd(Tensor out, Tensor inp) override;
+  void gelu_bwd(Tensor dinp, Tensor dout, Tensor inp) override;
+  void swiglu_fwd(Tensor out, Tensor gate_up) override;
+  void swiglu_bwd(Tensor dgate_up, Tensor dout, Tensor gate_up) override;
+  void rope_fwd(Tensor qkv, int B, int T, int Hq, int Hkv, int D, float theta) override;
+  void rope_bwd(Tensor dqkv, int B, int T, int Hq, int Hkv, int D, float theta) override;
+
+  void attention_fwd(Tensor out, Tensor lse, Tensor qkv, int B, int T, int Hq, int Hkv,
+                     int D) override;
+  void attention_bwd(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int B, int T,
+                     int Hq, int Hkv, int D) override;
+
+  void cross_entropy(Tensor losses, Tensor logits, Tensor targets, int vocab, float dloss,
+                     bool compute_grad) override;
+
+  void adamw(Tensor master, Tensor grad, Tensor m, Tensor v, Tensor compute_copy,
+             const AdamWArgs& args) override;
+  double sum_squares(Tensor x) override;
+  void grad_norm_clip(Tensor out, Tensor grads, float clip, Tensor losses,
+                      double loss_sum_limit) override;
+  void scale(Tensor x, float s) override;
+
+ private:
+  Workspace workspace() const { return Workspace{workspace_, workspace_bytes_, 0}; }
+  void* device_alloc(size_t bytes, const char* what);
+  void note_attention_fallback(const std::string& shape, const std::string& why);
+
+  int device_ = 0;
+  bool deterministic_ = false;
+  cudaStream_t stream_ = nullptr;
+  void* cublas_workspace_ = nullptr;
+  size_t cublas_workspace_bytes_ = 0;
+  void* workspace_ = nullptr;
+  size_t workspace_bytes_ = 0;
+  std::unique_ptr<CublasLtLinear> linear_;
+  std::unique_ptr<CudnnAttention> attention_;
+  int64_t cudnn_calls_ = 0, fallback_calls_ = 0;
+  std::set<std::string> reported_fallbacks_;
+
+  std::unordered_map<void*, size_t> allocations_;
+  size_t current_bytes_ = 0, peak_bytes_ = 0;
+};
+
+}  // namespace recipe::kernels::cuda

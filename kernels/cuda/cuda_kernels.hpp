@@ -1,0 +1,84 @@
+// Host-side launchers of the CUDA kernels (defined in the .cu files of this folder). Plain C++
+// signatures so the .cpp parts of the backend (cuBLASLt, cuDNN) can call them. bf16 buffers are
+// passed as void*; every launcher enqueues on `stream` and never allocates: scratch space comes
+// from the backend's workspace, passed as a Workspace.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace recipe::kernels::cuda {
+
+// A slice of the backend's preallocated workspace. take() hands out aligned pieces in order and
+// throws when an op asks for more than the workspace holds (the message names the op and sizes).
+struct Workspace {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+  size_t used = 0;
+  void* take(size_t n, const char* what);
+};
+
+// ---- elementwise (elementwise.cu) ----
+void cast_f32_to_bf16(void* out, const float* in, int64_t n, cudaStream_t s);
+void cast_bf16_to_f32(float* out, const void* in, int64_t n, cudaStream_t s);
+void add_bf16(void* out, const void* a, const void* b, int64_t n, cudaStream_t s);
+void add_f32(float* out, const float* a, const float* b, int64_t n, cudaStream_t s);
+void scale_f32(float* x, float k, int64_t n, cudaStream_t s);
+void scale_bf16(void* x, float k, int64_t n, cudaStream_t s);
+void gelu_fwd_bf16(void* out, const void* inp, int64_t n, cudaStream_t s);
+// dinp = dout · gelu'(inp); dinp may alias dout (the in-place dGELU fallback).
+void gelu_bwd_bf16(void* dinp, const void* dout, const void* inp, int64_t n, cudaStream_t s);
+void swiglu_fwd_bf16(void* out, const void* gate_up, int64_t rows, int64_t F, cudaStream_t s);
+void swiglu_bwd_bf16(void* dgate_up, const void* dout, const void* gate_up, int64_t rows,
+                     int64_t F, cudaStream_t s);
+// dst[C] += Σ_rows src[rows, C] (bf16 src), summed in a fixed order through the workspace.
+void column_sum_accumulate(float* dst, const void* src, int64_t rows, int64_t C, Workspace ws,
+                           cudaStream_t s);
+
+// ---- RoPE (rope.cu): in place on packed qkv [B,T,(Hq+2Hkv)·D]; backward applies the inverse.
+void rope_bf16(void* qkv, int B, int T, int Hq, int Hkv, int D, float theta, bool backward,
+               cudaStream_t s);
+
+// ---- norms (norms.cu) ----
+// If res_a/res_b are given: residual = res_a + res_b (written to `inp_or_residual`), then the norm
+// of it; otherwise the norm of `inp_or_residual`. mean (LayerNorm only) and rstd may be null.
+void layernorm_fwd(void* out, float* mean, float* rstd, void* inp_or_residual, const void* res_a,
+                   const void* res_b, const void* weight, const void* bias, int64_t N, int64_t C,
+                   float eps, bool rms, cudaStream_t s);
+// dinp += ..., dweight += ..., dbias += ... (bias/mean null for RMSNorm; dinp/dweight/dbias may
+// each be null to skip).
+void layernorm_bwd(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,
+                   const void* weight, const float* mean, const float* rstd, int64_t N, int64_t C,
+                   bool rms, Workspace ws, cudaStream_t s);
+
+// ---- embeddings (embedding.cu) ----
+void embedding_fwd(void* out, const int32_t* tokens, const void* wte, int64_t wte_rows,
+                   const void* wpe, int64_t N, int64_t C, int T, int vocab_start, cudaStream_t s);
+void embedding_bwd(float* dwte, int64_t wte_rows, float* dwpe, const void* dout,
+                   const int32_t* tokens, int64_t N, int64_t C, int T, int vocab_start,
+                   Workspace ws, cudaStream_t s);
+
+// ---- loss (cross_entropy.cu) ----
+void cross_entropy(float* losses, void* logits, const int32_t* targets, int64_t N, int64_t Vp,
+                   int vocab, float dloss, bool compute_grad, cudaStream_t s);
+
+// ---- optimizer and reductions (optimizer.cu) ----
+void adamw(float* master, const float* grad, float* m, float* v, void* compute_copy_bf16,
+           int64_t n, float lr, float beta1, float beta2, float eps, float weight_decay,
+           int step, float grad_scale, const float* grad_scale_device, cudaStream_t s);
+// out[0] = ‖x‖₂, out[1] = clip factor or NaN (skip); see Backend::grad_norm_clip. No host sync.
+void grad_norm_clip(float* out, const float* x, int64_t n, const float* losses, int64_t n_losses,
+                    float clip, double loss_sum_limit, Workspace ws, cudaStream_t s);
+// Σ x² in double, two passes with fixed order; result copied into *host_result (synchronizes).
+double sum_squares(const float* x, int64_t n, Workspace ws, cudaStream_t s);
+
+// ---- attention fallback (attention_fallback.cu): causal, GQA, packed qkv, D ≤ 128 ----
+void attention_fwd_fallback(void* out, float* lse, const void* qkv, int B, int T, int Hq, int Hkv,
+                            int D, cudaStream_t s);
+void attention_bwd_fallback(void* dqkv, const void* dout, const void* qkv, const void* out,
+                            const float* lse, int B, int T, int Hq, int Hkv, int D, Workspace ws,
+                            cudaStream_t s);
+
+}  // namespace recipe::kernels::cuda

@@ -1,0 +1,194 @@
+// cuDNN fused attention; see cudnn_attention.hpp. Tensor uids of the graphs:
+//   1 Q, 2 K, 3 V (strided views of qkv), 4 O, 5 Stats (= lse), 6 dO, 7 dQ, 8 dK, 9 dV.
+#ifdef RECIPE_WITH_CUDNN
+
+#include "kernels/cuda/cudnn_attention.hpp"
+
+#include <cudnn.h>
+#include <cudnn_frontend.h>
+
+#include <cmath>
+#include <iostream>
+#include <stdexcept>
+#include <unordered_map>
+
+#include "kernels/cuda/cuda_check.hpp"
+
+namespace fe = cudnn_frontend;
+
+namespace recipe::kernels::cuda {
+
+struct CudnnAttention::Entry {
+  std::shared_ptr<fe::graph::Graph> graph;
+  int64_t workspace = 0;
+  bool ok = false;
+  std::string why;
+};
+
+namespace {
+
+enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats, kdO, kdQ, kdK, kdV };
+
+cudnnHandle_t as_handle(void* h) { return static_cast<cudnnHandle_t>(h); }
+
+}  // namespace
+
+CudnnAttention::CudnnAttention(cudaStream_t stream, bool deterministic)
+    : stream_(stream), deterministic_(deterministic) {
+  cudnnHandle_t h = nullptr;
+  cudnnStatus_t st = cudnnCreate(&h);
+  if (st != CUDNN_STATUS_SUCCESS)
+    throw std::runtime_error(std::string("CUDA backend: cudnnCreate failed: ") +
+                             cudnnGetErrorString(st));
+  st = cudnnSetStream(h, stream_);
+  if (st != CUDNN_STATUS_SUCCESS) {
+    cudnnDestroy(h);
+    throw std::runtime_error(std::string("CUDA backend: cudnnSetStream failed: ") +
+                             cudnnGetErrorString(st));
+  }
+  handle_ = h;
+}
+
+CudnnAttention::~CudnnAttention() {
+  cache_.clear();
+  if (handle_) cudnnDestroy(as_handle(handle_));
+}
+
+CudnnAttention::Entry& CudnnAttention::entry(const Key& key) {
+  auto it = cache_.find(key);
+  if (it != cache_.end()) return *it->second;
+  auto e = std::make_unique<Entry>();
+  const auto [B, T, Hq, Hkv, D, backward] = key;
+  const int64_t C3 = int64_t(Hq + 2 * Hkv) * D;
+  const std::vector<int64_t> qkv_stride{int64_t(T) * C3, D, C3, 1};
+  const std::vector<int64_t> o_stride{int64_t(T) * Hq * D, D, int64_t(Hq) * D, 1};
+  const float scale = 1.f / std::sqrt(float(D));
+
+  auto g = std::make_shared<fe::graph::Graph>();
+  g->set_io_data_type(fe::DataType_t::BFLOAT16)
+      .set_intermediate_data_type(fe::DataType_t::FLOAT)
+      .set_compute_data_type(fe::DataType_t::FLOAT);
+  auto tensor = [&](const char* name, int64_t uid, int64_t heads, const std::vector<int64_t>& stride) {
+    return g->tensor(fe::graph::Tensor_attributes()
+                         .set_name(name)
+                         .set_uid(uid)
+                         .set_dim({B, heads, T, D})
+                         .set_stride(stride));
+  };
+  auto Q = tensor("Q", kQ, Hq, qkv_stride);
+  auto K = tensor("K", kK, Hkv, qkv_stride);
+  auto V = tensor("V", kV, Hkv, qkv_stride);
+  if (!backward) {
+    auto opts = fe::graph::SDPA_attributes()
+                    .set_name("sdpa_fwd")
+                    .set_generate_stats(true)
+                    .set_attn_scale(scale)
+                    .set_causal_mask(true);
+    auto [O, Stats] = g->sdpa(Q, K, V, opts);
+    O->set_output(true).set_uid(kO).set_dim({B, Hq, T, D}).set_stride(o_stride);
+    Stats->set_output(true)
+        .set_uid(kStats)
+        .set_data_type(fe::DataType_t::FLOAT)
+        .set_dim({B, Hq, T, 1})
+        .set_stride({int64_t(Hq) * T, T, 1, 1});
+  } else {
+    auto O = tensor("O", kO, Hq, o_stride);
+    auto dO = tensor("dO", kdO, Hq, o_stride);
+    auto Stats = g->tensor(fe::graph::Tensor_attributes()
+                               .set_name("Stats")
+                               .set_uid(kStats)
+                               .set_dim({B, Hq, T, 1})
+                               .set_stride({int64_t(Hq) * T, T, 1, 1})
+                               .set_data_type(fe::DataType_t::FLOAT));
+    auto opts = fe::graph::SDPA_backward_attributes()
+                    .set_name("sdpa_bwd")
+                    .set_attn_scale(scale)
+                    .set_causal_mask(true)
+                    .set_deterministic_algorithm(deterministic_);
+    auto [dQ, dK, dV] = g->sdpa_backward(Q, K, V, O, dO, Stats, opts);
+    dQ->set_output(true).set_uid(kdQ).set_dim({B, Hq, T, D}).set_stride(qkv_stride);
+    dK->set_output(true).set_uid(kdK).set_dim({B, Hkv, T, D}).set_stride(qkv_stride);
+    dV->set_output(true).set_uid(kdV).set_dim({B, Hkv, T, D}).set_stride(qkv_stride);
+  }
+
+  auto step = [&](fe::error_t st, const char* what) {
+    if (st.is_good()) return true;
+    e->why = std::string(what) + ": " + st.get_message();
+    return false;
+  };
+  cudnnHandle_t h = as_handle(handle_);
+  bool ok = step(g->validate(), "validate") &&
+            step(g->build_operation_graph(h), "build_operation_graph") &&
+            step(g->create_execution_plans({fe::HeurMode_t::A}), "create_execution_plans") &&
+            step(g->check_support(h), "check_support") && step(g->build_plans(h), "build_plans");
+  if (ok) {
+    int64_t ws = 0;
+    ok = step(g->get_workspace_size(ws), "get_workspace_size");
+    e->workspace = ws;
+  }
+  e->ok = ok;
+  e->graph = std::move(g);
+  return *cache_.emplace(key, std::move(e)).first->second;
+}
+
+bool CudnnAttention::forward(void* out, float* lse, const void* qkv, int B, int T, int Hq, int Hkv,
+                             int D, Workspace ws) {
+  Entry& e = entry(Key{B, T, Hq, Hkv, D, false});
+  if (!e.ok) {
+    last_rejection_ = e.why;
+    return false;
+  }
+  if (size_t(e.workspace) > ws.bytes - ws.used) {
+    last_rejection_ = "cuDNN forward needs " + std::to_string(e.workspace) +
+                      " bytes of workspace; set RECIPE_CUDA_WORKSPACE_MB higher";
+    return false;
+  }
+  void* wsp = e.workspace ? ws.take(size_t(e.workspace), "cuDNN attention forward") : nullptr;
+  auto* base = static_cast<char*>(const_cast<void*>(qkv));
+  const size_t head_bytes = size_t(D) * 2;
+  std::unordered_map<int64_t, void*> pack{{kQ, base},
+                                          {kK, base + size_t(Hq) * head_bytes},
+                                          {kV, base + size_t(Hq + Hkv) * head_bytes},
+                                          {kO, out},
+                                          {kStats, lse}};
+  fe::error_t st = e.graph->execute(as_handle(handle_), pack, wsp);
+  if (!st.is_good())
+    throw std::runtime_error("CUDA backend: cuDNN SDPA forward execute failed: " + st.get_message());
+  return true;
+}
+
+bool CudnnAttention::backward(void* dqkv, const void* dout, const void* qkv, const void* out,
+                              const float* lse, int B, int T, int Hq, int Hkv, int D, Workspace ws) {
+  Entry& e = entry(Key{B, T, Hq, Hkv, D, true});
+  if (!e.ok) {
+    last_rejection_ = e.why;
+    return false;
+  }
+  if (size_t(e.workspace) > ws.bytes - ws.used) {
+    last_rejection_ = "cuDNN backward needs " + std::to_string(e.workspace) +
+                      " bytes of workspace; set RECIPE_CUDA_WORKSPACE_MB higher";
+    return false;
+  }
+  void* wsp = e.workspace ? ws.take(size_t(e.workspace), "cuDNN attention backward") : nullptr;
+  auto* base = static_cast<char*>(const_cast<void*>(qkv));
+  auto* dbase = static_cast<char*>(dqkv);
+  const size_t head_bytes = size_t(D) * 2;
+  std::unordered_map<int64_t, void*> pack{
+      {kQ, base},
+      {kK, base + size_t(Hq) * head_bytes},
+      {kV, base + size_t(Hq + Hkv) * head_bytes},
+      {kO, const_cast<void*>(out)},
+      {kdO, const_cast<void*>(dout)},
+      {kStats, const_cast<float*>(lse)},
+      {kdQ, dbase},
+      {kdK, dbase + size_t(Hq) * head_bytes},
+      {kdV, dbase + size_t(Hq + Hkv) * head_bytes}};
+  fe::error_t st = e.graph->execute(as_handle(handle_), pack, wsp);
+  if (!st.is_good())
+    throw std::runtime_error("CUDA backend: cuDNN SDPA backward execute failed: " + st.get_message());
+  return true;
+}
+
+}  // namespace recipe::kernels::cuda
+
+#endif  // RECIPE_WITH_CUDNN

@@ -1,0 +1,52 @@
+// Causal GQA attention through cuDNN's fused SDPA (cudnn-frontend graphs), reading q, k and v as
+// strided views of the packed qkv buffer [B, T, (Hq + 2·Hkv)·D] and writing dq/dk/dv into the same
+// layout. One forward and one backward graph per shape, built on first use and cached; a shape
+// cuDNN rejects (or whose workspace does not fit the backend's) is remembered, and the caller
+// uses the own kernels. cuDNN's Stats output is the natural-log LSE of the scaled scores,
+// [B, Hq, T, 1] f32: exactly the lse convention of ops.hpp, so it is written straight into lse.
+#pragma once
+
+#ifdef RECIPE_WITH_CUDNN
+
+#include <cuda_runtime.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+
+#include "kernels/cuda/cuda_kernels.hpp"
+
+namespace recipe::kernels::cuda {
+
+class CudnnAttention {
+ public:
+  CudnnAttention(cudaStream_t stream, bool deterministic);
+  ~CudnnAttention();
+  CudnnAttention(const CudnnAttention&) = delete;
+  CudnnAttention& operator=(const CudnnAttention&) = delete;
+
+  // Each returns false, having run nothing, when cuDNN cannot run this shape.
+  bool forward(void* out, float* lse, const void* qkv, int B, int T, int Hq, int Hkv, int D,
+               Workspace ws);
+  bool backward(void* dqkv, const void* dout, const void* qkv, const void* out, const float* lse,
+                int B, int T, int Hq, int Hkv, int D, Workspace ws);
+
+  // Why the last rejected shape was rejected ("" if none was).
+  const std::string& last_rejection() const { return last_rejection_; }
+
+ private:
+  struct Entry;
+  using Key = std::tuple<int, int, int, int, int, bool>;  // B, T, Hq, Hkv, D, backward
+  Entry& entry(const Key& key);
+
+  cudaStream_t stream_;
+  bool deterministic_;
+  void* handle_ = nullptr;  // cudnnHandle_t, kept opaque so this header needs no cuDNN include
+  std::map<Key, std::unique_ptr<Entry>> cache_;
+  std::string last_rejection_;
+};
+
+}  // namespace recipe::kernels::cuda
+
+#endif  // RECIPE_WITH_CUDNN

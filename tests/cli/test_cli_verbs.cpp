@@ -1,0 +1,234 @@
+// The `recipe` verbs, driven in-process through run_cli (and a few through the built binary where
+// the process exit status matters).
+#include <doctest/doctest.h>
+
+#include <regex>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/exit_codes.hpp"
+#include "cli_test_util.hpp"
+#include "dsl/dsl.hpp"
+#include "kernels/ops.hpp"
+
+using namespace recipe;
+using namespace recipe::cli::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+bool dir_is_empty(const fs::path& p) { return fs::is_empty(p); }
+
+// Rank-map rows of a --dry-run report: "  rank node local gpu tp cp dp pp" as integers (gpu -1 = "-").
+std::vector<std::vector<int>> rank_rows(const std::string& report) {
+  std::vector<std::vector<int>> rows;
+  std::istringstream in(report);
+  std::string line;
+  bool in_map = false;
+  static const std::regex row(R"(^\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+|-)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s*$)");
+  while (std::getline(in, line)) {
+    if (line.rfind("Rank map", 0) == 0) {
+      in_map = true;
+      continue;
+    }
+    if (!in_map) continue;
+    std::smatch m;
+    if (std::regex_match(line, m, row)) {
+      std::vector<int> v;
+      for (size_t i = 1; i <= 8; ++i) v.push_back(m[i] == "-" ? -1 : std::stoi(m[i]));
+      rows.push_back(v);
+    } else if (line.find("rank") == std::string::npos) {
+      in_map = false;
+    }
+  }
+  return rows;
+}
+
+}  // namespace
+
+TEST_CASE("usage errors exit 2; --help exits 0 and documents exit codes") {
+  CHECK(run({}).code == cli::kExitUsage);
+  CHECK(run({"frobnicate"}).code == cli::kExitUsage);
+  CHECK(run({"pretrain"}).code == cli::kExitUsage);                   // recipe missing
+  CHECK(run({"pretrain", "gpt_tiny", "--max-steps", "zero"}).code == cli::kExitUsage);
+  CHECK(run({"pretrain", "gpt_tiny", "--device", "tpu"}).code == cli::kExitUsage);
+  auto stray = run({"pretrain", "gpt_tiny", "notanoverride"});
+  CHECK(stray.code == cli::kExitUsage);
+  CHECK(stray.err.find("notanoverride") != std::string::npos);
+  CHECK(run({"data", "prepare", "--output", "x"}).code == cli::kExitUsage);  // --input missing
+
+  auto help = run({"--help"});
+  CHECK(help.code == 0);
+  CHECK(help.out.find("Exit codes") != std::string::npos);
+  CHECK(help.out.find("pretrain") != std::string::npos);
+  CHECK(help.out.find("worker") == std::string::npos);  // hidden verb
+  auto verb_help = run({"pretrain", "--help"});
+  CHECK(verb_help.code == 0);
+  CHECK(verb_help.out.find("--dry-run") != std::string::npos);
+  CHECK(run({"worker", "--help"}).code == 0);
+}
+
+TEST_CASE("version reports build features") {
+  auto v = run({"version"});
+  CHECK(v.code == 0);
+  CHECK(v.out.find("recipe ") == 0);
+  CHECK(v.out.find("CUDA ") != std::string::npos);
+  CHECK(v.out.find("GPU: ") != std::string::npos);
+  CHECK(run({"--version"}).out == v.out);
+}
+
+TEST_CASE("an unknown preset exits 1 and suggests the close name") {
+  auto r = run({"show", "gpt_tinny"});
+  CHECK(r.code == cli::kExitInvalidRecipe);
+  CHECK(r.err.find("gpt_tiny") != std::string::npos);
+}
+
+TEST_CASE("an invalid override exits 1 and names the field") {
+  // gpt3_345m has 16 attention heads; tp=3 does not divide them.
+  auto r = run({"validate", "gpt3_345m", "parallelism.tp=3", "--nodes", "1", "--gpus-per-node", "3"});
+  CHECK(r.code == cli::kExitInvalidRecipe);
+  CHECK(r.err.find("parallelism.tp") != std::string::npos);
+  auto shown = run({"show", "gpt3_345m", "parallelism.tp=3"});
+  CHECK(shown.code == cli::kExitInvalidRecipe);
+  CHECK(shown.err.find("parallelism.tp") != std::string::npos);
+}
+
+TEST_CASE("validate llama3_70b on 4 nodes x 8 GPUs passes; 6 GPUs per node fail on the world size") {
+  auto ok = run({"validate", "llama3_70b", "--nodes", "4", "--gpus-per-node", "8"});
+  CHECK_MESSAGE(ok.code == 0, ok.err);
+  CHECK(ok.out.rfind("OK: ", 0) == 0);
+  CHECK(ok.out.find("world 32") != std::string::npos);
+  auto bad = run({"validate", "llama3_70b", "--nodes", "4", "--gpus-per-node", "6"});
+  CHECK(bad.code == cli::kExitInvalidRecipe);
+  CHECK(bad.err.find("world") != std::string::npos);
+}
+
+TEST_CASE("list shows every preset with a summary") {
+  auto r = run({"list"});
+  REQUIRE(r.code == 0);
+  for (const char* name : {"gpt_tiny", "gpt3_345m", "llama3_70b"}) {
+    CAPTURE(name);
+    CHECK(r.out.find(name) != std::string::npos);
+  }
+  CHECK(r.out.find("does not load") == std::string::npos);
+}
+
+TEST_CASE("show --format json is JSON; show's TOML re-resolves to the same plan") {
+  auto json = run({"show", "gpt_tiny", "--format", "json"});
+  REQUIRE_MESSAGE(json.code == 0, json.err);
+  auto j = nlohmann::json::parse(json.out);
+  CHECK(j["model"]["num_layers"] == 2);
+
+  auto lua = run({"show", "gpt_tiny", "--format", "lua"});
+  CHECK(lua.code == 0);
+  CHECK(lua.out.find("num_layers") != std::string::npos);
+
+  auto toml = run({"show", "gpt_tiny", "trainer.max_steps=37"});
+  REQUIRE_MESSAGE(toml.code == 0, toml.err);
+  TempDir tmp;
+  fs::path file = tmp.path() / "resolved.toml";
+  { std::ofstream(file) << toml.out; }
+  auto again = run({"show", file.string()});
+  REQUIRE_MESSAGE(again.code == 0, again.err);
+  // The plan's `source` names where it was loaded from; everything else must be identical.
+  auto strip_source = [](const std::string& text) {
+    std::istringstream in(text);
+    std::string line, out;
+    while (std::getline(in, line))
+      if (line.rfind("source", 0) != 0) out += line + "\n";
+    return out;
+  };
+  CHECK(strip_source(again.out) == strip_source(toml.out));
+  auto j1 = nlohmann::json::parse(run({"show", "gpt_tiny", "trainer.max_steps=37", "--format", "json"}).out);
+  auto j2 = nlohmann::json::parse(run({"show", file.string(), "--format", "json"}).out);
+  j1.erase("source");
+  j2.erase("source");
+  CHECK(j1 == j2);
+  CHECK(j2["trainer"]["max_steps"] == 37);
+}
+
+TEST_CASE("--dry-run prints the rank map, memory and launch command and creates nothing") {
+  TempDir tmp;
+  auto r = run({"pretrain", "llama3_70b", "--nodes", "4", "--gpus-per-node", "8", "--dry-run", "--experiments-dir",
+                tmp.str()});
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  CHECK(dir_is_empty(tmp.path()));
+  auto rows = rank_rows(r.out);
+  REQUIRE(rows.size() == 32);
+
+  // The layout the resolver chose, computed independently of the CLI.
+  auto tree = dsl::load_recipe("llama3_70b");
+  dsl::ExecutorFacts facts;
+  facts.nodes = 4;
+  facts.gpus_per_node = 8;
+  facts.has_gpu = true;
+  facts.visible_gpus = 8;
+  dsl::apply_overrides(tree, {"executor.nodes=4", "executor.gpus_per_node=8"});
+  auto plan = dsl::resolve(tree, facts).plan;
+  int TP = plan.parallelism.tp, CP = plan.parallelism.cp, DP = plan.parallelism.dp, PP = plan.parallelism.pp;
+  REQUIRE(TP * CP * DP * PP == 32);
+  int rank = 0;
+  for (int pp = 0; pp < PP; ++pp)
+    for (int dp = 0; dp < DP; ++dp)
+      for (int cp = 0; cp < CP; ++cp)
+        for (int tp = 0; tp < TP; ++tp, ++rank) {
+          if (rank != 9) continue;
+          const auto& row = rows[9];  // rank node local gpu tp cp dp pp
+          CHECK(row[0] == 9);
+          CHECK(row[1] == 1);  // 8 GPUs per node
+          CHECK(row[2] == 1);
+          CHECK(row[3] == 1);
+          CHECK(row[4] == tp);
+          CHECK(row[5] == cp);
+          CHECK(row[6] == dp);
+          CHECK(row[7] == pp);
+        }
+  CHECK(r.out.find("Memory per rank") != std::string::npos);
+  CHECK(r.out.find("total") != std::string::npos);
+  CHECK(r.out.find("FLOPs/token") != std::string::npos);
+  CHECK(r.out.find("mpirun -np 32") != std::string::npos);
+  CHECK(r.out.find("worker --run-dir") != std::string::npos);
+
+  auto slurm = run({"pretrain", "llama3_70b", "--nodes", "4", "--gpus-per-node", "8", "--executor", "slurm",
+                    "--dry-run", "--experiments-dir", tmp.str()});
+  REQUIRE_MESSAGE(slurm.code == 0, slurm.err);
+  CHECK(slurm.out.find("sbatch ") != std::string::npos);
+  CHECK(slurm.out.find("#SBATCH --nodes=4") != std::string::npos);
+  CHECK(dir_is_empty(tmp.path()));
+}
+
+TEST_CASE("a multi-rank plan is refused with exit 4 after validation; --dry-run shows it") {
+  TempDir tmp;
+  std::vector<std::string> args = {"pretrain", "gpt_tiny", "--device", "cpu", "executor.cpu_ranks=2", "--global-batch", "16",
+                                   "--experiments-dir", tmp.str()};
+  auto r = run(args);
+  CHECK_MESSAGE(r.code == cli::kExitEnvironment, r.err);
+  CHECK(r.err.find("multi-rank training") != std::string::npos);
+  CHECK(dir_is_empty(tmp.path()));
+  args.push_back("--dry-run");
+  auto dry = run(args);
+  CHECK_MESSAGE(dry.code == 0, dry.err);
+  CHECK(rank_rows(dry.out).size() == 2);
+  CHECK(dry.out.find("mpirun -np 2 --oversubscribe") != std::string::npos);
+}
+
+TEST_CASE("finetune sets mode=finetune") {
+  auto r = run({"finetune", "gpt_tiny", "--dry-run"});
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  CHECK(r.out.find("Plan: gpt_tiny (finetune)") != std::string::npos);
+  auto p = run({"pretrain", "gpt_tiny", "--dry-run"});
+  CHECK(p.out.find("Plan: gpt_tiny (pretrain)") != std::string::npos);
+}
+
+TEST_CASE("device auto without a GPU says it runs on CPU") {
+  if (kernels::built_with_cuda() && kernels::query_gpus().count > 0) return;  // a GPU host runs on the GPU
+  auto r = run({"pretrain", "gpt3_125m", "--dry-run"});
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  CHECK(r.err.find("no CUDA GPU found: running on CPU") != std::string::npos);
+  CHECK(r.out.find("device cpu") != std::string::npos);
+}
+
+TEST_CASE("data verb needs a sub-verb and existing inputs") {
+  CHECK(run({"data"}).code == cli::kExitUsage);
+  CHECK(run({"data", "prepare", "--input", "/nonexistent/x.txt", "--output", "/tmp/x"}).code == cli::kExitUsage);
+}
