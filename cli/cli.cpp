@@ -8,6 +8,7 @@
 #include "cli/exit_codes.hpp"
 #include "cli/verb_runs.hpp"
 #include "cli/verbs.hpp"
+#include "dsl/key_reference.hpp"
 
 namespace recipe::cli {
 
@@ -104,6 +105,11 @@ int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err) {
 
   CLI::App* version = app.add_subcommand("version", "Print version, build features (CUDA, cuDNN) and GPU");
 
+  std::string keys_format = "text";
+  CLI::App* keys = app.add_subcommand("keys", "Print every recipe key with its type, default and meaning");
+  keys->add_option("--format", keys_format, "text or markdown (the form of docs/recipes.md)")
+      ->check(CLI::IsMember({"text", "markdown"}));
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -122,6 +128,10 @@ int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err) {
       return run_train(flags, is_pretrain ? "" : "finetune", is_pretrain ? pretrain_dry : finetune_dry, out, err);
     }
     if (*worker) return run_worker(run_dir, out, err);
+    if (*keys) {
+      out << (keys_format == "markdown" ? dsl::key_reference_markdown() : dsl::key_reference_text());
+      return kExitOk;
+    }
     if (*runs_args.cmd) return run_runs(runs_args, out, err);
     if (*list) return run_list(out, err);
     if (*show) {
@@ -144,7 +154,7 @@ int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err) {
     return kExitRuntime;
   }
   err << app.help();
-  err << "error: a verb is required (pretrain, finetune, list, show, validate, data prepare, runs, version)\n";
+  err << "error: a verb is required (pretrain, finetune, list, show, validate, keys, data prepare, runs, version)\n";
   return kExitUsage;
 }
 

@@ -62,7 +62,14 @@ TEST_CASE("a child ignoring SIGTERM is killed after the grace period") {
   opts.forward_signals = false;
   opts.kill_grace_ms = 300;
   auto t0 = std::chrono::steady_clock::now();
-  ProcessGroupResult r = run_process_group({sh("exit 3", 0), sh("trap '' TERM; sleep 30 & wait; sleep 30", 1)}, opts);
+  // The failing child waits until the other one has installed its trap (a marker file), otherwise
+  // SIGTERM could land before the trap and the shell would die of it.
+  TempDir tmp;
+  const std::string marker = (tmp.path() / "trapped").string();
+  ProcessGroupResult r = run_process_group(
+      {sh("while [ ! -f " + marker + " ]; do sleep 0.02; done; exit 3", 0),
+       sh("trap '' TERM; touch " + marker + "; sleep 30 & wait; sleep 30", 1)},
+      opts);
   CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 5.0);
   CHECK(r.exit_code == 3);
   CHECK(r.child_status[1] == 128 + SIGKILL);
