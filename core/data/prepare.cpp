@@ -78,8 +78,13 @@ PrepareStats prepare_dataset(const PrepareOptions& opts) {
   if (opts.inputs.empty()) throw std::runtime_error("data prepare: no input files (give --input FILE, .txt or .jsonl)");
   if (opts.output_prefix.empty()) throw std::runtime_error("data prepare: no output prefix (give --output PREFIX)");
   for (const auto& input : opts.inputs) {
-    if (!ends_with(input, ".txt") && !ends_with(input, ".jsonl"))
-      throw std::runtime_error(input + ": unsupported input type; use .txt (plain text) or .jsonl (one JSON object per line)");
+    // Plain text comes in many spellings (.txt, .md, .rst, ...); anything else is a mistake worth naming.
+    const bool text = ends_with(input, ".txt") || ends_with(input, ".md") || ends_with(input, ".rst") ||
+                      ends_with(input, ".text");
+    if (!text && !ends_with(input, ".jsonl"))
+      throw std::runtime_error(input +
+                               ": unsupported input type; use plain text (.txt, .md, .rst, .text) or .jsonl (one "
+                               "JSON object per line)");
     if (!fs::exists(input)) throw std::runtime_error(input + ": input file not found");
   }
   const auto tokenizer = make_tokenizer(opts.tokenizer, opts.vocab_file, opts.merges_file, opts.tokenizer_model);
