@@ -338,7 +338,7 @@ std::vector<FieldInfo> build_fields() {
                     "activation recomputation: full keeps only layer inputs and recomputes in backward",
                     {"none", "full"}));
   f.push_back(field(t, "deterministic", &P::trainer, &T::deterministic, "bitwise reproducible kernels (slower)"));
-  f.push_back(field(t, "cuda_graph", &P::trainer, &T::cuda_graph, "capture the training step in a CUDA graph"));
+  f.push_back(field(t, "cuda_graph", &P::trainer, &T::cuda_graph, "capture the training step in a CUDA graph (planned: this version accepts the key and runs the step without capture)"));
   f.push_back(field(t, "cpu_threads", &P::trainer, &T::cpu_threads, "OpenBLAS threads per rank; 0 = its default"));
 
   const char* pa = "parallelism";
