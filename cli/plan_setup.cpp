@@ -107,6 +107,7 @@ dsl::ExecutorFacts detected_facts(const kernels::GpuInfo& gpu) {
 
 dsl::ExecutorFacts make_facts(const PlanFlags& flags, const kernels::GpuInfo& gpu, bool planning) {
   dsl::ExecutorFacts facts = detected_facts(gpu);
+  facts.planning = planning;
   if (flags.nodes_opt && flags.nodes_opt->count() > 0) facts.nodes = flags.nodes;
   if (flags.gpus_opt && flags.gpus_opt->count() > 0) {
     facts.gpus_per_node = flags.gpus_per_node;

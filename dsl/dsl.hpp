@@ -61,6 +61,8 @@ struct ExecutorFacts {
   int visible_gpus = 0;
   std::string gpu_name;           // e.g. "NVIDIA H100 80GB HBM3"
   double gpu_memory_gib = 0;      // of the visible GPU, 0 = unknown
+  bool planning = false;          // validate / show / --dry-run: the plan may target other machines,
+                                  // so a GPU plan is not refused for lack of a GPU here
 };
 
 struct Violation {

@@ -210,7 +210,7 @@ void check_relations(ResolveContext& ctx) {
 
   // Device and executor.
   if (t.device == "cuda") {
-    if (!facts.has_gpu && ex.kind == "local" && ex.nodes == 1) {
+    if (!facts.has_gpu && !facts.planning && ex.kind == "local" && ex.nodes == 1) {
       const std::string why =
           ctx.auto_device ? "trainer.device=auto chose cuda (executor.gpus_per_node=" + str(ex.gpus_per_node) + ")"
                           : "trainer.device=cuda";

@@ -232,3 +232,22 @@ TEST_CASE("data verb needs a sub-verb and existing inputs") {
   CHECK(run({"data"}).code == cli::kExitUsage);
   CHECK(run({"data", "prepare", "--input", "/nonexistent/x.txt", "--output", "/tmp/x"}).code == cli::kExitUsage);
 }
+
+TEST_CASE("--dry-run and show plan a GPU recipe on a host without a GPU") {
+  // examples/wiki.lua targets 8 GPUs (tp 2 × dp 4): planning it must not need a GPU here, while
+  // actually running it on a GPU-less host is refused by the resolver (exit 1), naming the device.
+  TempDir tmp;
+  const std::string wiki = RECIPE_SOURCE_DIR "/examples/wiki.lua";
+  auto dry = run({"pretrain", wiki, "--dry-run", "--experiments-dir", tmp.str()});
+  CHECK_MESSAGE(dry.code == 0, dry.err);
+  CHECK(rank_rows(dry.out).size() == 8);
+  CHECK(dir_is_empty(tmp.path()));
+  auto show = run({"show", wiki, "--format", "json"});
+  CHECK_MESSAGE(show.code == 0, show.err);
+  if (kernels::query_gpus().count == 0) {
+    auto real = run({"pretrain", wiki, "--experiments-dir", tmp.str()});
+    CHECK(real.code == cli::kExitInvalidRecipe);
+    CHECK(real.err.find("trainer.device") != std::string::npos);
+    CHECK(dir_is_empty(tmp.path()));
+  }
+}
