@@ -161,17 +161,32 @@ __global__ void norm_bwd_params_partial_kernel(float* part_w, float* part_b, con
   }
 }
 
+// Sums the per-chunk partials of each column. One block per kColTile columns; its kRowLanes rows
+// of threads take interleaved chunks, then reduce in shared memory in a fixed order, so the result
+// is deterministic. (A thread per column summing all chunks serially was latency-bound: ~45 µs per
+// call for C = 1024, 65 chunks, i.e. 2 ms per step of gpt3_345m.)
 __global__ void norm_bwd_params_finalize_kernel(float* dweight, float* dbias, const float* part_w,
                                                 const float* part_b, int chunks, int64_t C) {
-  for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; c < C;
-       c += int64_t(gridDim.x) * blockDim.x) {
-    float tw = 0.f, tb = 0.f;
-    for (int k = 0; k < chunks; ++k) {
+  __shared__ float acc_w[kRowLanes][kColTile], acc_b[kRowLanes][kColTile];
+  const int64_t c = int64_t(blockIdx.x) * kColTile + threadIdx.x;
+  float tw = 0.f, tb = 0.f;
+  if (c < C)
+    for (int k = threadIdx.y; k < chunks; k += kRowLanes) {
       tw += part_w[int64_t(k) * C + c];
       if (part_b) tb += part_b[int64_t(k) * C + c];
     }
-    if (dweight) dweight[c] += tw;
-    if (dbias) dbias[c] += tb;
+  acc_w[threadIdx.y][threadIdx.x] = tw;
+  acc_b[threadIdx.y][threadIdx.x] = tb;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < C) {
+    float sw = 0.f, sb = 0.f;
+#pragma unroll
+    for (int k = 0; k < kRowLanes; ++k) {
+      sw += acc_w[k][threadIdx.x];
+      sb += acc_b[k][threadIdx.x];
+    }
+    if (dweight) dweight[c] += sw;
+    if (dbias) dbias[c] += sb;
   }
 }
 
@@ -223,8 +238,8 @@ void layernorm_bwd(void* dinp, float* dweight, float* dbias, const void* dout, c
     norm_bwd_params_partial_kernel<<<grid, block, 0, s>>>(part_w, part_b, d, x, mean, rstd, N, C,
                                                           rows_per_chunk, rms);
     RECIPE_CUDA_CHECK_LAUNCH("norm_bwd_params_partial");
-    norm_bwd_params_finalize_kernel<<<unsigned((C + 255) / 256), 256, 0, s>>>(
-        dweight, dbias, part_w, part_b, int(chunks), C);
+    norm_bwd_params_finalize_kernel<<<unsigned(col_tiles), block, 0, s>>>(dweight, dbias, part_w, part_b,
+                                                                        int(chunks), C);
     RECIPE_CUDA_CHECK_LAUNCH("norm_bwd_params_finalize");
   }
   if (dinp) {
