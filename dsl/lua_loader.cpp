@@ -58,6 +58,7 @@ struct Sandbox {
   ~Sandbox();
 
   bool open_preset(const char* name, const char*& path, const char*& text, std::size_t& text_len) noexcept;
+  void serve(const char* key, const char*& path, const char*& text, std::size_t& len) const;
   bool open_module(const char* name, const char*& path, const char*& text, std::size_t& text_len) noexcept;
   const char* register_file(const std::string& file, const std::string& label);
 };
@@ -127,6 +128,14 @@ const char* Sandbox::register_file(const std::string& file, const std::string& l
   return it->first.c_str();
 }
 
+// Hands Lua a registered file: `key` is the "@path" chunk name; path skips the '@'.
+void Sandbox::serve(const char* key, const char*& path, const char*& text, std::size_t& len) const {
+  const std::string& body = texts.at(key);
+  path = key + 1;
+  text = body.data();
+  len = body.size();
+}
+
 bool Sandbox::open_preset(const char* name, const char*& path, const char*& text, std::size_t& len) noexcept {
   try {
     const std::string wanted(name);
@@ -139,11 +148,7 @@ bool Sandbox::open_preset(const char* name, const char*& path, const char*& text
       error = unknown_preset_message(wanted, search_path);
       return false;
     }
-    const char* key = register_file(*file, "preset:" + wanted);
-    const std::string& body = texts.at(key);
-    path = key + 1;
-    text = body.data();
-    len = body.size();
+    serve(register_file(*file, "preset:" + wanted), path, text, len);
     return true;
   } catch (const std::exception& e) {
     error = e.what();
@@ -179,11 +184,7 @@ bool Sandbox::open_module(const char* name, const char*& path, const char*& text
       error += "; add folders with RECIPE_PATH)";
       return false;
     }
-    const char* key = register_file(*file, *file);
-    const std::string& body = texts.at(key);
-    path = key + 1;
-    text = body.data();
-    len = body.size();
+    serve(register_file(*file, *file), path, text, len);
     return true;
   } catch (const std::exception& e) {
     error = e.what();

@@ -2,27 +2,9 @@
 -- frozen. It resolves as is (mock data, random base weights) so it can be validated anywhere; for
 -- a real run give it the base checkpoint and your data:
 --   recipe finetune llama3_8b_lora checkpoint.load=/ckpt/llama3_8b data.kind=indexed data.path=/data/chat_text_document
-return preset "llama3_8b" {
-  mode = "finetune",
+return preset "llama3_8b" (preset "_llama3_lora") {
   peft = {
-    kind = "lora",
-    rank = 16,
-    alpha = 32.0,
-    dropout = 0.05,
     target_modules = { "qkv", "proj" },
-  },
-  optimizer = {
-    lr = 1e-4,
-    min_lr = 1e-5,
-  },
-  schedule = {
-    warmup_steps = 50,
-  },
-  trainer = {
-    max_steps = 1000,
-  },
-  checkpoint = {
-    load = "",  -- the base model: a checkpoint dir, a run dir, or an imported HF checkpoint
   },
   experiment = {
     name = "llama3_8b_lora",

@@ -1,0 +1,25 @@
+-- The LoRA fine-tuning settings shared by the llama3_*_lora presets: rank-16 adapters, base weights
+-- frozen, a short low-lr schedule, and the base model loaded from checkpoint.load (left for the
+-- user). Each preset adds its base model and target modules.
+return {
+  mode = "finetune",
+  peft = {
+    kind = "lora",
+    rank = 16,
+    alpha = 32.0,
+    dropout = 0.05,
+  },
+  optimizer = {
+    lr = 1e-4,
+    min_lr = 1e-5,
+  },
+  schedule = {
+    warmup_steps = 50,
+  },
+  trainer = {
+    max_steps = 1000,
+  },
+  checkpoint = {
+    load = "",  -- the base model: a checkpoint dir, a run dir, or an imported HF checkpoint
+  },
+}
