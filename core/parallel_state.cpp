@@ -50,6 +50,25 @@ std::vector<int> group_ranks(const ParallelSizes& s, int world_rank, Group g) {
   return out;
 }
 
+std::vector<int> embedding_group_ranks(const ParallelSizes& s, int world_rank) {
+  if (s.pp == 1) return {world_rank};
+  RankCoords c = rank_coords(s, world_rank);
+  RankCoords first = c, last = c;
+  first.pp = 0;
+  last.pp = s.pp - 1;
+  return {world_rank_of(s, first), world_rank_of(s, last)};
+}
+
+void SingleProcessComm::require_same(const kernels::Tensor& out, const kernels::Tensor& in) {
+  if (out.ptr != in.ptr || out.numel() != in.numel())
+    throw std::logic_error("SingleProcessComm: reduce_scatter/all_gather over one rank must be in place");
+}
+
+void SingleProcessComm::send_recv(kernels::Tensor send, int, kernels::Tensor recv, int) {
+  if (send.defined() || recv.defined())
+    throw std::logic_error("SingleProcessComm::send_recv: a group of one has no peer");
+}
+
 ParallelState ParallelState::single_process() {
   return ParallelState(ParallelSizes{}, 0, std::make_unique<SingleProcessComm>("world"),
                        std::make_unique<SingleProcessComm>("tp"),
@@ -60,7 +79,8 @@ ParallelState ParallelState::single_process() {
 
 ParallelState::ParallelState(ParallelSizes sizes, int world_rank, std::unique_ptr<Comm> world,
                              std::unique_ptr<Comm> tp, std::unique_ptr<Comm> cp,
-                             std::unique_ptr<Comm> dp, std::unique_ptr<Comm> pp)
+                             std::unique_ptr<Comm> dp, std::unique_ptr<Comm> pp,
+                             std::unique_ptr<Comm> embedding)
     : sizes_(sizes),
       coords_(rank_coords(sizes, world_rank)),
       world_rank_(world_rank),
@@ -68,7 +88,8 @@ ParallelState::ParallelState(ParallelSizes sizes, int world_rank, std::unique_pt
       tp_(std::move(tp)),
       cp_(std::move(cp)),
       dp_(std::move(dp)),
-      pp_(std::move(pp)) {
+      pp_(std::move(pp)),
+      embedding_(embedding ? std::move(embedding) : std::make_unique<SingleProcessComm>("embedding")) {
   auto check = [](const Comm* c, int want, const char* what) {
     if (!c) throw std::invalid_argument(std::string("ParallelState: missing ") + what + " communicator");
     if (c->size() != want)
@@ -81,6 +102,7 @@ ParallelState::ParallelState(ParallelSizes sizes, int world_rank, std::unique_pt
   check(cp_.get(), sizes_.cp, "cp");
   check(dp_.get(), sizes_.dp, "dp");
   check(pp_.get(), sizes_.pp, "pp");
+  check(embedding_.get(), int(embedding_group_ranks(sizes_, world_rank_).size()), "embedding");
 }
 
 }  // namespace recipe::core

@@ -62,3 +62,20 @@ GpuInfo query_gpus() { return {}; }
 #endif
 
 }  // namespace recipe::kernels
+
+namespace recipe::kernels {
+
+namespace {
+[[noreturn]] void no_vocab_parallel(const Backend& b) {
+  throw std::logic_error("the " + b.name() + " backend has no vocab-parallel cross-entropy; "
+                         "tensor parallelism (parallelism.tp > 1) cannot run on it");
+}
+}  // namespace
+
+void Backend::vocab_parallel_ce_max(Tensor, Tensor, int) { no_vocab_parallel(*this); }
+void Backend::vocab_parallel_ce_sums(Tensor, Tensor, Tensor, Tensor, int, int) { no_vocab_parallel(*this); }
+void Backend::vocab_parallel_ce_finish(Tensor, Tensor, Tensor, Tensor, Tensor, int, int, float, bool) {
+  no_vocab_parallel(*this);
+}
+
+}  // namespace recipe::kernels

@@ -119,6 +119,27 @@ class Backend {
   virtual void cross_entropy(Tensor losses, Tensor logits, Tensor targets, int vocab, float dloss,
                              bool compute_grad) = 0;
 
+  // ---- vocab-parallel loss ----
+  // With tensor parallelism each rank holds `logits` [n, Vl] = the columns [vocab_start,
+  // vocab_start + Vl) of the full logits; columns at or past `valid_cols` are vocab padding and
+  // ignored (valid_cols = clamp(vocab - vocab_start, 0, Vl)). Three passes with collectives between
+  // them give the same losses and dlogits as cross_entropy over the whole row:
+  //   1. rowmax[n] (f32) = max over this shard's valid columns (-inf when it has none);
+  //      then the caller takes the element-wise max over the TP group.
+  //   2. sums [2, n] (f32): sums[0, r] = Σ_valid exp(logit − rowmax[r]); sums[1, r] = the logit of
+  //      row r's target when the target lies in this shard, else 0; then the caller sums over TP.
+  //   3. losses[r] = log(sums[0, r]) + rowmax[r] − sums[1, r] (0 for a target < 0); with
+  //      compute_grad, logits are overwritten by dlogits = (exp(logit − rowmax)/sums[0] − [column
+  //      is the target])·dloss on valid columns, 0 on padding columns and on rows whose target < 0.
+  // Logits are in act dtype, targets i32 [n] holding GLOBAL vocabulary ids. The defaults throw
+  // std::logic_error (a backend without them cannot run tensor parallel).
+  virtual void vocab_parallel_ce_max(Tensor rowmax, Tensor logits, int valid_cols);
+  virtual void vocab_parallel_ce_sums(Tensor sums, Tensor logits, Tensor rowmax, Tensor targets,
+                                      int vocab_start, int valid_cols);
+  virtual void vocab_parallel_ce_finish(Tensor losses, Tensor logits, Tensor rowmax, Tensor sums,
+                                        Tensor targets, int vocab_start, int valid_cols, float dloss,
+                                        bool compute_grad);
+
   // ---- optimizer ----
   // AdamW with decoupled weight decay on n = master.numel() f32 values:
   //   g = grad·grad_scale; m = β1 m + (1-β1) g; v = β2 v + (1-β2) g²;
