@@ -1,5 +1,6 @@
 #include "core/model.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -14,26 +15,60 @@ Recompute parse_recompute(const std::string& s) {
   throw std::invalid_argument("trainer.recompute=\"" + s + "\": use \"none\" or \"full\"");
 }
 
+ModelShape local_shape(const ModelShape& g, const ParamLayout& L) {
+  ModelShape s = g;
+  const int tp = L.tp_size;
+  s.layers = L.num_layers;
+  s.heads = g.heads / tp;
+  s.kv_heads = g.kv_heads % tp == 0 ? g.kv_heads / tp : 1;
+  s.ffn = g.ffn / tp;
+  s.padded_vocab = g.padded_vocab / tp;
+  return s;
+}
+
 Model::Model(const ModelShape& shape, int micro_batch, Recompute recompute, kernels::Backend& backend,
-             ParamStore& params)
+             ParamStore& params, Comm* tp, int slots)
     : s_(shape), B_(micro_batch), N_(int64_t(micro_batch) * shape.seq), recompute_(recompute),
-      be_(backend), store_(params) {
+      be_(backend), store_(params), tp_(tp) {
   if (micro_batch < 1)
     throw std::invalid_argument("trainer.micro_batch_size=" + std::to_string(micro_batch) +
                                 ": must be at least 1");
-  if (params.layout().tp_size != 1)
-    throw std::invalid_argument("Model: this model runs unsharded (the ParamLayout was built for tp=" +
-                                std::to_string(params.layout().tp_size) + ")");
+  if (slots < 1) throw std::invalid_argument("Model: slots must be at least 1");
+  const ParamLayout& L = params.layout();
+  const int comm_size = tp ? tp->size() : 1;
+  if (comm_size != L.tp_size)
+    throw std::invalid_argument("Model: the tensor-parallel group has " + std::to_string(comm_size) +
+                                " ranks but the ParamLayout was built for tp=" + std::to_string(L.tp_size));
+  tp_size_ = L.tp_size;
+  tp_rank_ = L.tp_rank;
+  first_layer_ = L.first_layer;
+  first_stage_ = L.first_stage;
+  last_stage_ = L.last_stage;
+  ls_ = local_shape(s_, L);
+  vocab_start_ = tp_rank_ * ls_.padded_vocab;
+  valid_cols_ = std::clamp(s_.vocab - vocab_start_, 0, ls_.padded_vocab);
   w_ = bind_params(false);
   g_ = bind_params(true);
 
   const DType act = be_.act_dtype();
+  acts_.resize(size_t(slots));
+  loss_scratch_.resize(size_t(slots));
+  auto carve_all = [&](Carver& c) {
+    for (int i = 0; i < slots; ++i) {
+      carve_activations(c, acts_[size_t(i)], ls_, B_, recompute_ == Recompute::full, act);
+      if (tp_size_ > 1 && last_stage_) {
+        const int64_t chunk = acts_[size_t(i)].chunk_rows;
+        loss_scratch_[size_t(i)].rowmax = c.take(DType::f32, {chunk});
+        loss_scratch_[size_t(i)].sums = c.take(DType::f32, {2, chunk});
+      }
+    }
+  };
   Carver measure(nullptr, be_.device());
-  carve_activations(measure, acts_, s_, B_, recompute_ == Recompute::full, act);
+  carve_all(measure);
   arena_bytes_ = measure.used();
   arena_ = be_.alloc(arena_bytes_);
   Carver real(arena_, be_.device());
-  carve_activations(real, acts_, s_, B_, recompute_ == Recompute::full, act);
+  carve_all(real);
   host_inputs_.resize(size_t(N_));
   host_targets_.resize(size_t(N_));
 }
@@ -66,12 +101,14 @@ Model::Params Model::bind_params(bool grads) const {
   };
 
   Params P;
-  P.word = one(L.get("embedding.word.weight"));
+  P.word = opt("embedding.word.weight");
   P.position = opt("embedding.position.weight");
-  P.classifier = s_.tied ? P.word : one(L.get("lm_head.weight"));
-  P.final_norm = {one(L.get("final_norm.weight")), opt("final_norm.bias")};
-  for (int l = 0; l < s_.layers; ++l) {
-    const std::string p = "layers." + std::to_string(l) + ".";
+  if (L.last_stage) {
+    P.classifier = s_.tied ? P.word : one(L.get("lm_head.weight"));
+    P.final_norm = {one(L.get("final_norm.weight")), opt("final_norm.bias")};
+  }
+  for (int i = 0; i < L.num_layers; ++i) {
+    const std::string p = "layers." + std::to_string(L.first_layer + i) + ".";
     LayerParams lp;
     lp.norm1 = {one(L.get(p + "attention_norm.weight")), opt(p + "attention_norm.bias")};
     lp.norm2 = {one(L.get(p + "mlp_norm.weight")), opt(p + "mlp_norm.bias")};
@@ -93,7 +130,14 @@ Model::Params Model::bind_params(bool grads) const {
   return P;
 }
 
-void Model::upload_tokens(const int32_t* tokens) {
+void Model::tp_sum(Tensor t) {
+  if (tp_size_ > 1) tp_->all_reduce_sum(t);
+}
+
+// A row-parallel linear's output is summed over the TP group: only rank 0 adds the bias.
+Tensor Model::row_bias(const Tensor& b) const { return tp_rank_ == 0 ? b : Tensor(); }
+
+void Model::load_tokens(int slot, const int32_t* tokens) {
   const int T = s_.seq;
   for (int b = 0; b < B_; ++b) {
     const int32_t* row = tokens + size_t(b) * size_t(T + 1);
@@ -110,60 +154,84 @@ void Model::upload_tokens(const int32_t* tokens) {
       host_targets_[size_t(b) * T + t] = row[t + 1];
     }
   }
-  be_.from_host(acts_.inputs, host_inputs_.data());
-  be_.from_host(acts_.targets, host_targets_.data());
+  Activations& A = acts_.at(size_t(slot));
+  if (first_stage_) be_.from_host(A.inputs, host_inputs_.data());
+  if (last_stage_) be_.from_host(A.targets, host_targets_.data());
 }
 
-void Model::forward(bool with_grad, Tensor losses, float dloss) {
-  if (losses.numel() != N_ || losses.dtype != DType::f32)
+Tensor Model::stage_input(int slot) const { return acts_.at(size_t(slot)).saved.at(0).residual; }
+Tensor Model::stage_output(int slot) const { return acts_.at(size_t(slot)).final_residual; }
+Tensor Model::stage_output_grad(int slot) const { return acts_.at(size_t(slot)).dresidual; }
+Tensor Model::stage_input_grad(int slot) const { return acts_.at(size_t(slot)).dresidual; }
+
+void Model::forward(int slot, bool with_grad, Tensor losses, float dloss) {
+  if (last_stage_ && (losses.numel() != N_ || losses.dtype != DType::f32))
     throw std::invalid_argument("Model: losses must be f32 with " + std::to_string(N_) +
                                 " elements, got " + losses.shape_str());
-  const LayerActs first = acts_.layer(0);
-  be_.embedding_fwd(first.residual, acts_.inputs, w_.word, w_.position, s_.seq, 0);
+  Activations& A = acts_.at(size_t(slot));
+  const LayerActs first = A.layer(0);
+  if (first_stage_) {
+    be_.embedding_fwd(first.residual, A.inputs, w_.word, tp_rank_ == 0 ? w_.position : Tensor(), s_.seq,
+                      vocab_start_);
+    tp_sum(first.residual);
+  }
   norm_fwd(first.ln1, first.ln1_mean, first.ln1_rstd, first.residual, w_.layers[0].norm1);
-  for (int l = 0; l < s_.layers; ++l) {
-    const LayerActs a = acts_.layer(l);
-    layer_forward_body(l, a);
+  const int nl = ls_.layers;
+  for (int l = 0; l < nl; ++l) {
+    const LayerActs a = A.layer(l);
+    layer_forward_body(A, l, a);
     const Linear& out = w_.layers[size_t(l)].fc_out;
-    be_.linear_fwd(acts_.proj_out, a.fc_act, out.w, out.b, Tensor());
+    be_.linear_fwd(A.proj_out, a.fc_act, out.w, row_bias(out.b), Tensor());
+    tp_sum(A.proj_out);
     // The MLP residual add is fused with the next norm (the next layer's norm1 or the final norm).
-    if (l + 1 < s_.layers) {
-      const LayerActs next = acts_.layer(l + 1);
-      residual_norm(next.residual, next.ln1, next.ln1_mean, next.ln1_rstd, a.residual2, acts_.proj_out,
+    if (l + 1 < nl) {
+      const LayerActs next = A.layer(l + 1);
+      residual_norm(next.residual, next.ln1, next.ln1_mean, next.ln1_rstd, a.residual2, A.proj_out,
                     w_.layers[size_t(l + 1)].norm1);
+    } else if (last_stage_) {
+      residual_norm(A.final_residual, A.lnf, A.lnf_mean, A.lnf_rstd, a.residual2, A.proj_out, w_.final_norm);
     } else {
-      residual_norm(acts_.final_residual, acts_.lnf, acts_.lnf_mean, acts_.lnf_rstd, a.residual2,
-                    acts_.proj_out, w_.final_norm);
+      be_.add(A.final_residual, a.residual2, A.proj_out);  // the stage output
     }
   }
-  classifier(with_grad, losses, dloss);
+  if (last_stage_) classifier(A, loss_scratch_[size_t(slot)], with_grad, losses, dloss);
 }
 
-void Model::backward() {
-  be_.zero(acts_.dresidual);
-  // acts_.dln holds d(final norm output), written by the classifier.
-  norm_bwd(acts_.dresidual, g_.final_norm, acts_.dln, acts_.final_residual, w_.final_norm,
-           acts_.lnf_mean, acts_.lnf_rstd);
-  for (int l = s_.layers - 1; l >= 0; --l) {
-    const LayerActs a = acts_.layer(l);
+void Model::backward(int slot) {
+  Activations& A = acts_.at(size_t(slot));
+  if (last_stage_) {
+    be_.zero(A.dresidual);
+    // A.dln holds d(final norm output), written by the classifier.
+    norm_bwd(A.dresidual, g_.final_norm, A.dln, A.final_residual, w_.final_norm, A.lnf_mean, A.lnf_rstd);
+  }
+  // Otherwise A.dresidual is stage_output_grad, filled by the caller.
+  if (phase_hook_) phase_hook_(0);
+  const int nl = ls_.layers;
+  for (int l = nl - 1; l >= 0; --l) {
+    const LayerActs a = A.layer(l);
     if (recompute_ == Recompute::full) {
       norm_fwd(a.ln1, a.ln1_mean, a.ln1_rstd, a.residual, w_.layers[size_t(l)].norm1);
-      layer_forward_body(l, a);
+      layer_forward_body(A, l, a);
     }
-    layer_backward(l, a);
+    layer_backward(A, l, a);
+    if (phase_hook_) phase_hook_(1 + (nl - 1 - l));
   }
-  be_.embedding_bwd(g_.word, g_.position, acts_.dresidual, acts_.inputs, s_.seq, 0);
+  if (first_stage_) be_.embedding_bwd(g_.word, g_.position, A.dresidual, A.inputs, s_.seq, vocab_start_);
 }
 
 void Model::forward_backward(const int32_t* tokens, Tensor losses, float dloss) {
-  upload_tokens(tokens);
-  forward(true, losses, dloss);
-  backward();
+  if (!first_stage_ || !last_stage_)
+    throw std::logic_error("Model::forward_backward runs a whole model; pipeline stages use forward/backward");
+  load_tokens(0, tokens);
+  forward(0, true, losses, dloss);
+  backward(0);
 }
 
 void Model::forward_loss(const int32_t* tokens, Tensor losses) {
-  upload_tokens(tokens);
-  forward(false, losses, 0.0f);
+  if (!first_stage_ || !last_stage_)
+    throw std::logic_error("Model::forward_loss runs a whole model; pipeline stages use forward");
+  load_tokens(0, tokens);
+  forward(0, false, losses, 0.0f);
 }
 
 }  // namespace recipe::core

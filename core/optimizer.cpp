@@ -35,18 +35,24 @@ OptimizerStepStats Optimizer::step(ParamStore& store, int step, Comm& shard_grou
   if (!std::isfinite(st.grad_norm)) return st;
   if (cfg_.clip_grad > 0) st.clip_factor = std::min(1.0, cfg_.clip_grad / (st.grad_norm + 1e-6));
 
-  launch_adamw(store, step, float(st.clip_factor), nullptr);
+  apply(store, step, float(st.clip_factor), nullptr, whole_groups(store.layout()));
   st.applied = true;
   return st;
 }
 
 void Optimizer::step_device_scaled(ParamStore& store, int step, kernels::Tensor norm_clip) const {
-  launch_adamw(store, step, 1.0f, norm_clip.as<float>() + 1);
+  apply(store, step, 1.0f, norm_clip.as<float>() + 1, whole_groups(store.layout()));
 }
 
-void Optimizer::launch_adamw(ParamStore& store, int step, float grad_scale,
-                             const float* grad_scale_device) const {
-  const ParamLayout& L = store.layout();
+std::vector<AdamSegment> whole_groups(const ParamLayout& L) {
+  std::vector<AdamSegment> g;
+  if (L.decay_numel > 0) g.push_back({L.decay_begin, L.decay_numel, L.decay_begin, true});
+  if (L.nodecay_numel > 0) g.push_back({L.nodecay_begin, L.nodecay_numel, L.nodecay_begin, false});
+  return g;
+}
+
+void Optimizer::apply(ParamStore& store, int step, float grad_scale, const float* grad_scale_device,
+                      const std::vector<AdamSegment>& segments) const {
   kernels::AdamWArgs a{};
   a.lr = float(schedule_.at(step));
   a.beta1 = float(cfg_.beta1);
@@ -55,15 +61,15 @@ void Optimizer::launch_adamw(ParamStore& store, int step, float grad_scale,
   a.step = step + 1;
   a.grad_scale = grad_scale;
   a.grad_scale_device = grad_scale_device;
-  auto group = [&](int64_t begin, int64_t n, float wd) {
-    if (n == 0) return;
-    a.weight_decay = wd;
-    kernels::Tensor copy = store.compute_is_master() ? kernels::Tensor() : store.compute_span(begin, n);
-    store.backend().adamw(store.master_span(begin, n), store.grad_span(begin, n),
-                          store.m_span(begin, n), store.v_span(begin, n), copy, a);
-  };
-  group(L.decay_begin, L.decay_numel, float(cfg_.weight_decay));
-  group(L.nodecay_begin, L.nodecay_numel, 0.0f);
+  for (const AdamSegment& seg : segments) {
+    if (seg.numel == 0) continue;
+    a.weight_decay = seg.decay ? float(cfg_.weight_decay) : 0.0f;
+    kernels::Tensor copy =
+        store.compute_is_master() ? kernels::Tensor() : store.compute_span(seg.offset, seg.numel);
+    store.backend().adamw(store.master_span(seg.offset, seg.numel), store.grad_span(seg.offset, seg.numel),
+                          store.m_span(seg.state_offset, seg.numel), store.v_span(seg.state_offset, seg.numel),
+                          copy, a);
+  }
 }
 
 }  // namespace recipe::core

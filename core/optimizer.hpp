@@ -2,6 +2,8 @@
 // and the learning-rate schedule.
 #pragma once
 
+#include <vector>
+
 #include "core/lr_schedule.hpp"
 #include "core/parallel_state.hpp"
 #include "core/param_store.hpp"
@@ -14,6 +16,16 @@ struct OptimizerStepStats {
   double lr = 0;
   bool applied = false;    // false when the norm was not finite (weights left untouched)
 };
+
+// A run of the flat buffers one AdamW call updates: [offset, offset+numel) of the master weights,
+// compute copy and gradients, [state_offset, state_offset+numel) of the Adam moments, all in one
+// weight-decay group. Unsharded: the two groups, state offsets = layout offsets. ZeRO-1: this DP
+// rank's chunk of every gradient bucket, the moments packed back to back.
+struct AdamSegment {
+  int64_t offset = 0, numel = 0, state_offset = 0;
+  bool decay = false;
+};
+std::vector<AdamSegment> whole_groups(const ParamLayout& layout);
 
 class Optimizer {
  public:
@@ -33,11 +45,15 @@ class Optimizer {
   // Backend::grad_norm_clip; NaN there skips the update on the backend). `step` is 0-based.
   void step_device_scaled(ParamStore& store, int step, kernels::Tensor norm_clip) const;
 
+  // AdamW with lr = schedule(step) over `segments`, gradients multiplied by grad_scale (or by the
+  // device scalar, see AdamWArgs::grad_scale_device).
+  void apply(ParamStore& store, int step, float grad_scale, const float* grad_scale_device,
+             const std::vector<AdamSegment>& segments) const;
+
   const LrSchedule& schedule() const { return schedule_; }
   const dsl::OptimizerConfig& config() const { return cfg_; }
 
  private:
-  void launch_adamw(ParamStore& store, int step, float grad_scale, const float* grad_scale_device) const;
   dsl::OptimizerConfig cfg_;
   LrSchedule schedule_;
 };

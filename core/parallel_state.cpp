@@ -53,6 +53,8 @@ std::vector<int> group_ranks(const ParallelSizes& s, int world_rank, Group g) {
 std::vector<int> embedding_group_ranks(const ParallelSizes& s, int world_rank) {
   if (s.pp == 1) return {world_rank};
   RankCoords c = rank_coords(s, world_rank);
+  // A middle stage holds no embedding: it is in no embedding group but its own.
+  if (c.pp != 0 && c.pp != s.pp - 1) return {world_rank};
   RankCoords first = c, last = c;
   first.pp = 0;
   last.pp = s.pp - 1;

@@ -96,7 +96,8 @@ int world_rank_of(const ParallelSizes& sizes, const RankCoords& coords);
 // World ranks of the members of `world_rank`'s group of kind g, in group-rank order.
 std::vector<int> group_ranks(const ParallelSizes& sizes, int world_rank, Group g);
 // World ranks of the embedding group of `world_rank`: {stage 0, stage pp-1} at its (tp, cp, dp)
-// when pp > 1, else just itself.
+// when pp > 1 and `world_rank` is one of those two stages, else just itself (pp = 1, or a middle
+// stage, which holds no embedding).
 std::vector<int> embedding_group_ranks(const ParallelSizes& sizes, int world_rank);
 
 class ParallelState {

@@ -52,9 +52,10 @@ struct ShardRange {
 
 class Builder {
  public:
-  Builder(ParamLayout& layout) : layout_(layout) {}
+  Builder(ParamLayout& layout, int64_t align) : layout_(layout), align_(align) {}
 
-  void start_pack() { cursor_ = (cursor_ + kParamAlign - 1) / kParamAlign * kParamAlign; }
+  void start_pack() { cursor_ = (cursor_ + align_ - 1) / align_ * align_; }
+  void set_phase(int phase) { phase_ = phase; }
 
   void add(std::string name, std::vector<int64_t> shape, ShardRange shard, bool decay, InitKind init,
            double std) {
@@ -77,6 +78,7 @@ class Builder {
     p.weight_decay = decay;
     p.init = init;
     p.init_std = (init == InitKind::normal || init == InitKind::normal_output) ? std : 0.0;
+    p.ready_phase = phase_;
     layout_.params.push_back(std::move(p));
   }
   // A single tensor is a pack of one.
@@ -89,13 +91,32 @@ class Builder {
 
  private:
   ParamLayout& layout_;
+  int64_t align_;
   int64_t cursor_ = 0;
+  int phase_ = 0;
 };
 
 }  // namespace
 
 ParamLayout build_param_layout(const ModelShape& s, const dsl::OptimizerConfig& opt, int tp,
                                int tp_rank) {
+  LayoutOptions o;
+  o.tp_size = tp;
+  o.tp_rank = tp_rank;
+  return build_param_layout(s, opt, o);
+}
+
+ParamLayout build_param_layout(const ModelShape& s, const dsl::OptimizerConfig& opt,
+                               const LayoutOptions& o) {
+  const int tp = o.tp_size, tp_rank = o.tp_rank;
+  const int first_layer = o.first_layer;
+  const int num_layers = o.num_layers < 0 ? s.layers : o.num_layers;
+  if (first_layer < 0 || num_layers < 0 || first_layer + num_layers > s.layers)
+    throw std::invalid_argument("build_param_layout: stage layers [" + std::to_string(first_layer) + ", " +
+                                std::to_string(first_layer + num_layers) + ") outside the model's " +
+                                std::to_string(s.layers) + " layers");
+  if (o.align < kParamAlign || o.align % kParamAlign != 0)
+    throw std::invalid_argument("build_param_layout: align must be a multiple of " + std::to_string(kParamAlign));
   if (tp < 1 || tp_rank < 0 || tp_rank >= tp)
     throw std::invalid_argument("build_param_layout: bad tp rank " + std::to_string(tp_rank) +
                                 " of " + std::to_string(tp));
@@ -115,7 +136,16 @@ ParamLayout build_param_layout(const ModelShape& s, const dsl::OptimizerConfig& 
   ParamLayout L;
   L.tp_size = tp;
   L.tp_rank = tp_rank;
-  Builder b(L);
+  L.first_layer = first_layer;
+  L.num_layers = num_layers;
+  L.first_stage = o.first_stage;
+  L.last_stage = o.last_stage;
+  L.align = o.align;
+  Builder b(L, o.align);
+  const int last_layer = first_layer + num_layers - 1;
+  const int embedding_phase = num_layers + 1;
+  auto layer_phase = [&](int l) { return 1 + (last_layer - l); };
+  const int layer_end = first_layer + num_layers;
 
   const int64_t C = s.hidden, D = s.head_dim, F = s.ffn, Vp = s.padded_vocab;
   const double std = s.init_std;
@@ -139,20 +169,27 @@ ParamLayout build_param_layout(const ModelShape& s, const dsl::OptimizerConfig& 
 
   const std::string emb_word = "embedding.word.weight", emb_pos = "embedding.position.weight";
   const bool decay_emb = opt.decay_embeddings;
+  // The tied word embedding of the last stage is final only after the embedding-group sum, which
+  // runs once the whole backward is done: it shares the embedding phase.
   auto add_embeddings = [&] {
-    b.add_alone(emb_word, {Vp, C}, cols(Vp), decay_emb, InitKind::normal, std);
-    if (s.learned_positions)
+    b.set_phase(embedding_phase);
+    if (o.first_stage || (o.last_stage && s.tied))
+      b.add_alone(emb_word, {Vp, C}, cols(Vp), decay_emb, InitKind::normal, std);
+    if (o.first_stage && s.learned_positions)
       b.add_alone(emb_pos, {s.max_positions, C}, none, decay_emb, InitKind::normal, std);
   };
   auto add_lm_head = [&] {
-    if (!s.tied) b.add_alone("lm_head.weight", {Vp, C}, cols(Vp), decay_emb, InitKind::normal, std);
+    b.set_phase(0);
+    if (o.last_stage && !s.tied)
+      b.add_alone("lm_head.weight", {Vp, C}, cols(Vp), decay_emb, InitKind::normal, std);
   };
 
   // ---- decay group ----
   L.decay_begin = 0;
   if (decay_emb) add_embeddings();
-  for (int l = 0; l < s.layers; ++l) {
+  for (int l = first_layer; l < layer_end; ++l) {
     const std::string p = "layers." + std::to_string(l) + ".";
+    b.set_phase(layer_phase(l));
     b.start_pack();
     b.add(p + "attention.q.weight", {s.q_dim(), C}, cols(s.q_dim()), true, InitKind::normal, std);
     b.add(p + "attention.k.weight", {s.kv_dim(), C}, kv_shard, true, InitKind::normal, std);
@@ -180,8 +217,9 @@ ParamLayout build_param_layout(const ModelShape& s, const dsl::OptimizerConfig& 
     b.add_alone(prefix + ".weight", {C}, none, false, InitKind::ones, 0);
     if (s.norm_bias()) b.add_alone(prefix + ".bias", {C}, none, false, InitKind::zeros, 0);
   };
-  for (int l = 0; l < s.layers; ++l) {
+  for (int l = first_layer; l < layer_end; ++l) {
     const std::string p = "layers." + std::to_string(l) + ".";
+    b.set_phase(layer_phase(l));
     add_norm(p + "attention_norm");
     if (s.bias) {
       b.start_pack();
@@ -203,7 +241,10 @@ ParamLayout build_param_layout(const ModelShape& s, const dsl::OptimizerConfig& 
       }
     }
   }
-  add_norm("final_norm");
+  if (o.last_stage) {
+    b.set_phase(0);
+    add_norm("final_norm");
+  }
   if (!decay_emb) add_lm_head();
   b.start_pack();
   L.nodecay_numel = b.cursor() - L.nodecay_begin;

@@ -14,6 +14,11 @@
 // biases, and Llama's gate,up weights ([2F, C]) and biases. Each pack starts on a 64-element
 // boundary (256 bytes of f32) for vectorized device access; the gaps are zero and stay zero.
 //
+// Pipeline stages hold only their layers (global layer numbers keep their names); the first stage
+// adds the embeddings, the last the final norm and the classifier, and with tied embeddings the last
+// stage holds its own copy of embedding.word.weight (kept equal to the first stage's by summing the
+// two gradients over the embedding group).
+//
 // TP sharding (column-parallel: dim 0 of q/k/v/fc1/gate/up and their biases, vocab rows of the
 // embedding and lm_head; row-parallel: dim 1 of proj/fc2/down). Norms, positions and row-parallel
 // biases are replicated. When tp > kv_heads each rank holds the one kv head its q heads use.
@@ -44,6 +49,12 @@ struct ParamSpec {
   bool weight_decay = false;
   InitKind init = InitKind::normal;
   double init_std = 0;                // normal kinds only
+  // When the gradient is final in a backward pass, as a count of backward "phases": 0 = the
+  // classifier and final norm (first to finish), 1 + (last_layer - l) for layer l, and one past the
+  // stage's first layer for the embeddings (last to finish). Buckets of the DP reduction start when
+  // all their tensors are final.
+  int ready_phase = 0;
+  bool tp_replicated() const { return shard_dim < 0; }
 
   // Global flat (row-major) index of local element i; the init RNG is keyed by it.
   int64_t global_index(int64_t local) const;
@@ -55,6 +66,10 @@ struct ParamLayout {
   int64_t nodecay_begin = 0, nodecay_numel = 0;
   int64_t total_numel = 0;                       // including alignment gaps
   int tp_size = 1, tp_rank = 0;
+  int first_layer = 0, num_layers = 0;           // the pipeline stage's layers (global numbers)
+  bool first_stage = true, last_stage = true;
+  int64_t align = 64;                            // pack alignment in elements (see LayoutOptions)
+  int num_phases() const { return num_layers + 2; }
 
   const ParamSpec* find(std::string_view name) const;
   const ParamSpec& get(std::string_view name) const;  // throws std::out_of_range naming it
@@ -63,6 +78,17 @@ struct ParamLayout {
 
 constexpr int64_t kParamAlign = 64;
 
+struct LayoutOptions {
+  int tp_size = 1, tp_rank = 0;
+  int first_layer = 0, num_layers = -1;  // -1: every layer (one pipeline stage)
+  bool first_stage = true, last_stage = true;
+  // Every pack (and each group's end) starts on a multiple of this many elements. ZeRO-1 uses
+  // kParamAlign·dp, so any run of whole packs splits into dp equal, aligned chunks.
+  int64_t align = kParamAlign;
+};
+
+ParamLayout build_param_layout(const ModelShape& shape, const dsl::OptimizerConfig& opt,
+                               const LayoutOptions& options);
 ParamLayout build_param_layout(const ModelShape& shape, const dsl::OptimizerConfig& opt,
                                int tp_size = 1, int tp_rank = 0);
 

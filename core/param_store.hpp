@@ -4,7 +4,9 @@
 //                      the master buffer (no copy); otherwise AdamW rewrites it after each update
 //   grads   f32        accumulated over micro-batches, zeroed once per step
 //   adam_m, adam_v f32
-// All five share the element offsets of the ParamLayout.
+// The first four share the element offsets of the ParamLayout. The Adam moments do too, unless the
+// optimizer state is sharded (ZeRO-1): then they hold only this rank's `state_numel` elements,
+// laid out as the optimizer's segments say (core/optimizer.hpp).
 #pragma once
 
 #include "core/param_layout.hpp"
@@ -14,7 +16,8 @@ namespace recipe::core {
 
 class ParamStore {
  public:
-  ParamStore(kernels::Backend& backend, ParamLayout layout);
+  // state_numel < 0: full Adam moments (layout().total_numel each).
+  ParamStore(kernels::Backend& backend, ParamLayout layout, int64_t state_numel = -1);
   ~ParamStore();
   ParamStore(const ParamStore&) = delete;
   ParamStore& operator=(const ParamStore&) = delete;
@@ -28,15 +31,17 @@ class ParamStore {
   kernels::Tensor master() const { return span(master_, kernels::DType::f32, 0, layout_.total_numel); }
   kernels::Tensor compute() const { return span(compute_, compute_dtype_, 0, layout_.total_numel); }
   kernels::Tensor grads() const { return span(grads_, kernels::DType::f32, 0, layout_.total_numel); }
-  kernels::Tensor adam_m() const { return span(m_, kernels::DType::f32, 0, layout_.total_numel); }
-  kernels::Tensor adam_v() const { return span(v_, kernels::DType::f32, 0, layout_.total_numel); }
+  kernels::Tensor adam_m() const { return state_span(m_, 0, state_numel_); }
+  kernels::Tensor adam_v() const { return state_span(v_, 0, state_numel_); }
+  int64_t state_numel() const { return state_numel_; }
 
   // 1-D views of [offset, offset+n) of each buffer.
   kernels::Tensor master_span(int64_t offset, int64_t n) const { return span(master_, kernels::DType::f32, offset, n); }
   kernels::Tensor compute_span(int64_t offset, int64_t n) const { return span(compute_, compute_dtype_, offset, n); }
   kernels::Tensor grad_span(int64_t offset, int64_t n) const { return span(grads_, kernels::DType::f32, offset, n); }
-  kernels::Tensor m_span(int64_t offset, int64_t n) const { return span(m_, kernels::DType::f32, offset, n); }
-  kernels::Tensor v_span(int64_t offset, int64_t n) const { return span(v_, kernels::DType::f32, offset, n); }
+  // Offsets into the Adam state (equal to layout offsets unless the state is sharded).
+  kernels::Tensor m_span(int64_t offset, int64_t n) const { return state_span(m_, offset, n); }
+  kernels::Tensor v_span(int64_t offset, int64_t n) const { return state_span(v_, offset, n); }
 
   // One parameter, with its local shape.
   kernels::Tensor weight(const ParamSpec& p) const { return shaped(compute_, compute_dtype_, p); }
@@ -53,6 +58,7 @@ class ParamStore {
 
  private:
   kernels::Tensor span(void* base, kernels::DType t, int64_t offset, int64_t n) const;
+  kernels::Tensor state_span(void* base, int64_t offset, int64_t n) const;
   kernels::Tensor shaped(void* base, kernels::DType t, const ParamSpec& p) const;
 
   kernels::Backend& backend_;
@@ -64,6 +70,7 @@ class ParamStore {
   void* m_ = nullptr;
   void* v_ = nullptr;
   size_t bytes_ = 0;
+  int64_t state_numel_ = 0;
 };
 
 }  // namespace recipe::core

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "core/metrics.hpp"
+#include "core/parallel_bootstrap.hpp"
 #include "core/progress.hpp"
 #include "core/trainer.hpp"
 
@@ -53,24 +54,32 @@ std::string divergence_message(int step, double loss, double gnorm, double lr, i
 }  // namespace
 
 TrainResult train(const dsl::Plan& plan, const TrainOptions& opts) {
-  if (opts.world_size != 1 || opts.rank != 0)
-    throw std::invalid_argument("core::train runs a single process (got rank " +
-                                std::to_string(opts.rank) + " of " + std::to_string(opts.world_size) +
-                                "); start multi-rank worlds through the MPI worker");
-  std::ostream& log = opts.log ? *opts.log : std::cout;
   const kernels::Device device = pick_device(plan.trainer.device);
   kernels::BackendOptions bo;
   bo.deterministic = plan.trainer.deterministic;
   bo.cpu_threads = plan.trainer.cpu_threads;
   std::unique_ptr<kernels::Backend> backend = kernels::make_backend(device, bo);
 
-  Trainer trainer(plan, *backend, nullptr);
-  MetricsWriter metrics(opts.run_dir);
-  ProgressPrinter progress(log, opts.interactive);
+  std::unique_ptr<ParallelState> owned_parallel;
+  ParallelState* parallel = opts.parallel;
+  if (!parallel) {
+    owned_parallel = bootstrap_parallel(parallel_sizes(plan), *backend);
+    parallel = owned_parallel.get();
+  }
+  // World rank 0 speaks for the run: progress lines, metrics.jsonl, timing.jsonl. Every rank
+  // computes the same world-reduced loss and norm; the others stay quiet.
+  const bool leader = parallel->world_rank() == 0;
+  std::ostream quiet(nullptr);
+  std::ostream& log = !leader ? quiet : opts.log ? *opts.log : std::cout;
+
+  Trainer trainer(plan, *backend, parallel);
+  MetricsWriter metrics(leader ? opts.run_dir : std::string());
+  ProgressPrinter progress(log, opts.interactive && leader);
   if (plan.trainer.precision == "fp32" && backend->act_dtype() != kernels::DType::f32)
     progress.message("note: trainer.precision=fp32, but the " + backend->name() + " backend computes in " +
                      kernels::dtype_name(backend->act_dtype()) + " (fp32 master weights and optimizer state)");
-  const double peak = peak_flops(device);
+  // MFU is per GPU: the world's throughput over the world's peak.
+  const double peak = peak_flops(device) * parallel->world_size();
   const int max_steps = plan.trainer.max_steps;
   const int log_every = std::max(1, plan.trainer.log_interval);
   const int eval_every = plan.trainer.eval_interval;

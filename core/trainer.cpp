@@ -4,9 +4,11 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <stdexcept>
 
 #include "core/init.hpp"
+#include "dsl/memory_estimate.hpp"
 
 namespace recipe::core {
 
@@ -43,11 +45,13 @@ Trainer::Trainer(const dsl::Plan& plan, kernels::Backend& backend, ParallelState
     parallel_ = owned_parallel_.get();
   }
   const ParallelSizes& ps = parallel_->sizes();
-  if (ps.tp != 1 || ps.cp != 1 || ps.pp != 1)
-    throw std::invalid_argument(
-        "parallelism.tp/cp/pp = " + std::to_string(ps.tp) + "/" + std::to_string(ps.cp) + "/" +
-        std::to_string(ps.pp) + ": the trainer's model runs unsharded; use data parallelism only "
-        "(tp = cp = pp = 1)");
+  if (ps.cp != 1)
+    throw std::invalid_argument("parallelism.cp=" + std::to_string(ps.cp) +
+                                ": context parallelism is not available in this version; use cp = 1 "
+                                "(tensor, pipeline and data parallelism are)");
+  if (plan_.parallelism.sequence_parallel)
+    throw std::invalid_argument("parallelism.sequence_parallel=true is not available in this version; "
+                                "set it to false (tensor parallelism runs without it)");
   if (!train_) throw std::invalid_argument("Trainer: no training data stream");
   if (train_->seq_plus_one() != shape_.seq + 1)
     throw std::invalid_argument("the training data gives samples of " +
@@ -68,11 +72,38 @@ Trainer::Trainer(const dsl::Plan& plan, kernels::Backend& backend, ParallelState
   flops_per_token_ = plan_.model.flops_per_token > 0 ? plan_.model.flops_per_token
                                                      : training_flops_per_token(shape_);
 
-  params_ = std::make_unique<ParamStore>(backend_, build_param_layout(shape_, plan_.optimizer));
+  pp_ = ps.pp;
+  pp_rank_ = parallel_->coords().pp;
+  const bool zero1 = plan_.parallelism.zero1;
+  LayoutOptions lo;
+  lo.tp_size = ps.tp;
+  lo.tp_rank = parallel_->coords().tp;
+  const std::vector<int> counts = dsl::stage_layer_counts(plan_);
+  if (int(counts.size()) != pp_)
+    throw std::invalid_argument("parallelism.layers_per_stage has " + std::to_string(counts.size()) +
+                                " entries but parallelism.pp=" + std::to_string(pp_));
+  for (int i = 0; i < pp_rank_; ++i) lo.first_layer += counts[size_t(i)];
+  lo.num_layers = counts[size_t(pp_rank_)];
+  if (lo.num_layers < 1)
+    throw std::invalid_argument("pipeline stage " + std::to_string(pp_rank_) +
+                                " has no layers; every stage needs at least one (parallelism.layers_per_stage)");
+  lo.first_stage = parallel_->first_stage();
+  lo.last_stage = parallel_->last_stage();
+  // ZeRO-1 splits every bucket into dp equal chunks: align packs to dp·kParamAlign.
+  lo.align = zero1 ? kParamAlign * dp_ : kParamAlign;
+  ParamLayout layout = build_param_layout(shape_, plan_.optimizer, lo);
+  const int64_t bucket_elems = int64_t(std::max(0.0, plan_.parallelism.grad_bucket_mb) * 1024.0 * 1024.0 / 4.0);
+  grad_sync_ = std::make_unique<GradSync>(layout, parallel_->dp(), zero1, bucket_elems);
+  adam_segments_ = grad_sync_->optimizer_segments(layout);
+  norm_ranges_ = grad_sync_->norm_ranges(layout, parallel_->coords(), shape_.tied);
+  params_ = std::make_unique<ParamStore>(backend_, std::move(layout), grad_sync_->state_numel());
   init_params(*params_, uint64_t(plan_.trainer.seed));
+  // 1F1B keeps at most pp - stage micro-batches in flight on a stage.
+  const int slots = pp_ == 1 ? 1 : std::max(1, std::min(num_micro_, pp_ - pp_rank_));
   model_ = std::make_unique<Model>(shape_, micro_, parse_recompute(plan_.trainer.recompute), backend_,
-                                   *params_);
+                                   *params_, &parallel_->tp(), slots);
   optimizer_ = std::make_unique<Optimizer>(Optimizer::from_plan(plan_));
+  loss_holder_ = parallel_->last_stage() && parallel_->coords().tp == 0;
 
   const int64_t N = model_->rows();
   const int64_t loss_rows = std::max<int64_t>(num_micro_, 1);
@@ -85,7 +116,8 @@ Trainer::Trainer(const dsl::Plan& plan, kernels::Backend& backend, ParallelState
     const char* v = std::getenv(name);
     return v && *v && std::string(v) != "0";
   };
-  device_step_ = backend_.device() == kernels::Device::cuda && dp_ == 1 && !env_on("RECIPE_HOST_CLIP");
+  device_step_ = backend_.device() == kernels::Device::cuda && parallel_->world_size() == 1 &&
+                 !zero1 && !env_on("RECIPE_HOST_CLIP");
   if (device_step_) {
     norm_clip_buf_ = backend_.alloc(2 * sizeof(float));
     norm_clip_ = Tensor(norm_clip_buf_, DType::f32, backend_.device(), {2});
@@ -142,29 +174,105 @@ double Trainer::sum_losses(int64_t count) {
   return s;
 }
 
-double Trainer::compute_gradients(int s) {
+void Trainer::forward_micro(const data::SampleSource& src, int64_t first_sample, int m, bool with_grad,
+                            float dloss) {
   const int64_t N = model_->rows();
-  const double total_tokens = double(global_batch_) * double(shape_.seq);
-  const float dloss = float(1.0 / total_tokens);
-  params_->zero_grads();
-  for (int m = 0; m < num_micro_; ++m) {
-    read_micro_batch(*train_, first_sample(s, m));
-    model_->forward_backward(host_tokens_.data(), losses_.rows(m, 1).view({N}), dloss);
+  read_micro_batch(src, first_sample);
+  model_->load_tokens(slot_of(m), host_tokens_.data());
+  model_->forward(slot_of(m), with_grad, losses_.rows(m, 1).view({N}), dloss);
+}
+
+// The step's last backward reports its phases to the DP reduction, which starts each bucket as
+// soon as its gradients are final.
+void Trainer::backward_micro(int m, int count) {
+  if (m == count - 1) {
+    grad_sync_->begin();
+    model_->set_phase_hook([this](int phase) { grad_sync_->on_phase(*params_, phase); });
   }
-  // Each DP rank holds the gradient of its share of the mean loss: the sum is the full gradient.
-  parallel_->dp().all_reduce_sum(params_->grads());
-  double loss_sum = parallel_->dp().all_reduce_sum(sum_losses(int64_t(num_micro_) * N));
-  return loss_sum / total_tokens;
+  model_->backward(slot_of(m));
+  model_->set_phase_hook({});
+}
+
+double Trainer::run_micro_batches(const data::SampleSource& src, const std::function<int64_t(int)>& sample_of,
+                                  bool with_grad, int count) {
+  const int64_t N = model_->rows();
+  const float dloss = float(1.0 / (double(global_batch_) * double(shape_.seq)));
+  Comm& pp = parallel_->pp();
+  const bool first = parallel_->first_stage(), last = parallel_->last_stage();
+  const int prev = pp_rank_ - 1, next = pp_rank_ + 1;
+  using kernels::Tensor;
+  auto recv_fwd = [&](int m) { if (!first) pp.send_recv(Tensor(), -1, model_->stage_input(slot_of(m)), prev); };
+  auto send_fwd = [&](int m) { if (!last) pp.send_recv(model_->stage_output(slot_of(m)), next, Tensor(), -1); };
+  auto recv_bwd = [&](int m) { if (!last) pp.send_recv(Tensor(), -1, model_->stage_output_grad(slot_of(m)), next); };
+  auto send_bwd = [&](int m) { if (!first) pp.send_recv(model_->stage_input_grad(slot_of(m)), prev, Tensor(), -1); };
+
+  if (!with_grad) {
+    for (int m = 0; m < count; ++m) {
+      recv_fwd(m);
+      forward_micro(src, sample_of(m), m, false, 0.0f);
+      send_fwd(m);
+    }
+  } else if (pp_ == 1) {
+    for (int m = 0; m < count; ++m) {
+      forward_micro(src, sample_of(m), m, true, dloss);
+      backward_micro(m, count);
+    }
+  } else {
+    // 1F1B (Megatron's non-interleaved schedule): warm-up forwards, then one forward and one
+    // backward alternating, then the remaining backwards. Sends and receives that cross in the
+    // steady state go as one send_recv, so neighbours never wait on each other in a cycle.
+    const int warmup = std::min(pp_ - pp_rank_ - 1, count);
+    const int steady = count - warmup;
+    for (int m = 0; m < warmup; ++m) {
+      recv_fwd(m);
+      forward_micro(src, sample_of(m), m, true, dloss);
+      send_fwd(m);
+    }
+    if (steady > 0) recv_fwd(warmup);
+    for (int i = 0; i < steady; ++i) {
+      const int mf = warmup + i, mb = i;
+      forward_micro(src, sample_of(mf), mf, true, dloss);
+      if (!last) pp.send_recv(model_->stage_output(slot_of(mf)), next, model_->stage_output_grad(slot_of(mb)), next);
+      backward_micro(mb, count);
+      if (i == steady - 1)
+        send_bwd(mb);
+      else if (!first)
+        pp.send_recv(model_->stage_input_grad(slot_of(mb)), prev, model_->stage_input(slot_of(mf + 1)), prev);
+    }
+    for (int i = 0; i < warmup; ++i) {
+      const int mb = steady + i;
+      recv_bwd(mb);
+      backward_micro(mb, count);
+      send_bwd(mb);
+    }
+  }
+
+  if (with_grad) {
+    // The tied word embedding lives on the first and the last stage: both need the sum.
+    if (pp_ > 1 && shape_.tied && (first || last))
+      parallel_->embedding().all_reduce_sum(params_->grad("embedding.word.weight"));
+    grad_sync_->finish(*params_);
+  }
+  return loss_holder_ ? sum_losses(int64_t(count) * N) : 0.0;
+}
+
+double Trainer::world_loss_sum(double local) { return parallel_->world().all_reduce_sum(local); }
+
+double Trainer::compute_gradients(int s) {
+  params_->zero_grads();
+  const double local = run_micro_batches(*train_, [&](int m) { return first_sample(s, m); }, true, num_micro_);
+  return world_loss_sum(local) / (double(global_batch_) * double(shape_.seq));
 }
 
 double Trainer::compute_loss(int s) {
-  const int64_t N = model_->rows();
-  for (int m = 0; m < num_micro_; ++m) {
-    read_micro_batch(*train_, first_sample(s, m));
-    model_->forward_loss(host_tokens_.data(), losses_.rows(m, 1).view({N}));
-  }
-  double loss_sum = parallel_->dp().all_reduce_sum(sum_losses(int64_t(num_micro_) * N));
-  return loss_sum / (double(global_batch_) * double(shape_.seq));
+  const double local = run_micro_batches(*train_, [&](int m) { return first_sample(s, m); }, false, num_micro_);
+  return world_loss_sum(local) / (double(global_batch_) * double(shape_.seq));
+}
+
+double Trainer::global_grad_norm() {
+  double sq = 0;
+  for (const auto& [a, b] : norm_ranges_) sq += backend_.sum_squares(params_->grad_span(a, b - a));
+  return std::sqrt(parallel_->world().all_reduce_sum(sq));
 }
 
 double divergence_loss_limit(int vocab_size) { return 100.0 * std::log(double(std::max(2, vocab_size))); }
@@ -218,15 +326,15 @@ StepResult Trainer::step() {
   const int s = steps_done_;
   r.loss = compute_gradients(s);
   r.lr = optimizer_->schedule().at(s);
-  if (!std::isfinite(r.loss) || r.loss > divergence_loss_limit(shape_.vocab)) {
+  r.grad_norm = global_grad_norm();
+  // Every rank sees the same world-reduced loss and norm, so all take the same branch.
+  if (!std::isfinite(r.loss) || r.loss > divergence_loss_limit(shape_.vocab) || !std::isfinite(r.grad_norm)) {
     r.finite = false;
-    r.grad_norm = optimizer_->grad_norm(*params_, parallel_->tp());
   } else {
-    // The grads differ across TP ranks (shards) and are equal across DP ranks (reduced above).
-    OptimizerStepStats st = optimizer_->step(*params_, s, parallel_->tp());
-    r.grad_norm = st.grad_norm;
-    r.clip_factor = st.clip_factor;
-    r.finite = st.applied;
+    const double clip = plan_.optimizer.clip_grad;
+    if (clip > 0) r.clip_factor = std::min(1.0, clip / (r.grad_norm + 1e-6));
+    optimizer_->apply(*params_, s, float(r.clip_factor), nullptr, adam_segments_);
+    grad_sync_->gather_weights(*params_);
   }
   if (r.finite) ++steps_done_;
   r.step = s + 1;
@@ -239,13 +347,12 @@ double Trainer::evaluate() {
   if (!valid_) throw std::logic_error("Trainer::evaluate: this plan has no validation data");
   const int64_t N = model_->rows();
   const int iters = std::max(1, plan_.trainer.eval_iters);
+  // The same samples at every evaluation: iteration i reads micro·dp of them, this DP rank its part.
   double sum = 0;
-  for (int i = 0; i < iters; ++i) {
-    read_micro_batch(*valid_, int64_t(i) * micro_ * dp_ + int64_t(dp_rank_) * micro_);
-    model_->forward_loss(host_tokens_.data(), losses_.rows(0, 1).view({N}));
-    sum += sum_losses(N);
-  }
-  sum = parallel_->dp().all_reduce_sum(sum);
+  for (int i = 0; i < iters; ++i)
+    sum += run_micro_batches(
+        *valid_, [&](int) { return int64_t(i) * micro_ * dp_ + int64_t(dp_rank_) * micro_; }, false, 1);
+  sum = world_loss_sum(sum);
   return sum / (double(iters) * double(N) * double(dp_));
 }
 

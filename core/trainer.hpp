@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <ostream>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "core/data/sample_source.hpp"
+#include "core/grad_sync.hpp"
 #include "core/model.hpp"
 #include "core/optimizer.hpp"
 #include "core/parallel_state.hpp"
@@ -25,7 +27,8 @@ struct TrainOptions {
   std::string run_dir;            // metrics.jsonl, timing.jsonl written here; "" = write nothing
   std::ostream* log = nullptr;    // progress lines (nullptr = std::cout)
   bool interactive = false;       // true: redraw one progress line (\r) on a terminal; false: plain lines
-  int rank = 0, world_size = 1;   // single process for now (parallelism comes later)
+  // The parallel world (nullptr: train() bootstraps it from the plan and the launcher).
+  ParallelState* parallel = nullptr;
 };
 
 struct TrainResult {
@@ -72,8 +75,9 @@ class Trainer {
 
   // One optimizer step over the global batch of step steps_done().
   StepResult step();
-  // Zeroes the gradients and accumulates those of the global batch of step `s` (no update).
-  // Returns the mean loss. step() is this plus the optimizer.
+  // Zeroes the gradients and accumulates those of the global batch of step `s` (no update), reduced
+  // over data parallelism (under ZeRO-1 only this rank's chunks hold the sums). Returns the mean
+  // loss. step() is this plus the optimizer.
   double compute_gradients(int s);
   // Mean loss over the global batch of step `s`, forward only (gradients untouched).
   double compute_loss(int s);
@@ -96,6 +100,9 @@ class Trainer {
   ParamStore& params() { return *params_; }
   Model& model() { return *model_; }
   const Optimizer& optimizer() const { return *optimizer_; }
+  const GradSync& grad_sync() const { return *grad_sync_; }
+  // Global L2 norm of the reduced gradients (every parameter counted once over the world).
+  double global_grad_norm();
   // True when step() runs without waiting for the host between backward and AdamW (CUDA, one DP
   // rank): the clip factor and the divergence guard are computed on the device
   // (Backend::grad_norm_clip) and the step's one wait is the read-back of loss and norm.
@@ -108,6 +115,15 @@ class Trainer {
 
  private:
   int64_t first_sample(int s, int m) const;
+  // Forward (and with_grad: backward) of every micro-batch of step s through this pipeline stage
+  // (1F1B when pp > 1), gradients reduced over DP at the end. Returns this rank's share of the
+  // loss sum (the last stage's TP rank 0 holds it; 0 elsewhere).
+  double run_micro_batches(const data::SampleSource& src, const std::function<int64_t(int)>& sample_of,
+                           bool with_grad, int count);
+  void forward_micro(const data::SampleSource& src, int64_t first_sample, int m, bool with_grad, float dloss);
+  void backward_micro(int m, int count);
+  int slot_of(int m) const { return m % model_->slots(); }
+  double world_loss_sum(double local);
   void read_micro_batch(const data::SampleSource& src, int64_t first_sample);
   double sum_losses(int64_t count);
   StepResult step_on_device();
@@ -131,6 +147,11 @@ class Trainer {
   std::unique_ptr<Model> model_;
   std::unique_ptr<Optimizer> optimizer_;
   int micro_ = 0, dp_ = 1, dp_rank_ = 0, num_micro_ = 1;
+  int pp_ = 1, pp_rank_ = 0;
+  bool loss_holder_ = true;  // the last stage's TP rank 0: its per-token losses are the ones summed
+  std::unique_ptr<GradSync> grad_sync_;
+  std::vector<AdamSegment> adam_segments_;
+  std::vector<std::pair<int64_t, int64_t>> norm_ranges_;
   int64_t global_batch_ = 0;
   double flops_per_token_ = 0;
   void* losses_buf_ = nullptr;   // f32 [num_micro, B·T] (device)

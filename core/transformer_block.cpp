@@ -25,14 +25,16 @@ void Model::residual_norm(Tensor residual, Tensor out, Tensor mean, Tensor rstd,
   be_.residual_norm_fwd(residual, out, mean, rstd, a, b, n.w, n.b, s_.norm_eps, !s_.layernorm);
 }
 
-void Model::layer_forward_body(int l, const LayerActs& a) {
+// Heads, KV heads and FFN columns are this rank's TP share (ls_).
+void Model::layer_forward_body(Activations& A, int l, const LayerActs& a) {
   const LayerParams& p = w_.layers[size_t(l)];
-  const int T = s_.seq, Hq = s_.heads, Hkv = s_.kv_heads, D = s_.head_dim;
+  const int T = s_.seq, Hq = ls_.heads, Hkv = ls_.kv_heads, D = s_.head_dim;
   be_.linear_fwd(a.qkv, a.ln1, p.qkv.w, p.qkv.b, Tensor());
   if (!s_.learned_positions) be_.rope_fwd(a.qkv, B_, T, Hq, Hkv, D, s_.rope_theta);
   be_.attention_fwd(a.atty, a.lse, a.qkv, B_, T, Hq, Hkv, D);
-  be_.linear_fwd(acts_.proj_out, a.atty, p.proj.w, p.proj.b, Tensor());
-  residual_norm(a.residual2, a.ln2, a.ln2_mean, a.ln2_rstd, a.residual, acts_.proj_out, p.norm2);
+  be_.linear_fwd(A.proj_out, a.atty, p.proj.w, row_bias(p.proj.b), Tensor());
+  tp_sum(A.proj_out);
+  residual_norm(a.residual2, a.ln2, a.ln2_mean, a.ln2_rstd, a.residual, A.proj_out, p.norm2);
   if (s_.gelu) {
     be_.linear_fwd(a.fc_act, a.ln2, p.fc_in.w, p.fc_in.b, a.fc_pre);
   } else {
@@ -43,45 +45,70 @@ void Model::layer_forward_body(int l, const LayerActs& a) {
 
 // On entry acts_.dresidual holds d(layer output); on exit d(layer input). Norm backward ACCUMULATES
 // into it (the residual branch's identity gradient is already there).
-void Model::layer_backward(int l, const LayerActs& a) {
+// The gradients of replicated parameters (norms, row-parallel biases) come out equal on every TP
+// rank, because every input they see has been summed over the group first.
+void Model::layer_backward(Activations& A, int l, const LayerActs& a) {
   const LayerParams& p = w_.layers[size_t(l)];
   const LayerParams& g = g_.layers[size_t(l)];
-  const int T = s_.seq, Hq = s_.heads, Hkv = s_.kv_heads, D = s_.head_dim;
-  Tensor dres = acts_.dresidual;
+  const int T = s_.seq, Hq = ls_.heads, Hkv = ls_.kv_heads, D = s_.head_dim;
+  Tensor dres = A.dresidual;
 
   // MLP: out = fc_out(act(fc_in(ln2)))
   if (s_.gelu) {
     // dfc = (dres·W2) ⊙ gelu'(pre_gelu): the dGELU epilogue of fc2's backward.
-    be_.linear_bwd(acts_.dfc, g.fc_out.w, g.fc_out.b, dres, a.fc_act, p.fc_out.w, a.fc_pre);
+    be_.linear_bwd(A.dfc, g.fc_out.w, g.fc_out.b, dres, a.fc_act, p.fc_out.w, a.fc_pre);
   } else {
-    be_.linear_bwd(acts_.dfc_act, g.fc_out.w, g.fc_out.b, dres, a.fc_act, p.fc_out.w, Tensor());
-    be_.swiglu_bwd(acts_.dfc, acts_.dfc_act, a.fc_pre);
+    be_.linear_bwd(A.dfc_act, g.fc_out.w, g.fc_out.b, dres, a.fc_act, p.fc_out.w, Tensor());
+    be_.swiglu_bwd(A.dfc, A.dfc_act, a.fc_pre);
   }
-  be_.linear_bwd(acts_.dln, g.fc_in.w, g.fc_in.b, acts_.dfc, a.ln2, p.fc_in.w, Tensor());
-  norm_bwd(dres, g.norm2, acts_.dln, a.residual2, p.norm2, a.ln2_mean, a.ln2_rstd);
+  be_.linear_bwd(A.dln, g.fc_in.w, g.fc_in.b, A.dfc, a.ln2, p.fc_in.w, Tensor());
+  tp_sum(A.dln);
+  norm_bwd(dres, g.norm2, A.dln, a.residual2, p.norm2, a.ln2_mean, a.ln2_rstd);
 
   // Attention: out = proj(attention(rope(qkv(ln1))))
-  be_.linear_bwd(acts_.datty, g.proj.w, g.proj.b, dres, a.atty, p.proj.w, Tensor());
-  be_.attention_bwd(acts_.dqkv, acts_.datty, a.qkv, a.atty, a.lse, B_, T, Hq, Hkv, D);
-  if (!s_.learned_positions) be_.rope_bwd(acts_.dqkv, B_, T, Hq, Hkv, D, s_.rope_theta);
-  be_.linear_bwd(acts_.dln, g.qkv.w, g.qkv.b, acts_.dqkv, a.ln1, p.qkv.w, Tensor());
-  norm_bwd(dres, g.norm1, acts_.dln, a.residual, p.norm1, a.ln1_mean, a.ln1_rstd);
+  be_.linear_bwd(A.datty, g.proj.w, g.proj.b, dres, a.atty, p.proj.w, Tensor());
+  be_.attention_bwd(A.dqkv, A.datty, a.qkv, a.atty, a.lse, B_, T, Hq, Hkv, D);
+  if (!s_.learned_positions) be_.rope_bwd(A.dqkv, B_, T, Hq, Hkv, D, s_.rope_theta);
+  be_.linear_bwd(A.dln, g.qkv.w, g.qkv.b, A.dqkv, a.ln1, p.qkv.w, Tensor());
+  tp_sum(A.dln);
+  norm_bwd(dres, g.norm1, A.dln, a.residual, p.norm1, a.ln1_mean, a.ln1_rstd);
 }
 
-// logits = lnf · Wᵀ in row chunks; with_grad: cross_entropy turns the chunk into dlogits in place,
-// then linear_bwd gives d(lnf) rows (into acts_.dln) and accumulates dW.
-void Model::classifier(bool with_grad, Tensor losses, float dloss) {
-  const int64_t chunk = acts_.chunk_rows, C = s_.hidden, Vp = s_.padded_vocab;
+// logits = lnf · Wᵀ in row chunks (this rank's vocabulary columns); with_grad: the loss turns the
+// chunk into dlogits in place, then linear_bwd gives d(lnf) rows (into A.dln, partial over the
+// vocabulary shards until summed) and accumulates dW.
+void Model::classifier(Activations& A, const LossScratch& ls, bool with_grad, Tensor losses, float dloss) {
+  const int64_t chunk = A.chunk_rows, C = s_.hidden, Vl = ls_.padded_vocab;
   for (int64_t r0 = 0; r0 < N_; r0 += chunk) {
     const int64_t n = std::min(chunk, N_ - r0);
-    Tensor logits = acts_.logits.rows(0, n).view({n, Vp});
-    Tensor h = acts_.lnf.view({N_, C}).rows(r0, n);
+    Tensor logits = A.logits.rows(0, n).view({n, Vl});
+    Tensor h = A.lnf.view({N_, C}).rows(r0, n);
     be_.linear_fwd(logits, h, w_.classifier, Tensor(), Tensor());
-    be_.cross_entropy(losses.rows(r0, n), logits, acts_.targets.rows(r0, n), s_.vocab, dloss, with_grad);
+    cross_entropy(ls, losses.rows(r0, n), logits, A.targets.rows(r0, n), with_grad, dloss);
     if (with_grad)
-      be_.linear_bwd(acts_.dln.view({N_, C}).rows(r0, n), g_.classifier, Tensor(), logits, h,
-                     w_.classifier, Tensor());
+      be_.linear_bwd(A.dln.view({N_, C}).rows(r0, n), g_.classifier, Tensor(), logits, h, w_.classifier,
+                     Tensor());
   }
+  if (with_grad) tp_sum(A.dln);
+}
+
+// One chunk's loss: the plain op on one rank; the three vocab-parallel passes with the group's max
+// and sums between them under TP.
+void Model::cross_entropy(const LossScratch& ls, Tensor losses, Tensor logits, Tensor targets, bool with_grad,
+                          float dloss) {
+  if (tp_size_ == 1) {
+    be_.cross_entropy(losses, logits, targets, s_.vocab, dloss, with_grad);
+    return;
+  }
+  const int64_t n = logits.dim(0);
+  Tensor rowmax = ls.rowmax.rows(0, n);
+  // A [2, n] tensor in the first 2n floats of the [2, chunk] scratch.
+  Tensor sums_n = ls.sums.view({ls.sums.numel()}).rows(0, 2 * n).view({2, n});
+  be_.vocab_parallel_ce_max(rowmax, logits, valid_cols_);
+  tp_->all_reduce_max(rowmax);
+  be_.vocab_parallel_ce_sums(sums_n, logits, rowmax, targets, vocab_start_, valid_cols_);
+  tp_->all_reduce_sum(sums_n);
+  be_.vocab_parallel_ce_finish(losses, logits, rowmax, sums_n, targets, vocab_start_, valid_cols_, dloss, with_grad);
 }
 
 }  // namespace recipe::core

@@ -103,6 +103,7 @@ struct ParallelismConfig {
   bool sequence_parallel = false;
   bool zero1 = false;                      // distributed optimizer (shard Adam state over DP)
   std::vector<int> layers_per_stage;       // explicit PP split; empty = even split
+  double grad_bucket_mb = 32.0;            // DP gradient bucket size (f32 MiB); 0 = one per layer
   // derived
   int world_size = 0;
 };

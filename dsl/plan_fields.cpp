@@ -351,6 +351,8 @@ std::vector<FieldInfo> build_fields() {
   f.push_back(field(pa, "zero1", &P::parallelism, &Par::zero1, "shard the Adam state over DP ranks"));
   f.push_back(field(pa, "layers_per_stage", &P::parallelism, &Par::layers_per_stage,
                     "explicit pipeline split, one entry per stage; empty = even split"));
+  f.push_back(field(pa, "grad_bucket_mb", &P::parallelism, &Par::grad_bucket_mb,
+                    "size of the gradient buckets reduced over DP while backward runs (MiB of f32); 0 = one bucket per layer"));
 
   const char* c = "checkpoint";
   f.push_back(field(c, "dir", &P::checkpoint, &C::dir, "where checkpoints go; \"\" = <run dir>/checkpoints"));
