@@ -72,6 +72,9 @@ Trainer::Trainer(const dsl::Plan& plan, kernels::Backend& backend, ParallelState
   flops_per_token_ = plan_.model.flops_per_token > 0 ? plan_.model.flops_per_token
                                                      : training_flops_per_token(shape_);
 
+  if (shape_.kv_heads % ps.tp != 0)
+    throw std::invalid_argument("model.num_kv_heads=" + std::to_string(shape_.kv_heads) + " is not divisible by parallelism.tp=" +
+                                std::to_string(ps.tp) + ": each TP rank needs whole KV heads of its own; use a tp that divides it");
   pp_ = ps.pp;
   pp_rank_ = parallel_->coords().pp;
   const bool zero1 = plan_.parallelism.zero1;

@@ -77,7 +77,7 @@ std::vector<std::string> valid_tp_choices(const ResolveContext& ctx) {
   for (int t = 1; t <= 8; ++t) {
     if (t == p.parallelism.tp) continue;
     if (m.num_attention_heads % t != 0) continue;
-    if (m.num_kv_heads > 0 && m.num_kv_heads % t != 0 && t % m.num_kv_heads != 0) continue;
+    if (m.num_kv_heads > 0 && m.num_kv_heads % t != 0) continue;
     if (m.ffn_hidden_size % t != 0) continue;
     if (p.parallelism.sequence_parallel && t == 1) continue;
     if (ctx.world % (t * std::max(1, p.parallelism.pp) * std::max(1, p.parallelism.cp)) != 0) continue;
@@ -256,14 +256,10 @@ void check_relations(ResolveContext& ctx) {
     // One violation naming every size tp fails to divide, so one fix covers them all.
     std::vector<std::string> undivided;
     if (m.num_attention_heads % tp != 0) undivided.push_back("model.num_attention_heads=" + str(m.num_attention_heads));
-    if (kv_ok && kv != m.num_attention_heads && kv % tp != 0) {  // kv == heads: the heads rule covers it
-      if (tp % kv == 0)
-        ctx.warn("model.num_kv_heads=" + str(kv) + " < parallelism.tp=" + str(tp) + ": each KV head is replicated on " +
-                 str(tp / kv) + " TP ranks");
-      else
-        undivided.push_back("model.num_kv_heads=" + str(kv) +
-                            " (KV heads are split over TP ranks, or replicated when fewer than tp)");
-    }
+    // Every TP rank holds whole KV heads of its own. (Replicating a KV head on several ranks would
+    // need its gradient summed over exactly those ranks; this version does not do that.)
+    if (kv_ok && kv != m.num_attention_heads && kv % tp != 0)  // kv == heads: the heads rule covers it
+      undivided.push_back("model.num_kv_heads=" + str(kv) + " (each TP rank needs whole KV heads of its own)");
     if (m.ffn_hidden_size % tp != 0) undivided.push_back("model.ffn_hidden_size=" + str(m.ffn_hidden_size));
     if (m.padded_vocab_size % tp != 0)
       undivided.push_back("the padded vocabulary " + str(m.padded_vocab_size) +

@@ -151,12 +151,15 @@ TEST_CASE("dsl_resolve: every violation is reported at once") {
   CHECK(text.rfind(std::to_string(r.violations.size()) + " problems", 0) == 0);
 }
 
-TEST_CASE("dsl_resolve: kv_heads < tp replicates with a warning") {
+TEST_CASE("dsl_resolve: kv_heads < tp is rejected, naming the KV heads and the tp that fit") {
   const auto r = resolve_json(with(tiny_gpt(), json::parse(R"({
       "model": {"num_attention_heads": 8, "num_kv_heads": 2, "hidden_size": 64},
       "parallelism": {"tp": 4}, "executor": {"cpu_ranks": 4}})")));
-  CHECK_MESSAGE(r.ok(), report(r));
-  CHECK(has_warning(r, "replicated on 2 TP ranks"));
+  REQUIRE_FALSE(r.ok());
+  const std::string text = format_violations(r.violations);
+  CHECK(text.find("model.num_kv_heads=2") != std::string::npos);
+  CHECK(text.find("tp=2") != std::string::npos);
+  CHECK(text.find("tp=4 does not divide") != std::string::npos);
 }
 
 TEST_CASE("dsl_resolve: the executor must supply the world size") {

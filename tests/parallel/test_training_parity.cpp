@@ -56,7 +56,7 @@ Trained read_result(const fs::path& dir, int world) {
       int shard_dim, ndim;
       int64_t begin, size, numel;
       h >> name >> shard_dim >> begin >> size >> ndim;
-      std::vector<int64_t> shape(size_t(ndim));
+      std::vector<int64_t> shape(static_cast<size_t>(ndim));
       int64_t global = 1;
       for (auto& d : shape) {
         h >> d;
@@ -132,6 +132,11 @@ void check_equal(const Trained& serial, const Trained& par, const std::string& w
     auto it = par.params.find(name);
     REQUIRE_MESSAGE(it != par.params.end(), name);
     REQUIRE(it->second.size() == ref.size());
+    // The key bias has an exact gradient of zero (adding q·b_k to every score of a query leaves
+    // the softmax unchanged), so what it holds after training is rounding noise that Adam's
+    // normalization scales up to ±lr per step, different in any two summation orders — even two
+    // serial runs on different thread counts. It cannot change the loss; compare the rest.
+    if (name.find("attention.k.bias") != std::string::npos) continue;
     const double e = rel_l2(it->second, ref);
     if (e > worst) worst = e, worst_name = name;
   }
@@ -182,16 +187,6 @@ TEST_CASE("gpt_tiny: every parallel layout trains like one process") { parity_fo
 
 TEST_CASE("llama_tiny: every parallel layout trains like one process") { parity_for("llama_tiny"); }
 
-TEST_CASE("llama_tiny at TP4 replicates its 2 KV heads and still trains like one process") {
-  if (!recipe::testing::mpirun_available()) {
-    MESSAGE("skipped: mpirun not found");
-    return;
-  }
-  const Trained serial = train("llama_tiny", 1, {}, "llama-tp4-serial");
-  const Trained par = train("llama_tiny", 4, {"parallelism.tp=4"}, "llama-tp4");
-  check_equal(serial, par, "llama_tiny TP4");
-}
-
 TEST_CASE("the rank map the resolver prints is the layout the runtime builds") {
   for (auto [tp, dp, pp] : {std::tuple{2, 2, 2}, {4, 1, 2}, {1, 4, 2}, {2, 4, 1}, {8, 2, 4}}) {
     recipe::dsl::ParallelismConfig par;
@@ -223,6 +218,7 @@ TEST_CASE("odd layouts are rejected before any rank starts, each with its fix") 
       {{"gpt_tiny", "parallelism.pp=3", "executor.cpu_ranks=3"}, "parallelism.pp", "num_layers=2"},
       {{"gpt_tiny", "parallelism.tp=2", "executor.cpu_ranks=3"}, "parallelism.world_size", "world size 3"},
       {{"llama_tiny", "parallelism.tp=8", "executor.cpu_ranks=8"}, "parallelism.tp", "num_attention_heads=4"},
+      {{"llama_tiny", "parallelism.tp=4", "executor.cpu_ranks=4"}, "parallelism.tp", "num_kv_heads=2"},
       {{"gpt_tiny", "parallelism.layers_per_stage=[2,1]", "parallelism.pp=2", "executor.cpu_ranks=2"},
        "parallelism.layers_per_stage", "sums to 3"},
   };
@@ -233,7 +229,7 @@ TEST_CASE("odd layouts are rejected before any rank starts, each with its fix") 
     args.insert(args.end(), {"--device", "cpu", "--experiments-dir", tmp.str()});
     auto r = run(args);
     INFO(r.err);
-    CHECK(r.code == 2);
+    CHECK(r.code == 1);  // kExitInvalidRecipe
     CHECK(r.err.find(o.path) != std::string::npos);
     CHECK(r.err.find(o.says) != std::string::npos);
     CHECK(r.err.find("fix") != std::string::npos);

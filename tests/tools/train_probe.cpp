@@ -10,6 +10,7 @@
 //                             name shard_dim shard_begin shard_size ndim dims... numel, then the
 //                             master values (%.9g) on the next line
 // Exit 0 on success; any error is printed and ends the whole world (abort_world).
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <fstream>
@@ -33,14 +34,22 @@ int main(int argc, char** argv) {
     std::vector<std::string> overrides(argv + 3, argv + argc);
     dsl::apply_overrides(tree, overrides);
     dsl::ExecutorFacts facts;
-    facts.gpus_per_node = 0;
+    const bool cuda = std::find(overrides.begin(), overrides.end(), "trainer.device=cuda") != overrides.end();
+    facts.gpus_per_node = cuda ? -1 : 0;
+    facts.has_gpu = cuda;
+    facts.planning = cuda;
     dsl::ResolveResult rr = dsl::resolve(tree, facts);
     if (!rr.ok()) {
       std::cerr << dsl::format_violations(rr.violations);
       return 3;
     }
     const dsl::Plan& plan = rr.plan;
-    auto backend = kernels::make_backend(kernels::Device::cpu, {});
+    // trainer.device=cuda (the GPU parity tests): one GPU per local rank.
+    const kernels::Device device = plan.trainer.device == "cuda" ? kernels::Device::cuda : kernels::Device::cpu;
+    kernels::BackendOptions bo;
+    bo.device_index = core::launcher_world().local_rank;
+    bo.deterministic = true;
+    auto backend = kernels::make_backend(device, bo);
     auto parallel = core::bootstrap_parallel(core::parallel_sizes(plan), *backend);
     core::Trainer trainer(plan, *backend, parallel.get());
     const std::string out = argv[2];
