@@ -73,6 +73,13 @@ class CpuBackend final : public Backend {
   void cross_entropy(Tensor losses, Tensor logits, Tensor targets, int vocab, float dloss,
                      bool compute_grad) override;
 
+  // vocab_parallel_ce.cpp
+  void vocab_parallel_ce_max(Tensor rowmax, Tensor logits, int valid_cols) override;
+  void vocab_parallel_ce_sums(Tensor sums, Tensor logits, Tensor rowmax, Tensor targets, int vocab_start,
+                              int valid_cols) override;
+  void vocab_parallel_ce_finish(Tensor losses, Tensor logits, Tensor rowmax, Tensor sums, Tensor targets,
+                                int vocab_start, int valid_cols, float dloss, bool compute_grad) override;
+
   // adamw.cpp
   void adamw(Tensor master, Tensor grad, Tensor m, Tensor v, Tensor compute_copy,
              const AdamWArgs& args) override;

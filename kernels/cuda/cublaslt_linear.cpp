@@ -6,6 +6,8 @@
 // In the dweight GEMM, BGRADB reduces op(B) = dout over k = N rows: Σ_rows dout, length n = OC.
 #include "kernels/cuda/cublaslt_linear.hpp"
 
+#include <algorithm>
+#include <iostream>
 #include <stdexcept>
 #include <string>
 
@@ -32,8 +34,9 @@ bool epilogue_has_aux(cublasLtEpilogue_t e) {
 
 }  // namespace
 
-CublasLtLinear::CublasLtLinear(cudaStream_t stream, void* workspace, size_t workspace_bytes)
-    : stream_(stream), workspace_(workspace), workspace_bytes_(workspace_bytes) {
+CublasLtLinear::CublasLtLinear(cudaStream_t stream, void* workspace, size_t workspace_bytes,
+                               const Options& options)
+    : stream_(stream), workspace_(workspace), workspace_bytes_(workspace_bytes), options_(options) {
   RECIPE_CUBLAS_CHECK(cublasLtCreate(&handle_));
 }
 
@@ -93,17 +96,24 @@ CublasLtLinear::Plan& CublasLtLinear::plan_for(const Gemm& g) {
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &b32, sizeof(b32));
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &d32, sizeof(d32));
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &d32, sizeof(d32));
-  cublasLtMatmulHeuristicResult_t result{};
+  const int wanted = options_.tune ? std::max(1, options_.tune_candidates) : 1;
+  std::vector<cublasLtMatmulHeuristicResult_t> results(static_cast<size_t>(wanted));
   int returned = 0;
-  cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_, p.desc, p.a, p.b, p.d, p.d, pref, 1,
-                                                     &result, &returned);
+  cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_, p.desc, p.a, p.b, p.d, p.d, pref,
+                                                     wanted, results.data(), &returned);
   cublasLtMatmulPreferenceDestroy(pref);
   p.ok = st == CUBLAS_STATUS_SUCCESS && returned > 0;
-  if (p.ok) p.algo = result.algo;
+  if (p.ok) {
+    p.algo = results[0].algo;
+    for (int i = 0; i < returned; ++i)
+      if (results[size_t(i)].state == CUBLAS_STATUS_SUCCESS)
+        p.candidates.push_back(results[size_t(i)].algo);
+    if (p.candidates.size() < 2) p.candidates.clear();
+  }
   return p;
 }
 
-bool CublasLtLinear::run(const Gemm& g) {
+bool CublasLtLinear::run(const Gemm& g, Workspace backup) {
   Plan& p = plan_for(g);
   if (!p.ok) return false;
   if (epilogue_has_bias(g.epilogue))
@@ -112,10 +122,73 @@ bool CublasLtLinear::run(const Gemm& g) {
   if (epilogue_has_aux(g.epilogue))
     RECIPE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
         p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g.aux, sizeof(g.aux)));
+  if (!p.candidates.empty()) tune(p, g, backup);
   const float alpha = 1.f;
   RECIPE_CUBLAS_CHECK(cublasLtMatmul(handle_, p.desc, &alpha, g.A, p.a, g.B, p.b, &g.beta, g.D, p.d,
                                      g.D, p.d, &p.algo, workspace_, workspace_bytes_, stream_));
   return true;
+}
+
+// Timing needs a host wait on the stream: it is skipped (the key keeps the heuristic's choice
+// and is tried again on its next call) while the stream is being captured into a CUDA graph.
+// Every extra run must leave the outputs as the real call will: beta = 0 GEMMs rewrite the same
+// D and aux from the same inputs (unless an output aliases an input: then no timing); a beta != 0
+// GEMM accumulates into D, so D is saved to `backup` first and restored afterwards (no timing
+// when backup is too small).
+void CublasLtLinear::tune(Plan& p, const Gemm& g, Workspace backup) {
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  RECIPE_CUDA_CHECK(cudaStreamIsCapturing(stream_, &capture));
+  if (capture != cudaStreamCaptureStatusNone) return;
+  std::vector<cublasLtMatmulAlgo_t> candidates;
+  candidates.swap(p.candidates);  // tuned at most once per key, whatever happens below
+  const bool aliased = g.D == g.A || g.D == g.B || (g.aux && (g.aux == g.A || g.aux == g.B));
+  if (aliased) return;
+  const size_t d_bytes = size_t(g.ldd) * size_t(g.n) * (g.d_type == CUDA_R_32F ? 4 : 2);
+  void* saved = nullptr;
+  if (g.beta != 0.f) {
+    size_t start = (backup.used + 255) & ~size_t(255);
+    if (!backup.ptr || start + d_bytes > backup.bytes) return;
+    saved = backup.take(d_bytes, "GEMM algorithm timing");
+    RECIPE_CUDA_CHECK(cudaMemcpyAsync(saved, g.D, d_bytes, cudaMemcpyDeviceToDevice, stream_));
+  }
+  cudaEvent_t start = nullptr, stop = nullptr;
+  RECIPE_CUDA_CHECK(cudaEventCreate(&start));
+  RECIPE_CUDA_CHECK(cudaEventCreate(&stop));
+  const float alpha = 1.f;
+  constexpr int kReps = 3;
+  float best_ms = 0.f, first_ms = -1.f;
+  size_t best = 0;
+  bool found = false;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    auto launch = [&] {
+      return cublasLtMatmul(handle_, p.desc, &alpha, g.A, p.a, g.B, p.b, &g.beta, g.D, p.d, g.D,
+                            p.d, &candidates[i], workspace_, workspace_bytes_, stream_);
+    };
+    if (launch() != CUBLAS_STATUS_SUCCESS) continue;  // warm-up; a refused candidate is skipped
+    RECIPE_CUDA_CHECK(cudaEventRecord(start, stream_));
+    bool ran = true;
+    for (int r = 0; r < kReps && ran; ++r) ran = launch() == CUBLAS_STATUS_SUCCESS;
+    RECIPE_CUDA_CHECK(cudaEventRecord(stop, stream_));
+    RECIPE_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0.f;
+    RECIPE_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    if (ran && i == 0) first_ms = ms;
+    if (ran && (!found || ms < best_ms)) best_ms = ms, best = i, found = true;
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  if (saved)
+    RECIPE_CUDA_CHECK(cudaMemcpyAsync(g.D, saved, d_bytes, cudaMemcpyDeviceToDevice, stream_));
+  if (!found) return;
+  if (options_.log_tuning)
+    std::cerr << "recipe: cuBLASLt m=" << g.m << " n=" << g.n << " k=" << g.k
+              << " epilogue=" << int(g.epilogue) << " beta=" << g.beta << ": heuristic #1 "
+              << (first_ms < 0 ? std::string("refused") : std::to_string(first_ms * 1e3f / kReps))
+              << " us, chosen #" << best + 1 << " of " << candidates.size() << " "
+              << best_ms * 1e3f / kReps << " us\n";
+  ++stats_.tuned_keys;
+  if (best != 0) ++stats_.tuned_changed;
+  p.algo = candidates[best];
 }
 
 void CublasLtLinear::forward(void* out, const void* inp, const void* weight, const void* bias,
@@ -180,18 +253,18 @@ void CublasLtLinear::backward_weight(float* dweight, float* dbias, const void* d
                                      Workspace scratch) {
   if (N <= 0 || OC <= 0) return;
   if (!dweight) {
-    if (dbias) column_sum_accumulate(dbias, dout, N, OC, scratch, stream_);
+    if (dbias) column_sum_accumulate(dbias, dout, N, OC, options_.tickets, scratch, stream_);
     return;
   }
   Gemm g{inp, false, IC, dout, true, OC, dweight, CUDA_R_32F, IC, IC, OC, N, 1.f,
          CUBLASLT_EPILOGUE_DEFAULT, nullptr, CUDA_R_32F, nullptr, 0};
-  if (dbias) {
+  if (dbias && options_.bias_grad == BiasGrad::epilogue) {
     // BGRADB writes (does not accumulate) the bias gradient: into scratch, then added.
     Workspace ws = scratch;
     float* db = static_cast<float*>(ws.take(size_t(OC) * 4, "bias gradient"));
     g.epilogue = CUBLASLT_EPILOGUE_BGRADB;
     g.bias = db;
-    if (run(g)) {
+    if (run(g, ws)) {
       ++stats_.fused;
       add_f32(dbias, dbias, db, OC, stream_);
       return;
@@ -199,13 +272,13 @@ void CublasLtLinear::backward_weight(float* dweight, float* dbias, const void* d
     ++stats_.unfused;
     g.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
     g.bias = nullptr;
-    column_sum_accumulate(dbias, dout, N, OC, scratch, stream_);
   }
-  if (!run(g))
+  if (dbias) column_sum_accumulate(dbias, dout, N, OC, options_.tickets, scratch, stream_);
+  if (!run(g, scratch))
     throw std::runtime_error("cuBLASLt: no algorithm for the weight-gradient GEMM [" +
                              std::to_string(OC) + "x" + std::to_string(N) + "]·[" +
                              std::to_string(N) + "x" + std::to_string(IC) + "] (f32 accumulate)");
-  if (!dbias) ++stats_.fused;
+  if (!dbias || options_.bias_grad == BiasGrad::column_sum) ++stats_.fused;
 }
 
 }  // namespace recipe::kernels::cuda

@@ -1,11 +1,16 @@
 // Linear layers through cuBLASLt: bf16 operands, f32 accumulation, fused epilogues.
 //   forward:  out = inp·Wᵀ (+ bias) with the BIAS or GELU_AUX_BIAS epilogue (pre_gelu = aux);
 //   dinp:     dinp = dout·W, with the DGELU epilogue (aux = the previous layer's pre-GELU);
-//   dweight:  dweight += doutᵀ·inp with beta = 1 into the f32 gradient, and the BGRADB epilogue
-//             writing Σ_rows dout into a scratch vector that is then added to dbias.
-// Every (shape, epilogue, dtypes, alignment) key gets its descriptors and heuristic algorithm
-// built once and cached. When cuBLASLt has no algorithm for a fused epilogue, the same result is
-// produced by the plain GEMM plus the equivalent elementwise/reduction kernel (remembered per key).
+//   dweight:  dweight += doutᵀ·inp with beta = 1 into the f32 gradient; dbias += Σ_rows dout by
+//             the one-launch column-sum kernel (elementwise.cu) accumulating straight into dbias.
+//             (cuBLASLt's BGRADB epilogue only writes, not accumulates, and runs as a separate
+//             kernel anyway: a scratch vector plus an add; kept as BiasGrad::epilogue.)
+// Every (shape, epilogue, dtypes, alignment) key gets its descriptors and algorithm built once and
+// cached. The algorithm is the heuristic's first choice, or, with `tune` (not in deterministic
+// mode), the fastest of the heuristic's top candidates timed once on the key's first call with
+// the real operands; the choice then stays fixed for the process. When cuBLASLt has no algorithm
+// for a fused epilogue, the same result is produced by the plain GEMM plus the equivalent
+// elementwise/reduction kernel (remembered per key).
 #pragma once
 
 #include <cublasLt.h>
@@ -14,6 +19,7 @@
 #include <cstdint>
 #include <map>
 #include <tuple>
+#include <vector>
 
 #include "kernels/cuda/cuda_kernels.hpp"
 
@@ -21,7 +27,16 @@ namespace recipe::kernels::cuda {
 
 class CublasLtLinear {
  public:
-  CublasLtLinear(cudaStream_t stream, void* workspace, size_t workspace_bytes);
+  enum class BiasGrad { column_sum, epilogue };
+  struct Options {
+    bool tune = false;          // time the heuristic's top candidates per key (non-deterministic mode)
+    int tune_candidates = 8;    // how many heuristic results to time
+    bool log_tuning = false;    // one stderr line per timed key (RECIPE_CUBLASLT_TUNE_LOG=1)
+    BiasGrad bias_grad = BiasGrad::column_sum;
+    ColumnSumTickets tickets;   // required by BiasGrad::column_sum and the unfused fallbacks
+  };
+  CublasLtLinear(cudaStream_t stream, void* workspace, size_t workspace_bytes,
+                 const Options& options);
   ~CublasLtLinear();
   CublasLtLinear(const CublasLtLinear&) = delete;
   CublasLtLinear& operator=(const CublasLtLinear&) = delete;
@@ -40,6 +55,7 @@ class CublasLtLinear {
   // Which epilogues ran fused (for tests and logs): counts of fused vs fallback calls.
   struct Stats {
     int64_t fused = 0, unfused = 0;
+    int64_t tuned_keys = 0, tuned_changed = 0;  // keys timed; of those, where #1 was not fastest
   };
   Stats stats() const { return stats_; }
 
@@ -72,15 +88,20 @@ class CublasLtLinear {
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
     cublasLtMatmulAlgo_t algo{};
     bool ok = false;
+    std::vector<cublasLtMatmulAlgo_t> candidates;  // heuristic order; emptied once tuned
   };
-  // Runs g; returns false (without running) when no algorithm supports its epilogue.
-  bool run(const Gemm& g);
+  // Runs g; returns false (without running) when no algorithm supports its epilogue. `backup`
+  // (may be empty) is scratch where D is saved while candidates are timed when beta != 0.
+  bool run(const Gemm& g, Workspace backup = {});
   Plan& plan_for(const Gemm& g);
+  // Times p.candidates on g's operands, sets p.algo to the fastest, leaves D as it found it.
+  void tune(Plan& p, const Gemm& g, Workspace backup);
 
   cudaStream_t stream_;
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_;
   size_t workspace_bytes_;
+  Options options_;
   std::map<Key, Plan> plans_;
   Stats stats_;
 };

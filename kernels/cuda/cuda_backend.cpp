@@ -16,6 +16,9 @@ namespace {
 
 constexpr size_t kCublasWorkspaceBytes = size_t(32) << 20;
 constexpr size_t kDefaultWorkspaceMiB = 256;
+// Tickets of the one-launch column sum: one per 256-column tile (8192 tiles = 2M columns per
+// launch; wider sums go in slabs).
+constexpr int64_t kColumnSumTickets = 8192;
 
 [[noreturn]] void bad_arg(const char* op, const std::string& what) {
   throw std::invalid_argument(std::string("CUDA backend ") + op + ": " + what);
@@ -60,6 +63,18 @@ bool attention_fallback_forced() {
                               "' must be 'cudnn' or 'fallback'");
 }
 
+// RECIPE_CUBLASLT_TUNE=0 keeps the heuristic's first algorithm per GEMM shape (deterministic mode
+// always does); RECIPE_CUDA_BIAS_GRAD=epilogue computes bias gradients with cuBLASLt's BGRADB
+// epilogue instead of the column-sum kernel. Both exist for A/B timing (docs/performance.md).
+bool env_flag(const char* name, const char* on, const char* off, bool dflt) {
+  const char* s = std::getenv(name);
+  if (!s || !*s) return dflt;
+  if (std::string(s) == on) return true;
+  if (std::string(s) == off) return false;
+  throw std::invalid_argument(std::string(name) + "='" + s + "' must be '" + on + "' or '" + off +
+                              "'");
+}
+
 std::string version_string(int v) {
   return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
 }
@@ -83,7 +98,18 @@ CudaBackend::CudaBackend(const BackendOptions& opts)
   cublas_workspace_ = device_alloc(cublas_workspace_bytes_, "cuBLASLt workspace");
   workspace_bytes_ = workspace_bytes_from_env();
   workspace_ = device_alloc(workspace_bytes_, "backend workspace");
-  linear_ = std::make_unique<CublasLtLinear>(stream_, cublas_workspace_, cublas_workspace_bytes_);
+  column_sum_tickets_ = static_cast<unsigned*>(
+      device_alloc(size_t(kColumnSumTickets) * sizeof(unsigned), "column-sum tickets"));
+  RECIPE_CUDA_CHECK(
+      cudaMemsetAsync(column_sum_tickets_, 0, size_t(kColumnSumTickets) * sizeof(unsigned), stream_));
+  CublasLtLinear::Options lo;
+  lo.tune = !deterministic_ && env_flag("RECIPE_CUBLASLT_TUNE", "1", "0", true);
+  lo.log_tuning = env_flag("RECIPE_CUBLASLT_TUNE_LOG", "1", "0", false);
+  lo.bias_grad = env_flag("RECIPE_CUDA_BIAS_GRAD", "epilogue", "kernel", false)
+                     ? CublasLtLinear::BiasGrad::epilogue
+                     : CublasLtLinear::BiasGrad::column_sum;
+  lo.tickets = ColumnSumTickets{column_sum_tickets_, kColumnSumTickets};
+  linear_ = std::make_unique<CublasLtLinear>(stream_, cublas_workspace_, cublas_workspace_bytes_, lo);
 #ifdef RECIPE_WITH_CUDNN
   if (!attention_fallback_forced()) {
     try {
@@ -114,6 +140,8 @@ std::string CudaBackend::name() const {
 
 int64_t CudaBackend::fused_epilogue_calls() const { return linear_->stats().fused; }
 int64_t CudaBackend::unfused_epilogue_calls() const { return linear_->stats().unfused; }
+int64_t CudaBackend::tuned_gemm_keys() const { return linear_->stats().tuned_keys; }
+int64_t CudaBackend::tuned_gemm_keys_changed() const { return linear_->stats().tuned_changed; }
 
 void* CudaBackend::device_alloc(size_t bytes, const char* what) {
   void* p = nullptr;

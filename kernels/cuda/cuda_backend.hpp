@@ -4,6 +4,7 @@
 // and a general workspace (scratch for reductions, radix sort, cuDNN), all allocated in the
 // constructor: ops never allocate. Workspace size: RECIPE_CUDA_WORKSPACE_MB (default 256).
 // RECIPE_CUDA_ATTENTION=fallback forces the own attention kernels instead of cuDNN.
+// RECIPE_CUBLASLT_TUNE=0 / RECIPE_CUDA_BIAS_GRAD=epilogue select the older GEMM paths (A/B timing).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -38,6 +39,10 @@ class CudaBackend final : public Backend {
   // Linear calls whose epilogue ran fused in cuBLASLt vs. as GEMM + separate kernel.
   int64_t fused_epilogue_calls() const;
   int64_t unfused_epilogue_calls() const;
+  // GEMM keys whose algorithm was chosen by timing (not in deterministic mode), and of those the
+  // keys where a candidate beat the heuristic's first choice.
+  int64_t tuned_gemm_keys() const;
+  int64_t tuned_gemm_keys_changed() const;
 
   Device device() const override { return Device::cuda; }
   DType act_dtype() const override { return DType::bf16; }
@@ -88,6 +93,14 @@ class CudaBackend final : public Backend {
   void cross_entropy(Tensor losses, Tensor logits, Tensor targets, int vocab, float dloss,
                      bool compute_grad) override;
 
+  // vocab_parallel_ce.cu
+  void vocab_parallel_ce_max(Tensor rowmax, Tensor logits, int valid_cols) override;
+  void vocab_parallel_ce_sums(Tensor sums, Tensor logits, Tensor rowmax, Tensor targets,
+                              int vocab_start, int valid_cols) override;
+  void vocab_parallel_ce_finish(Tensor losses, Tensor logits, Tensor rowmax, Tensor sums,
+                                Tensor targets, int vocab_start, int valid_cols, float dloss,
+                                bool compute_grad) override;
+
   void adamw(Tensor master, Tensor grad, Tensor m, Tensor v, Tensor compute_copy,
              const AdamWArgs& args) override;
   double sum_squares(Tensor x) override;
@@ -107,6 +120,7 @@ class CudaBackend final : public Backend {
   size_t cublas_workspace_bytes_ = 0;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
+  unsigned* column_sum_tickets_ = nullptr;
   std::unique_ptr<CublasLtLinear> linear_;
   std::unique_ptr<CudnnAttention> attention_;
   int64_t cudnn_calls_ = 0, fallback_calls_ = 0;

@@ -33,9 +33,17 @@ void gelu_bwd_bf16(void* dinp, const void* dout, const void* inp, int64_t n, cud
 void swiglu_fwd_bf16(void* out, const void* gate_up, int64_t rows, int64_t F, cudaStream_t s);
 void swiglu_bwd_bf16(void* dgate_up, const void* dout, const void* gate_up, int64_t rows,
                      int64_t F, cudaStream_t s);
-// dst[C] += Σ_rows src[rows, C] (bf16 src), summed in a fixed order through the workspace.
-void column_sum_accumulate(float* dst, const void* src, int64_t rows, int64_t C, Workspace ws,
-                           cudaStream_t s);
+// Device counters (zero between launches) that let the last block of a column tile finish a
+// one-launch column sum; owned by the backend, allocated and zeroed once at its start.
+struct ColumnSumTickets {
+  unsigned* ptr = nullptr;
+  int64_t count = 0;
+};
+// dst[C] += Σ_rows src[rows, C] (bf16 src) in one launch, summed in a fixed order (bitwise
+// repeatable); partial row sums go to the workspace. Launches on `s` must not overlap one another
+// (the tickets are shared).
+void column_sum_accumulate(float* dst, const void* src, int64_t rows, int64_t C,
+                           ColumnSumTickets tickets, Workspace ws, cudaStream_t s);
 
 // ---- RoPE (rope.cu): in place on packed qkv [B,T,(Hq+2Hkv)·D]; backward applies the inverse.
 void rope_bf16(void* qkv, int B, int T, int Hq, int Hkv, int D, float theta, bool backward,

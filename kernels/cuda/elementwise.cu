@@ -1,5 +1,5 @@
 // Elementwise kernels on bf16 activations (f32 math), casts, scaling, and the deterministic
-// column sum used for bias gradients. bf16 kernels move 8 values (16 bytes) per thread when every
+// one-launch column sum used for bias gradients. bf16 kernels move 8 values (16 bytes) per thread when every
 // pointer is 16-byte aligned, else one value per thread.
 #include <algorithm>
 #include <stdexcept>
@@ -124,34 +124,117 @@ __global__ void swiglu_bwd_kernel(bf16* dgu, const bf16* dout, const bf16* gu, i
   }
 }
 
-// Column sums in two passes: pass 1, block (x = 32-column tile, y = row chunk) sums its rows per
-// column in a fixed order and writes one partial row; pass 2 adds the partial rows in order.
-constexpr int kColTile = 32, kRowLanes = 8;
-__global__ void column_partial_kernel(float* partial, const bf16* src, int64_t rows, int64_t C,
-                                      int64_t rows_per_chunk) {
-  __shared__ float acc[kRowLanes][kColTile];
-  const int64_t c = int64_t(blockIdx.x) * kColTile + threadIdx.x;
-  const int64_t r0 = int64_t(blockIdx.y) * rows_per_chunk;
-  const int64_t r1 = min(rows, r0 + rows_per_chunk);
-  float sum = 0.f;
-  if (c < C)
-    for (int64_t r = r0 + threadIdx.y; r < r1; r += kRowLanes) sum += to_f(src[r * C + c]);
-  acc[threadIdx.y][threadIdx.x] = sum;
-  __syncthreads();
-  if (threadIdx.y == 0 && c < C) {
-    float t = 0.f;
+// Column sums dst[c] += Σ_r src[r, c] in ONE launch, reading src once with 16-byte loads.
+// Grid (x = column tile, y = row chunk); block (col lanes x row lanes) = 256 threads. Thread
+// (tx, ty) owns kVec consecutive columns of the tile and the rows r0+ty, r0+ty+row_lanes, ... of
+// its chunk (four loads in flight); the block folds its row lanes in shared memory (lane order
+// fixed) and writes one partial row per chunk: partial[chunk][c]. The last block of a column tile
+// to finish (an atomic ticket per tile, reset by that block) adds the tile's partial rows, split
+// over the row lanes in a fixed assignment and folded in a fixed order, and adds that to dst.
+// Which block is last varies from run to run; the summation order does not, so the result is
+// bitwise repeatable. Tiles are narrow (64 columns of 8 lanes x 16 B, i.e. 128 B per row segment)
+// so that even C = 1024 gives enough blocks, and there are few chunks so that the last block's
+// share (chunks x 64 floats) is small.
+template <int kVec> struct ColumnSumShape;
+template <> struct ColumnSumShape<8> { static constexpr int col_lanes = 8, row_lanes = 32; };
+template <> struct ColumnSumShape<1> { static constexpr int col_lanes = 32, row_lanes = 8; };
+constexpr int kColumnSumThreads = 256;
+constexpr int kColumnSumUnroll = 4;
+
+template <int kVec>
+__device__ __forceinline__ void load_cols(const bf16* p, float (&v)[kVec]) {
+  if constexpr (kVec == 8) {
+    load8(p, v);
+  } else {
 #pragma unroll
-    for (int k = 0; k < kRowLanes; ++k) t += acc[k][threadIdx.x];
-    partial[int64_t(blockIdx.y) * C + c] = t;
+    for (int i = 0; i < kVec; ++i) v[i] = to_f(p[i]);
   }
 }
-__global__ void column_finalize_kernel(float* dst, const float* partial, int chunks, int64_t C) {
-  for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; c < C;
-       c += int64_t(gridDim.x) * blockDim.x) {
-    float t = 0.f;
-    for (int k = 0; k < chunks; ++k) t += partial[int64_t(k) * C + c];
-    dst[c] += t;
+
+// Folds fold[row_lane][col] over the row lanes (fixed order) for each column of the tile; thread
+// t handles columns t, t + 256, ...; calls out(col, sum) for columns inside the matrix.
+template <int kRows, int kTile, class Out>
+__device__ __forceinline__ void fold_rows(float (&fold)[kRows][kTile], int t, Out out) {
+  for (int col = t; col < kTile; col += kColumnSumThreads) {
+    float sum = 0.f;
+#pragma unroll
+    for (int k = 0; k < kRows; ++k) sum += fold[k][col];
+    out(col, sum);
   }
+}
+
+template <int kVec>
+__global__ void __launch_bounds__(kColumnSumThreads)
+    column_sum_kernel(float* dst, float* partial, unsigned* tickets, const bf16* src,
+                      int64_t rows, int64_t cols, int64_t ld, int64_t rows_per_chunk) {
+  constexpr int kColLanes = ColumnSumShape<kVec>::col_lanes;
+  constexpr int kRowLanes = ColumnSumShape<kVec>::row_lanes;
+  constexpr int kTile = kColLanes * kVec;
+  __shared__ float fold[kRowLanes][kTile];
+  __shared__ bool is_last;
+  const int tx = threadIdx.x, ty = threadIdx.y, t = ty * kColLanes + tx;
+  const int64_t tile0 = int64_t(blockIdx.x) * kTile;
+  const int64_t c = tile0 + int64_t(tx) * kVec;
+  // kVec == 8 is used only when cols % 8 == 0, so a vector starting inside the row is whole.
+  const bool active = c < cols;
+  const int64_t r0 = int64_t(blockIdx.y) * rows_per_chunk;
+  const int64_t r1 = min(rows, r0 + rows_per_chunk);
+
+  float acc[kVec];
+#pragma unroll
+  for (int i = 0; i < kVec; ++i) acc[i] = 0.f;
+  if (active) {
+    int64_t r = r0 + ty;
+    constexpr int kStep = kColumnSumUnroll * kRowLanes;
+    for (; r + (kColumnSumUnroll - 1) * kRowLanes < r1; r += kStep) {
+      float v[kColumnSumUnroll][kVec];
+#pragma unroll
+      for (int u = 0; u < kColumnSumUnroll; ++u)
+        load_cols<kVec>(src + (r + u * kRowLanes) * ld + c, v[u]);
+#pragma unroll
+      for (int u = 0; u < kColumnSumUnroll; ++u)
+#pragma unroll
+        for (int i = 0; i < kVec; ++i) acc[i] += v[u][i];
+    }
+    for (; r < r1; r += kRowLanes) {
+      float v[kVec];
+      load_cols<kVec>(src + r * ld + c, v);
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) acc[i] += v[i];
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < kVec; ++i) fold[ty][tx * kVec + i] = acc[i];
+  __syncthreads();
+  float* prow = partial + int64_t(blockIdx.y) * ld + tile0;
+  fold_rows(fold, t, [&](int col, float sum) {
+    if (tile0 + col < cols) prow[col] = sum;
+  });
+
+  // Publish the partial row, then take a ticket: the block drawing the last one finalizes.
+  __threadfence();
+  __syncthreads();
+  if (t == 0) is_last = atomicAdd(&tickets[blockIdx.x], 1u) == gridDim.y - 1;
+  __syncthreads();
+  if (!is_last) return;
+  __threadfence();
+
+  const int chunks = int(gridDim.y);
+#pragma unroll
+  for (int i = 0; i < kVec; ++i) acc[i] = 0.f;
+  if (active)
+    for (int k = ty; k < chunks; k += kRowLanes) {
+      const float* p = partial + int64_t(k) * ld + c;
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) acc[i] += __ldcg(p + i);  // L2: written by other SMs
+    }
+#pragma unroll
+  for (int i = 0; i < kVec; ++i) fold[ty][tx * kVec + i] = acc[i];  // first fold done (synced)
+  __syncthreads();
+  fold_rows(fold, t, [&](int col, float sum) {
+    if (tile0 + col < cols) dst[tile0 + col] += sum;
+  });
+  if (t == 0) tickets[blockIdx.x] = 0;  // ready for the next launch on this stream
 }
 
 }  // namespace
@@ -203,23 +286,49 @@ void swiglu_bwd_bf16(void* dgate_up, const void* dout, const void* gate_up, int6
   RECIPE_CUDA_CHECK_LAUNCH("swiglu_bwd");
 }
 
-void column_sum_accumulate(float* dst, const void* src, int64_t rows, int64_t C, Workspace ws,
-                           cudaStream_t s) {
+void column_sum_accumulate(float* dst, const void* src, int64_t rows, int64_t C,
+                           ColumnSumTickets tickets, Workspace ws, cudaStream_t s) {
   if (rows <= 0 || C <= 0) return;
-  // Enough row chunks to fill the GPU, bounded by what the workspace holds.
-  int64_t col_tiles = (C + kColTile - 1) / kColTile;
-  int64_t chunks = std::max<int64_t>(1, std::min<int64_t>((rows + 63) / 64, 1024 / col_tiles + 1));
-  chunks = std::min<int64_t>(chunks, int64_t((ws.bytes - ws.used) / (size_t(C) * 4 + 256)));
-  chunks = std::max<int64_t>(chunks, 1);
+  if (!tickets.ptr || tickets.count <= 0)
+    throw std::invalid_argument("column_sum_accumulate: no ticket buffer");
+  const bool vec = C % 8 == 0 && aligned16(src);
+  const int64_t tile = vec ? ColumnSumShape<8>::col_lanes * 8 : ColumnSumShape<1>::col_lanes;
+  const int64_t row_lanes = vec ? ColumnSumShape<8>::row_lanes : ColumnSumShape<1>::row_lanes;
+  const int64_t col_tiles = (C + tile - 1) / tile;
+  // About four 256-thread blocks per SM over the whole grid, and at least one unrolled batch of
+  // rows per thread: enough loads in flight, few partial rows for the last block to add.
+  int sms = 132;
+  int dev = 0;
+  if (cudaGetDevice(&dev) == cudaSuccess)
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  const int64_t target_blocks = int64_t(sms) * 4;
+  const int64_t min_rows = row_lanes * kColumnSumUnroll;
+  int64_t chunks = std::max<int64_t>(1, (target_blocks + col_tiles - 1) / col_tiles);
+  chunks = std::min<int64_t>(chunks, std::max<int64_t>(1, rows / min_rows));
+  chunks = std::min<int64_t>(chunks, 65535);
+  const size_t left = ws.bytes > ws.used + 256 ? ws.bytes - ws.used - 256 : 0;
+  chunks = std::max<int64_t>(1, std::min<int64_t>(chunks, int64_t(left / (size_t(C) * 4))));
   int64_t rows_per_chunk = (rows + chunks - 1) / chunks;
+  rows_per_chunk = (rows_per_chunk + row_lanes - 1) / row_lanes * row_lanes;
   chunks = (rows + rows_per_chunk - 1) / rows_per_chunk;
   float* partial = static_cast<float*>(ws.take(size_t(chunks) * C * 4, "bias gradient"));
-  dim3 grid{unsigned(col_tiles), unsigned(chunks)}, block{kColTile, kRowLanes};
-  column_partial_kernel<<<grid, block, 0, s>>>(partial, static_cast<const bf16*>(src), rows, C,
-                                               rows_per_chunk);
-  RECIPE_CUDA_CHECK_LAUNCH("column_partial");
-  column_finalize_kernel<<<grid_for(C), kThreads, 0, s>>>(dst, partial, int(chunks), C);
-  RECIPE_CUDA_CHECK_LAUNCH("column_finalize");
+  // One ticket per column tile; wider matrices go in slabs of tickets.count tiles.
+  const dim3 block = vec ? dim3(ColumnSumShape<8>::col_lanes, ColumnSumShape<8>::row_lanes)
+                         : dim3(ColumnSumShape<1>::col_lanes, ColumnSumShape<1>::row_lanes);
+  for (int64_t t0 = 0; t0 < col_tiles; t0 += tickets.count) {
+    const int64_t nt = std::min<int64_t>(tickets.count, col_tiles - t0);
+    const int64_t c0 = t0 * tile, cols = std::min<int64_t>(C - c0, nt * tile);
+    // A slab is the column range [c0, c0+cols) of every row: same row stride C, offset base.
+    const dim3 grid{unsigned(nt), unsigned(chunks)};
+    const bf16* base = static_cast<const bf16*>(src) + c0;
+    if (vec)
+      column_sum_kernel<8><<<grid, block, 0, s>>>(dst + c0, partial + c0, tickets.ptr, base, rows,
+                                                  cols, C, rows_per_chunk);
+    else
+      column_sum_kernel<1><<<grid, block, 0, s>>>(dst + c0, partial + c0, tickets.ptr, base, rows,
+                                                  cols, C, rows_per_chunk);
+    RECIPE_CUDA_CHECK_LAUNCH("column_sum");
+  }
 }
 
 }  // namespace recipe::kernels::cuda

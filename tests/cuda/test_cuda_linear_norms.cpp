@@ -64,7 +64,10 @@ TEST_CASE("cuda linear backward: dinp (+DGELU), dweight += (beta=1), dbias += (B
           doctest::skip(!has_gpu())) {
   const LinearCase cases[] = {{64, 96, 160, false, false}, {64, 96, 160, true, false},
                               {128, 256, 64, true, true},  {37, 40, 24, true, true},
-                              {1024, 3072, 1024, true, true}};
+                              {1024, 3072, 1024, true, true},
+                              // column-sum kernel: scalar path (OC % 8 != 0) over many row
+                              // chunks; vector path with a partial last 256-column tile
+                              {3000, 64, 100, true, false}, {4096, 32, 2056, true, false}};
   uint32_t seed = 11;
   for (const auto& lc : cases) {
     CAPTURE(lc.N); CAPTURE(lc.IC); CAPTURE(lc.OC); CAPTURE(lc.bias); CAPTURE(lc.gelu);
@@ -73,9 +76,35 @@ TEST_CASE("cuda linear backward: dinp (+DGELU), dweight += (beta=1), dbias += (B
 #ifdef RECIPE_WITH_CUDA
   auto& cb = dynamic_cast<cuda::CudaBackend&>(gpu_backend());
   MESSAGE("cuBLASLt epilogues: fused " << cb.fused_epilogue_calls() << ", unfused (fallback) "
-                                       << cb.unfused_epilogue_calls());
+                                       << cb.unfused_epilogue_calls() << "; GEMM keys timed "
+                                       << cb.tuned_gemm_keys() << ", heuristic #1 beaten in "
+                                       << cb.tuned_gemm_keys_changed());
   CHECK(cb.fused_epilogue_calls() > 0);
 #endif
+}
+
+TEST_CASE("cuda bias gradient (one-launch column sum) is bitwise repeatable" *
+          doctest::skip(!has_gpu())) {
+  // Which block finishes a column tile changes from run to run; the sum's order must not.
+  for (int64_t OC : {int64_t(1024), int64_t(100)}) {
+    CAPTURE(OC);
+    const int64_t N = 8192, IC = 16;
+    Rng r(uint32_t(500 + OC));
+    auto dout = make_dual(Kind::act, {N, OC}, r.normal(N * OC));
+    auto inp = make_dual(Kind::act, {N, IC}, r.normal(N * IC));
+    auto w = make_dual(Kind::act, {OC, IC}, r.normal(OC * IC, 0.1f));
+    auto db = make_dual(Kind::f32, {OC}, std::vector<float>(size_t(OC), 0.f));
+    Tensor none;  // no dinp, no dweight: the bias gradient alone
+    gpu_backend().linear_bwd(none, none, db.g, dout.g, inp.g, w.g, none);
+    cpu_backend().linear_bwd(none, none, db.c, dout.c, inp.c, w.c, none);
+    CHECK_CLOSE(db, 1e-4);
+    auto first = read_bytes(gpu_backend(), db.g);
+    for (int rep = 0; rep < 3; ++rep) {
+      gpu_backend().zero(db.g);
+      gpu_backend().linear_bwd(none, none, db.g, dout.g, inp.g, w.g, none);
+      CHECK(read_bytes(gpu_backend(), db.g) == first);
+    }
+  }
 }
 
 TEST_CASE("cuda layernorm / rmsnorm forward and backward, fused residual" * doctest::skip(!has_gpu())) {

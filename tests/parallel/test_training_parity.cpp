@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/parallel_state.hpp"
+#include "kernels/ops.hpp"
 #include "executors/launch.hpp"
 #include "tests/cli/cli_test_util.hpp"
 #include "tests/parallel/mpi_test_util.hpp"
@@ -90,7 +91,8 @@ Trained read_result(const fs::path& dir, int world) {
   return t;
 }
 
-Trained train(const std::string& recipe, int world, const std::vector<std::string>& layout, const std::string& tag) {
+Trained train(const std::string& recipe, int world, const std::vector<std::string>& layout, const std::string& tag,
+              const std::vector<std::string>& extra = {}) {
   TempOut out(tag);
   std::vector<std::string> argv = {tool_path("train_probe"), recipe, out.path.string(),
                                    "trainer.max_steps=20", "trainer.micro_batch_size=2",
@@ -98,6 +100,7 @@ Trained train(const std::string& recipe, int world, const std::vector<std::strin
                                    "optimizer.clip_grad=1.0",
                                    "executor.cpu_ranks=" + std::to_string(world)};
   argv.insert(argv.end(), layout.begin(), layout.end());
+  argv.insert(argv.end(), extra.begin(), extra.end());
   MpiRun r = run_mpi(world, argv, {}, 180);
   INFO("mpirun output:\n" << r.output);
   REQUIRE(r.exit_code == 0);
@@ -115,7 +118,8 @@ double rel_l2(const std::vector<double>& a, const std::vector<double>& b) {
   return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
 }
 
-void check_equal(const Trained& serial, const Trained& par, const std::string& what) {
+void check_equal(const Trained& serial, const Trained& par, const std::string& what, double loss_tol = 1e-5,
+                 double param_tol = 1e-5) {
   INFO(what);
   CHECK(par.problems.empty());
   INFO(par.problems);
@@ -124,7 +128,8 @@ void check_equal(const Trained& serial, const Trained& par, const std::string& w
   double worst_loss = 0;
   for (size_t i = 0; i < serial.losses.size(); ++i)
     worst_loss = std::max(worst_loss, std::abs(par.losses[i] - serial.losses[i]) / std::abs(serial.losses[i]));
-  CHECK(worst_loss <= 1e-5);
+  INFO("worst relative loss difference " << worst_loss);
+  CHECK(worst_loss <= loss_tol);
   REQUIRE(par.params.size() == serial.params.size());
   double worst = 0;
   std::string worst_name;
@@ -141,7 +146,7 @@ void check_equal(const Trained& serial, const Trained& par, const std::string& w
     if (e > worst) worst = e, worst_name = name;
   }
   INFO("worst parameter: " << worst_name << " rel L2 " << worst);
-  CHECK(worst <= 1e-5);
+  CHECK(worst <= param_tol);
   // The curve really moved: equal curves of an untrained model would prove nothing.
   CHECK(serial.losses.back() < serial.losses.front() - 0.05);
 }
@@ -186,6 +191,25 @@ void parity_for(const std::string& recipe) {
 TEST_CASE("gpt_tiny: every parallel layout trains like one process") { parity_for("gpt_tiny"); }
 
 TEST_CASE("llama_tiny: every parallel layout trains like one process") { parity_for("llama_tiny"); }
+
+// The same layouts on GPUs (NCCL between ranks, bf16 compute): the curve and the parameters follow
+// the single-GPU run within bf16 tolerance. Needs ≥ 2 GPUs (the 4-rank layouts ≥ 4).
+TEST_CASE("CUDA: parallel layouts train like one GPU (bf16 tolerance) [gpu]") {
+  const int gpus = recipe::kernels::query_gpus().count;
+  if (gpus < 2 || !recipe::testing::mpirun_available()) {
+    MESSAGE("skipped: needs 2 or more GPUs and mpirun (found " << gpus << " GPUs)");
+    return;
+  }
+  const std::vector<std::string> cuda = {"trainer.device=cuda", "trainer.precision=bf16"};
+  for (const std::string recipe : {"gpt_tiny", "llama_tiny"}) {
+    const Trained serial = train(recipe, 1, {}, recipe + "-cuda-serial", cuda);
+    for (const Layout& l : layouts()) {
+      if (l.world > gpus) continue;
+      const Trained par = train(recipe, l.world, l.overrides, recipe + "-cuda-" + std::to_string(l.world), cuda);
+      check_equal(serial, par, recipe + " on CUDA " + l.name, 1e-2, 3e-2);
+    }
+  }
+}
 
 TEST_CASE("the rank map the resolver prints is the layout the runtime builds") {
   for (auto [tp, dp, pp] : {std::tuple{2, 2, 2}, {4, 1, 2}, {1, 4, 2}, {2, 4, 1}, {8, 2, 4}}) {
