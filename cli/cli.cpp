@@ -65,6 +65,17 @@ int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   worker->add_option("--run-dir", run_dir, "Run directory holding resolved.toml")->required();
   worker->group("");  // started by executors, not by people
 
+  std::string job_run_dir, job_id;
+  bool job_begin = false, job_requeued = false;
+  int job_end = 0;
+  CLI::App* job_state = app.add_subcommand("job-state", "Record a Slurm job's start or end in its run directory");
+  job_state->add_option("--run-dir", job_run_dir, "Run directory")->required();
+  job_state->add_option("--job", job_id, "Slurm job id")->required();
+  job_state->add_flag("--begin", job_begin, "The job starts its ranks");
+  CLI::Option* job_end_opt = job_state->add_option("--end", job_end, "The job step ended with this exit status");
+  job_state->add_flag("--requeued", job_requeued, "The job is being requeued (time-limit warning)");
+  job_state->group("");  // written into launch.sh by the Slurm executor
+
   CLI::App* list = app.add_subcommand("list", "List the presets with a one-line summary each");
 
   std::string format = "toml";
@@ -128,6 +139,8 @@ int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err) {
       return run_train(flags, is_pretrain ? "" : "finetune", is_pretrain ? pretrain_dry : finetune_dry, out, err);
     }
     if (*worker) return run_worker(run_dir, out, err);
+    if (*job_state) return run_job_state(job_run_dir, job_id, job_begin,
+                         job_end_opt->count() ? std::optional<int>(job_end) : std::nullopt, job_requeued, out, err);
     if (*keys) {
       out << (keys_format == "markdown" ? dsl::key_reference_markdown() : dsl::key_reference_text());
       return kExitOk;

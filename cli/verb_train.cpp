@@ -1,6 +1,7 @@
 // pretrain / finetune / worker: resolve, report (--dry-run) or create the run dir and run.
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <sstream>
@@ -8,6 +9,7 @@
 #include "cli/exit_codes.hpp"
 #include "cli/report.hpp"
 #include "cli/verbs.hpp"
+#include "core/parallel_bootstrap.hpp"
 #include "executors/host_info.hpp"
 #include "executors/launch.hpp"
 #include "executors/local_executor.hpp"
@@ -38,7 +40,17 @@ std::string indent(const std::string& text, const std::string& prefix) {
   return result;
 }
 
-// Exit 4 unless this build and host can run the plan in this process.
+// True when `name` is an executable file in a folder of $PATH.
+bool on_path(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  std::stringstream dirs(path ? path : "");
+  std::string dir;
+  while (std::getline(dirs, dir, ':'))
+    if (!dir.empty() && ::access((fs::path(dir) / name).c_str(), X_OK) == 0) return true;
+  return false;
+}
+
+// Exit 4 unless this build and host can run (or launch) the plan.
 int check_runnable_here(const dsl::Plan& plan, const kernels::GpuInfo& gpu, std::ostream& err) {
   // (executors) Slurm and mpi ranks run on other hosts: their GPUs are checked there, by the worker.
   bool ranks_here = plan.executor.kind == "local";
@@ -51,24 +63,38 @@ int check_runnable_here(const dsl::Plan& plan, const kernels::GpuInfo& gpu, std:
     err << "error: executor.kind=" << plan.executor.kind << " is not an executor (local, mpi or slurm)\n";
     return kExitEnvironment;
   }
-  // The launchers can start several ranks, but the training core is single-process until
-  // tensor/pipeline/data parallelism lands; refuse before creating a run dir or starting mpirun.
-  if (plan.parallelism.world_size > 1) {
-    err << "error: this plan needs " << plan.parallelism.world_size
-        << " ranks; multi-rank training (tp/pp/dp > 1) is not available yet in this build\n"
-        << "  fix: use one rank (executor.cpu_ranks=1, --gpus-per-node 1) or inspect the layout with --dry-run\n";
+  // Every multi-rank world is an MPI world: the workers need a build with MPI, and local/mpi runs
+  // need mpirun here (Slurm's batch script finds srun or mpirun on the compute node).
+  const int world = plan.parallelism.world_size > 0 ? plan.parallelism.world_size : 1;
+  if (world > 1 && !core::built_with_mpi()) {
+    err << "error: this plan needs " << world << " ranks, but this recipe binary was built without MPI\n"
+        << "  fix: install Open MPI (apt-get install libopenmpi-dev openmpi-bin) and rebuild, or use one rank\n";
+    return kExitEnvironment;
+  }
+  if (plan.executor.kind != "slurm" && (world > 1 || plan.executor.kind == "mpi") && !on_path("mpirun")) {
+    err << "error: executor.kind=" << plan.executor.kind << " with " << world
+        << " rank(s) starts them with mpirun, which is not on PATH\n"
+        << "  fix: install Open MPI (apt-get install openmpi-bin) or add its bin folder to PATH\n";
     return kExitEnvironment;
   }
   return kExitOk;
 }
 
-// `is_worker`: this process is one rank (`recipe worker`): train here, never launch again.
+// How this process takes part in a run: the launching driver, the single process of a
+// one-rank run, or one rank started by mpirun/srun.
+struct RankRole {
+  bool is_worker = false;       // `recipe worker`: train here, never launch again
+  bool under_launcher = false;  // started by mpirun/srun, which capture this process's output
+  int rank = 0;                 // world rank
+  int world = 1;
+};
+
 int run_in_dir(const dsl::Plan& plan, const std::string& run_dir, std::ostream& out, std::ostream& err,
-               bool is_worker = false, bool under_launcher = false) {
+               const RankRole& role = {}) {
   // (executors) slurm: submit launch.sh; mpi, or local with several ranks: mpirun under a process
   // group (executors/mpi_executor); local world 1: in this process.
   int world = plan.parallelism.world_size > 0 ? plan.parallelism.world_size : 1;
-  if (!is_worker && plan.executor.kind == "slurm") {
+  if (!role.is_worker && plan.executor.kind == "slurm") {
     exec::SlurmSubmitResult r = exec::submit_slurm(run_dir);
     if (!r.ok) {
       err << "error: " << r.message << "\n  run dir: " << run_dir << "\n";
@@ -78,7 +104,7 @@ int run_in_dir(const dsl::Plan& plan, const std::string& run_dir, std::ostream& 
         << "\n  status: recipe runs status " << run_dir << "\n";
     return kExitOk;
   }
-  if (!is_worker && (plan.executor.kind == "mpi" || world > 1)) {
+  if (!role.is_worker && (plan.executor.kind == "mpi" || world > 1)) {
     exec::MultiRankOptions mopts;
     mopts.out = &out;
     mopts.err = &err;
@@ -86,13 +112,28 @@ int run_in_dir(const dsl::Plan& plan, const std::string& run_dir, std::ostream& 
     if (r.exit_code == 0) return kExitOk;
     return r.interrupted ? kExitInterrupted : kExitRuntime;
   }
+  // This process is the whole world (the driver's one local rank), even inside a batch script.
+  if (!role.is_worker) exec::forget_batch_shell_rank();
   exec::LocalRunOptions opts;
   opts.out = &out;
   opts.err = &err;
-  opts.interactive = interactive_terminal(out);
+  opts.interactive = !role.under_launcher && interactive_terminal(out);
   opts.handle_signals = true;
-  opts.tee_rank_log = !under_launcher;
+  opts.tee_rank_log = !role.under_launcher;
+  opts.rank = role.rank;
+  // Under a launcher, the launching parent (mpirun's supervisor, the Slurm batch script) owns the
+  // run's status; world rank 0 reports steps and its summary, the other ranks stay silent.
+  opts.status_role = role.rank != 0        ? exec::StatusRole::none
+                     : role.under_launcher ? exec::StatusRole::reporter
+                                           : exec::StatusRole::owner;
   exec::LocalRunResult r = exec::run_local(plan, run_dir, opts);
+  if (!r.ok && role.world > 1 && !r.train.diverged) {
+    // A rank that failed on its own (an exception, not the divergence every rank sees alike) must
+    // not leave its peers waiting in a collective, nor hang itself in MPI_Finalize.
+    out.flush();
+    err.flush();
+    core::abort_world(kExitRuntime);
+  }
   return r.ok ? kExitOk : kExitRuntime;
 }
 
@@ -163,36 +204,65 @@ int run_train(const PlanFlags& flags, const std::string& mode, bool dry_run, std
 int run_worker(const std::string& run_dir, std::ostream& out, std::ostream& err) {
   // (executors) One GPU per local rank, chosen before anything initializes CUDA.
   exec::pin_local_rank_gpu();
+  const exec::RankEnv launcher = exec::rank_env_from_environment();
+  RankRole role;
+  role.is_worker = true;
+  // Under mpirun/srun the launcher writes logs/rank-<r>.log from this process's output.
+  role.under_launcher = !launcher.source.empty() && launcher.source != "env";
+  role.rank = launcher.rank;
+  role.world = launcher.world;
+  const std::string who = role.world > 1 ? "rank " + std::to_string(role.rank) + ": " : "";
+
   const fs::path resolved = fs::path(run_dir) / "resolved.toml";
   std::error_code ec;
   if (!fs::is_regular_file(resolved, ec)) {
-    err << "error: " << resolved.string() << " not found: --run-dir must be a run directory made by "
+    err << "error: " << who << resolved.string() << " not found: --run-dir must be a run directory made by "
         << "`recipe pretrain`/`finetune`\n";
     return kExitUsage;
   }
   kernels::GpuInfo gpu = kernels::query_gpus();
   dsl::Plan plan;
   try {
-    plan = dsl::load_resolved_plan(resolved.string(), detected_facts(gpu));
+    // The launcher checked the GPUs per node before starting the ranks; here each rank sees only
+    // its own GPU (pin_local_rank_gpu), so re-resolve as a plan for this node, not against it.
+    dsl::ExecutorFacts facts = detected_facts(gpu);
+    facts.planning = true;
+    facts.visible_gpus = 0;  // unknown for the node: this rank sees one
+    plan = dsl::load_resolved_plan(resolved.string(), facts);
   } catch (const dsl::RecipeError& e) {
-    err << "error: " << e.what() << "\n";
+    err << "error: " << who << e.what() << "\n";
     return kExitInvalidRecipe;
   }
   if (plan.trainer.device == "cuda" && !usable_gpu(gpu)) {
-    err << "error: this run's plan uses trainer.device=cuda but " << no_gpu_reason() << "\n";
+    err << "error: " << who << "this run's plan uses trainer.device=cuda but " << no_gpu_reason() << "\n";
     return kExitEnvironment;
   }
-  int world = plan.parallelism.world_size > 0 ? plan.parallelism.world_size : 1;
-  if (world > 1) {
-    err << "error: this run needs " << world << " ranks; multi-rank execution is not available yet in this build\n";
+  const int world = plan.parallelism.world_size > 0 ? plan.parallelism.world_size : 1;
+  if (world != role.world) {
+    const std::string abs_dir = fs::absolute(run_dir).lexically_normal().string();
+    err << "error: " << who << "this run needs " << world << " rank" << (world == 1 ? "" : "s") << " but "
+        << (role.world > 1 || !launcher.source.empty()
+                ? "its launcher started " + std::to_string(role.world)
+                : std::string("this worker was started alone"))
+        << "\n  fix: start it with its launch script (sh " << abs_dir << "/launch.sh), or with `recipe pretrain`\n";
     return kExitEnvironment;
   }
-  out << "run dir: " << fs::absolute(run_dir).lexically_normal().string() << "\n";
-  out.flush();
-  // (executors) Under mpirun/srun the launcher writes logs/rank-<r>.log from this process's output.
-  bool under_launcher = !exec::rank_env_from_environment().source.empty() &&
-                        exec::rank_env_from_environment().source != "env";
-  return run_in_dir(plan, fs::absolute(run_dir).lexically_normal().string(), out, err, /*is_worker=*/true, under_launcher);
+  // (executors) CPU ranks sharing a host split its cores unless the recipe or the environment
+  // chose a thread count; the resolved plan on disk stays as it was.
+  if (plan.trainer.device == "cpu" && plan.trainer.cpu_threads == 0)
+    if (auto threads = exec::cpu_threads_per_rank(exec::ranks_per_node(plan))) plan.trainer.cpu_threads = *threads;
+  if (role.rank == 0) {
+    out << "run dir: " << fs::absolute(run_dir).lexically_normal().string() << "\n";
+    if (world > 1)
+      out << "world: " << world << " ranks (tp " << plan.parallelism.tp << ", pp " << plan.parallelism.pp << ", cp "
+          << plan.parallelism.cp << ", dp " << plan.parallelism.dp << ")"
+          << (plan.trainer.device == "cpu" && plan.trainer.cpu_threads > 0
+                  ? ", " + std::to_string(plan.trainer.cpu_threads) + " CPU thread(s) per rank"
+                  : std::string())
+          << "\n";
+    out.flush();
+  }
+  return run_in_dir(plan, fs::absolute(run_dir).lexically_normal().string(), out, err, role);
 }
 
 }  // namespace recipe::cli

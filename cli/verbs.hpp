@@ -1,6 +1,7 @@
 // One function per verb; cli.cpp parses the command line and calls them.
 #pragma once
 
+#include <optional>
 #include <ostream>
 #include <string>
 
@@ -14,6 +15,10 @@ int run_train(const PlanFlags& flags, const std::string& mode, bool dry_run, std
               std::ostream& err);
 // The hidden worker: runs the plan in a run dir's resolved.toml.
 int run_worker(const std::string& run_dir, std::ostream& out, std::ostream& err);
+// The hidden job-state verb: a Slurm batch script records its job's start (`begin`) or end
+// (`end_exit`: the job step's exit status) in the run dir's status.json.
+int run_job_state(const std::string& run_dir, const std::string& job_id, bool begin, std::optional<int> end_exit,
+                  bool requeued, std::ostream& out, std::ostream& err);
 
 int run_list(std::ostream& out, std::ostream& err);
 int run_show(const PlanFlags& flags, const std::string& format, std::ostream& out, std::ostream& err);

@@ -70,8 +70,8 @@ std::string sbatch_script(const dsl::Plan& plan, const std::string& run_dir, con
   s << "#SBATCH --output=" << run_dir << "/logs/slurm-%j.out\n";
   s << "#SBATCH --open-mode=append\n";
   // (slurm executor) USR1 120 s before the time limit, to the batch shell (B:), which forwards it
-  // to the ranks (they checkpoint and exit) and requeues the job; the requeued job resumes from
-  // the run dir's latest checkpoint.
+  // to the ranks (they stop; saving a checkpoint first arrives with checkpoint support) and
+  // requeues the job, which then runs the plan again in the same run dir.
   s << "#SBATCH --signal=B:USR1@120\n";
   s << "#SBATCH --requeue\n";
   for (const auto& d : ex.sbatch_directives) s << "#SBATCH " << d << "\n";
@@ -103,12 +103,21 @@ std::string sbatch_script(const dsl::Plan& plan, const std::string& run_dir, con
   s << "    exec " << shell_join(mpirun) << "\n";
   s << "  fi\n";
   s << "}\n";
+  // The batch script owns status.json while the job runs (executors/slurm_job_status.hpp).
+  const std::string job_state = shell_join({exe, "job-state", "--run-dir", run_dir}) + " --job \"$SLURM_JOB_ID\"";
+  s << job_state << " --begin\n";
   s << "start_ranks &\n";
   s << "step=$!\n";
   // `wait` returns early (status > 128) when the trapped signal arrives; wait until the step ends.
   s << "wait \"$step\"; rc=$?\n";
   s << "while kill -0 \"$step\" 2>/dev/null; do wait \"$step\"; rc=$?; done\n";
-  s << "if [ \"$requeue\" = 1 ]; then scontrol requeue \"$SLURM_JOB_ID\"; fi\n";
+  // Record the outcome first: `scontrol requeue` ends this script.
+  s << "if [ \"$requeue\" = 1 ]; then\n";
+  s << "  " << job_state << " --end \"$rc\" --requeued\n";
+  s << "  scontrol requeue \"$SLURM_JOB_ID\"\n";
+  s << "else\n";
+  s << "  " << job_state << " --end \"$rc\"\n";
+  s << "fi\n";
   s << "exit $rc\n";
   return s.str();
 }

@@ -1,5 +1,6 @@
-// The single-process local executor: runs a world-size-1 plan's worker in this process.
-// Multi-rank local worlds (mpirun on this host) belong to the multi-rank executor.
+// One rank's training in this process: the whole run for a world-size-1 local plan, or one rank
+// of a multi-rank world started by mpirun/srun (the launching parent, executors/mpi_executor or
+// the Slurm batch script, then owns the run's overall status).
 #pragma once
 
 #include <ostream>
@@ -10,12 +11,24 @@
 
 namespace recipe::exec {
 
+// Who writes status.json from this process.
+enum class StatusRole {
+  owner,     // the single process of a run: running → completed | failed | interrupted, with its pid
+  reporter,  // world rank 0 under a launcher: records steps, summary and its own outcome, keeping
+             // the launcher's pid and start time; the launcher writes the final state after it
+  none,      // the other ranks: never touch status.json, print no summary
+};
+
 struct LocalRunOptions {
-  std::ostream* out = nullptr;  // progress and summary (nullptr = std::cout); also teed to logs/rank-0.log
+  std::ostream* out = nullptr;  // progress and summary (nullptr = std::cout); also teed to logs/rank-<rank>.log
   std::ostream* err = nullptr;  // failure messages (nullptr = std::cerr)
   bool interactive = false;     // redraw the progress line in place (a terminal)
-  // Install SIGINT/SIGTERM handlers that mark status.json "interrupted" and exit with 130.
+  // Install SIGINT/SIGTERM handlers (and SIGUSR1 unless the role is owner) that mark status.json
+  // "interrupted" (owner, reporter) and exit: 130 for the owner, 128 + signal for a rank under a
+  // launcher, so the launcher sees which signal stopped it.
   bool handle_signals = true;
+  StatusRole status_role = StatusRole::owner;
+  int rank = 0;                 // world rank, for messages
   // (executors) false when a launcher (mpirun, srun) already captures this process's output
   // into logs/rank-<r>.log: writing it here too would duplicate every line.
   bool tee_rank_log = true;

@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "executors/launch.hpp"
+#include "executors/launcher_failure.hpp"
 #include "executors/process_group.hpp"
 #include "executors/run_dir.hpp"
 #include "executors/tensorboard_writer.hpp"
@@ -36,12 +37,14 @@ MultiRankResult run_mpirun(const dsl::Plan& plan, const std::string& run_dir, co
   status.start_time = now_iso8601();
   status.pid = static_cast<long>(::getpid());
   status.message = "";
+  status.steps = 0;
+  status.end_time = "";
   status.exit_code.reset();
   write_status(run_dir, status);
 
   ChildSpec spec;
   spec.argv = mpirun_argv(plan, run_dir, recipe_exe);
-  spec.rank = 0;
+  spec.rank = -1;  // mpirun's own (untagged) messages
   if (::geteuid() == 0) {
     spec.env["OMPI_ALLOW_RUN_AS_ROOT"] = "1";
     spec.env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1";
@@ -52,8 +55,11 @@ MultiRankResult run_mpirun(const dsl::Plan& plan, const std::string& run_dir, co
   pg.terminal = &out;
   pg.log_dir = (fs::path(run_dir) / "logs").string();
   pg.parse_mpi_tags = true;
+  pg.log_ranks = plan.parallelism.world_size > 0 ? plan.parallelism.world_size : 1;
   pg.kill_grace_ms = opts.kill_grace_ms;
   pg.forward_signals = opts.forward_signals;
+  LauncherFailureParser failure;
+  pg.on_line = [&failure](int, const std::string& text) { failure.line(text); };
 
   ProcessGroupResult r;
   try {
@@ -64,15 +70,37 @@ MultiRankResult run_mpirun(const dsl::Plan& plan, const std::string& run_dir, co
   }
   result.exit_code = r.exit_code;
   result.interrupted = r.interrupted;
-  result.message = r.interrupted ? r.message
-                   : r.exit_code == 0 ? ""
-                                      : "mpirun exited with status " + std::to_string(r.exit_code) +
-                                            " (a rank failed or could not start; see logs/rank-*.log)";
+  if (r.interrupted) {
+    result.message = r.message;
+  } else if (r.exit_code != 0) {
+    if (const auto& f = failure.failure()) {
+      result.failed_rank = f->rank;
+      result.message = describe_rank_failure(*f) + "; mpirun stopped the other ranks (see logs/rank-" +
+                       std::to_string(f->rank) + ".log)";
+    } else {
+      result.message = "mpirun exited with status " + std::to_string(r.exit_code) +
+                       (r.exit_code == 127 && !r.message.empty() ? ": " + r.message
+                                                                 : " (a rank failed or could not start; see logs/rank-*.log)");
+    }
+  }
 
+  // The ranks ran under this process: its view is the run's final state. World rank 0 recorded the
+  // steps and its summary meanwhile; keep those, and its message when the run succeeded.
+  try {
+    status = read_status(run_dir);
+  } catch (const std::exception&) {
+  }
+  const std::string rank0_error = status.state == "failed" ? status.message : "";
+  status.pid = static_cast<long>(::getpid());
   status.end_time = now_iso8601();
   status.exit_code = result.exit_code;
   status.state = r.interrupted ? "interrupted" : result.exit_code == 0 ? "completed" : "failed";
-  status.message = result.message;
+  if (result.exit_code != 0) {
+    status.message = result.message;
+    if (!r.interrupted && !rank0_error.empty()) status.message += "; rank 0: " + rank0_error;
+  } else if (status.message.empty()) {
+    status.message = result.message;
+  }
   try {
     write_status(run_dir, status);
     write_run_events(run_dir);

@@ -1,7 +1,8 @@
 // Multi-rank execution on this host (local executor, world > 1) and across a hostfile (mpi
 // executor): runs the run dir's `mpirun` command under a process group, streams rank-prefixed
-// logs into the terminal and logs/rank-<r>.log, keeps status.json current, stops everything when
-// one rank dies or on Ctrl-C/SIGTERM. launch.sh (written before the run) holds the same command.
+// logs into the terminal and logs/rank-<r>.log, owns status.json (running → completed | failed,
+// naming the failing rank and its exit status | interrupted), stops everything when one rank dies
+// or on Ctrl-C/SIGTERM. launch.sh (written before the run) holds the same command.
 #pragma once
 
 #include <ostream>
@@ -22,7 +23,8 @@ struct MultiRankOptions {
 struct MultiRankResult {
   int exit_code = 0;            // 0 ok, the failing rank's status, or 128+signal when interrupted
   bool interrupted = false;
-  std::string message;
+  int failed_rank = -1;         // the rank mpirun reported as failing first; -1 = unknown / none
+  std::string message;          // "rank 1 exited with status 3; mpirun stopped the other ranks (...)"
 };
 
 // The argv actually run: launch_command's mpirun argv plus --tag-output (so lines can be routed

@@ -117,26 +117,63 @@ std::vector<std::string> merged_env(const std::map<std::string, std::string>& ex
   return out;
 }
 
+// "[<jobid>,<rank>]<stdout>:" or "<stderr>:" (Open MPI --tag-output) at `pos`: (rank, tag length).
+std::optional<std::pair<int, size_t>> mpi_tag_at(const std::string& line, size_t pos) {
+  if (pos >= line.size() || line[pos] != '[') return std::nullopt;
+  size_t comma = line.find(',', pos);
+  size_t close = line.find(']', pos);
+  if (comma == std::string::npos || close == std::string::npos || comma > close || comma + 1 == close)
+    return std::nullopt;
+  int rank = 0;
+  for (size_t i = comma + 1; i < close; ++i) {
+    if (line[i] < '0' || line[i] > '9') return std::nullopt;
+    rank = rank * 10 + (line[i] - '0');
+  }
+  for (const char* stream : {"<stdout>:", "<stderr>:"}) {
+    size_t len = std::strlen(stream);
+    if (line.compare(close + 1, len, stream) == 0) return std::make_pair(rank, close + 1 + len - pos);
+  }
+  return std::nullopt;
+}
+
 class LineRouter {
  public:
-  LineRouter(const ProcessGroupOptions& opts) : opts_(opts) {}
+  LineRouter(const ProcessGroupOptions& opts) : opts_(opts) {
+    for (int r = 0; r < opts_.log_ranks; ++r) log_for(r);
+  }
 
+  // One physical line read from a child. mpirun tags every chunk a rank writes, not every line:
+  // a rank that writes "text" and then "\n" arrives as "[1,0]<stdout>:text[1,0]<stdout>:", and
+  // chunks of two ranks can share a line. Each tagged segment goes to its rank; a rank's line is
+  // complete when its segment ends the physical line.
   void line(int default_rank, const std::string& raw) {
-    int rank = default_rank;
-    std::string text = raw;
-    if (opts_.parse_mpi_tags) {
-      if (auto tagged = parse_mpi_tag(raw)) {
-        rank = tagged->first;
-        text = tagged->second;
+    if (!opts_.parse_mpi_tags) {
+      emit(default_rank, raw);
+      return;
+    }
+    struct Tag {
+      size_t pos, len;
+      int rank;
+    };
+    std::vector<Tag> tags;
+    for (size_t pos = raw.find('['); pos != std::string::npos; pos = raw.find('[', pos + 1))
+      if (auto t = mpi_tag_at(raw, pos)) tags.push_back({pos, t->second, t->first});
+    if (tags.empty() || tags.front().pos > 0) {
+      // Untagged text (mpirun's own messages) belongs to the default rank and ends here.
+      std::string text = partial_[default_rank] + raw.substr(0, tags.empty() ? raw.size() : tags.front().pos);
+      partial_.erase(default_rank);
+      emit(default_rank, text);
+    }
+    for (size_t i = 0; i < tags.size(); ++i) {
+      const size_t begin = tags[i].pos + tags[i].len;
+      const size_t end = i + 1 < tags.size() ? tags[i + 1].pos : raw.size();
+      std::string& partial = partial_[tags[i].rank];
+      partial += raw.substr(begin, end - begin);
+      if (i + 1 == tags.size()) {
+        std::string text = std::move(partial);
+        partial_.erase(tags[i].rank);
+        emit(tags[i].rank, text);
       }
-    }
-    if (opts_.terminal) {
-      *opts_.terminal << "[rank " << rank << "] " << text << "\n";
-      opts_.terminal->flush();
-    }
-    if (std::ofstream* log = log_for(rank)) {
-      *log << text << "\n";
-      log->flush();
     }
   }
 
@@ -157,9 +194,28 @@ class LineRouter {
   void flush_partial(Child& child, int rank) {
     if (!child.partial.empty()) line(rank, child.partial);
     child.partial.clear();
+    for (auto& [r, text] : partial_)
+      if (!text.empty()) emit(r, text);
+    partial_.clear();
   }
 
  private:
+  void emit(int rank, const std::string& text) {
+    if (text.empty()) return;
+    if (opts_.terminal) {
+      if (rank < 0)
+        *opts_.terminal << "[launcher] " << text << "\n";
+      else
+        *opts_.terminal << "[rank " << rank << "] " << text << "\n";
+      opts_.terminal->flush();
+    }
+    if (std::ofstream* log = log_for(rank)) {
+      *log << text << "\n";
+      log->flush();
+    }
+    if (opts_.on_line) opts_.on_line(rank, text);
+  }
+
   std::ofstream* log_for(int rank) {
     if (opts_.log_dir.empty()) return nullptr;
     auto it = logs_.find(rank);
@@ -167,7 +223,8 @@ class LineRouter {
       std::error_code ec;
       std::filesystem::create_directories(opts_.log_dir, ec);
       auto f = std::make_unique<std::ofstream>(
-          (std::filesystem::path(opts_.log_dir) / ("rank-" + std::to_string(rank) + ".log")).string(),
+          (std::filesystem::path(opts_.log_dir) / (rank < 0 ? std::string("launcher.log")
+                                                             : "rank-" + std::to_string(rank) + ".log")).string(),
           std::ios::app);
       it = logs_.emplace(rank, std::move(f)).first;
     }
@@ -176,6 +233,7 @@ class LineRouter {
 
   const ProcessGroupOptions& opts_;
   std::map<int, std::unique_ptr<std::ofstream>> logs_;
+  std::map<int, std::string> partial_;  // a rank's text whose line has not ended yet (tagged mode)
 };
 
 using Clock = std::chrono::steady_clock;
@@ -183,23 +241,9 @@ using Clock = std::chrono::steady_clock;
 }  // namespace
 
 std::optional<std::pair<int, std::string>> parse_mpi_tag(const std::string& line) {
-  // "[<jobid>,<rank>]<stdout>:" or "<stderr>:" (Open MPI --tag-output).
-  if (line.empty() || line[0] != '[') return std::nullopt;
-  size_t comma = line.find(',');
-  size_t close = line.find(']');
-  if (comma == std::string::npos || close == std::string::npos || comma > close) return std::nullopt;
-  int rank = 0;
-  if (comma + 1 == close) return std::nullopt;
-  for (size_t i = comma + 1; i < close; ++i) {
-    if (line[i] < '0' || line[i] > '9') return std::nullopt;
-    rank = rank * 10 + (line[i] - '0');
-  }
-  size_t rest = close + 1;
-  for (const char* stream : {"<stdout>:", "<stderr>:"}) {
-    size_t len = std::strlen(stream);
-    if (line.compare(rest, len, stream) == 0) return std::make_pair(rank, line.substr(rest + len));
-  }
-  return std::nullopt;
+  auto tag = mpi_tag_at(line, 0);
+  if (!tag) return std::nullopt;
+  return std::make_pair(tag->first, line.substr(tag->second));
 }
 
 ProcessGroupResult run_process_group(const std::vector<ChildSpec>& specs, const ProcessGroupOptions& opts) {
@@ -318,7 +362,7 @@ ProcessGroupResult run_process_group(const std::vector<ChildSpec>& specs, const 
         if (c.status != 0 && !stopping && !result.interrupted) {
           result.first_failed_child = static_cast<int>(i);
           result.exit_code = c.status;
-          result.message = "rank " + std::to_string(specs[i].rank) +
+          result.message = (specs[i].rank < 0 ? std::string("the launcher") : "rank " + std::to_string(specs[i].rank)) +
                            (c.status > 128 ? " was killed by signal " + std::to_string(c.status - 128)
                                            : " exited with status " + std::to_string(c.status));
           if (children.size() > 1) result.message += "; stopped the other ranks";

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <optional>
 #include <ostream>
@@ -22,15 +23,20 @@ namespace recipe::exec {
 struct ChildSpec {
   std::vector<std::string> argv;                  // argv[0] is looked up on PATH
   std::map<std::string, std::string> env;         // added to (or replacing in) the launcher's environment
-  int rank = 0;                                   // rank its untagged output is attributed to
+  int rank = 0;                                   // rank its untagged output is attributed to;
+                                                  // -1: the launcher itself ("[launcher]", logs/launcher.log)
 };
 
 struct ProcessGroupOptions {
   std::ostream* terminal = nullptr;  // prefixed lines; nullptr = no terminal output
   std::string log_dir;               // logs/rank-<r>.log are appended here; "" = no log files
   bool parse_mpi_tags = false;       // route "[jobid,rank]<stdout>:" lines by their rank
+  int log_ranks = 0;                 // create logs/rank-0..N-1.log at start, so a quiet rank has one too
   int kill_grace_ms = 3000;          // SIGTERM → SIGKILL delay when stopping the group
   bool forward_signals = true;       // catch SIGINT/SIGTERM while running and forward them
+  // Called with every routed line (rank, text without the mpirun tag), after it is written; the
+  // multi-rank executor reads mpirun's failure report from these.
+  std::function<void(int rank, const std::string& text)> on_line;
 };
 
 struct ProcessGroupResult {

@@ -11,7 +11,14 @@ prefix=$(cd "$prefix" && pwd)
 shopt -s nullglob
 debs=("$bundle"/*.deb)
 ((${#debs[@]})) || { echo "recipe: no .deb files in $bundle" >&2; exit 1; }
-for deb in "${debs[@]}"; do dpkg-deb -x "$deb" "$prefix"; done
+# A host with its own Open MPI keeps it: unpacking the bundled copy (and its PMIx, libevent, …)
+# onto LD_LIBRARY_PATH would make the host's mpirun load mismatched plugins.
+host_mpi=$(command -v mpirun >/dev/null 2>&1 && echo yes || echo no)
+mpi_stack='^(openmpi-|libopenmpi|libpmix|libevent-|libfabric|libhwloc|libucx|libpsm|librdmacm|libibverbs|libmunge|libnl-|libnuma|libpciaccess|libltdl|libxnvctrl)'
+for deb in "${debs[@]}"; do
+  if [ "$host_mpi" = yes ] && [[ $(basename "$deb") =~ $mpi_stack ]]; then continue; fi
+  dpkg-deb -x "$deb" "$prefix"
+done
 for whl in "$bundle"/nvidia_cudnn_frontend-*.whl; do
   mkdir -p "$prefix/cudnn_frontend"
   python3 - "$whl" "$prefix/cudnn_frontend" <<'PY'
@@ -26,5 +33,17 @@ cat > "$prefix/env.sh" <<ENV
 export CMAKE_PREFIX_PATH="$prefix/usr\${CMAKE_PREFIX_PATH:+:\$CMAKE_PREFIX_PATH}"
 export LD_LIBRARY_PATH="$prefix/usr/lib/$arch:$prefix/usr/lib/$arch/openblas-pthread\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
 ENV
+# The bundled Open MPI, only where the host has none: relocated with OPAL_PREFIX, its wrapper
+# compilers and mpirun under their Debian alternative names.
+if [ "$host_mpi" = no ] && [ -x "$prefix/usr/bin/mpirun.openmpi" ]; then
+  ln -sf mpirun.openmpi "$prefix/usr/bin/mpirun"
+  ln -sf mpicxx.openmpi "$prefix/usr/bin/mpicxx"
+  cat >> "$prefix/env.sh" <<ENV
+export OPAL_PREFIX="$prefix/usr"
+export PATH="$prefix/usr/bin:\$PATH"
+export LD_LIBRARY_PATH="$prefix/usr/lib/$arch/openmpi/lib:\$LD_LIBRARY_PATH"
+export MPI_CXX_COMPILER="$prefix/usr/bin/mpicxx"
+ENV
+fi
 touch "$prefix/.complete"
 echo "recipe: unpacked ${#debs[@]} packages into $prefix (source $prefix/env.sh)"

@@ -1,70 +1,267 @@
-// `recipe pretrain` through the executors with the built binary: a local world of 2 CPU ranks
-// (refused until multi-rank training exists), and gpt_tiny trained by a job on a real single-node
-// Slurm.
+// `recipe pretrain` through the executors with the built binary: one gpt_tiny recipe file, two
+// data-parallel CPU ranks, run by the local executor (mpirun on this host), the mpi executor and a
+// real single-node Slurm (2 tasks) gives one resolved plan and one loss curve; a killed local
+// rank ends its run at once; a Slurm job whose ranks fail is reported failed; the time-limit
+// signal requeues a Slurm job.
 #include <doctest/doctest.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <map>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "executors/run_dir.hpp"
+#include "executors/runs_diff.hpp"
 #include "executors/runs_index.hpp"
 #include "executors/slurm_executor.hpp"
 #include "tests/executors/exec_test_util.hpp"
 
+namespace fs = std::filesystem;
 using namespace recipe::exec;
 using namespace recipe::exec::testing;
+using recipe::cli::testing::recipe_binary;
 using recipe::cli::testing::run_binary;
 
-TEST_CASE("local executor, 2 CPU ranks: refused before anything starts while training is single-process") {
-  // The mpirun path itself (rank logs, teardown) is covered by the process-group tests; a multi-rank
-  // *training* world needs the parallelism work, so the CLI refuses it up front: exit 4, nothing
-  // created, and --dry-run still shows the mpirun line it would run.
-  TempDir tmp;
-  auto exp = tmp.path() / "exp";
-  const std::string args = "pretrain gpt_tiny --device cpu --max-steps 12 --experiments-dir " + exp.string() +
-                           " parallelism.dp=2 executor.cpu_ranks=2 trainer.global_batch_size=16";
-  auto r = run_binary(args);
-  CHECK(r.code == 4);
-  CHECK(r.out.find("multi-rank training") != std::string::npos);
-  CHECK(!std::filesystem::exists(exp / "gpt_tiny" / "run-1"));
-  auto dry = run_binary(args + " --dry-run");
-  CHECK(dry.code == 0);
-  CHECK(dry.out.find("mpirun -np 2 --oversubscribe") != std::string::npos);
+namespace {
+
+// gpt_tiny, mock data, dp = 2 on 2 CPU ranks, 10 steps: the file every executor runs unchanged.
+fs::path write_tiny_dp2_recipe(const fs::path& dir, int max_steps = 10) {
+  auto path = dir / "tiny_dp2.toml";
+  write_text(path, "preset = \"gpt_tiny\"\n"
+                   "\n[trainer]\nmax_steps = " + std::to_string(max_steps) + "\nglobal_batch_size = 16\ndevice = \"cpu\"\n"
+                   "\n[data]\nkind = \"mock\"\n"
+                   "\n[parallelism]\ndp = 2\n"
+                   "\n[executor]\ncpu_ranks = 2\n"
+                   "\n[experiment]\nname = \"tiny_dp2\"\n");
+  return path;
 }
 
-TEST_CASE("slurm executor on a real single-node Slurm: gpt_tiny trains in the job") {
+// resolved.toml as flat keys, without the [executor] section (which names the executor).
+std::map<std::string, std::string> plan_without_executor(const fs::path& run) {
+  std::map<std::string, std::string> keys = flatten_toml_file((run / "resolved.toml").string());
+  std::erase_if(keys, [](const auto& kv) { return kv.first.rfind("executor.", 0) == 0; });
+  return keys;
+}
+
+std::vector<double> losses(const fs::path& run) {
+  std::vector<double> out;
+  std::ifstream in(run / "metrics.jsonl");
+  std::string line;
+  while (std::getline(in, line))
+    if (!line.empty()) out.push_back(nlohmann::json::parse(line).at("loss").get<double>());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("one gpt_tiny recipe file, 2 data-parallel CPU ranks: local, mpi and slurm agree") {
   TempDir tmp;
-  std::string cluster_dir = (tmp.path() / "slurm").string();
-  std::string script = RECIPE_SOURCE_DIR "/tests/executors/slurm_cluster.sh";
-  int rc = std::system((script + " start " + cluster_dir + " >/dev/null 2>&1").c_str());
-  if (!(WIFEXITED(rc) && WEXITSTATUS(rc) == 0)) {
-    MESSAGE("skipped: no local Slurm");
+  auto exp = tmp.path() / "exp";
+  auto recipe = write_tiny_dp2_recipe(tmp.path());
+  const std::string common = recipe.string() + " --experiments-dir " + exp.string();
+
+  // local: mpirun on this host, rank-prefixed output, one log per rank.
+  auto local = run_binary("pretrain " + common);
+  REQUIRE_MESSAGE(local.code == 0, local.out);
+  CHECK(local.out.find("[rank 0] ") != std::string::npos);
+  CHECK(local.out.find("[rank 0] finished: 10 steps") != std::string::npos);
+  auto run1 = exp / "tiny_dp2" / "run-1";
+  CHECK(read_status(run1.string()).state == "completed");
+  CHECK(read_status(run1.string()).steps == 10);
+  CHECK(fs::exists(run1 / "logs" / "rank-0.log"));
+  CHECK(fs::exists(run1 / "logs" / "rank-1.log"));
+  CHECK(read_text(run1 / "logs" / "rank-0.log").find("world: 2 ranks") != std::string::npos);
+  CHECK(read_text(run1 / "launch.sh").find("mpirun -np 2 --oversubscribe") != std::string::npos);
+  const std::vector<double> curve = losses(run1);
+  REQUIRE(curve.size() == 10);
+  CHECK(curve.front() > curve.back());
+
+  // mpi: the same file through the mpi executor (no hostfile: this host). --oversubscribe only
+  // keeps a host whose cores Open MPI counts as fewer than 2 slots from refusing.
+  auto mpi = run_binary("pretrain " + common + " --executor mpi executor.mpirun_args=[--oversubscribe]");
+  REQUIRE_MESSAGE(mpi.code == 0, mpi.out);
+  auto run2 = exp / "tiny_dp2" / "run-2";
+  CHECK(read_status(run2.string()).state == "completed");
+  CHECK(plan_without_executor(run2) == plan_without_executor(run1));
+  CHECK(read_text(run2 / "metrics.jsonl") == read_text(run1 / "metrics.jsonl"));  // bitwise
+  const std::vector<double> curve2 = losses(run2);
+  REQUIRE(curve2.size() == curve.size());
+  for (size_t i = 0; i < curve.size(); ++i) CHECK(curve2[i] == doctest::Approx(curve[i]).epsilon(1e-6));
+
+  // `runs diff` of the two: only executor keys differ in the plan, nothing in the final metrics.
+  RunsDiff d = diff_runs(run1.string(), run2.string());
+  CHECK_FALSE(d.config.empty());
+  for (const auto& k : d.config) CHECK_MESSAGE(k.key.rfind("executor.", 0) == 0, k.key);
+  bool loss_differs = false;
+  for (const auto& m : d.metrics) loss_differs |= m.key == "loss";
+  CHECK_FALSE(loss_differs);
+
+  SlurmCluster cluster((tmp.path() / "slurm").string());
+  if (!cluster.up) {
+    MESSAGE("slurm part skipped: no local Slurm (" << cluster.why_down() << ")");
     return;
   }
-  ::setenv("SLURM_CONF", (cluster_dir + "/slurm.conf").c_str(), 1);
-  auto exp = tmp.path() / "exp";
-  auto r = run_binary("pretrain gpt_tiny --device cpu --executor slurm --max-steps 12 --experiments-dir " + exp.string());
-  CHECK(r.code == 0);
-  CHECK(r.out.find("submitted slurm job") != std::string::npos);
-  auto run = exp / "gpt_tiny" / "run-1";
-  std::string job = recorded_slurm_job(run.string());
+  auto sub = run_binary("pretrain " + common + " --executor slurm");
+  REQUIRE_MESSAGE(sub.code == 0, sub.out);
+  CHECK(sub.out.find("submitted slurm job") != std::string::npos);
+  auto run3 = exp / "tiny_dp2" / "run-3";
+  std::string job = recorded_slurm_job(run3.string());
   REQUIRE_FALSE(job.empty());
-  std::string state;
-  auto end = std::chrono::steady_clock::now() + std::chrono::seconds(40);
-  while (std::chrono::steady_clock::now() < end) {
-    state = query_slurm_job(job).state;
-    if (state == "COMPLETED" || state == "FAILED" || state == "CANCELLED") break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  CHECK(wait_slurm_final(job, 60) == "COMPLETED");
+  CHECK_MESSAGE(read_status(run3.string()).state == "completed", read_text(run3 / "logs" / ("slurm-" + job + ".out")));
+  CHECK(plan_without_executor(run3) == plan_without_executor(run1));
+  CHECK(read_text(run3 / "metrics.jsonl") == read_text(run1 / "metrics.jsonl"));
+  const std::vector<double> curve3 = losses(run3);
+  REQUIRE(curve3.size() == curve.size());
+  for (size_t i = 0; i < curve.size(); ++i) CHECK(curve3[i] == doctest::Approx(curve[i]).epsilon(1e-6));
+  // srun writes each task's log; only world rank 0 prints progress and the summary, once.
+  std::string log0 = read_text(run3 / "logs" / "rank-0.log");
+  CHECK(log0.find("finished: 10 steps") != std::string::npos);
+  CHECK(log0.find("finished: 10 steps") == log0.rfind("finished: 10 steps"));
+  CHECK(fs::exists(run3 / "logs" / "rank-1.log"));
+  CHECK(read_text(run3 / "logs" / "rank-1.log").find("finished") == std::string::npos);
+  auto st = run_binary("runs status tiny_dp2/run-3 --experiments-dir " + exp.string());
+  CHECK(st.out.find("tiny_dp2/run-3: completed") != std::string::npos);
+
+  // A job whose ranks cannot start training (a data path readable on no node) fails, and both the
+  // job's own record and `recipe runs status` say so.
+  auto bad = run_binary("pretrain " + common + " --executor slurm data.kind=indexed data.path=" +
+                        (tmp.path() / "no_such_dataset").string());
+  REQUIRE_MESSAGE(bad.code == 0, bad.out);
+  auto run4 = exp / "tiny_dp2" / "run-4";
+  std::string bad_job = recorded_slurm_job(run4.string());
+  REQUIRE_FALSE(bad_job.empty());
+  CHECK(wait_slurm_final(bad_job, 60) == "FAILED");
+  auto bad_st = run_binary("runs status tiny_dp2/run-4 --experiments-dir " + exp.string());
+  CHECK_MESSAGE(bad_st.out.find("tiny_dp2/run-4: failed") != std::string::npos, bad_st.out);
+  RunStatus rs = read_status(run4.string());
+  CHECK(rs.state == "failed");
+  CHECK_MESSAGE(rs.message.find("rank ") != std::string::npos, rs.message);
+  CHECK_MESSAGE(read_text(run4 / "logs" / "rank-0.log").find("no_such_dataset") != std::string::npos,
+                read_text(run4 / "logs" / "rank-0.log"));
+
+  // The time-limit warning (--signal=B:USR1@120 sends SIGUSR1 to the batch shell; here scancel
+  // sends it at once): the script forwards it, the ranks stop, the run is recorded as requeued and
+  // the job goes back to the queue.
+  auto longrun = run_binary("pretrain " + common + " --executor slurm trainer.max_steps=100000");
+  REQUIRE_MESSAGE(longrun.code == 0, longrun.out);
+  auto run5 = exp / "tiny_dp2" / "run-5";
+  std::string long_job = recorded_slurm_job(run5.string());
+  REQUIRE_FALSE(long_job.empty());
+  auto until = [](auto done, double seconds) {
+    auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (!done() && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    return done();
+  };
+  CHECK(until([&] { return recipe::cli::testing::count_lines(read_text(run5 / "metrics.jsonl")) >= 2; }, 60));
+  CHECK(run_command({"scancel", "--signal=USR1", "--batch", long_job}).status == 0);
+  CHECK(until([&] { return read_status(run5.string()).state == "queued"; }, 30));
+  CHECK(read_status(run5.string()).message.find("requeued") != std::string::npos);
+  CHECK(until([&] { return run_state_of(query_slurm_job(long_job).state) == "queued"; }, 30));
+  CHECK(read_text(run5 / "logs" / "rank-0.log").find("rank 0 received SIGUSR1; stopping") != std::string::npos);
+  CHECK(read_text(run5 / "logs" / "rank-1.log").find("rank 1 received SIGUSR1; stopping") != std::string::npos);
+  CHECK(cancel_slurm_job(long_job).empty());
+  CHECK(wait_slurm_final(long_job, 30) == "CANCELLED");
+}
+
+TEST_CASE("killing one local rank ends the run within seconds, marked failed, nothing left running") {
+  TempDir tmp;
+  auto exp = tmp.path() / "exp";
+  auto recipe = write_tiny_dp2_recipe(tmp.path(), 100000);
+  auto out_path = tmp.path() / "pretrain.out";
+  pid_t driver = ::fork();
+  if (driver == 0) {
+    int fd = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, STDOUT_FILENO);
+    ::dup2(fd, STDERR_FILENO);
+    ::execl(recipe_binary().c_str(), "recipe", "pretrain", recipe.c_str(), "--experiments-dir", exp.c_str(), nullptr);
+    ::_exit(127);
   }
-  CHECK(state == "COMPLETED");
-  CHECK(recipe::cli::testing::count_lines(read_text(run / "metrics.jsonl")) == 12);
-  CHECK(read_status(run.string()).state == "completed");
-  std::string log = read_text(run / "logs" / "rank-0.log");
-  CHECK(log.find("finished: 12 steps") != std::string::npos);
-  // The srun capture is the only writer of the rank log: the summary line appears once.
-  CHECK(log.find("finished: 12 steps") == log.rfind("finished: 12 steps"));
-  auto st = run_binary("runs status gpt_tiny/run-1 --experiments-dir " + exp.string());
-  CHECK(st.out.find("gpt_tiny/run-1: completed") != std::string::npos);
-  std::system((script + " stop " + cluster_dir + " >/dev/null 2>&1").c_str());
-  ::unsetenv("SLURM_CONF");
+  REQUIRE(driver > 0);
+  auto run = exp / "tiny_dp2" / "run-1";
+  const std::string needle = "worker --run-dir " + run.string();
+
+  // Wait until both ranks train (a few steps in metrics.jsonl). mpirun's command line holds the
+  // worker's too; the ranks are the processes with an MPI rank in their environment.
+  std::vector<long> workers;
+  long rank1 = 0;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline && rank1 == 0) {
+    workers = pids_with_cmdline(needle);
+    if (recipe::cli::testing::count_lines(read_text(run / "metrics.jsonl")) >= 3)
+      for (long pid : workers)
+        if (environ_value(pid, "OMPI_COMM_WORLD_RANK") == "1") rank1 = pid;
+    if (rank1 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  if (rank1 == 0) {
+    ::kill(driver, SIGTERM);
+    ::waitpid(driver, nullptr, 0);
+  }
+  REQUIRE_MESSAGE(rank1 != 0, read_text(out_path));
+  CHECK(workers.size() >= 3);  // mpirun and two ranks
+  CHECK(read_status(run.string()).state == "running");
+  CHECK(read_status(run.string()).pid == driver);  // the launcher's pid: `runs cancel` signals it
+
+  const auto killed_at = std::chrono::steady_clock::now();
+  REQUIRE(::kill(static_cast<pid_t>(rank1), SIGKILL) == 0);
+  int wstatus = 0;
+  pid_t got = 0;
+  while ((got = ::waitpid(driver, &wstatus, WNOHANG)) == 0 &&
+         std::chrono::steady_clock::now() - killed_at < std::chrono::seconds(30))
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  if (got == 0) {
+    ::kill(driver, SIGKILL);
+    ::waitpid(driver, &wstatus, 0);
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
+  REQUIRE_MESSAGE(got == driver, read_text(out_path));
+  CHECK(seconds < 10);
+  CHECK(WIFEXITED(wstatus));
+  CHECK(WEXITSTATUS(wstatus) == 3);
+
+  RunStatus st = read_status(run.string());
+  CHECK(st.state == "failed");
+  CHECK_MESSAGE(st.message.find("rank 1 was killed by signal 9") != std::string::npos, st.message);
+  auto status = run_binary("runs status tiny_dp2/run-1 --experiments-dir " + exp.string());
+  CHECK_MESSAGE(status.out.find("tiny_dp2/run-1: failed") != std::string::npos, status.out);
+  for (long pid : workers) CHECK_MESSAGE(!process_running(pid), "worker " << pid << " still running");
+  CHECK(pids_with_cmdline(needle).empty());
+  CHECK(pids_with_cmdline(run.string()).empty());  // mpirun too
+}
+
+TEST_CASE("runs diff of two real runs that differ in one override shows exactly that key") {
+  TempDir tmp;
+  auto exp = tmp.path() / "exp";
+  const std::string args = "pretrain gpt_tiny --max-steps 2 --experiments-dir " + exp.string();
+  REQUIRE(run_binary(args).code == 0);
+  REQUIRE(run_binary(args + " optimizer.lr=2e-3").code == 0);
+  RunsDiff d = diff_runs((exp / "gpt_tiny" / "run-1").string(), (exp / "gpt_tiny" / "run-2").string());
+  REQUIRE(d.config.size() == 1);
+  CHECK(d.config[0].key == "optimizer.lr");
+  auto out = run_binary("runs diff gpt_tiny/run-1 gpt_tiny/run-2 --experiments-dir " + exp.string());
+  CHECK(out.code == 0);
+  CHECK(out.out.find("resolved.toml: 1 difference\n  optimizer.lr: ") != std::string::npos);
+}
+
+TEST_CASE("one local rank inside a Slurm batch script (SLURM_PROCID without a job step) is a world of its own") {
+  // What `sbatch -n 2` gives its batch shell: a task id and the allocation's task count, no step.
+  // `recipe pretrain` with one local rank there must not take itself for rank 0 of 2.
+  TempDir tmp;
+  const char* step = std::getenv("SLURM_STEP_NUM_TASKS");
+  if (step) {
+    MESSAGE("skipped: the tests themselves run inside a Slurm job step");
+    return;
+  }
+  ::setenv("SLURM_PROCID", "0", 1);
+  ::setenv("SLURM_NTASKS", "2", 1);
+  ::setenv("SLURM_LOCALID", "0", 1);
+  auto r = run_binary("pretrain gpt_tiny --max-steps 2 --experiments-dir " + (tmp.path() / "exp").string());
+  ::unsetenv("SLURM_PROCID");
+  ::unsetenv("SLURM_NTASKS");
+  ::unsetenv("SLURM_LOCALID");
+  CHECK_MESSAGE(r.code == 0, r.out);
+  CHECK(read_status((tmp.path() / "exp" / "gpt_tiny" / "run-1").string()).state == "completed");
 }

@@ -119,6 +119,30 @@ TEST_CASE("mpirun --tag-output lines are routed to their rank") {
   CHECK(read_text(tmp.path() / "logs" / "rank-3.log") == "from three\n");
 }
 
+TEST_CASE("mpirun's per-chunk tags: a line written in pieces, and two ranks' chunks on one line") {
+  // A rank writing "step 9" and then "\n" reaches mpirun's stdout as
+  // "[1,0]<stdout>:step 9[1,0]<stdout>:\n"; a chunk of rank 1 can land in between.
+  TempDir tmp;
+  std::ostringstream term;
+  std::vector<std::string> seen;
+  ProcessGroupOptions opts;
+  opts.terminal = &term;
+  opts.log_dir = (tmp.path() / "logs").string();
+  opts.parse_mpi_tags = true;
+  opts.forward_signals = false;
+  opts.log_ranks = 3;
+  opts.on_line = [&seen](int rank, const std::string& text) { seen.push_back(std::to_string(rank) + ":" + text); };
+  run_process_group({sh("printf '[1,0]<stdout>:step 9[1,0]<stdout>:\\n"
+                        "[1,0]<stdout>:loss [1,1]<stdout>:from one\\n[1,0]<stdout>:5.2\\n'", 0)},
+                    opts);
+  CHECK(term.str() == "[rank 0] step 9\n[rank 1] from one\n[rank 0] loss 5.2\n");
+  CHECK(read_text(tmp.path() / "logs" / "rank-0.log") == "step 9\nloss 5.2\n");
+  CHECK(read_text(tmp.path() / "logs" / "rank-1.log") == "from one\n");
+  CHECK(std::filesystem::exists(tmp.path() / "logs" / "rank-2.log"));  // created for a quiet rank
+  CHECK(read_text(tmp.path() / "logs" / "rank-2.log").empty());
+  CHECK(seen == std::vector<std::string>{"0:step 9", "1:from one", "0:loss 5.2"});
+}
+
 TEST_CASE("SIGTERM and SIGINT to the launcher are forwarded to every child") {
   for (int sig : {SIGTERM, SIGINT}) {
     CAPTURE(sig);

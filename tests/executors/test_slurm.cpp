@@ -43,43 +43,20 @@ TEST_CASE("the sbatch script carries the executor section") {
                            "trap on_usr1 USR1\n", "if srun --mpi=list 2>&1 | grep -q pmix; then\n",
                            "    exec srun --mpi=pmix /opt/recipe worker --run-dir /runs/wiki/run-1\n",
                            "    exec mpirun -np 16 --map-by ppr:8:node --bind-to none --tag-output -x NCCL_DEBUG /opt/recipe worker",
+                           "/opt/recipe job-state --run-dir /runs/wiki/run-1 --job \"$SLURM_JOB_ID\" --begin\n",
+                           "/opt/recipe job-state --run-dir /runs/wiki/run-1 --job \"$SLURM_JOB_ID\" --end \"$rc\"\n",
                            "scontrol requeue \"$SLURM_JOB_ID\"", "exit $rc\n"}) {
     CAPTURE(line);
     CHECK(s.find(line) != std::string::npos);
   }
   // Directives must precede the first command, or sbatch ignores them.
   CHECK(s.rfind("#SBATCH") < s.find("\nexport "));
+  // The ranks start after --begin; a requeue is recorded before `scontrol requeue` ends the script.
+  CHECK(s.find("--begin") < s.find("start_ranks &"));
+  CHECK(s.find("--requeued") < s.find("scontrol requeue"));
 }
 
 namespace {
-
-struct Cluster {
-  std::string dir;
-  bool up = false;
-  std::string script = RECIPE_SOURCE_DIR "/tests/executors/slurm_cluster.sh";
-  explicit Cluster(const std::string& d) : dir(d) {
-    int rc = std::system((script + " start " + dir + " >/dev/null 2>" + dir + ".err").c_str());
-    up = WIFEXITED(rc) && WEXITSTATUS(rc) == 0;
-    if (up) ::setenv("SLURM_CONF", (dir + "/slurm.conf").c_str(), 1);
-  }
-  ~Cluster() {
-    if (!up) return;
-    std::system((script + " stop " + dir + " >/dev/null 2>&1").c_str());
-    ::unsetenv("SLURM_CONF");
-  }
-};
-
-std::string wait_final(const std::string& job, double seconds) {
-  auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  std::string st;
-  while (std::chrono::steady_clock::now() < end) {
-    st = query_slurm_job(job).state;
-    std::string mapped = run_state_of(st);
-    if (mapped == "completed" || mapped == "failed" || mapped == "interrupted") return st;
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  }
-  return st;
-}
 
 std::string wait_state(const std::string& job, const std::string& want, double seconds) {
   auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
@@ -93,9 +70,9 @@ std::string wait_state(const std::string& job, const std::string& want, double s
 
 TEST_CASE("a real single-node Slurm: submit, observe a failing rank, cancel") {
   TempDir tmp;
-  Cluster cluster((tmp.path() / "slurm").string());
+  SlurmCluster cluster((tmp.path() / "slurm").string());
   if (!cluster.up) {
-    MESSAGE("skipped: no local Slurm (slurm_cluster.sh: " << read_text(cluster.dir + ".err") << ")");
+    MESSAGE("skipped: no local Slurm (slurm_cluster.sh: " << cluster.why_down() << ")");
     return;
   }
   auto exp = tmp.path() / "experiments";
@@ -109,7 +86,7 @@ TEST_CASE("a real single-node Slurm: submit, observe a failing rank, cancel") {
   REQUIRE_MESSAGE(sub.ok, sub.message);
   CHECK(recorded_slurm_job(failing.string()) == sub.job_id);
   CHECK(read_status(failing.string()).state == "queued");
-  CHECK(wait_final(sub.job_id, 20) == "FAILED");
+  CHECK(wait_slurm_final(sub.job_id, 20) == "FAILED");
   auto st = run({"runs", "status", "exp/run-1", "--experiments-dir", exp.string()});
   CHECK(st.out.find("exp/run-1: failed") != std::string::npos);
   CHECK(st.out.find("slurm job " + sub.job_id + ": FAILED") != std::string::npos);
@@ -127,7 +104,7 @@ TEST_CASE("a real single-node Slurm: submit, observe a failing rank, cancel") {
   CHECK(st2.out.find("exp/run-2: running") != std::string::npos);
   auto cancel = run({"runs", "cancel", "exp/run-2", "--experiments-dir", exp.string()});
   CHECK(cancel.code == 0);
-  CHECK(wait_final(sub2.job_id, 20) == "CANCELLED");
+  CHECK(wait_slurm_final(sub2.job_id, 20) == "CANCELLED");
   auto st3 = run({"runs", "status", "exp/run-2", "--experiments-dir", exp.string()});
   CHECK(st3.out.find("exp/run-2: interrupted") != std::string::npos);
 }

@@ -35,7 +35,9 @@ int main(int argc, char** argv) {
     dsl::apply_overrides(tree, overrides);
     dsl::ExecutorFacts facts;
     const bool cuda = std::find(overrides.begin(), overrides.end(), "trainer.device=cuda") != overrides.end();
-    facts.gpus_per_node = cuda ? -1 : 0;
+    // CUDA: one GPU per rank of the launcher's world, on one node.
+    facts.nodes = 1;
+    facts.gpus_per_node = cuda ? core::launcher_world().size : 0;
     facts.has_gpu = cuda;
     facts.planning = cuda;
     dsl::ResolveResult rr = dsl::resolve(tree, facts);
