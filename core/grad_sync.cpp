@@ -117,6 +117,15 @@ void GradSync::gather_weights(ParamStore& store) {
   }
 }
 
+void GradSync::gather_masters(ParamStore& store) {
+  if (!zero1_ || dp_.size() == 1 || store.compute_is_master()) return;
+  for (const GradBucket& b : buckets_) {
+    const int64_t chunk = b.numel / dp_.size();
+    kernels::Tensor w = store.master_span(b.begin, b.numel);
+    dp_.all_gather(w, w.rows(dp_.rank() * chunk, chunk));
+  }
+}
+
 std::vector<std::pair<int64_t, int64_t>> GradSync::norm_ranges(const ParamLayout& L, const RankCoords& c,
                                                                bool tied) const {
   // Tensors this rank counts, before the DP split; runs of counted tensors merge across the

@@ -56,6 +56,10 @@ class GradSync {
   // ZeRO-1, after AdamW: every rank gets the updated weights of every bucket (the compute copy;
   // on a backend whose compute copy is the master, that is the master). No-op otherwise.
   void gather_weights(ParamStore& store);
+  // ZeRO-1 with a separate compute copy (bf16 on CUDA): the f32 master weights are current only
+  // in this rank's chunks after a step; this all-gathers them (for checkpoints and inspection, not
+  // every step). No-op otherwise.
+  void gather_masters(ParamStore& store);
 
   // [begin, end) ranges of the flat buffer whose squared gradients this rank contributes to the
   // global norm, so that the sum over the whole world counts every parameter exactly once:

@@ -101,6 +101,9 @@ class Trainer {
   Model& model() { return *model_; }
   const Optimizer& optimizer() const { return *optimizer_; }
   const GradSync& grad_sync() const { return *grad_sync_; }
+  // Makes every rank's f32 master weights whole again (ZeRO-1 with a bf16 compute copy keeps them
+  // current only in this rank's chunks); call before reading or saving whole master tensors.
+  void gather_master_weights() { grad_sync_->gather_masters(*params_); }
   // Global L2 norm of the reduced gradients (every parameter counted once over the world).
   double global_grad_norm();
   // True when step() runs without waiting for the host between backward and AdamW (CUDA, one DP

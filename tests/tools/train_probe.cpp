@@ -70,6 +70,7 @@ int main(int argc, char** argv) {
         f << buf;
       }
     }
+    trainer.gather_master_weights();
     std::ofstream f(out + "/params-" + std::to_string(rank) + ".txt");
     const core::ParamStore& store = trainer.params();
     std::vector<float> host;
