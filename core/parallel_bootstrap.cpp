@@ -5,14 +5,16 @@
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #if RECIPE_WITH_MPI
 #include <mpi.h>
 
 #include "core/comm_mpi.hpp"
 #endif
-#if RECIPE_WITH_NCCL && RECIPE_WITH_MPI
+#if RECIPE_WITH_NCCL
 #include "core/comm_nccl.hpp"
+#include "core/rendezvous_store.hpp"
 #endif
 
 namespace recipe::core {
@@ -30,11 +32,18 @@ bool env_int(const char* name, int& out) {
   return true;
 }
 
+bool env_set(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v;
+}
+
 // The launcher's view plus where the size came from (empty: the environment does not say, e.g.
-// PMIx outside Slurm; MPI itself is asked after initialization).
+// PMIx outside Slurm; MPI itself is asked after initialization). `plain`: a RANK/WORLD_SIZE world,
+// which has no MPI and meets through the rendezvous store.
 struct EnvWorld {
   LauncherWorld world;
   std::string size_source;
+  bool plain = false;
 };
 
 EnvWorld read_launcher_env() {
@@ -42,9 +51,9 @@ EnvWorld read_launcher_env() {
   LauncherWorld& w = e.world;
   int rank = 0, size = 0, local = 0;
   auto slurm_size = [&](int& s) -> const char* {
-    // A job step's own task count when srun started it; the allocation's otherwise.
+    // Only a job step (srun) makes the Slurm variables a world: an sbatch batch shell also has
+    // SLURM_PROCID and SLURM_NTASKS (the allocation's), but it is not a rank of anything.
     if (env_int("SLURM_STEP_NUM_TASKS", s)) return "SLURM_STEP_NUM_TASKS";
-    if (env_int("SLURM_NTASKS", s)) return "SLURM_NTASKS";
     return nullptr;
   };
   if (env_int("OMPI_COMM_WORLD_RANK", rank) && env_int("OMPI_COMM_WORLD_SIZE", size)) {
@@ -65,6 +74,16 @@ EnvWorld read_launcher_env() {
       w = {rank, size, env_int("SLURM_LOCALID", local) ? local : 0, true};
       e.size_source = src;
     }
+  }
+  // Plain RANK/WORLD_SIZE/LOCAL_RANK (torchrun-style launchers, or a shell loop) only when no MPI
+  // launcher and no Slurm job step describes the process: theirs is the authoritative view.
+  const bool mpi_vars = env_set("OMPI_COMM_WORLD_RANK") || env_set("OMPI_COMM_WORLD_SIZE") || env_set("PMIX_RANK") ||
+                        env_set("PMI_RANK") || env_set("PMI_SIZE");
+  if (!w.launched && !mpi_vars && !env_set("SLURM_STEP_NUM_TASKS") && env_int("RANK", rank) &&
+      env_int("WORLD_SIZE", size) && size >= 1) {
+    w = {rank, size, env_int("LOCAL_RANK", local) ? local : 0, true};
+    e.size_source = "WORLD_SIZE";
+    e.plain = true;
   }
   if (w.launched && w.size < 1) w.size = 1;
   return e;
@@ -151,6 +170,54 @@ std::unique_ptr<Comm> make_group(const std::vector<int>& members, bool split_nee
 
 #endif  // RECIPE_WITH_MPI
 
+#if RECIPE_WITH_NCCL
+// A group of a store world: NCCL with its unique id through the store. The same creation order on
+// every rank (world, tp, cp, dp, pp, embedding) keeps the blocking ncclCommInitRank calls matched:
+// each kind's groups partition the ranks, so no rank waits on a group another has not reached.
+std::unique_ptr<Comm> make_store_group(RendezvousStore& store, const std::vector<int>& members, int world_rank,
+                                       const std::string& name, kernels::Backend& backend) {
+  if (members.size() <= 1) return std::make_unique<SingleProcessComm>(name);
+  return std::make_unique<NcclComm>(store, members, world_rank, name, backend);
+}
+#endif
+
+// A world started with RANK/WORLD_SIZE/LOCAL_RANK and no MPI: CUDA ranks only, communicators
+// over NCCL whose ids (and nothing else) go through RECIPE_RENDEZVOUS_DIR.
+std::unique_ptr<ParallelState> bootstrap_store_world(const ParallelSizes& sizes, const LauncherWorld& env,
+                                                     kernels::Backend& backend) {
+  const int world = sizes.world();
+  if (env.rank >= env.size)
+    throw std::runtime_error("RANK=" + std::to_string(env.rank) + " is not below WORLD_SIZE=" +
+                             std::to_string(env.size) + ". Fix: give the ranks RANK=0.." +
+                             std::to_string(env.size - 1));
+  if (world == 1) return single_process_state();
+  if (backend.device() != kernels::Device::cuda)
+    throw std::runtime_error(layout_str(sizes) + " on --device " + backend.name() + ": rank " +
+                             std::to_string(env.rank) + " was started with RANK/WORLD_SIZE (no MPI), and CPU "
+                             "ranks need MPI: start them with mpirun -np " + std::to_string(world) +
+                             " (or srun), or run the RANK/WORLD_SIZE world on CUDA");
+#if !RECIPE_WITH_NCCL
+  throw std::runtime_error(layout_str(sizes) + " on CUDA needs NCCL, but this recipe binary was built without "
+                           "it. Fix: install NCCL (libnccl-dev) and rebuild");
+#else
+  RendezvousStore store = RendezvousStore::from_env(env.rank, world);
+  const int me = env.rank;
+  std::vector<int> everyone(static_cast<size_t>(world));
+  for (int r = 0; r < world; ++r) everyone[size_t(r)] = r;
+  auto world_comm = make_store_group(store, everyone, me, "world", backend);
+  auto group = [&](Group g, const char* name) {
+    return make_store_group(store, group_ranks(sizes, me, g), me, name, backend);
+  };
+  auto tp = group(Group::tp, "tp");
+  auto cp = group(Group::cp, "cp");
+  auto dp = group(Group::dp, "dp");
+  auto pp = group(Group::pp, "pp");
+  auto embedding = make_store_group(store, embedding_group_ranks(sizes, me), me, "embedding", backend);
+  return std::make_unique<ParallelState>(sizes, me, std::move(world_comm), std::move(tp), std::move(cp),
+                                         std::move(dp), std::move(pp), std::move(embedding));
+#endif
+}
+
 }  // namespace
 
 LauncherWorld launcher_world() { return read_launcher_env().world; }
@@ -169,6 +236,7 @@ std::unique_ptr<ParallelState> bootstrap_parallel(const ParallelSizes& sizes, ke
   const int world = sizes.world();
   if (world == 1 && !env.world.launched) return single_process_state();
   if (!env.size_source.empty() && env.world.size != world) throw_world_mismatch(sizes, env.world.size, env.size_source);
+  if (env.plain) return bootstrap_store_world(sizes, env.world, backend);
 
 #if !RECIPE_WITH_MPI
   if (world > 1)

@@ -1,7 +1,10 @@
 // Building this process's ParallelState from the launcher's world.
 //
-// Every multi-rank world is an MPI world (DESIGN.md, "Processes"): mpirun, srun --mpi=pmix, or
-// mpirun inside a Slurm allocation start the ranks, and MPI tells each its rank. The group
+// Multi-rank worlds are MPI worlds (DESIGN.md, "Processes"): mpirun, srun --mpi=pmix, or mpirun
+// inside a Slurm allocation start the ranks, and MPI tells each its rank. CUDA ranks started by
+// another scheduler may instead come with a plain RANK / WORLD_SIZE / LOCAL_RANK environment and
+// RECIPE_RENDEZVOUS_DIR (a directory every rank sees): NCCL ids then go through a file store
+// (core/rendezvous_store.hpp) and host scalars through NCCL. CPU ranks need MPI. The group
 // communicators are split from MPI_COMM_WORLD in the tp → cp → dp → pp layout of
 // core/parallel_state.hpp. CPU backends get MPI communicators; CUDA backends get NCCL
 // communicators (unique ids broadcast over MPI) whose tensor collectives run on the backend's
@@ -17,8 +20,9 @@
 namespace recipe::core {
 
 // What the launcher's environment says about this process, read without initializing MPI:
-// Open MPI (OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK), PMIx (PMIX_RANK), or Slurm (SLURM_PROCID/
-// SLURM_NTASKS/SLURM_LOCALID). size 1 and launched=false when none is set.
+// Open MPI (OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK), PMIx (PMIX_RANK), Slurm job steps
+// (SLURM_PROCID/SLURM_STEP_NUM_TASKS/SLURM_LOCALID; a batch shell without a step is not a rank),
+// or plain RANK/WORLD_SIZE/LOCAL_RANK. size 1 and launched=false when none is set.
 struct LauncherWorld {
   int rank = 0, size = 1, local_rank = 0;
   bool launched = false;

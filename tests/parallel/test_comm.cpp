@@ -14,6 +14,7 @@
 using recipe::testing::MpiRun;
 using recipe::testing::mpirun_available;
 using recipe::testing::run_mpi;
+using recipe::testing::ScopedEnv;
 using recipe::testing::tool_path;
 
 namespace {
@@ -28,38 +29,15 @@ void expect_probe_ok(int np, std::vector<std::string> sizes, const std::string& 
   CHECK(r.output.find("comm_probe ok") != std::string::npos);
 }
 
-// Sets environment variables for one scope and restores what was there before.
-class ScopedEnv {
- public:
-  ScopedEnv(std::vector<std::pair<std::string, std::optional<std::string>>> vars) {
-    for (auto& [k, v] : vars) {
-      const char* old = std::getenv(k.c_str());
-      saved_.push_back({k, old ? std::optional<std::string>(old) : std::nullopt});
-      if (v)
-        ::setenv(k.c_str(), v->c_str(), 1);
-      else
-        ::unsetenv(k.c_str());
-    }
-  }
-  ~ScopedEnv() {
-    for (auto& [k, v] : saved_) {
-      if (v)
-        ::setenv(k.c_str(), v->c_str(), 1);
-      else
-        ::unsetenv(k.c_str());
-    }
-  }
 
- private:
-  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
-};
 
 // No launcher variables at all: the process looks started by hand.
 const std::vector<std::pair<std::string, std::optional<std::string>>> kNoLauncher = {
     {"OMPI_COMM_WORLD_RANK", std::nullopt}, {"OMPI_COMM_WORLD_SIZE", std::nullopt},
     {"OMPI_COMM_WORLD_LOCAL_RANK", std::nullopt}, {"PMIX_RANK", std::nullopt},
     {"PMI_RANK", std::nullopt}, {"PMI_SIZE", std::nullopt}, {"SLURM_PROCID", std::nullopt},
-    {"SLURM_NTASKS", std::nullopt}, {"SLURM_STEP_NUM_TASKS", std::nullopt}, {"SLURM_LOCALID", std::nullopt}};
+    {"SLURM_NTASKS", std::nullopt}, {"SLURM_STEP_NUM_TASKS", std::nullopt}, {"SLURM_LOCALID", std::nullopt},
+    {"RANK", std::nullopt}, {"WORLD_SIZE", std::nullopt}, {"LOCAL_RANK", std::nullopt}};
 
 }  // namespace
 
@@ -89,6 +67,7 @@ TEST_CASE("launcher_world reads Open MPI, PMIx and Slurm environments") {
     auto vars = kNoLauncher;
     vars.push_back({"SLURM_PROCID", "6"});
     vars.push_back({"SLURM_NTASKS", "8"});
+    vars.push_back({"SLURM_STEP_NUM_TASKS", "8"});  // a job step (srun), not the batch shell
     vars.push_back({"SLURM_LOCALID", "2"});
     ScopedEnv env(vars);
     auto w = recipe::core::launcher_world();
