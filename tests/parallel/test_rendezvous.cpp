@@ -21,6 +21,7 @@
 #include "core/parallel_bootstrap.hpp"
 #include "core/rendezvous_store.hpp"
 #include "kernels/ops.hpp"
+#include "tests/data/temp_dir.hpp"
 #include "tests/parallel/mpi_test_util.hpp"
 
 using recipe::core::RendezvousStore;
@@ -32,22 +33,8 @@ namespace {
 namespace fs = std::filesystem;
 
 // A fresh directory under the temp dir, removed with everything in it at scope exit.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "recipe-rdv-XXXXXX").string();
-    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+// A scratch directory per test, removed afterwards (shared with the data tests).
+using recipe::data::testing::TempDir;
 
 // Exit statuses of a rank body: 0 passed, 1 a check failed, 2 an exception.
 using RankBody = std::function<int(int rank)>;
@@ -137,7 +124,7 @@ TEST_CASE("rendezvous store: four processes exchange values and meet at barriers
   TempDir dir;
   const int world = 4;
   const auto codes = run_ranks(world, [&](int r) {
-    RendezvousStore store(dir.path(), r, world, 20s);
+    RendezvousStore store(dir.path.string(), r, world, 20s);
     store.set("value/" + std::to_string(r), value_of(r));
     for (int q = 0; q < world; ++q)
       if (store.get("value/" + std::to_string(q), q) != value_of(q)) return 1;
@@ -161,7 +148,7 @@ TEST_CASE("rendezvous store: a barrier waits for the slowest rank") {
   // Rank 1 sets "before" only after a pause, then enters the barrier; rank 0 reads it with no
   // waiting right after the barrier, which only works if the barrier held it back.
   const auto codes = run_ranks(2, [&](int r) {
-    RendezvousStore store(dir.path(), r, 2, 20s);
+    RendezvousStore store(dir.path.string(), r, 2, 20s);
     if (r == 1) {
       std::this_thread::sleep_for(400ms);
       store.set("before", "yes");
@@ -183,29 +170,29 @@ TEST_CASE("rendezvous store: a barrier waits for the slowest rank") {
 TEST_CASE("rendezvous store: timeouts name the directory, the key and the ranks that never arrived") {
   TempDir dir;
   SUBCASE("a missing key") {
-    RendezvousStore store(dir.path(), 0, 1, 5s);  // a world of one joins at once
+    RendezvousStore store(dir.path.string(), 0, 1, 5s);  // a world of one joins at once
     const std::string msg = error_of([&] { store.get("nccl-id/dp/2", 150ms, 2); });
     INFO(msg);
-    CHECK(msg.find(dir.path()) != std::string::npos);
+    CHECK(msg.find(dir.path.string()) != std::string::npos);
     CHECK(msg.find("'nccl-id/dp/2'") != std::string::npos);
     CHECK(msg.find("rank 2 never arrived") != std::string::npos);
   }
   SUBCASE("rank 0 waits for ranks that never start") {
-    const std::string msg = error_of([&] { RendezvousStore(dir.path(), 0, 3, 200ms); });
+    const std::string msg = error_of([&] { RendezvousStore(dir.path.string(), 0, 3, 200ms); });
     INFO(msg);
-    CHECK(msg.find(dir.path()) != std::string::npos);
+    CHECK(msg.find(dir.path.string()) != std::string::npos);
     CHECK(msg.find("rank(s) 1, 2 of 3 never arrived") != std::string::npos);
     CHECK(msg.find("RECIPE_RENDEZVOUS_DIR") != std::string::npos);
   }
   SUBCASE("another rank waits for a rank 0 that never starts") {
-    const std::string msg = error_of([&] { RendezvousStore(dir.path(), 2, 3, 200ms); });
+    const std::string msg = error_of([&] { RendezvousStore(dir.path.string(), 2, 3, 200ms); });
     INFO(msg);
-    CHECK(msg.find(dir.path()) != std::string::npos);
+    CHECK(msg.find(dir.path.string()) != std::string::npos);
     CHECK(msg.find("rank 0 of this run never arrived") != std::string::npos);
   }
   SUBCASE("a barrier names the missing ranks") {
     const auto codes = run_ranks(3, [&](int r) {
-      RendezvousStore store(dir.path(), r, 3, 1500ms);
+      RendezvousStore store(dir.path.string(), r, 3, 1500ms);
       if (r != 0) return 0;  // ranks 1 and 2 leave before the barrier
       const std::string msg = error_of([&] { store.barrier("never"); });
       return msg.find("barrier 'never'") != std::string::npos && msg.find("rank(s) 1, 2 of 3") != std::string::npos
@@ -220,7 +207,7 @@ TEST_CASE("rendezvous store: a directory left by an earlier run does not confuse
   TempDir dir;
   // The earlier run: its epoch, its join confirmation and its keys stay in the directory.
   auto old = run_ranks(2, [&](int r) {
-    RendezvousStore store(dir.path(), r, 2, 20s);
+    RendezvousStore store(dir.path.string(), r, 2, 20s);
     store.set("nccl-id/world/0", "old id");
     store.barrier("end");
     return 0;
@@ -229,7 +216,7 @@ TEST_CASE("rendezvous store: a directory left by an earlier run does not confuse
   REQUIRE(old[1] == 0);
   // A new run started together.
   const auto codes = run_ranks(2, [&](int r) {
-    RendezvousStore store(dir.path(), r, 2, 20s);
+    RendezvousStore store(dir.path.string(), r, 2, 20s);
     if (r == 0) store.set("nccl-id/world/0", "new id");
     return store.get("nccl-id/world/0", 0) == "new id" ? 0 : 1;
   });
@@ -240,7 +227,7 @@ TEST_CASE("rendezvous store: a directory left by an earlier run does not confuse
   const auto late_rank0 = run_ranks(
       2,
       [&](int r) {
-        RendezvousStore store(dir.path(), r, 2, 20s);
+        RendezvousStore store(dir.path.string(), r, 2, 20s);
         if (r == 0) store.set("nccl-id/world/0", "newest id");
         return store.get("nccl-id/world/0", 0) == "newest id" ? 0 : 1;
       },
@@ -331,7 +318,7 @@ TEST_CASE("launcher_world: plain RANK/WORLD_SIZE/LOCAL_RANK, and what takes prec
 
 TEST_CASE("launcher_world: a plain-variable world refuses CPU ranks with the fix") {
   TempDir dir;
-  ScopedEnv env(with(no_launcher(), {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"RECIPE_RENDEZVOUS_DIR", dir.path()}}));
+  ScopedEnv env(with(no_launcher(), {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"RECIPE_RENDEZVOUS_DIR", dir.path.string()}}));
   auto backend = recipe::kernels::make_cpu_backend({});
   recipe::core::ParallelSizes sizes;
   sizes.tp = 2;
@@ -339,7 +326,7 @@ TEST_CASE("launcher_world: a plain-variable world refuses CPU ranks with the fix
   INFO(msg);
   CHECK(msg.find("CPU ranks need MPI: start them with mpirun") != std::string::npos);
   CHECK(msg.find("mpirun -np 2") != std::string::npos);
-  CHECK(fs::is_empty(dir.path()));  // refused before touching the rendezvous
+  CHECK(fs::is_empty(dir.path.string()));  // refused before touching the rendezvous
 
   // The size check comes first, naming WORLD_SIZE.
   sizes.tp = 4;
