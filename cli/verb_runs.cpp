@@ -1,4 +1,4 @@
-// runs list / show / diff / plot / status / logs / cancel.
+// runs list / show / diff / plot / status / logs / cancel / resume.
 #include "cli/verb_runs.hpp"
 
 #include <signal.h>
@@ -15,6 +15,8 @@
 #include <thread>
 
 #include "cli/exit_codes.hpp"
+#include "cli/verbs.hpp"
+#include "executors/plot_png.hpp"
 #include "executors/plot_svg.hpp"
 #include "executors/runs_diff.hpp"
 #include "executors/runs_index.hpp"
@@ -173,11 +175,16 @@ int cmd_diff(const std::string& a, const std::string& b, std::ostream& out) {
 int cmd_plot(const RunsArgs& a, const std::vector<std::string>& runs, std::ostream& out, std::ostream& err) {
   std::string ext = fs::path(a.output).extension().string();
   std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
-  if (ext != ".svg") {
-    err << "error: -o " << a.output << ": only SVG output is supported"
-        << (ext == ".png" ? " (PNG would need an image library this build does not include)" : "") << "\n"
-        << "  fix: -o " << fs::path(a.output).replace_extension(".svg").string()
-        << " (convert with rsvg-convert or a browser if you need PNG)\n";
+  if (ext != ".svg" && ext != ".png") {
+    err << "error: -o " << a.output << ": the plot is written as SVG or PNG, chosen by the file extension\n"
+        << "  fix: -o " << fs::path(a.output).replace_extension(".svg").string() << " or -o "
+        << fs::path(a.output).replace_extension(".png").string() << "\n";
+    return kExitUsage;
+  }
+  if (ext == ".png" && !exec::png_output_available()) {
+    err << "error: -o " << a.output << ": this build has no Cairo, which PNG output needs\n"
+        << "  fix: install libcairo2-dev and rebuild, or use -o "
+        << fs::path(a.output).replace_extension(".svg").string() << "\n";
     return kExitUsage;
   }
   std::vector<exec::PlotSeries> series;
@@ -185,11 +192,18 @@ int cmd_plot(const RunsArgs& a, const std::vector<std::string>& runs, std::ostre
     exec::RunSummary s = exec::summarize_run(r);
     series.push_back({s.name + "/" + s.id, exec::read_run_curves(r)});
   }
-  std::ofstream f(a.output, std::ios::trunc);
-  f << exec::render_runs_svg(series);
-  if (!f.flush()) {
-    err << "error: cannot write " << a.output << ": " << std::strerror(errno) << "\n";
-    return kExitRuntime;
+  if (ext == ".png") {
+    if (std::string e = exec::write_runs_png(series, a.output); !e.empty()) {
+      err << "error: " << e << "\n";
+      return kExitRuntime;
+    }
+  } else {
+    std::ofstream f(a.output, std::ios::trunc);
+    f << exec::render_runs_svg(series);
+    if (!f.flush()) {
+      err << "error: cannot write " << a.output << ": " << std::strerror(errno) << "\n";
+      return kExitRuntime;
+    }
   }
   out << "wrote " << a.output << " (" << series.size() << " run" << (series.size() == 1 ? "" : "s")
       << ": loss, learning rate, tokens/s)\n";
@@ -304,7 +318,8 @@ void add_dir_option(CLI::App* cmd, RunsArgs& a) {
 }  // namespace
 
 CLI::App* add_runs_verb(CLI::App& app, RunsArgs& a) {
-  a.cmd = app.add_subcommand("runs", "Inspect the experiment record: list, show, diff, plot, status, logs, cancel");
+  a.cmd = app.add_subcommand(
+      "runs", "Inspect the experiment record: list, show, diff, plot, status, logs, cancel, resume");
   a.cmd->require_subcommand(1);
   const char* ref_help = "Run: a run dir path, or <name>/<run-id> (or <name> for its latest run) under --experiments-dir";
   a.list = a.cmd->add_subcommand("list", "Table of runs: name, id, status, steps, last loss, tok/s");
@@ -315,9 +330,11 @@ CLI::App* add_runs_verb(CLI::App& app, RunsArgs& a) {
   a.diff = a.cmd->add_subcommand("diff", "Differences of two runs' resolved.toml (key by key) and final metrics");
   a.diff->add_option("runs", a.runs, "Two runs (paths or <name>/<run-id>)")->required()->expected(2);
   add_dir_option(a.diff, a);
-  a.plot = a.cmd->add_subcommand("plot", "Loss, learning-rate and tokens/s curves of one or more runs as SVG");
+  a.plot = a.cmd->add_subcommand("plot", "Loss, learning-rate and tokens/s curves of one or more runs as SVG or PNG");
   a.plot->add_option("runs", a.runs, "Runs to plot")->required()->expected(1, 64);
-  a.plot->add_option("-o,--output", a.output, "Output file (.svg)")->required();
+  a.plot->add_option("-o,--output", a.output,
+                    "Output file: .svg, or .png (needs a build with Cairo, libcairo2-dev)")
+      ->required();
   add_dir_option(a.plot, a);
   a.status = a.cmd->add_subcommand("status", "State of a run (from Slurm for slurm runs, else status.json)");
   a.status->add_option("run", a.runs, ref_help)->required()->expected(1);
@@ -330,6 +347,10 @@ CLI::App* add_runs_verb(CLI::App& app, RunsArgs& a) {
   a.cancel = a.cmd->add_subcommand("cancel", "Stop a run: scancel for slurm runs, SIGTERM to the launcher otherwise");
   a.cancel->add_option("run", a.runs, ref_help)->required()->expected(1);
   add_dir_option(a.cancel, a);
+  a.resume = a.cmd->add_subcommand(
+      "resume", "Run a stopped, failed or interrupted run again in its run dir, from its newest checkpoint");
+  a.resume->add_option("run", a.runs, ref_help)->required()->expected(1);
+  add_dir_option(a.resume, a);
   return a.cmd;
 }
 
@@ -359,7 +380,16 @@ int run_runs(const RunsArgs& a, std::ostream& out, std::ostream& err) {
   if (*a.status) return cmd_status(runs[0], out);
   if (*a.logs) return cmd_logs(a, runs[0], out);
   if (*a.cancel) return cmd_cancel(runs[0], out, err);
-  err << "error: runs needs a subcommand (list, show, diff, plot, status, logs, cancel)\n";
+  if (*a.resume) {
+    const exec::RunSummary s = exec::summarize_run(runs[0]);
+    if ((s.status.state == "running" && pid_alive(s.status.pid)) || s.status.state == "queued" ||
+        (s.status.state == "running" && !s.slurm_job_id.empty())) {
+      err << "error: " << s.name << "/" << s.id << " is " << s.status.state << ": resume it once it has stopped\n";
+      return kExitUsage;
+    }
+    return run_resume(runs[0], out, err);
+  }
+  err << "error: runs needs a subcommand (list, show, diff, plot, status, logs, cancel, resume)\n";
   return kExitUsage;
 }
 

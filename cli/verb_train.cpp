@@ -6,6 +6,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "checkpoint/checkpoint.hpp"
 #include "cli/exit_codes.hpp"
 #include "cli/report.hpp"
 #include "cli/verbs.hpp"
@@ -110,6 +111,7 @@ int run_in_dir(const dsl::Plan& plan, const std::string& run_dir, std::ostream& 
     mopts.err = &err;
     exec::MultiRankResult r = exec::run_mpirun(plan, run_dir, recipe_executable(), mopts);
     if (r.exit_code == 0) return kExitOk;
+    if (r.exit_code == exec::kStoppedExitCode) return kExitStopped;
     return r.interrupted ? kExitInterrupted : kExitRuntime;
   }
   // This process is the whole world (the driver's one local rank), even inside a batch script.
@@ -134,7 +136,7 @@ int run_in_dir(const dsl::Plan& plan, const std::string& run_dir, std::ostream& 
     err.flush();
     core::abort_world(kExitRuntime);
   }
-  return r.ok ? kExitOk : kExitRuntime;
+  return r.stopped ? kExitStopped : r.ok ? kExitOk : kExitRuntime;
 }
 
 }  // namespace
@@ -197,6 +199,31 @@ int run_train(const PlanFlags& flags, const std::string& mode, bool dry_run, std
   out << "run dir: " << run_dir << "\n";
   out << "plan: " << model_shape(plan) << ", " << plan.trainer.max_steps << " steps on " << plan.trainer.device
       << "\n";
+  out.flush();
+  return run_in_dir(plan, run_dir, out, err);
+}
+
+int run_resume(const std::string& run_dir, std::ostream& out, std::ostream& err) {
+  kernels::GpuInfo gpu = kernels::query_gpus();
+  dsl::Plan plan;
+  try {
+    plan = dsl::load_resolved_plan((fs::path(run_dir) / "resolved.toml").string(), detected_facts(gpu));
+  } catch (const dsl::RecipeError& e) {
+    err << "error: " << e.what() << "\n";
+    return kExitInvalidRecipe;
+  }
+  if (int code = check_runnable_here(plan, gpu, err); code != kExitOk) return code;
+  const std::string ckpts = plan.checkpoint.dir.empty() ? (fs::path(run_dir) / "checkpoints").string()
+                                                        : plan.checkpoint.dir;
+  std::string latest;
+  try {
+    if (fs::exists(ckpts)) latest = ckpt::find_checkpoint(ckpts);
+  } catch (const std::exception& e) {
+    err << "error: " << e.what() << "\n";
+    return kExitRuntime;
+  }
+  out << "run dir: " << run_dir << "\n"
+      << (latest.empty() ? "no checkpoint yet: the run starts again from step 0\n" : "resuming from " + latest + "\n");
   out.flush();
   return run_in_dir(plan, run_dir, out, err);
 }

@@ -13,6 +13,9 @@ namespace recipe::cli {
 // pretrain / finetune (mode "pretrain" | "finetune"): resolve, then --dry-run report or run.
 int run_train(const PlanFlags& flags, const std::string& mode, bool dry_run, std::ostream& out,
               std::ostream& err);
+// `runs resume`: runs a run dir's resolved.toml again with its executor (a Slurm run is
+// resubmitted); training continues from the run's newest checkpoint.
+int run_resume(const std::string& run_dir, std::ostream& out, std::ostream& err);
 // The hidden worker: runs the plan in a run dir's resolved.toml.
 int run_worker(const std::string& run_dir, std::ostream& out, std::ostream& err);
 // The hidden job-state verb: a Slurm batch script records its job's start (`begin`) or end

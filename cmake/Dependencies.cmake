@@ -7,6 +7,7 @@ if(NOT _multiarch)
 endif()
 
 find_package(Threads REQUIRED)
+find_package(ZLIB REQUIRED)  # CRC32 of checkpoint chunks
 
 # Lua 5.4
 find_path(LUA_INCLUDE_DIR lua.hpp PATH_SUFFIXES lua5.4 include/lua5.4 REQUIRED)
@@ -64,6 +65,14 @@ find_library(SENTENCEPIECE_LIBRARY NAMES sentencepiece PATH_SUFFIXES lib/${_mult
 add_library(recipe::sentencepiece INTERFACE IMPORTED)
 target_include_directories(recipe::sentencepiece INTERFACE ${SENTENCEPIECE_INCLUDE_DIR})
 target_link_libraries(recipe::sentencepiece INTERFACE ${SENTENCEPIECE_LIBRARY})
+
+# Cairo (PNG output of `recipe runs plot`). Optional: GPU clusters without it still build, and
+# `runs plot -o x.png` then says how to get it.
+find_package(PkgConfig QUIET)
+if(PKG_CONFIG_FOUND)
+  pkg_check_modules(CAIRO IMPORTED_TARGET cairo)
+endif()
+set(RECIPE_WITH_CAIRO ${CAIRO_FOUND})
 
 # Open MPI (multi-rank worlds). Optional for a single-process build.
 find_package(MPI COMPONENTS CXX)

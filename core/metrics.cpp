@@ -27,15 +27,35 @@ nlohmann::ordered_json to_json(const StepTiming& t) {
   return j;
 }
 
-MetricsWriter::MetricsWriter(const std::string& run_dir) {
+namespace {
+
+// The lines of a JSONL file whose "step" is at most `last` (unparsable lines, e.g. one cut short
+// by a crash, are dropped).
+std::string records_through(const std::string& path, int last) {
+  std::ifstream in(path);
+  std::string kept, line;
+  while (std::getline(in, line)) {
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.contains("step") && j["step"].is_number_integer() && j["step"].get<int>() <= last)
+      kept += line + "\n";
+  }
+  return kept;
+}
+
+}  // namespace
+
+MetricsWriter::MetricsWriter(const std::string& run_dir, int keep_through_step) {
   if (run_dir.empty()) return;
   std::error_code ec;
   std::filesystem::create_directories(run_dir, ec);
   if (ec) throw std::runtime_error("cannot create run directory " + run_dir + ": " + ec.message());
   auto open = [&](std::ofstream& f, const char* name) {
     const std::string path = (std::filesystem::path(run_dir) / name).string();
+    const std::string kept = keep_through_step >= 0 ? records_through(path, keep_through_step) : std::string();
     f.open(path, std::ios::out | std::ios::trunc);
     if (!f) throw std::runtime_error("cannot write " + path + " (check permissions and free space)");
+    f << kept;
+    f.flush();
   };
   open(metrics_, "metrics.jsonl");
   open(timing_, "timing.jsonl");

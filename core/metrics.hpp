@@ -34,7 +34,10 @@ class MetricsWriter {
  public:
   // run_dir "" disables writing. Creates the directory; truncates existing files (a run dir holds
   // one training). Throws std::runtime_error naming the file when it cannot be opened.
-  explicit MetricsWriter(const std::string& run_dir);
+  // keep_through_step >= 0 (a resumed run): keeps the records of steps 1..keep_through_step and
+  // appends after them, dropping those of steps the run is about to redo (it stopped after its
+  // last checkpoint), so the files read as one uninterrupted run.
+  explicit MetricsWriter(const std::string& run_dir, int keep_through_step = -1);
   bool enabled() const { return enabled_; }
   void write(const StepMetrics& m);
   void write(const StepTiming& t);

@@ -10,9 +10,20 @@ using kernels::DType;
 using kernels::Tensor;
 
 Recompute parse_recompute(const std::string& s) {
-  if (s == "none") return Recompute::none;
-  if (s == "full") return Recompute::full;
-  throw std::invalid_argument("trainer.recompute=\"" + s + "\": use \"none\" or \"full\"");
+  for (Recompute r : {Recompute::none, Recompute::gelu, Recompute::norm, Recompute::full})
+    if (s == recompute_name(r)) return r;
+  throw std::invalid_argument("trainer.recompute=\"" + s +
+                              "\": use \"none\", \"gelu\", \"norm\" or \"full\"");
+}
+
+const char* recompute_name(Recompute r) {
+  switch (r) {
+    case Recompute::none: return "none";
+    case Recompute::gelu: return "gelu";
+    case Recompute::norm: return "norm";
+    case Recompute::full: return "full";
+  }
+  return "none";
 }
 
 ModelShape local_shape(const ModelShape& g, const ParamLayout& L) {
@@ -54,18 +65,20 @@ Model::Model(const ModelShape& shape, int micro_batch, Recompute recompute, kern
   acts_.resize(size_t(slots));
   loss_scratch_.resize(size_t(slots));
   auto carve_all = [&](Carver& c) {
+    // Slots share every buffer that lives inside one layer's forward or backward (see activations.hpp).
     for (int i = 0; i < slots; ++i) {
-      carve_activations(c, acts_[size_t(i)], ls_, B_, recompute_ == Recompute::full, act);
+      carve_activations(c, acts_[size_t(i)], ls_, B_, recompute_, act, i ? &acts_[0] : nullptr);
       if (tp_size_ > 1 && last_stage_) {
         const int64_t chunk = acts_[size_t(i)].chunk_rows;
-        loss_scratch_[size_t(i)].rowmax = c.take(DType::f32, {chunk});
-        loss_scratch_[size_t(i)].sums = c.take(DType::f32, {2, chunk});
+        loss_scratch_[size_t(i)].rowmax = c.take(DType::f32, {chunk}, "vocab-parallel loss rowmax");
+        loss_scratch_[size_t(i)].sums = c.take(DType::f32, {2, chunk}, "vocab-parallel loss sums");
       }
     }
   };
   Carver measure(nullptr, be_.device());
   carve_all(measure);
   arena_bytes_ = measure.used();
+  arena_entries_ = measure.entries();
   arena_ = be_.alloc(arena_bytes_);
   Carver real(arena_, be_.device());
   carve_all(real);

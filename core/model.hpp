@@ -37,9 +37,10 @@
 
 namespace recipe::core {
 
-enum class Recompute { none, full };
-// "none" | "full"; throws std::invalid_argument naming trainer.recompute otherwise.
+// "none" | "gelu" | "norm" | "full" (see core/activations.hpp); throws std::invalid_argument
+// naming trainer.recompute otherwise.
 Recompute parse_recompute(const std::string& s);
+const char* recompute_name(Recompute r);
 
 // The shape of the part of the model one rank computes: its stage's layer count and its TP share of
 // heads, KV heads (one when KV heads are replicated), FFN columns and vocabulary rows.
@@ -63,6 +64,9 @@ class Model {
   bool first_stage() const { return first_stage_; }
   bool last_stage() const { return last_stage_; }
   size_t activation_bytes() const { return arena_bytes_; }
+  Recompute recompute() const { return recompute_; }
+  // What the arena holds, by buffer name (every slot together).
+  const std::vector<ArenaEntry>& activation_breakdown() const { return arena_entries_; }
 
   // ---- one micro-batch through this stage (pipeline API) ----
   // `tokens`: host int32 [B, T+1] (row b = one sample); inputs are [:, :T], targets [:, 1:].
@@ -74,6 +78,10 @@ class Model {
   kernels::Tensor stage_output(int slot) const;
   kernels::Tensor stage_output_grad(int slot) const;
   kernels::Tensor stage_input_grad(int slot) const;
+  // The slot's device token ids, i32 [N] (first stage: inputs; last stage: targets), as
+  // load_tokens leaves them; a recorded (CUDA-graph) step uploads into them directly.
+  kernels::Tensor input_tokens(int slot) const { return acts_.at(size_t(slot)).inputs; }
+  kernels::Tensor target_tokens(int slot) const { return acts_.at(size_t(slot)).targets; }
   // Last stage: `losses` (device f32 [N]) receives the per-token losses; with `with_grad` the
   // classifier's backward runs here too, scaled by `dloss` (the weight of one token's loss in the
   // objective, e.g. 1/tokens in the global batch). Other stages ignore both.
@@ -132,6 +140,7 @@ class Model {
   Params w_, g_;
   void* arena_ = nullptr;
   size_t arena_bytes_ = 0;
+  std::vector<ArenaEntry> arena_entries_;
   std::vector<Activations> acts_;
   std::vector<LossScratch> loss_scratch_;
   std::vector<int32_t> host_inputs_, host_targets_;

@@ -44,6 +44,23 @@ void Optimizer::step_device_scaled(ParamStore& store, int step, kernels::Tensor 
   apply(store, step, 1.0f, norm_clip.as<float>() + 1, whole_groups(store.layout()));
 }
 
+void Optimizer::step_device_recorded(ParamStore& store, kernels::Tensor norm_clip,
+                                     kernels::Tensor schedule) const {
+  if (schedule.dtype != kernels::DType::f32 || schedule.numel() < 3)
+    throw std::invalid_argument("Optimizer::step_device_recorded: schedule " + schedule.shape_str() +
+                                " must be f32 with 3 elements");
+  apply(store, 0, 1.0f, norm_clip.as<float>() + 1, whole_groups(store.layout()), schedule.as<float>());
+}
+
+kernels::AdamWSchedule Optimizer::device_schedule(int step) const {
+  kernels::AdamWArgs a{};
+  a.lr = float(schedule_.at(step));
+  a.beta1 = float(cfg_.beta1);
+  a.beta2 = float(cfg_.beta2);
+  a.step = step + 1;
+  return kernels::adamw_schedule(a);
+}
+
 std::vector<AdamSegment> whole_groups(const ParamLayout& L) {
   std::vector<AdamSegment> g;
   if (L.decay_numel > 0) g.push_back({L.decay_begin, L.decay_numel, L.decay_begin, true});
@@ -52,7 +69,7 @@ std::vector<AdamSegment> whole_groups(const ParamLayout& L) {
 }
 
 void Optimizer::apply(ParamStore& store, int step, float grad_scale, const float* grad_scale_device,
-                      const std::vector<AdamSegment>& segments) const {
+                      const std::vector<AdamSegment>& segments, const float* schedule_device) const {
   kernels::AdamWArgs a{};
   a.lr = float(schedule_.at(step));
   a.beta1 = float(cfg_.beta1);
@@ -61,6 +78,7 @@ void Optimizer::apply(ParamStore& store, int step, float grad_scale, const float
   a.step = step + 1;
   a.grad_scale = grad_scale;
   a.grad_scale_device = grad_scale_device;
+  a.schedule_device = schedule_device;
   for (const AdamSegment& seg : segments) {
     if (seg.numel == 0) continue;
     a.weight_decay = seg.decay ? float(cfg_.weight_decay) : 0.0f;

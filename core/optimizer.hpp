@@ -44,11 +44,19 @@ class Optimizer {
   // factor read from norm_clip[1] (f32 [2] in backend memory, written by
   // Backend::grad_norm_clip; NaN there skips the update on the backend). `step` is 0-based.
   void step_device_scaled(ParamStore& store, int step, kernels::Tensor norm_clip) const;
+  // The same step for a recording replayed every step (CUDA graph): lr and Adam's bias
+  // corrections are read from `schedule` (f32 [3] in backend memory, holding device_schedule(step)
+  // when the step runs), the clip factor from norm_clip[1]. Launches exactly the kernels
+  // step_device_scaled launches, with bitwise the same per-step values.
+  void step_device_recorded(ParamStore& store, kernels::Tensor norm_clip, kernels::Tensor schedule) const;
+  // What `schedule` must hold for 0-based `step`: {lr, 1/(1 − β1^(step+1)), 1/(1 − β2^(step+1))}.
+  kernels::AdamWSchedule device_schedule(int step) const;
 
   // AdamW with lr = schedule(step) over `segments`, gradients multiplied by grad_scale (or by the
   // device scalar, see AdamWArgs::grad_scale_device).
+  // schedule_device: see AdamWArgs::schedule_device (nullptr: lr and step from the host).
   void apply(ParamStore& store, int step, float grad_scale, const float* grad_scale_device,
-             const std::vector<AdamSegment>& segments) const;
+             const std::vector<AdamSegment>& segments, const float* schedule_device = nullptr) const;
 
   const LrSchedule& schedule() const { return schedule_; }
   const dsl::OptimizerConfig& config() const { return cfg_; }

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <iostream>
 #include <stdexcept>
 
 #include "core/init.hpp"
@@ -126,9 +127,40 @@ Trainer::Trainer(const dsl::Plan& plan, kernels::Backend& backend, ParallelState
     norm_clip_ = Tensor(norm_clip_buf_, DType::f32, backend_.device(), {2});
   }
   phase_timing_ = env_on("RECIPE_PHASE_TIMING");
+
+  const char* graph_env = std::getenv("RECIPE_CUDA_GRAPH");
+  if (!plan_.trainer.cuda_graph)
+    graph_status_ = "trainer.cuda_graph=false";
+  else if (!device_step_)
+    graph_status_ = "the step is not the single-rank CUDA device step (CPU, several ranks, ZeRO-1 or RECIPE_HOST_CLIP=1)";
+  else if (graph_env && std::string(graph_env) == "0")
+    graph_status_ = "RECIPE_CUDA_GRAPH=0";
+  else if (phase_timing_)
+    graph_status_ = "RECIPE_PHASE_TIMING=1 synchronizes inside the step";
+  else
+    graph_wanted_ = true;
+  if (graph_wanted_) {
+    try {
+      staging_tokens_ = static_cast<int32_t*>(
+          backend_.alloc_host(size_t(num_micro_) * 2 * size_t(N) * sizeof(int32_t)));
+      staging_schedule_ = static_cast<float*>(backend_.alloc_host(3 * sizeof(float)));
+    } catch (const std::exception& e) {
+      graph_wanted_ = false;
+      graph_status_ = std::string("page-locked staging: ") + e.what();
+      std::cerr << "recipe: the training step runs without a CUDA graph (" << graph_status_ << ")\n";
+    }
+  }
+  if (graph_wanted_) {
+    schedule_buf_ = backend_.alloc(3 * sizeof(float));
+    schedule_ = Tensor(schedule_buf_, DType::f32, backend_.device(), {3});
+  }
 }
 
 Trainer::~Trainer() {
+  graph_.reset();
+  if (staging_tokens_) backend_.free_host(staging_tokens_);
+  if (staging_schedule_) backend_.free_host(staging_schedule_);
+  if (schedule_buf_) backend_.free(schedule_buf_);
   model_.reset();
   params_.reset();
   if (losses_buf_) backend_.free(losses_buf_);
@@ -291,18 +323,30 @@ StepResult Trainer::step_on_device() {
   const int64_t count = int64_t(num_micro_) * N;
   const double total_tokens = double(global_batch_) * double(shape_.seq);
   const float dloss = float(1.0 / total_tokens);
-  phase_mark(-1);
-  params_->zero_grads();
-  for (int m = 0; m < num_micro_; ++m) {
-    read_micro_batch(*train_, first_sample(s, m));
-    model_->forward_backward(host_tokens_.data(), losses_.rows(m, 1).view({N}), dloss);
+  if (graph_wanted_) {
+    stage_step_inputs(s);
+    if (graph_warm_ && !graph_) capture_step();
   }
-  phase_mark(0);
-  backend_.grad_norm_clip(norm_clip_, params_->grads(), float(plan_.optimizer.clip_grad),
-                          losses_.view({losses_.numel()}).rows(0, count),
-                          divergence_loss_limit(shape_.vocab) * total_tokens);
-  optimizer_->step_device_scaled(*params_, s, norm_clip_);
-  phase_mark(1);
+  if (graph_) {
+    graph_->launch();
+    ++graph_steps_;
+  } else if (graph_wanted_) {
+    enqueue_recordable_step();  // the warm-up: the same work as the graph, run eagerly
+    graph_warm_ = true;
+  } else {
+    phase_mark(-1);
+    params_->zero_grads();
+    for (int m = 0; m < num_micro_; ++m) {
+      read_micro_batch(*train_, first_sample(s, m));
+      model_->forward_backward(host_tokens_.data(), losses_.rows(m, 1).view({N}), dloss);
+    }
+    phase_mark(0);
+    backend_.grad_norm_clip(norm_clip_, params_->grads(), float(plan_.optimizer.clip_grad),
+                            losses_.view({losses_.numel()}).rows(0, count),
+                            divergence_loss_limit(shape_.vocab) * total_tokens);
+    optimizer_->step_device_scaled(*params_, s, norm_clip_);
+    phase_mark(1);
+  }
   float nc[2];
   backend_.to_host(nc, norm_clip_);
   r.loss = sum_losses(count) / total_tokens;
@@ -321,6 +365,75 @@ StepResult Trainer::step_on_device() {
   r.consumed_samples = int64_t(s + 1) * global_batch_;
   last_loss_ = r.loss;
   return r;
+}
+
+// Step s's tokens, split into inputs and targets per micro-batch and checked against the
+// vocabulary (the check Model::load_tokens makes), and its AdamW scalars, into the page-locked
+// staging the recorded step reads. Every step ends with a read-back that waits for the stream,
+// so no launch is still reading the staging here; the synchronize only guards that invariant.
+void Trainer::stage_step_inputs(int s) {
+  backend_.synchronize();
+  const int T = shape_.seq;
+  const int64_t N = model_->rows();
+  for (int m = 0; m < num_micro_; ++m) {
+    read_micro_batch(*train_, first_sample(s, m));
+    int32_t* inputs = staging_tokens_ + size_t(2 * m) * size_t(N);
+    int32_t* targets = inputs + N;
+    for (int b = 0; b < micro_; ++b) {
+      const int32_t* row = host_tokens_.data() + size_t(b) * size_t(T + 1);
+      for (int t = 0; t <= T; ++t)
+        if (row[t] < 0 || row[t] >= shape_.vocab)
+          throw std::runtime_error("token id " + std::to_string(row[t]) + " (sample row " + std::to_string(b) +
+                                   ", position " + std::to_string(t) + ") is outside model.vocab_size=" +
+                                   std::to_string(shape_.vocab) +
+                                   "; the data was tokenized with a different vocabulary than the "
+                                   "model's (check data.tokenizer and model.vocab_size)");
+      for (int t = 0; t < T; ++t) {
+        inputs[size_t(b) * T + t] = row[t];
+        targets[size_t(b) * T + t] = row[t + 1];
+      }
+    }
+  }
+  const kernels::AdamWSchedule sc = optimizer_->device_schedule(s);
+  staging_schedule_[0] = sc.lr;
+  staging_schedule_[1] = sc.inv_bias_correction1;
+  staging_schedule_[2] = sc.inv_bias_correction2;
+}
+
+// The device step with every per-step value read from memory: the staging (copy nodes when
+// recorded), the schedule scalars, the clip factor. Launches the kernels of the uncaptured
+// device step in the same order with the same arguments, so results are bitwise the same.
+void Trainer::enqueue_recordable_step() {
+  const int64_t N = model_->rows();
+  const int64_t count = int64_t(num_micro_) * N;
+  const double total_tokens = double(global_batch_) * double(shape_.seq);
+  const float dloss = float(1.0 / total_tokens);
+  backend_.from_host_async(schedule_, staging_schedule_);
+  params_->zero_grads();
+  for (int m = 0; m < num_micro_; ++m) {
+    const int32_t* inputs = staging_tokens_ + size_t(2 * m) * size_t(N);
+    backend_.from_host_async(model_->input_tokens(0), inputs);
+    backend_.from_host_async(model_->target_tokens(0), inputs + N);
+    model_->forward(0, true, losses_.rows(m, 1).view({N}), dloss);
+    model_->backward(0);
+  }
+  backend_.grad_norm_clip(norm_clip_, params_->grads(), float(plan_.optimizer.clip_grad),
+                          losses_.view({losses_.numel()}).rows(0, count),
+                          divergence_loss_limit(shape_.vocab) * total_tokens);
+  optimizer_->step_device_recorded(*params_, norm_clip_, schedule_);
+}
+
+void Trainer::capture_step() {
+  std::string why;
+  graph_ = backend_.record([this] { enqueue_recordable_step(); }, why);
+  if (graph_) {
+    graph_status_.clear();
+    return;
+  }
+  graph_wanted_ = false;
+  graph_status_ = "capture failed: " + why;
+  std::cerr << "recipe: the training step could not be captured in a CUDA graph (" << why
+            << "); it runs uncaptured\n";
 }
 
 StepResult Trainer::step() {

@@ -29,6 +29,8 @@ struct TrainOptions {
   bool interactive = false;       // true: redraw one progress line (\r) on a terminal; false: plain lines
   // The parallel world (nullptr: train() bootstraps it from the plan and the launcher).
   ParallelState* parallel = nullptr;
+  // The resolved plan as TOML (the run dir's resolved.toml), stored in every checkpoint.
+  std::string plan_toml;
 };
 
 struct TrainResult {
@@ -40,10 +42,19 @@ struct TrainResult {
   size_t peak_memory_bytes = 0;
   bool diverged = false;          // NaN/inf guard fired
   std::string message;            // human summary / failure reason
+  int resumed_from_step = -1;     // the checkpoint step a resumed run continued from; -1 = fresh
+  std::string last_checkpoint;    // the newest checkpoint this run saved ("" = none)
+  int stop_signal = 0;            // != 0: stopped early on this signal (after saving a checkpoint)
 };
 
 // Runs the whole training described by the plan (plan.trainer.device is "cpu" or "cuda"; "auto"
-// picks CUDA when a GPU is usable). Setup problems (bad plan values, missing data files, no GPU)
+// picks CUDA when a GPU is usable).
+//
+// Checkpoints go to checkpoint.dir (default <run dir>/checkpoints; none without either) every
+// checkpoint.save_interval steps, after the last step (checkpoint.save_final), and when a stop is
+// requested (core/stop_request.hpp). A run whose checkpoint dir already holds one resumes from its
+// `latest` (a requeued or resubmitted job); otherwise checkpoint.load, if set, is loaded: resumed
+// for mode="pretrain", weights only for mode="finetune". Setup problems (bad plan values, missing data files, no GPU)
 // throw std::runtime_error / std::invalid_argument with an actionable message; a diverging run
 // returns with diverged = true and the reason in `message`.
 TrainResult train(const dsl::Plan& plan, const TrainOptions& opts);
@@ -87,6 +98,9 @@ class Trainer {
   bool has_validation() const { return valid_ != nullptr; }
 
   int steps_done() const { return steps_done_; }
+  // Continue from `steps` completed steps (a resumed checkpoint): the next step() is step
+  // `steps`, with its learning rate, Adam bias correction and data samples.
+  void restore_steps_done(int steps) { steps_done_ = steps; }
   int64_t consumed_samples() const { return int64_t(steps_done_) * global_batch_; }
   double last_loss() const { return last_loss_; }
   int num_micro_batches() const { return num_micro_; }
@@ -111,6 +125,18 @@ class Trainer {
   // (Backend::grad_norm_clip) and the step's one wait is the read-back of loss and norm.
   // RECIPE_HOST_CLIP=1 in the environment forces the host path (for A/B timing).
   bool device_step() const { return device_step_; }
+  // True once step() replays the whole device step (token upload, forward/backward of every
+  // micro-batch, norm + clip + guard, AdamW) as one CUDA-graph launch: trainer.cuda_graph on the
+  // device step. The first step runs uncaptured as the warm-up (cuBLASLt algorithm timing, cuDNN
+  // graph building), the second is captured and every later one is a replay. Per-step values
+  // reach the graph through memory: the tokens and the lr / Adam bias corrections are written to
+  // page-locked staging that the graph's copy nodes read. Off with RECIPE_CUDA_GRAPH=0 or
+  // RECIPE_PHASE_TIMING=1 in the environment, and after a failed capture (one stderr line says
+  // why; the step then runs uncaptured).
+  bool graph_active() const { return graph_ != nullptr; }
+  int graph_steps() const { return graph_steps_; }  // steps run as a graph launch so far
+  // Why the step is not captured ("" while it is, or while the capture is still to come).
+  const std::string& graph_status() const { return graph_status_; }
   // With RECIPE_PHASE_TIMING=1 in the environment, step() synchronizes between phases and times
   // them (this perturbs the step slightly); "" otherwise. One line per phase, mean ms per step.
   std::string phase_report() const;
@@ -131,6 +157,11 @@ class Trainer {
   double sum_losses(int64_t count);
   StepResult step_on_device();
   void phase_mark(int phase);
+  // The graph path: tokens of step s and its AdamW scalars into the page-locked staging; the
+  // step's work reading only device memory and the staging (run eagerly or recorded).
+  void stage_step_inputs(int s);
+  void enqueue_recordable_step();
+  void capture_step();
 
   bool device_step_ = false;
   void* norm_clip_buf_ = nullptr;  // f32 [2]: ‖g‖, clip factor (NaN = skip)
@@ -139,6 +170,16 @@ class Trainer {
   double phase_ms_[4] = {0, 0, 0, 0};  // fwd+bwd, norm+clip+AdamW, read-back, forward alone
   int phase_steps_ = 0;
   double phase_t0_ = 0;
+
+  bool graph_wanted_ = false;   // cuda_graph on the device step, not switched off
+  bool graph_warm_ = false;     // the warm-up step ran (uncaptured)
+  std::unique_ptr<kernels::RecordedWork> graph_;
+  int graph_steps_ = 0;
+  std::string graph_status_;
+  int32_t* staging_tokens_ = nullptr;  // page-locked i32 [num_micro, 2, N]: inputs, targets per micro-batch
+  float* staging_schedule_ = nullptr;  // page-locked f32 [3]: Optimizer::device_schedule(step)
+  void* schedule_buf_ = nullptr;       // device copy of it, read by AdamW
+  kernels::Tensor schedule_;
 
   dsl::Plan plan_;
   kernels::Backend& backend_;

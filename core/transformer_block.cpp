@@ -53,6 +53,17 @@ void Model::layer_backward(Activations& A, int l, const LayerActs& a) {
   const int T = s_.seq, Hq = ls_.heads, Hkv = ls_.kv_heads, D = s_.head_dim;
   Tensor dres = A.dresidual;
 
+  // gelu/norm levels keep no fc_act per layer: rebuild it from the saved fc_pre into the shared
+  // buffer for fc2's weight gradient (deterministic, so bitwise what forward fed fc2 on the CPU; the
+  // CUDA forward's fused epilogue rounds from f32, the recompute from the bf16 fc_pre, as llm.c).
+  const bool lazy = recompute_ == Recompute::gelu || recompute_ == Recompute::norm;
+  if (lazy) {
+    if (s_.gelu)
+      be_.gelu_fwd(a.fc_act, a.fc_pre);
+    else
+      be_.swiglu_fwd(a.fc_act, a.fc_pre);
+  }
+
   // MLP: out = fc_out(act(fc_in(ln2)))
   if (s_.gelu) {
     // dfc = (dres·W2) ⊙ gelu'(pre_gelu): the dGELU epilogue of fc2's backward.
@@ -61,6 +72,8 @@ void Model::layer_backward(Activations& A, int l, const LayerActs& a) {
     be_.linear_bwd(A.dfc_act, g.fc_out.w, g.fc_out.b, dres, a.fc_act, p.fc_out.w, Tensor());
     be_.swiglu_bwd(A.dfc, A.dfc_act, a.fc_pre);
   }
+  // norm: ln2 (and below ln1) are rebuilt from the saved residual; the saved statistics stay.
+  if (recompute_ == Recompute::norm) norm_fwd(a.ln2, Tensor(), Tensor(), a.residual2, p.norm2);
   be_.linear_bwd(A.dln, g.fc_in.w, g.fc_in.b, A.dfc, a.ln2, p.fc_in.w, Tensor());
   tp_sum(A.dln);
   norm_bwd(dres, g.norm2, A.dln, a.residual2, p.norm2, a.ln2_mean, a.ln2_rstd);
@@ -69,6 +82,7 @@ void Model::layer_backward(Activations& A, int l, const LayerActs& a) {
   be_.linear_bwd(A.datty, g.proj.w, g.proj.b, dres, a.atty, p.proj.w, Tensor());
   be_.attention_bwd(A.dqkv, A.datty, a.qkv, a.atty, a.lse, B_, T, Hq, Hkv, D);
   if (!s_.learned_positions) be_.rope_bwd(A.dqkv, B_, T, Hq, Hkv, D, s_.rope_theta);
+  if (recompute_ == Recompute::norm) norm_fwd(a.ln1, Tensor(), Tensor(), a.residual, p.norm1);
   be_.linear_bwd(A.dln, g.qkv.w, g.qkv.b, A.dqkv, a.ln1, p.qkv.w, Tensor());
   tp_sum(A.dln);
   norm_bwd(dres, g.norm1, A.dln, a.residual, p.norm1, a.ln1_mean, a.ln1_rstd);

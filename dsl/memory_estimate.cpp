@@ -10,33 +10,59 @@ namespace recipe::dsl {
 namespace {
 
 constexpr double kMiB = 1024.0 * 1024.0;
-// cuBLASLt/cuDNN workspaces, NCCL buffers and allocator slack that every rank carries.
-constexpr int64_t kFixedWorkspace = 256LL * 1024 * 1024;
-// The fused classifier computes logits → loss → dlogits in chunks of this many tokens, so the full
-// [tokens × vocab] logits tensor never exists.
-constexpr int64_t kLogitsChunkTokens = 2048;
+// What every CUDA rank allocates besides parameters and activations: the backend's workspace
+// (256 MiB default, RECIPE_CUDA_WORKSPACE_MB: reductions, cuDNN, GEMM-timing backups) and the
+// cuBLASLt workspace (32 MiB). NCCL buffers and the CUDA context are not in the engine's peak.
+constexpr int64_t kFixedWorkspace = 288LL * 1024 * 1024;
 
 int64_t div_ceil(int64_t a, int64_t b) { return b > 0 ? (a + b - 1) / b : a; }
+int64_t align256(int64_t n) { return (n + 255) / 256 * 256; }
 
-// Activation bytes one transformer layer keeps for backward per micro-batch, flash-attention form of
-// Korthikanti et al. (2022): the 5·a·s/h attention-score term is gone (fused attention keeps no
-// score matrix). Their 34·s·b·h for a 4h GELU MLP is 15·s·b·h for attention + norms and
-// (3h + 4f)·s·b for the MLP; swiglu keeps three f-wide tensors (gate, up, product) instead of two.
-// With sequence parallelism everything is split over TP; without it ~10·s·b·h (norm inputs,
-// residual) stays whole on every TP rank. bf16 sizes; fp32 doubles them.
-double layer_activation_bytes(const Plan& p, int64_t tokens) {
+// The engine's activation arena on one rank, buffer for buffer (core/activations.cpp carves it;
+// tests/core/test_recompute.cpp checks the two agree): `layers` saved layer sets, one shared
+// transient region, per-slot final-norm/gradient buffers, `slots` micro-batches in flight.
+// N = micro_batch · seq tokens (context and sequence parallelism do not split activations in this
+// version); TP splits heads, KV heads (one when replicated), FFN and vocabulary.
+int64_t arena_bytes(const Plan& p, int layers, int slots, bool last_stage) {
   const ModelConfig& m = p.model;
-  const double h = m.hidden_size, f = m.ffn_hidden_size;
-  const double tp = std::max(1, p.parallelism.tp);
-  const double mlp = 3.0 * h + (m.activation == "swiglu" ? 6.0 : 4.0) * f;
-  const double total = 15.0 * h + mlp;
-  double per_token;
-  if (p.parallelism.sequence_parallel || tp == 1)
-    per_token = total / tp;
+  const int tp = std::max(1, p.parallelism.tp);
+  const std::string& level = p.trainer.recompute;
+  const int64_t es = (p.trainer.precision == "fp32" || p.trainer.device == "cpu") ? 4 : 2;
+  const int64_t B = p.trainer.micro_batch_size, T = m.seq_length, N = B * T, C = m.hidden_size;
+  const int64_t D = m.head_dim > 0 ? m.head_dim : C / std::max(1, m.num_attention_heads);
+  const int64_t heads = m.num_attention_heads / tp;
+  const int64_t kv = m.num_kv_heads % tp == 0 ? m.num_kv_heads / tp : 1;
+  const int64_t q = heads * D, qkv = (heads + 2 * kv) * D;
+  const bool gelu = m.activation == "gelu", layernorm = m.norm == "layernorm";
+  const int64_t F = m.ffn_hidden_size / tp, FI = gelu ? F : 2 * F;
+  const int64_t Vl = m.padded_vocab_size / tp;
+  const int64_t chunk = std::clamp<int64_t>((int64_t(64) << 20) / std::max<int64_t>(1, Vl * es), 1, N);
+
+  // The transient region: logits chunk | fc_act, dfc (+ dfc_act), proj_out | datty, dqkv.
+  const bool shared_act = level != "none";
+  const int64_t fc_act_end = shared_act ? align256(N * F * es) : 0;
+  const int64_t dfc_act_off = align256(fc_act_end + N * FI * es);
+  const int64_t mlp_end = gelu ? dfc_act_off : dfc_act_off + N * F * es;
+  const int64_t region = std::max({mlp_end, fc_act_end + N * C * es, align256(N * q * es) + N * qkv * es,
+                                   chunk * Vl * es});
+  const int64_t nc = align256(N * C * es), stat = align256(N * 4);
+  // One layer's full set without the residual; `ln`/`act` say whether ln1, ln2 and fc_act are its own.
+  auto layer_set = [&](bool ln, bool act) {
+    return (ln ? 2 * nc : 0) + (layernorm ? 4 : 2) * stat + align256(N * qkv * es) + align256(N * q * es) +
+           align256(heads * N * 4) + nc + align256(N * FI * es) + (act ? align256(N * F * es) : 0);
+  };
+  int64_t shared = align256(region);
+  if (level == "norm") shared += nc;
+  if (level == "full") shared += layer_set(true, false);
+  int64_t per_layer;
+  if (level == "full")
+    per_layer = nc;
   else
-    per_token = 10.0 * h + (total - 10.0 * h) / tp;
-  const double scale = p.trainer.precision == "fp32" ? 2.0 : 1.0;
-  return per_token * static_cast<double>(tokens) * scale;
+    per_layer = nc + layer_set(level != "norm", level == "none");
+  const int64_t per_slot = 4 * nc + (layernorm ? 2 : 1) * stat + 2 * align256(N * 4);
+  int64_t loss_scratch = 0;
+  if (tp > 1 && last_stage) loss_scratch = align256(chunk * 4) + align256(2 * chunk * 4);
+  return shared + slots * (layers * per_layer + per_slot + loss_scratch);
 }
 
 }  // namespace
@@ -52,7 +78,7 @@ std::vector<int> stage_layer_counts(const Plan& plan) {
 MemoryEstimate estimate_stage_memory(const Plan& plan, int stage) {
   const ModelConfig& m = plan.model;
   const auto& par = plan.parallelism;
-  const int tp = std::max(1, par.tp), pp = std::max(1, par.pp), cp = std::max(1, par.cp);
+  const int tp = std::max(1, par.tp), pp = std::max(1, par.pp);
   const int dp = std::max(1, par.dp);
   const auto counts = stage_layer_counts(plan);
   const int layers = stage >= 0 && stage < static_cast<int>(counts.size()) ? counts[stage] : 0;
@@ -86,28 +112,14 @@ MemoryEstimate estimate_stage_memory(const Plan& plan, int stage) {
   e.optimizer = trainable * 8;
   if (par.zero1) e.optimizer = div_ceil(e.optimizer, dp);
 
-  // Activations: 1F1B keeps (pp - stage) micro-batches in flight on a stage, at most all of them.
-  const int64_t tokens = static_cast<int64_t>(plan.trainer.micro_batch_size) * m.seq_length / cp;
+  // Activations: the engine's arena. 1F1B keeps (pp - stage) micro-batches in flight on a stage,
+  // at most all of them.
   const int64_t in_flight =
-      std::max<int64_t>(1, std::min<int64_t>(pp - stage, std::max(1, plan.trainer.num_micro_batches)));
-  const double bytes_per_elem = bf16 ? 2.0 : 4.0;
-  double act;
-  if (plan.trainer.recompute == "full") {
-    // Only each layer's input is kept; one layer's full set exists while it is recomputed.
-    const double shard = (par.sequence_parallel ? tp : 1);
-    act = layers * bytes_per_elem * tokens * m.hidden_size / shard * in_flight +
-          layer_activation_bytes(plan, tokens);
-  } else {
-    act = layers * layer_activation_bytes(plan, tokens) * in_flight;
-  }
-  e.activations = static_cast<int64_t>(act);
-
-  e.workspace = kFixedWorkspace;
-  if (last) {
-    // One chunk of fp32 logits (and their gradient, computed in place) over this rank's vocab shard.
-    const int64_t chunk = std::min<int64_t>(kLogitsChunkTokens, tokens);
-    e.workspace += chunk * (m.padded_vocab_size / tp) * 4;
-  }
+      pp == 1 ? 1 : std::max<int64_t>(1, std::min<int64_t>(pp - stage, std::max(1, plan.trainer.num_micro_batches)));
+  e.activations = arena_bytes(plan, layers, static_cast<int>(in_flight), last);
+  // Workspaces, and the trainer's per-token loss buffer (f32, one row per micro-batch).
+  e.workspace = kFixedWorkspace + static_cast<int64_t>(std::max(1, plan.trainer.num_micro_batches)) *
+                                      plan.trainer.micro_batch_size * m.seq_length * 4;
   e.total = e.weights + e.gradients + e.optimizer + e.activations + e.workspace;
   return e;
 }

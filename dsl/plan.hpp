@@ -86,7 +86,7 @@ struct TrainerConfig {
   int log_interval = 1;
   int eval_interval = 0;                   // 0 = no validation
   int eval_iters = 10;
-  std::string recompute = "none";          // "none" | "full" (recompute each layer in backward)
+  std::string recompute = "gelu";          // "none" | "gelu" | "norm" | "full" (what backward rebuilds)
   bool deterministic = false;
   bool cuda_graph = true;
   int cpu_threads = 0;                     // 0 = leave OpenBLAS default

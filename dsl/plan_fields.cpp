@@ -335,10 +335,14 @@ std::vector<FieldInfo> build_fields() {
   f.push_back(field(t, "eval_interval", &P::trainer, &T::eval_interval, "steps between validations; 0 = none"));
   f.push_back(field(t, "eval_iters", &P::trainer, &T::eval_iters, "batches per validation"));
   f.push_back(field(t, "recompute", &P::trainer, &T::recompute,
-                    "activation recomputation: full keeps only layer inputs and recomputes in backward",
-                    {"none", "full"}));
+                    "activation recomputation, trading memory for speed: none keeps every layer's activations; "
+                    "gelu (llm.c's default) rebuilds each MLP activation output (GELU or SwiGLU, [tokens, ffn]) from the "
+                    "kept pre-activation just before its weight gradient, ~2% slower; norm also rebuilds both norm "
+                    "outputs from the kept residuals and statistics; full keeps only each layer's input and reruns "
+                    "the layer's forward in backward (~1/3 more compute)",
+                    {"none", "gelu", "norm", "full"}));
   f.push_back(field(t, "deterministic", &P::trainer, &T::deterministic, "bitwise reproducible kernels (slower)"));
-  f.push_back(field(t, "cuda_graph", &P::trainer, &T::cuda_graph, "capture the training step in a CUDA graph (planned: this version accepts the key and runs the step without capture)"));
+  f.push_back(field(t, "cuda_graph", &P::trainer, &T::cuda_graph, "capture the training step (forward, backward, clip, AdamW) in a CUDA graph at step 2 and replay it every later step; single-GPU CUDA runs only (others ignore it); a step that cannot be captured runs uncaptured, with one log line saying why; RECIPE_CUDA_GRAPH=0 in the environment also turns it off"));
   f.push_back(field(t, "cpu_threads", &P::trainer, &T::cpu_threads, "OpenBLAS threads per rank; 0 = its default"));
 
   const char* pa = "parallelism";

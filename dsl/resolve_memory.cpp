@@ -52,6 +52,12 @@ std::string remedies(const ResolveContext& ctx, double device_bytes) {
     q.parallelism.zero1 = true;
     options.emplace_back("parallelism.zero1=true", q);
   }
+  // The cheaper recompute level first (rebuilds norm outputs and the MLP activation only).
+  if (p.trainer.recompute == "none" || p.trainer.recompute == "gelu") {
+    Plan q = p;
+    q.trainer.recompute = "norm";
+    options.emplace_back("trainer.recompute=\"norm\"", q);
+  }
   if (p.trainer.recompute != "full") {
     Plan q = p;
     q.trainer.recompute = "full";

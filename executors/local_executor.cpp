@@ -7,9 +7,11 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <sstream>
 
+#include "core/stop_request.hpp"
 #include "executors/run_dir.hpp"
 #include "executors/tee_stream.hpp"
 #include "executors/tensorboard_writer.hpp"
@@ -26,7 +28,8 @@ struct InterruptRecord {
   std::string status_path;
   std::string tmp_path;
   std::string interrupted_json;  // "" = this process does not write status.json
-  std::string message[3];        // what to print for SIGINT, SIGTERM, SIGUSR1
+  std::string message[3];        // what to print for SIGINT, SIGTERM, SIGUSR1 when stopping at once
+  std::string graceful[2];       // what to print for a first SIGTERM, SIGUSR1 (stop after the step)
   bool exit_with_signal = false; // exit 128 + signal (a rank) instead of 130 (the whole run)
   struct sigaction old_int {}, old_term {}, old_usr1 {};
 };
@@ -37,6 +40,14 @@ int signal_slot(int sig) { return sig == SIGINT ? 0 : sig == SIGTERM ? 1 : 2; }
 extern "C" void on_interrupt(int sig) {
   InterruptRecord* rec = g_interrupt;
   if (!rec) ::_exit(128 + sig);
+  // The first SIGUSR1/SIGTERM: stop after this step with a checkpoint (the training loop polls).
+  if (sig != SIGINT && core::stop_signal() == 0) {
+    core::request_stop(sig);
+    const std::string& graceful = rec->graceful[signal_slot(sig) - 1];
+    ssize_t ignored = ::write(STDERR_FILENO, graceful.data(), graceful.size());
+    (void)ignored;
+    return;
+  }
   const std::string& msg = rec->message[signal_slot(sig)];
   ssize_t ignored = ::write(STDERR_FILENO, msg.data(), msg.size());
   (void)ignored;
@@ -68,28 +79,29 @@ class SignalGuard {
     rec_.tmp_path = rec_.status_path + ".interrupted." + std::to_string(::getpid()) + ".tmp";
     rec_.exit_with_signal = rank_signals_;
     const char* names[3] = {"SIGINT", "SIGTERM", "SIGUSR1"};
+    const std::string who = rank_signals_ ? "rank " + std::to_string(opts.rank) + " " : "";
     for (int i = 0; i < 3; ++i) {
       if (rank_signals_)
-        // Checkpoint-on-signal needs the checkpoint support of a later change: until then a
-        // signalled rank stops at once, and a requeued Slurm job starts the run over.
-        rec_.message[i] = std::string("recipe: rank ") + std::to_string(opts.rank) + " received " + names[i] +
-                          "; stopping\n";
+        rec_.message[i] = "recipe: " + who + "received " + names[i] + "; stopping now\n";
       else
         rec_.message[i] = "\nrecipe: interrupted; run marked \"interrupted\" in status.json\n";
     }
+    for (int i = 0; i < 2; ++i)
+      rec_.graceful[i] = "\nrecipe: " + who + "received " + names[i + 1] +
+                         ": stopping after this step with a checkpoint (send it again to stop at once)\n";
     g_interrupt = &rec_;
     struct sigaction sa {};
     sa.sa_handler = on_interrupt;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, &rec_.old_int);
     sigaction(SIGTERM, &sa, &rec_.old_term);
-    if (rank_signals_) sigaction(SIGUSR1, &sa, &rec_.old_usr1);
+    sigaction(SIGUSR1, &sa, &rec_.old_usr1);
   }
   ~SignalGuard() {
     if (!enabled_) return;
     sigaction(SIGINT, &rec_.old_int, nullptr);
     sigaction(SIGTERM, &rec_.old_term, nullptr);
-    if (rank_signals_) sigaction(SIGUSR1, &rec_.old_usr1, nullptr);
+    sigaction(SIGUSR1, &rec_.old_usr1, nullptr);
     g_interrupt = nullptr;
   }
   SignalGuard(const SignalGuard&) = delete;
@@ -101,11 +113,20 @@ class SignalGuard {
   InterruptRecord rec_;
 };
 
+// A file's whole text; "" when it cannot be read (the checkpoint then carries no plan copy).
+std::string read_text_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return in ? s.str() : std::string();
+}
+
 std::string summary_line(const core::TrainResult& r, const std::string& run_dir) {
   std::ostringstream s;
   s.setf(std::ios::fixed);
   s.precision(4);
-  s << "finished: " << r.steps_done << " steps, loss " << r.first_loss << " -> " << r.last_loss;
+  s << (r.stop_signal ? "stopped early: " : "finished: ") << r.steps_done << " steps, loss " << r.first_loss << " -> "
+    << r.last_loss;
   if (r.last_val_loss >= 0) s << " (val " << r.last_val_loss << ")";
   s.precision(0);
   s << ", " << r.tokens_per_sec << " tok/s, run dir " << run_dir;
@@ -147,11 +168,13 @@ LocalRunResult run_local(const dsl::Plan& plan, const std::string& run_dir, cons
     SignalGuard guard(run_dir, status, opts);
     core::TrainOptions train_opts;
     train_opts.run_dir = run_dir;
+    train_opts.plan_toml = read_text_file((fs::path(run_dir) / "resolved.toml").string());
     train_opts.log = &log;
     train_opts.interactive = opts.interactive;
     try {
       result.train = core::train(plan, train_opts);
       result.ok = !result.train.diverged;
+      result.stopped = result.ok && result.train.stop_signal != 0;
       if (!result.ok)
         result.error = result.train.message.empty() ? "training diverged (NaN/inf loss or gradient)"
                                                     : result.train.message;
@@ -164,9 +187,12 @@ LocalRunResult run_local(const dsl::Plan& plan, const std::string& run_dir, cons
   if (writes_status) {
     status.end_time = now_iso8601();
     status.steps = result.train.steps_done;
-    status.state = result.ok ? "completed" : "failed";
-    status.exit_code = result.ok ? 0 : 3;
+    status.state = result.stopped ? "stopped" : result.ok ? "completed" : "failed";
+    status.exit_code = result.stopped ? kStoppedExitCode : result.ok ? 0 : 3;
     status.message = result.ok ? result.train.message : result.error;
+    if (result.stopped)
+      status.message += "; checkpoint " + result.train.last_checkpoint + "; resume with `recipe runs resume " +
+                        run_dir + "`";
     try {
       write_status(run_dir, status);
       // (executors) TensorBoard events beside metrics.jsonl, converted now that the run has ended.

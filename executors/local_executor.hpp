@@ -23,9 +23,11 @@ struct LocalRunOptions {
   std::ostream* out = nullptr;  // progress and summary (nullptr = std::cout); also teed to logs/rank-<rank>.log
   std::ostream* err = nullptr;  // failure messages (nullptr = std::cerr)
   bool interactive = false;     // redraw the progress line in place (a terminal)
-  // Install SIGINT/SIGTERM handlers (and SIGUSR1 unless the role is owner) that mark status.json
-  // "interrupted" (owner, reporter) and exit: 130 for the owner, 128 + signal for a rank under a
-  // launcher, so the launcher sees which signal stopped it.
+  // Install signal handlers. SIGUSR1 and SIGTERM ask training to stop after the current step
+  // with a checkpoint (core/stop_request.hpp): the run ends "stopped", exit 5, and resumes when
+  // rerun. SIGINT, or a second SIGUSR1/SIGTERM, stops at once: status.json "interrupted" (owner,
+  // reporter) and exit 130 for the owner, 128 + signal for a rank under a launcher, so the
+  // launcher sees which signal stopped it.
   bool handle_signals = true;
   StatusRole status_role = StatusRole::owner;
   int rank = 0;                 // world rank, for messages
@@ -38,6 +40,7 @@ struct LocalRunResult {
   bool ok = false;              // training completed without divergence or error
   core::TrainResult train;
   std::string error;            // why it failed ("" when ok)
+  bool stopped = false;         // ok, but stopped early on a signal after a checkpoint (exit 5)
 };
 
 // Runs core::train for `plan` in `run_dir` (which must exist, with logs/), keeping status.json
@@ -46,5 +49,8 @@ LocalRunResult run_local(const dsl::Plan& plan, const std::string& run_dir, cons
 
 // Exit status of a process killed by an interrupt, as shells report it (128 + SIGINT).
 inline constexpr int kInterruptedExitCode = 130;
+// Exit status of a run or rank that stopped early on SIGUSR1/SIGTERM after saving a checkpoint
+// (cli::kExitStopped); launchers map it to the "stopped" state.
+inline constexpr int kStoppedExitCode = 5;
 
 }  // namespace recipe::exec

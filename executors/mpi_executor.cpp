@@ -7,6 +7,7 @@
 
 #include "executors/launch.hpp"
 #include "executors/launcher_failure.hpp"
+#include "executors/local_executor.hpp"
 #include "executors/process_group.hpp"
 #include "executors/run_dir.hpp"
 #include "executors/tensorboard_writer.hpp"
@@ -91,11 +92,21 @@ MultiRankResult run_mpirun(const dsl::Plan& plan, const std::string& run_dir, co
   } catch (const std::exception&) {
   }
   const std::string rank0_error = status.state == "failed" ? status.message : "";
+  // Rank 0 recorded "stopped": the ranks agreed to stop on SIGUSR1/SIGTERM and saved a checkpoint
+  // (each then exited with kStoppedExitCode, which mpirun reports as a failing rank).
+  const bool stopped = !r.interrupted && status.state == "stopped" && result.exit_code != 0;
+  if (stopped) {
+    result.exit_code = kStoppedExitCode;
+    result.message = status.message;
+    result.failed_rank = -1;
+  }
   status.pid = static_cast<long>(::getpid());
   status.end_time = now_iso8601();
   status.exit_code = result.exit_code;
-  status.state = r.interrupted ? "interrupted" : result.exit_code == 0 ? "completed" : "failed";
-  if (result.exit_code != 0) {
+  status.state = stopped ? "stopped" : r.interrupted ? "interrupted" : result.exit_code == 0 ? "completed" : "failed";
+  if (stopped) {
+    // rank 0's message: where the checkpoint is and how to resume
+  } else if (result.exit_code != 0) {
     status.message = result.message;
     if (!r.interrupted && !rank0_error.empty()) status.message += "; rank 0: " + rank0_error;
   } else if (status.message.empty()) {
@@ -107,7 +118,10 @@ MultiRankResult run_mpirun(const dsl::Plan& plan, const std::string& run_dir, co
   } catch (const std::exception& e) {
     err << "warning: " << e.what() << "\n";
   }
-  if (result.exit_code != 0) err << "error: " << result.message << "\n  run dir: " << run_dir << "\n";
+  if (stopped)
+    err << "recipe: stopped early: " << result.message << "\n";
+  else if (result.exit_code != 0)
+    err << "error: " << result.message << "\n  run dir: " << run_dir << "\n";
   return result;
 }
 

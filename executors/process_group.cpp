@@ -43,11 +43,13 @@ class SignalForwarder {
     sa.sa_flags = SA_RESTART;
     sigaction(SIGINT, &sa, &old_int_);
     sigaction(SIGTERM, &sa, &old_term_);
+    sigaction(SIGUSR1, &sa, &old_usr1_);
   }
   ~SignalForwarder() {
     if (!enabled_) return;
     sigaction(SIGINT, &old_int_, nullptr);
     sigaction(SIGTERM, &old_term_, nullptr);
+    sigaction(SIGUSR1, &old_usr1_, nullptr);
     ::close(g_signal_pipe[0]);
     ::close(g_signal_pipe[1]);
     g_signal_pipe[0] = g_signal_pipe[1] = -1;
@@ -58,7 +60,7 @@ class SignalForwarder {
 
  private:
   bool enabled_;
-  struct sigaction old_int_ {}, old_term_ {};
+  struct sigaction old_int_ {}, old_term_ {}, old_usr1_ {};
 };
 
 struct Child {
@@ -323,6 +325,14 @@ ProcessGroupResult run_process_group(const std::vector<ChildSpec>& specs, const 
       if (owner[k] < 0) {
         unsigned char sig;
         while (::read(fds[k].fd, &sig, 1) == 1) {
+          if (sig == SIGUSR1) {
+            // "Checkpoint and stop" goes to the direct children only (mpirun relays it to its
+            // ranks): the whole group would deliver it twice, which a rank reads as "stop now".
+            if (opts.terminal) *opts.terminal << "recipe: SIGUSR1 received; ranks stop after this step with a checkpoint\n";
+            for (auto& c : children)
+              if (c.pid > 0 && !c.reaped) ::kill(c.pid, SIGUSR1);
+            continue;
+          }
           // A second interrupt while stopping means "now": skip the grace period.
           if (result.interrupted) {
             stop_group(SIGKILL);

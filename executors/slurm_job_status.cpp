@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "executors/launcher_failure.hpp"
+#include "executors/local_executor.hpp"
 #include "executors/tensorboard_writer.hpp"
 
 namespace fs = std::filesystem;
@@ -55,11 +56,16 @@ RunStatus record_job_end(const std::string& run_dir, const std::string& job_id, 
   const std::string rank0_error = st.state == "failed" ? st.message : "";
   st.end_time = now_iso8601();
   st.exit_code = step_exit;
+  const bool checkpointed = st.state == "stopped";  // rank 0: the ranks saved a checkpoint and stopped
   if (requeued) {
     st.state = "queued";
-    st.message = "slurm job " + job_id +
-                 " received its time-limit warning (SIGUSR1) and was requeued; the ranks were stopped "
-                 "(exit status " + std::to_string(step_exit) + ") and the requeued job runs the plan again";
+    st.message = "slurm job " + job_id + " received its time-limit warning (SIGUSR1) and was requeued; " +
+                 (checkpointed ? "the ranks saved a checkpoint (" + st.message +
+                                     ") and the requeued job resumes from it"
+                               : "the ranks were stopped (exit status " + std::to_string(step_exit) +
+                                     ") before a checkpoint and the requeued job resumes from the newest one, if any");
+  } else if (checkpointed && step_exit == kStoppedExitCode) {
+    st.message = "slurm job " + job_id + " stopped on a signal after saving a checkpoint: " + st.message;
   } else if (step_exit == 0) {
     st.state = "completed";
     if (st.message.empty() || st.message.rfind("slurm job ", 0) == 0) st.message = "slurm job " + job_id + " completed";

@@ -23,6 +23,7 @@
 //   creation.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -44,6 +45,25 @@ struct AdamWArgs {
   // e.g. element 1 of grad_norm_clip's output. When set it replaces grad_scale, and a non-finite
   // value skips the update entirely (master, m, v and the compute copy stay untouched).
   const float* grad_scale_device = nullptr;
+  // Optional (additive, for a step recorded once and replayed every step): a backend-memory f32
+  // [3] = {lr, 1/(1 − β1^step), 1/(1 − β2^step)} (see adamw_schedule). When set it replaces lr
+  // and step, so one recorded launch serves every step while the host rewrites the three values.
+  const float* schedule_device = nullptr;
+};
+
+// The values schedule_device points to, computed from lr, betas and step exactly as the backends
+// compute them from the host arguments (bias corrections in double, then f32).
+struct AdamWSchedule {
+  float lr, inv_bias_correction1, inv_bias_correction2;
+};
+AdamWSchedule adamw_schedule(const AdamWArgs& args);
+
+// Backend work recorded once and replayed as a whole (CUDA: an instantiated CUDA graph).
+class RecordedWork {
+ public:
+  virtual ~RecordedWork() = default;
+  // Enqueues the recorded work after everything enqueued before it; does not wait.
+  virtual void launch() = 0;
 };
 
 class Backend {
@@ -157,6 +177,23 @@ class Backend {
   virtual void grad_norm_clip(Tensor out, Tensor grads, float clip, Tensor losses,
                               double loss_sum_limit);
   virtual void scale(Tensor x, float s) = 0;
+
+  // ---- recorded work (additive; CUDA graphs) ----
+  // Host memory that uploads may read while recorded work replays (CUDA: page-locked), zeroed;
+  // throws on failure. The defaults use ordinary memory.
+  virtual void* alloc_host(size_t bytes);
+  virtual void free_host(void* p);
+  // dst ← the bytes at src, enqueued without waiting: src (alloc_host memory) must stay unchanged
+  // until the copy has run. Inside record() the copy becomes part of the recording and reads src
+  // at every launch. The default is from_host (which waits).
+  virtual void from_host_async(Tensor dst, const void* src);
+  // Calls `body` with the backend recording what it enqueues instead of running it, and returns
+  // the recording. nullptr, with the reason in `why`, when the backend cannot record (the default)
+  // or recording failed: an op inside body that waits for the host, allocates or is not
+  // recordable, or an exception from body. Nothing of body ran then and the backend works as
+  // before. The recording holds the device pointers and op arguments body used: everything that
+  // changes between launches must be read from device memory (or a from_host_async source).
+  virtual std::unique_ptr<RecordedWork> record(const std::function<void()>& body, std::string& why);
 };
 
 std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& opts = {});

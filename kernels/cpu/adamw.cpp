@@ -30,10 +30,23 @@ void CpuBackend::adamw(Tensor master, Tensor grad, Tensor m, Tensor v, Tensor co
     grad_scale = *a.grad_scale_device;
     if (!std::isfinite(grad_scale)) return;  // the "skip this update" signal (ops.hpp)
   }
-  const float bc1 = float(1.0 - std::pow(double(a.beta1), a.step));
-  const float bc2 = float(1.0 - std::pow(double(a.beta2), a.step));
   float *w = master.as<float>(), *mp = m.as<float>(), *vp = v.as<float>();
   const float* g = grad.as<float>();
+  if (a.schedule_device) {
+    // lr and the inverse bias corrections from (host) backend memory: {lr, 1/bc1, 1/bc2}.
+    const float lr = a.schedule_device[0], inv_bc1 = a.schedule_device[1], inv_bc2 = a.schedule_device[2];
+    for (int64_t i = 0; i < n; ++i) {
+      float gi = g[i] * grad_scale;
+      mp[i] = a.beta1 * mp[i] + (1.0f - a.beta1) * gi;
+      vp[i] = a.beta2 * vp[i] + (1.0f - a.beta2) * gi * gi;
+      float m_hat = mp[i] * inv_bc1, v_hat = vp[i] * inv_bc2;
+      w[i] -= lr * (m_hat / (std::sqrt(v_hat) + a.eps) + a.weight_decay * w[i]);
+    }
+    if (compute_copy.defined()) cast(compute_copy, master);
+    return;
+  }
+  const float bc1 = float(1.0 - std::pow(double(a.beta1), a.step));
+  const float bc2 = float(1.0 - std::pow(double(a.beta2), a.step));
   for (int64_t i = 0; i < n; ++i) {
     float gi = g[i] * grad_scale;
     mp[i] = a.beta1 * mp[i] + (1.0f - a.beta1) * gi;

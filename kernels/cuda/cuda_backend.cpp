@@ -163,6 +163,7 @@ void* CudaBackend::device_alloc(size_t bytes, const char* what) {
 }
 
 void* CudaBackend::alloc(size_t bytes) {
+  refuse_while_recording("alloc");
   void* p = device_alloc(bytes, "tensor");
   RECIPE_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream_));
   RECIPE_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -171,6 +172,7 @@ void* CudaBackend::alloc(size_t bytes) {
 
 void CudaBackend::free(void* p) {
   if (!p) return;
+  refuse_while_recording("free");
   auto it = allocations_.find(p);
   if (it == allocations_.end())
     throw std::invalid_argument("CUDA backend free: pointer was not allocated by this backend");
@@ -189,12 +191,14 @@ void CudaBackend::copy(Tensor dst, Tensor src) {
 }
 
 void CudaBackend::to_host(void* dst, Tensor src) {
+  refuse_while_recording("to_host");
   if (!src.numel()) return;
   RECIPE_CUDA_CHECK(cudaMemcpyAsync(dst, src.ptr, src.bytes(), cudaMemcpyDefault, stream_));
   RECIPE_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
 void CudaBackend::from_host(Tensor dst, const void* src) {
+  refuse_while_recording("from_host");
   if (!dst.numel()) return;
   RECIPE_CUDA_CHECK(cudaMemcpyAsync(dst.ptr, src, dst.bytes(), cudaMemcpyDefault, stream_));
   RECIPE_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -218,7 +222,10 @@ void CudaBackend::cast(Tensor dst, Tensor src) {
                       dtype_name(dst.dtype));
 }
 
-void CudaBackend::synchronize() { RECIPE_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+void CudaBackend::synchronize() {
+  refuse_while_recording("synchronize");
+  RECIPE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
 
 // ---- linear ----
 
@@ -553,12 +560,13 @@ void CudaBackend::adamw(Tensor master, Tensor grad, Tensor m, Tensor v, Tensor c
   }
   cuda::adamw(master.as<float>(), grad.as<float>(), m.as<float>(), v.as<float>(), copy_bf16, n,
               a.lr, a.beta1, a.beta2, a.eps, a.weight_decay, a.step, a.grad_scale,
-              a.grad_scale_device, stream_);
+              a.grad_scale_device, a.schedule_device, stream_);
   if (compute_copy.defined() && compute_copy.dtype == DType::f32) copy(compute_copy, master);
 }
 
 double CudaBackend::sum_squares(Tensor x) {
   expect("sum_squares", "x", x, DType::f32);
+  refuse_while_recording("sum_squares");
   return cuda::sum_squares(x.as<float>(), x.numel(), workspace(), stream_);
 }
 

@@ -108,13 +108,23 @@ class CudaBackend final : public Backend {
                       double loss_sum_limit) override;
   void scale(Tensor x, float s) override;
 
+  // cuda_graph.cpp: page-locked staging, async uploads and stream capture into a CUDA graph.
+  void* alloc_host(size_t bytes) override;
+  void free_host(void* p) override;
+  void from_host_async(Tensor dst, const void* src) override;
+  std::unique_ptr<RecordedWork> record(const std::function<void()>& body, std::string& why) override;
+  bool recording() const { return recording_; }
+
  private:
+  // Ops that allocate or wait for the host throw (naming `op`) while a step is being recorded.
+  void refuse_while_recording(const char* op) const;
   Workspace workspace() const { return Workspace{workspace_, workspace_bytes_, 0}; }
   void* device_alloc(size_t bytes, const char* what);
   void note_attention_fallback(const std::string& shape, const std::string& why);
 
   int device_ = 0;
   bool deterministic_ = false;
+  bool recording_ = false;
   cudaStream_t stream_ = nullptr;
   void* cublas_workspace_ = nullptr;
   size_t cublas_workspace_bytes_ = 0;

@@ -75,7 +75,8 @@ void cross_entropy(float* losses, void* logits, const int32_t* targets, int64_t 
 // ---- optimizer and reductions (optimizer.cu) ----
 void adamw(float* master, const float* grad, float* m, float* v, void* compute_copy_bf16,
            int64_t n, float lr, float beta1, float beta2, float eps, float weight_decay,
-           int step, float grad_scale, const float* grad_scale_device, cudaStream_t s);
+           int step, float grad_scale, const float* grad_scale_device,
+           const float* schedule_device, cudaStream_t s);
 // out[0] = ‖x‖₂, out[1] = clip factor or NaN (skip); see Backend::grad_norm_clip. No host sync.
 void grad_norm_clip(float* out, const float* x, int64_t n, const float* losses, int64_t n_losses,
                     float clip, double loss_sum_limit, Workspace ws, cudaStream_t s);

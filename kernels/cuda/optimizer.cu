@@ -13,7 +13,12 @@ namespace {
 __global__ void adamw_kernel(float* master, const float* grad, float* m, float* v,
                              bf16* compute_copy, int64_t n, float lr, float beta1, float beta2,
                              float eps, float wd, float inv_bc1, float inv_bc2, float grad_scale,
-                             const float* grad_scale_device) {
+                             const float* grad_scale_device, const float* schedule_device) {
+  if (schedule_device) {  // {lr, 1/bc1, 1/bc2} written by the host before a recorded step runs
+    lr = schedule_device[0];
+    inv_bc1 = schedule_device[1];
+    inv_bc2 = schedule_device[2];
+  }
   if (grad_scale_device) {
     grad_scale = *grad_scale_device;
     if (!isfinite(grad_scale)) return;  // the divergence guard fired on the device: no update
@@ -80,8 +85,10 @@ __global__ void sum_squares_final_kernel(double* out, const double* partial, int
 
 void adamw(float* master, const float* grad, float* m, float* v, void* compute_copy_bf16,
            int64_t n, float lr, float beta1, float beta2, float eps, float weight_decay, int step,
-           float grad_scale, const float* grad_scale_device, cudaStream_t s) {
+           float grad_scale, const float* grad_scale_device, const float* schedule_device,
+           cudaStream_t s) {
   if (n <= 0) return;
+  // The same expressions as kernels::adamw_schedule (the host side of schedule_device).
   float inv_bc1 = float(1.0 / (1.0 - std::pow(double(beta1), step)));
   float inv_bc2 = float(1.0 / (1.0 - std::pow(double(beta2), step)));
   int64_t blocks = (n + 255) / 256;
@@ -89,7 +96,7 @@ void adamw(float* master, const float* grad, float* m, float* v, void* compute_c
   adamw_kernel<<<unsigned(blocks), 256, 0, s>>>(master, grad, m, v,
                                                 static_cast<bf16*>(compute_copy_bf16), n, lr,
                                                 beta1, beta2, eps, weight_decay, inv_bc1, inv_bc2,
-                                                grad_scale, grad_scale_device);
+                                                grad_scale, grad_scale_device, schedule_device);
   RECIPE_CUDA_CHECK_LAUNCH("adamw");
 }
 

@@ -24,6 +24,7 @@ using namespace recipe::exec;
 using namespace recipe::exec::testing;
 using recipe::cli::testing::recipe_binary;
 using recipe::cli::testing::run_binary;
+using recipe::cli::testing::count_lines;
 
 namespace {
 
@@ -54,6 +55,17 @@ std::vector<double> losses(const fs::path& run) {
     if (!line.empty()) out.push_back(nlohmann::json::parse(line).at("loss").get<double>());
   return out;
 }
+
+// Polls `done` every 100 ms for up to `seconds`.
+template <class F>
+bool until(F done, double seconds) {
+  auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (!done() && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  return done();
+}
+
+// Steps of the runs that are stopped by a signal part-way: long enough to signal them mid-run.
+constexpr int kLongSteps = 60;
 
 }  // namespace
 
@@ -144,27 +156,32 @@ TEST_CASE("one gpt_tiny recipe file, 2 data-parallel CPU ranks: local, mpi and s
                 read_text(run4 / "logs" / "rank-0.log"));
 
   // The time-limit warning (--signal=B:USR1@120 sends SIGUSR1 to the batch shell; here scancel
-  // sends it at once): the script forwards it, the ranks stop, the run is recorded as requeued and
-  // the job goes back to the queue.
-  auto longrun = run_binary("pretrain " + common + " --executor slurm trainer.max_steps=100000");
+  // sends it at once): the script forwards it, the ranks save a checkpoint and stop, the job
+  // requeues itself, and the requeued job resumes from the checkpoint and finishes: its metrics
+  // equal those of an uninterrupted run, bitwise.
+  const std::string long_steps = "trainer.max_steps=" + std::to_string(kLongSteps);
+  auto longrun = run_binary("pretrain " + common + " --executor slurm " + long_steps);
   REQUIRE_MESSAGE(longrun.code == 0, longrun.out);
   auto run5 = exp / "tiny_dp2" / "run-5";
   std::string long_job = recorded_slurm_job(run5.string());
   REQUIRE_FALSE(long_job.empty());
-  auto until = [](auto done, double seconds) {
-    auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-    while (!done() && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    return done();
-  };
   CHECK(until([&] { return recipe::cli::testing::count_lines(read_text(run5 / "metrics.jsonl")) >= 2; }, 60));
   CHECK(run_command({"scancel", "--signal=USR1", "--batch", long_job}).status == 0);
-  CHECK(until([&] { return read_status(run5.string()).state == "queued"; }, 30));
-  CHECK(read_status(run5.string()).message.find("requeued") != std::string::npos);
-  CHECK(until([&] { return run_state_of(query_slurm_job(long_job).state) == "queued"; }, 30));
-  CHECK(read_text(run5 / "logs" / "rank-0.log").find("rank 0 received SIGUSR1; stopping") != std::string::npos);
-  CHECK(read_text(run5 / "logs" / "rank-1.log").find("rank 1 received SIGUSR1; stopping") != std::string::npos);
-  CHECK(cancel_slurm_job(long_job).empty());
-  CHECK(wait_slurm_final(long_job, 30) == "CANCELLED");
+  CHECK(until([&] { return read_status(run5.string()).state == "queued"; }, 60));
+  const std::string requeue_message = read_status(run5.string()).message;
+  CHECK_MESSAGE(requeue_message.find("requeued") != std::string::npos, requeue_message);
+  CHECK_MESSAGE(requeue_message.find("saved a checkpoint") != std::string::npos, requeue_message);
+  const std::string final_state = wait_slurm_final(long_job, 240);
+  const std::string long_log0 = read_text(run5 / "logs" / "rank-0.log");
+  CHECK_MESSAGE(final_state == "COMPLETED", long_log0);
+  CHECK(read_status(run5.string()).state == "completed");
+  CHECK(long_log0.find("rank 0 received SIGUSR1: stopping after this step with a checkpoint") != std::string::npos);
+  CHECK(read_text(run5 / "logs" / "rank-1.log").find("rank 1 received SIGUSR1") != std::string::npos);
+  CHECK(long_log0.find("resumed from " + (run5 / "checkpoints" / "step-").string()) != std::string::npos);
+  auto reference = run_binary("pretrain " + common + " " + long_steps);  // local, uninterrupted
+  REQUIRE_MESSAGE(reference.code == 0, reference.out);
+  CHECK(count_lines(read_text(run5 / "metrics.jsonl")) == kLongSteps);
+  CHECK(read_text(run5 / "metrics.jsonl") == read_text(exp / "tiny_dp2" / "run-6" / "metrics.jsonl"));
 }
 
 TEST_CASE("killing one local rank ends the run within seconds, marked failed, nothing left running") {
@@ -264,4 +281,97 @@ TEST_CASE("one local rank inside a Slurm batch script (SLURM_PROCID without a jo
   ::unsetenv("SLURM_LOCALID");
   CHECK_MESSAGE(r.code == 0, r.out);
   CHECK(read_status((tmp.path() / "exp" / "gpt_tiny" / "run-1").string()).state == "completed");
+}
+
+namespace {
+
+// Starts `recipe pretrain <args...>` in the background with its output in `out_path`.
+pid_t start_pretrain(const std::vector<std::string>& args, const fs::path& out_path) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    int fd = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, STDOUT_FILENO);
+    ::dup2(fd, STDERR_FILENO);
+    std::vector<std::string> all = {"recipe", "pretrain"};
+    all.insert(all.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& a : all) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(recipe_binary().c_str(), argv.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+int wait_exit(pid_t pid, double seconds) {
+  int wstatus = 0;
+  bool reaped = false;
+  if (!until([&] { return reaped = reaped || ::waitpid(pid, &wstatus, WNOHANG) == pid; }, seconds)) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &wstatus, 0);
+    return -1;
+  }
+  return WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
+}
+
+// SIGUSR1 to a local run part-way: it saves a checkpoint, stops with exit 5 and state "stopped";
+// `recipe runs resume` finishes it, and its metrics equal an uninterrupted run's, bitwise.
+void stop_and_resume(const fs::path& tmp, const fs::path& recipe, const std::string& name, bool multi_rank) {
+  const fs::path exp = tmp / "exp";
+  const std::string steps = "trainer.max_steps=" + std::to_string(kLongSteps);
+  const fs::path out_path = tmp / (name + ".out");
+  const pid_t driver = start_pretrain({recipe.string(), "--experiments-dir", exp.string(), steps}, out_path);
+  REQUIRE(driver > 0);
+  const fs::path run = exp / name / "run-1";
+  const bool started = until([&] { return count_lines(read_text(run / "metrics.jsonl")) >= 3; }, 60);
+  if (!started) ::kill(driver, SIGKILL);
+  REQUIRE_MESSAGE(started, read_text(out_path));
+  REQUIRE(::kill(driver, SIGUSR1) == 0);
+  const int code = wait_exit(driver, 60);
+  const std::string out = read_text(out_path);
+  REQUIRE_MESSAGE(code == 5, out);
+  const RunStatus stopped = read_status(run.string());
+  CHECK(stopped.state == "stopped");
+  CHECK(stopped.exit_code == 5);
+  CHECK_MESSAGE(stopped.message.find("recipe runs resume") != std::string::npos, stopped.message);
+  CHECK(out.find("stopping after this step with a checkpoint") != std::string::npos);
+  const int stopped_at = stopped.steps;
+  CHECK(stopped_at < kLongSteps);
+  CHECK(fs::exists(run / "checkpoints" / ("step-" + std::to_string(stopped_at)) / "metadata.json"));
+  CHECK(read_text(run / "checkpoints" / "latest").find("step-" + std::to_string(stopped_at)) == 0);
+  if (multi_rank)
+    for (long pid : pids_with_cmdline("worker --run-dir " + run.string())) CHECK_MESSAGE(false, "left running: " << pid);
+
+  auto runs = run_binary("runs status " + name + "/run-1 --experiments-dir " + exp.string());
+  CHECK_MESSAGE(runs.out.find(name + "/run-1: stopped") != std::string::npos, runs.out);
+  auto resumed = run_binary("runs resume " + name + "/run-1 --experiments-dir " + exp.string());
+  REQUIRE_MESSAGE(resumed.code == 0, resumed.out);
+  CHECK(resumed.out.find("resuming from " + (run / "checkpoints" / ("step-" + std::to_string(stopped_at))).string()) !=
+        std::string::npos);
+  CHECK(read_status(run.string()).state == "completed");
+  CHECK(read_status(run.string()).steps == kLongSteps);
+
+  auto reference = run_binary("pretrain " + recipe.string() + " --experiments-dir " + exp.string() + " " + steps);
+  REQUIRE_MESSAGE(reference.code == 0, reference.out);
+  CHECK(count_lines(read_text(run / "metrics.jsonl")) == kLongSteps);
+  CHECK(read_text(run / "metrics.jsonl") == read_text(exp / name / "run-2" / "metrics.jsonl"));
+  // The final checkpoint of both runs holds the same weights: compare the shard bytes.
+  const std::string last = "step-" + std::to_string(kLongSteps);
+  CHECK(read_text(run / "checkpoints" / last / "shard-0.safetensors") ==
+        read_text(exp / name / "run-2" / "checkpoints" / last / "shard-0.safetensors"));
+}
+
+}  // namespace
+
+TEST_CASE("SIGUSR1 stops a local run with a checkpoint; `runs resume` finishes it like an uninterrupted run") {
+  TempDir tmp;
+  SUBCASE("one process") {
+    auto recipe = tmp.path() / "tiny_one.toml";
+    write_text(recipe, "preset = \"gpt_tiny\"\n\n[trainer]\nglobal_batch_size = 16\ndevice = \"cpu\"\n"
+                       "\n[data]\nkind = \"mock\"\n\n[experiment]\nname = \"tiny_one\"\n");
+    stop_and_resume(tmp.path(), recipe, "tiny_one", false);
+  }
+  SUBCASE("two data-parallel ranks under mpirun") {
+    stop_and_resume(tmp.path(), write_tiny_dp2_recipe(tmp.path()), "tiny_dp2", true);
+  }
 }

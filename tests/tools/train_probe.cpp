@@ -1,6 +1,10 @@
 // One rank of a training world for the parallel-vs-serial parity tests (tests/parallel/).
 //
-//   recipe_train_probe <recipe> <out dir> [key=value overrides ...]
+//   recipe_train_probe <recipe> <out dir> [--load CKPT] [--stop-after N] [--save DIR] [key=value ...]
+//
+//   --load CKPT     resume from a checkpoint directory first (any saving layout)
+//   --stop-after N  stop once N steps are done (counted from step 0, so a resumed run continues)
+//   --save DIR      save a checkpoint into the checkpoints dir DIR after the last step
 //
 // Resolves the recipe with the overrides (CPU, world = executor.cpu_ranks), bootstraps the world
 // from the launcher (mpirun, or none for one process), trains plan.trainer.max_steps steps and
@@ -18,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/checkpoint.hpp"
+#include "core/checkpointing.hpp"
 #include "core/parallel_bootstrap.hpp"
 #include "core/trainer.hpp"
 #include "dsl/dsl.hpp"
@@ -31,7 +37,20 @@ int main(int argc, char** argv) {
   }
   try {
     dsl::ConfigTree tree = dsl::load_recipe(argv[1]);
-    std::vector<std::string> overrides(argv + 3, argv + argc);
+    std::vector<std::string> overrides;
+    std::string load_dir, save_dir;
+    int stop_after = -1;
+    for (int i = 3; i < argc; ++i) {
+      const std::string a = argv[i];
+      if ((a == "--load" || a == "--save" || a == "--stop-after") && i + 1 < argc) {
+        const std::string v = argv[++i];
+        if (a == "--load") load_dir = v;
+        else if (a == "--save") save_dir = v;
+        else stop_after = std::stoi(v);
+      } else {
+        overrides.push_back(a);
+      }
+    }
     dsl::apply_overrides(tree, overrides);
     dsl::ExecutorFacts facts;
     const bool cuda = std::find(overrides.begin(), overrides.end(), "trainer.device=cuda") != overrides.end();
@@ -57,7 +76,9 @@ int main(int argc, char** argv) {
     const std::string out = argv[2];
     const int rank = parallel->world_rank();
     std::vector<double> losses;
-    for (int s = 0; s < plan.trainer.max_steps; ++s) {
+    if (!load_dir.empty()) core::load_checkpoint(trainer, ckpt::find_checkpoint(load_dir), core::LoadMode::resume);
+    const int last = stop_after >= 0 ? stop_after : plan.trainer.max_steps;
+    for (int s = trainer.steps_done(); s < last; ++s) {
       core::StepResult r = trainer.step();
       if (!r.finite) throw std::runtime_error("step " + std::to_string(r.step) + " diverged");
       losses.push_back(r.loss);
@@ -69,6 +90,12 @@ int main(int argc, char** argv) {
         std::snprintf(buf, sizeof buf, "%.17g\n", l);
         f << buf;
       }
+    }
+    if (!save_dir.empty()) {
+      core::SaveOptions so;
+      so.dir = save_dir;
+      so.plan_toml = dsl::to_toml(plan);
+      core::save_checkpoint(trainer, so);
     }
     trainer.gather_master_weights();
     std::ofstream f(out + "/params-" + std::to_string(rank) + ".txt");
