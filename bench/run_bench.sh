@@ -41,7 +41,7 @@ if [[ -z "${SKIP_ENGINE:-}" ]]; then
       log="$out/engine_b$b.log"
       "$recipe" pretrain gpt3_345m --max-steps "$steps" trainer.micro_batch_size="$b" \
         trainer.global_batch_size="$b" --device cuda --experiments-dir "$exp" --name "$name" \
-        >"$log" 2>&1
+        checkpoint.save_final=false >"$log" 2>&1
       rc=$?
       tail -n 5 "$log"
       run_dir=$(ls -d "$exp/$name"/run-* 2>/dev/null | sort -V | tail -n 1)

@@ -27,7 +27,7 @@ run() {
   local name="scaling-$(echo "$label" | tr -c 'A-Za-z0-9\n' '-')"
   echo "== $label ($gpus GPUs)"
   "$RECIPE" pretrain "$@" --device cuda --gpus-per-node "$gpus" --max-steps "$STEPS" \
-      --experiments-dir "$EXP" --name "$name" trainer.log_interval=10 2>&1 | tail -4
+      --experiments-dir "$EXP" --name "$name" trainer.log_interval=10 checkpoint.save_final=false 2>&1 | tail -4
   python3 - "$EXP/$name" "$label" "$gpus" >>"$OUT_DIR/scaling.jsonl" <<'PY'
 import json, sys, glob, os
 run_dirs = sorted(glob.glob(os.path.join(sys.argv[1], "run-*")))
