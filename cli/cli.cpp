@@ -1,6 +1,7 @@
 // Command-line parsing (CLI11) and dispatch to the verbs.
 #include "cli/cli.hpp"
 
+#include <algorithm>
 #include <memory>
 
 #include <CLI/CLI.hpp>
@@ -114,6 +115,9 @@ int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   RunsArgs runs_args;  // `recipe runs ...` (cli/verb_runs.cpp)
   add_runs_verb(app, runs_args);
 
+  CkptArgs ckpt_args;  // `recipe ckpt ...` (cli/verb_ckpt.cpp)
+  add_ckpt_verb(app, ckpt_args);
+
   CLI::App* version = app.add_subcommand("version", "Print version, build features (CUDA, cuDNN) and GPU");
 
   std::string keys_format = "text";
@@ -146,6 +150,14 @@ int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err) {
       return kExitOk;
     }
     if (*runs_args.cmd) return run_runs(runs_args, out, err);
+    if (*ckpt_args.cmd) {
+      if (auto bad = std::find_if(ckpt_args.overrides.begin(), ckpt_args.overrides.end(),
+                                  [](const std::string& o) { return o.find('=') == std::string::npos; });
+          bad != ckpt_args.overrides.end())
+        return usage_error("unexpected argument '" + *bad + "': after the path, only key=value overrides are accepted",
+                           err);
+      return run_ckpt(ckpt_args, out, err);
+    }
     if (*list) return run_list(out, err);
     if (*show) {
       if (auto bad = bad_override(show_flags))
@@ -167,7 +179,7 @@ int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err) {
     return kExitRuntime;
   }
   err << app.help();
-  err << "error: a verb is required (pretrain, finetune, list, show, validate, keys, data prepare, runs, version)\n";
+  err << "error: a verb is required (pretrain, finetune, list, show, validate, keys, data prepare, runs, ckpt, version)\n";
   return kExitUsage;
 }
 

@@ -307,7 +307,8 @@ int cmd_cancel(const std::string& run, std::ostream& out, std::ostream& err) {
     return kExitRuntime;
   }
   out << "sent SIGTERM to pid " << s.status.pid << " (" << s.name << "/" << s.id
-      << "); its ranks stop and the run is marked interrupted\n";
+      << "); a single-process run saves a checkpoint after this step and stops (state stopped), a "
+         "multi-rank run stops its ranks at once (state interrupted)\n";
   return kExitOk;
 }
 

@@ -4,6 +4,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "cli/plan_setup.hpp"
 #include "core/data/prepare.hpp"
@@ -28,6 +29,26 @@ int run_show(const PlanFlags& flags, const std::string& format, std::ostream& ou
 int run_validate(const PlanFlags& flags, std::ostream& out, std::ostream& err);
 int run_version(std::ostream& out);
 int run_data_prepare(const data::PrepareOptions& opts, std::ostream& out, std::ostream& err);
+
+// `recipe ckpt info|export|import` (cli/verb_ckpt.cpp).
+struct CkptArgs {
+  std::string path;                    // info/export: checkpoint, checkpoints dir or run dir; import: HF dir
+  std::string output;                  // export: HF directory; import: checkpoints directory
+  std::string format = "hf";
+  std::string dtype = "f32";           // export: f32 | bf16
+  std::string recipe;                  // import (required) / export (when plan.toml does not describe the model)
+  std::vector<std::string> overrides;  // key=value, applied to --recipe
+  CLI::App* cmd = nullptr;
+  CLI::App *info = nullptr, *export_cmd = nullptr, *import_cmd = nullptr;
+};
+
+// Adds the `ckpt` verb and its subcommands to `app`, bound to `args`.
+CLI::App* add_ckpt_verb(CLI::App& app, CkptArgs& args);
+
+// Runs the parsed `ckpt` subcommand. Exit codes: 0 ok, 1 the recipe does not load or does not
+// describe the model (config.json mismatch, no HF equivalent), 2 usage (no such path), 3 the
+// conversion failed (broken or mismatched checkpoint / HF files, I/O).
+int run_ckpt(const CkptArgs& args, std::ostream& out, std::ostream& err);
 
 // "0.1.0" (the CMake project version).
 std::string version_string();

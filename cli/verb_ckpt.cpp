@@ -1,0 +1,268 @@
+// `recipe ckpt info | export | import`: look into a checkpoint and convert it to and from Hugging
+// Face model directories (core/hf_convert.hpp).
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+
+#include "checkpoint/checkpoint.hpp"
+#include "cli/exit_codes.hpp"
+#include "cli/verbs.hpp"
+#include "core/hf_convert.hpp"
+#include "core/model_shape.hpp"
+
+namespace fs = std::filesystem;
+
+namespace recipe::cli {
+
+namespace {
+
+const char* kOptimizerPrefix = "optimizer.";
+
+std::string mib(uint64_t bytes) {
+  char b[32];
+  if (bytes < 1024)
+    std::snprintf(b, sizeof(b), "%llu B", static_cast<unsigned long long>(bytes));
+  else if (bytes < (1u << 20))
+    std::snprintf(b, sizeof(b), "%.1f KiB", double(bytes) / 1024.0);
+  else
+    std::snprintf(b, sizeof(b), "%.1f MiB", double(bytes) / double(1 << 20));
+  return b;
+}
+
+// What the user named → one complete checkpoint directory; "" after printing why not.
+std::string resolve_checkpoint(const std::string& path, std::ostream& err, int& code) {
+  if (!fs::exists(path)) {
+    err << "error: " << path << " does not exist: give a checkpoint (step-<N>/), a checkpoints directory or a run "
+        << "directory\n";
+    code = kExitUsage;
+    return "";
+  }
+  const std::string dir = ckpt::find_checkpoint(path);
+  if (dir.empty()) {
+    err << "error: " << path << " holds no checkpoint yet (no `latest` and no step-<N>/ with metadata.json)\n";
+    code = kExitUsage;
+  }
+  return dir;
+}
+
+// The plan --recipe and the overrides describe; nullopt after printing the problem. Violations
+// outside model.* (cluster size, batch divisibility) do not matter for a conversion.
+std::optional<dsl::Plan> recipe_plan(const CkptArgs& a, std::ostream& err) {
+  PlanFlags flags;
+  flags.spec = a.recipe;
+  flags.overrides = a.overrides;
+  dsl::ExecutorFacts facts;
+  facts.planning = true;
+  auto loaded = load_plan(flags, "", facts, err);
+  if (!loaded) return std::nullopt;
+  std::vector<dsl::Violation> model_violations;
+  for (const dsl::Violation& v : loaded->resolved.violations)
+    if (v.path.rfind("model.", 0) == 0) model_violations.push_back(v);
+  if (!model_violations.empty()) {
+    err << dsl::format_violations(model_violations);
+    return std::nullopt;
+  }
+  return loaded->resolved.plan;
+}
+
+// The model of a checkpoint: --recipe when given, else the plan.toml saved beside its shards.
+std::optional<core::ModelShape> checkpoint_model(const CkptArgs& a, const std::string& dir, std::ostream& err) {
+  if (!a.recipe.empty()) {
+    auto plan = recipe_plan(a, err);
+    if (!plan) return std::nullopt;
+    return core::model_shape(*plan);
+  }
+  const fs::path plan_toml = fs::path(dir) / "plan.toml";
+  const std::string fix = "give the recipe it was trained with: --recipe <preset or file> [key=value ...]";
+  if (!fs::exists(plan_toml) || fs::file_size(plan_toml) == 0) {
+    err << "error: " << plan_toml.string() << " is missing, so the model's shape is unknown: " << fix << "\n";
+    return std::nullopt;
+  }
+  try {
+    dsl::ExecutorFacts facts;
+    facts.planning = true;
+    const dsl::ConfigTree tree = dsl::load_recipe(plan_toml.string());
+    return core::model_shape(dsl::resolve(tree, facts).plan);
+  } catch (const std::exception& e) {
+    err << "error: " << plan_toml.string() << " does not describe a model (" << e.what() << "): " << fix << "\n";
+    return std::nullopt;
+  }
+}
+
+int run_info(const CkptArgs& a, std::ostream& out, std::ostream& err) {
+  int code = kExitOk;
+  const std::string dir = resolve_checkpoint(a.path, err, code);
+  if (dir.empty()) return code;
+  const ckpt::CheckpointReader reader(dir);
+  const nlohmann::json& c = reader.common();
+  auto line = [&](const char* key, const std::string& value) {
+    char k[16];
+    std::snprintf(k, sizeof(k), "%-12s", key);
+    out << k << " " << value << "\n";
+  };
+  line("checkpoint", fs::absolute(dir).string());
+  line("step", std::to_string(c.value("step", int64_t(0))) + " (consumed samples " +
+                   std::to_string(c.value("consumed_samples", int64_t(0))) + ", global batch " +
+                   std::to_string(c.value("global_batch_size", int64_t(0))) + ")");
+  if (c.contains("imported_from") && c["imported_from"].is_object()) {
+    const nlohmann::json& f = c["imported_from"];
+    std::string dtypes;
+    if (f.contains("dtypes") && f["dtypes"].is_array())
+      for (const auto& d : f["dtypes"]) dtypes += (dtypes.empty() ? "" : ",") + d.get<std::string>();
+    line("imported", f.value("format", std::string("?")) + " " + f.value("model_type", std::string("?")) + " from " +
+                         f.value("path", std::string("?")) + (dtypes.empty() ? "" : " (" + dtypes + ")"));
+  } else if (c.contains("saved_with") && c["saved_with"].is_object()) {
+    const nlohmann::json& s = c["saved_with"];
+    line("saved with", "tp=" + std::to_string(s.value("tp", 1)) + " pp=" + std::to_string(s.value("pp", 1)) +
+                           " dp=" + std::to_string(s.value("dp", 1)) +
+                           (s.value("zero1", false) ? " zero1" : "") + " (" + std::to_string(s.value("world", 1)) +
+                           (s.value("world", 1) == 1 ? " rank" : " ranks") + "); any layout can load it");
+  }
+  if (c.contains("model") && c["model"].is_object()) {
+    const nlohmann::json& m = c["model"];
+    line("model", m.value("arch", std::string("?")) + ", " + std::to_string(m.value("layers", 0)) + " layers, hidden " +
+                      std::to_string(m.value("hidden", 0)) + ", vocab " + std::to_string(m.value("vocab_size", 0)) +
+                      " (padded " + std::to_string(m.value("padded_vocab", 0)) + ")");
+  }
+  int weights = 0, moments = 0;
+  int64_t params = 0;
+  for (const ckpt::TensorInfo& t : reader.tensors()) {
+    if (t.name.rfind(kOptimizerPrefix, 0) == 0) {
+      ++moments;
+      continue;
+    }
+    ++weights;
+    int64_t n = 1;
+    for (int64_t d : t.global_shape) n *= d;
+    params += n;
+  }
+  line("tensors", std::to_string(weights) + " weights (" + std::to_string(params) + " parameters)" +
+                      (moments ? ", " + std::to_string(moments) + " optimizer moments" : ", no optimizer state"));
+  if (c.contains("last_loss") && c["last_loss"].is_number() && c["last_loss"].get<double>() != 0.0) {
+    char b[32];
+    std::snprintf(b, sizeof(b), "%.4f", c["last_loss"].get<double>());
+    line("last loss", b);
+  }
+  uint64_t total = 0;
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (!e.is_regular_file()) continue;
+    total += e.file_size();
+    files.push_back(e.path().filename().string() + " (" + mib(e.file_size()) + ")");
+  }
+  std::sort(files.begin(), files.end());
+  line("bytes", mib(total) + " in " + std::to_string(files.size()) + " files");
+  for (size_t i = 0; i < files.size(); ++i) line(i ? "" : "files", files[i]);
+  return kExitOk;
+}
+
+int run_export(const CkptArgs& a, std::ostream& out, std::ostream& err) {
+  int code = kExitOk;
+  const std::string dir = resolve_checkpoint(a.path, err, code);
+  if (dir.empty()) return code;
+  const auto shape = checkpoint_model(a, dir, err);
+  if (!shape) return kExitInvalidRecipe;
+  core::hf::ExportOptions o;
+  o.out_dir = a.output;
+  o.dtype = a.dtype == "bf16" ? ckpt::DType::bf16 : ckpt::DType::f32;
+  try {
+    core::hf::family_of(*shape);
+  } catch (const std::invalid_argument& e) {
+    err << "error: cannot export " << dir << ": " << e.what() << "\n";
+    return kExitInvalidRecipe;
+  }
+  const core::hf::ExportResult r = core::hf::export_checkpoint(dir, *shape, o);
+  out << "exported " << dir << " → " << r.out_dir << " (" << r.model_type << ", " << r.tensors << " tensors, "
+      << a.dtype << ", " << mib(r.bytes) << ")\n";
+  for (const std::string& f : r.files) out << "  " << f << "\n";
+  out << "load it with: AutoModelForCausalLM.from_pretrained(\"" << r.out_dir
+      << "\")  (the tokenizer is not part of a checkpoint: save yours beside it)\n";
+  return kExitOk;
+}
+
+int run_import(const CkptArgs& a, std::ostream& out, std::ostream& err) {
+  if (!fs::is_directory(a.path)) {
+    err << "error: " << a.path << " is not a directory: give a Hugging Face model directory (config.json + "
+        << "model.safetensors)\n";
+    return kExitUsage;
+  }
+  if (a.recipe.empty()) {
+    err << "error: import needs the recipe of the model to train: --recipe <preset or file> [key=value ...]\n";
+    return kExitUsage;
+  }
+  auto plan = recipe_plan(a, err);
+  if (!plan) return kExitInvalidRecipe;
+  core::hf::ImportOptions o;
+  o.checkpoints_dir = a.output;
+  o.plan_toml = dsl::to_toml(*plan);
+  try {
+    const core::hf::ImportResult r = core::hf::import_checkpoint(a.path, *plan, o);
+    out << "imported " << a.path << " (" << r.model_type << ", " << r.tensors << " tensors) → " << r.checkpoint_dir
+        << "\n";
+    if (!r.unused.empty()) {
+      out << "  not imported (no weight of the model): ";
+      for (size_t i = 0; i < r.unused.size() && i < 5; ++i) out << (i ? ", " : "") << r.unused[i];
+      if (r.unused.size() > 5) out << " and " << r.unused.size() - 5 << " more";
+      out << "\n";
+    }
+    out << "fine-tune from it with: recipe finetune " << a.recipe << " checkpoint.load=" << fs::absolute(a.output).string()
+        << "\n";
+  } catch (const std::invalid_argument& e) {
+    err << "error: " << e.what() << "\n";
+    return kExitInvalidRecipe;
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+CLI::App* add_ckpt_verb(CLI::App& app, CkptArgs& a) {
+  a.cmd = app.add_subcommand("ckpt", "Inspect checkpoints; export to / import from Hugging Face transformers");
+  a.cmd->require_subcommand(1);
+  a.info = a.cmd->add_subcommand("info", "Step, saved layout, model, tensors and files of a checkpoint");
+  a.info->add_option("path", a.path, "A checkpoint (step-<N>/), checkpoints directory or run directory")->required();
+
+  a.export_cmd = a.cmd->add_subcommand(
+      "export", "Write a transformers-loadable directory (model.safetensors + config.json) from a checkpoint");
+  a.export_cmd->add_option("path", a.path, "A checkpoint (step-<N>/), checkpoints directory or run directory")
+      ->required();
+  a.export_cmd->add_option("overrides", a.overrides, "key=value overrides of --recipe");
+  a.export_cmd->add_option("-o,--output", a.output, "Output directory (new, or an earlier export)")->required();
+  a.export_cmd->add_option("--format", a.format, "hf (Hugging Face transformers)")->check(CLI::IsMember({"hf"}));
+  a.export_cmd->add_option("--dtype", a.dtype, "f32 (exact, default) or bf16")->check(CLI::IsMember({"f32", "bf16"}));
+  a.export_cmd->add_option("--recipe", a.recipe,
+                           "The model's recipe, when the checkpoint's plan.toml does not describe it");
+
+  a.import_cmd = a.cmd->add_subcommand(
+      "import", "Write a step-0 checkpoint from a Hugging Face model directory, for checkpoint.load + finetune");
+  a.import_cmd->add_option("path", a.path, "HF model directory: config.json + model.safetensors (or sharded)")
+      ->required();
+  a.import_cmd->add_option("overrides", a.overrides, "key=value overrides of --recipe");
+  a.import_cmd->add_option("-o,--output", a.output, "Checkpoints directory to create (step-0/ and latest)")
+      ->required();
+  a.import_cmd->add_option("--format", a.format, "hf (Hugging Face transformers)")->check(CLI::IsMember({"hf"}));
+  a.import_cmd->add_option("--recipe", a.recipe, "Preset or recipe file of the model (its shape is checked "
+                                                 "against config.json)")
+      ->required();
+  for (CLI::App* c : {a.info, a.export_cmd, a.import_cmd}) c->footer(kExitCodeHelp);
+  return a.cmd;
+}
+
+int run_ckpt(const CkptArgs& a, std::ostream& out, std::ostream& err) {
+  try {
+    if (*a.info) return run_info(a, out, err);
+    if (*a.export_cmd) return run_export(a, out, err);
+    if (*a.import_cmd) return run_import(a, out, err);
+  } catch (const std::invalid_argument& e) {
+    err << "error: " << e.what() << "\n";
+    return kExitInvalidRecipe;
+  } catch (const std::exception& e) {  // CheckpointError and conversion failures name the file
+    err << "error: " << e.what() << "\n";
+    return kExitRuntime;
+  }
+  err << "error: `recipe ckpt` needs a subcommand: info, export or import\n";
+  return kExitUsage;
+}
+
+}  // namespace recipe::cli
