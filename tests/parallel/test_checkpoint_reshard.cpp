@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/ops.hpp"
 #include "tests/cli/cli_test_util.hpp"
 #include "tests/parallel/mpi_test_util.hpp"
 #include "tests/parallel/trained_result.hpp"
@@ -33,7 +34,7 @@ struct Layout {
 // One probe world (4 layers, so that pp = 4 fits): 20-step schedule, optionally resumed from `load`, stopped after `stop_after`,
 // saving into `save`.
 Trained probe(const std::string& recipe, const Layout& l, const fs::path& out, const std::string& load,
-              int stop_after, const std::string& save) {
+              int stop_after, const std::string& save, const std::vector<std::string>& extra = {}) {
   fs::create_directories(out);
   std::vector<std::string> argv = {tool_path("train_probe"), recipe, out.string(),
                                    "trainer.max_steps=20", "trainer.micro_batch_size=2",
@@ -44,6 +45,7 @@ Trained probe(const std::string& recipe, const Layout& l, const fs::path& out, c
   if (stop_after >= 0) argv.insert(argv.end(), {"--stop-after", std::to_string(stop_after)});
   if (!save.empty()) argv.insert(argv.end(), {"--save", save});
   argv.insert(argv.end(), l.overrides.begin(), l.overrides.end());
+  argv.insert(argv.end(), extra.begin(), extra.end());
   MpiRun r = run_mpi(l.world, argv, {}, 180);
   INFO(l.name << " mpirun output:\n" << r.output);
   REQUIRE(r.exit_code == 0);
@@ -51,7 +53,7 @@ Trained probe(const std::string& recipe, const Layout& l, const fs::path& out, c
 }
 
 void check_resumed(const Trained& serial, const Trained& first, const Trained& resumed, const std::string& what,
-                   double tol) {
+                   double loss_tol, double param_tol) {
   INFO(what);
   REQUIRE(first.losses.size() == 10);
   REQUIRE(resumed.losses.size() == 10);
@@ -62,7 +64,7 @@ void check_resumed(const Trained& serial, const Trained& first, const Trained& r
     worst_loss = std::max(worst_loss, std::abs(resumed.losses[i] - serial.losses[10 + i]) / serial.losses[10 + i]);
   }
   INFO("worst relative loss difference " << worst_loss);
-  CHECK(worst_loss <= tol);
+  CHECK(worst_loss <= loss_tol);
   double worst = 0;
   std::string worst_name;
   for (const auto& [name, ref] : serial.params) {
@@ -73,17 +75,18 @@ void check_resumed(const Trained& serial, const Trained& first, const Trained& r
     if (e > worst) worst = e, worst_name = name;
   }
   INFO("worst parameter " << worst_name << " rel L2 " << worst);
-  CHECK(worst <= tol);
+  CHECK(worst <= param_tol);
 }
 
-void reshard_for(const std::string& recipe) {
+void reshard_for(const std::string& recipe, const std::vector<std::string>& extra = {}, double loss_tol = 1e-5,
+                 double param_tol = 1e-5, int max_world = 4) {
   if (!recipe::testing::mpirun_available()) {
     MESSAGE("skipped: mpirun not found");
     return;
   }
   TempOut tmp("ckpt-" + recipe);
   const Layout serial_l{"serial", 1, {}};
-  const Trained serial = probe(recipe, serial_l, tmp.path / "serial", "", -1, "");
+  const Trained serial = probe(recipe, serial_l, tmp.path / "serial", "", -1, "", extra);
   REQUIRE(serial.losses.size() == 20);
 
   struct Case {
@@ -95,14 +98,18 @@ void reshard_for(const std::string& recipe) {
       {{"DP2+ZeRO-1", 2, {"parallelism.zero1=true", "parallelism.grad_bucket_mb=0"}},
        {"TP2xDP2+ZeRO-1", 4, {"parallelism.tp=2", "parallelism.zero1=true"}}},
       {serial_l, {"PP2xDP2+ZeRO-1", 4, {"parallelism.pp=2", "parallelism.zero1=true"}}},
+      {{"TP2", 2, {"parallelism.tp=2"}}, {"DP2+ZeRO-1", 2, {"parallelism.zero1=true"}}},
   };
   int n = 0;
   for (const Case& c : cases) {
+    if (c.save.world > max_world || c.load.world > max_world) continue;
     const fs::path dir = tmp.path / ("case-" + std::to_string(n++));
-    const Trained first = probe(recipe, c.save, dir / "first", "", 10, (dir / "ckpt").string());
+    const Trained first = probe(recipe, c.save, dir / "first", "", 10, (dir / "ckpt").string(), extra);
     REQUIRE(fs::exists(dir / "ckpt" / "step-10" / "metadata.json"));
-    const Trained resumed = probe(recipe, c.load, dir / "resumed", (dir / "ckpt" / "step-10").string(), -1, "");
-    check_resumed(serial, first, resumed, recipe + ": saved " + c.save.name + ", resumed " + c.load.name, 1e-5);
+    const Trained resumed =
+        probe(recipe, c.load, dir / "resumed", (dir / "ckpt" / "step-10").string(), -1, "", extra);
+    check_resumed(serial, first, resumed, recipe + ": saved " + c.save.name + ", resumed " + c.load.name, loss_tol,
+                  param_tol);
   }
 }
 
@@ -129,4 +136,16 @@ TEST_CASE("resuming in the saving layout is bitwise exact") {
     CHECK(resumed.losses[i] == whole.losses[10 + i]);
   }
   for (const auto& [name, ref] : whole.params) CHECK_MESSAGE(resumed.params.at(name) == ref, name);
+}
+
+// The same on GPUs: NCCL between ranks, bf16 compute, the failure agreement and the shard writing
+// of a CUDA world; compared with one GPU in bf16. The losses agree to ~3e-5; parameters that
+// start at zero (biases) differ by a few percent relative after 20 bf16 steps in any two layouts.
+TEST_CASE("CUDA: a checkpoint saved in one GPU layout resumes in another (bf16 tolerance) [gpu]") {
+  const int gpus = recipe::kernels::query_gpus().count;
+  if (gpus < 2 || !recipe::testing::mpirun_available()) {
+    MESSAGE("skipped: needs 2 or more GPUs and mpirun (found " << gpus << " GPUs)");
+    return;
+  }
+  reshard_for("gpt_tiny", {"trainer.device=cuda", "trainer.precision=bf16"}, 1e-3, 6e-2, gpus);
 }
