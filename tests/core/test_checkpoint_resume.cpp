@@ -26,6 +26,14 @@ std::vector<double> run_steps(core::Trainer& t, int n) {
   return losses;
 }
 
+// Trains `t` for `n` steps and saves it into the checkpoints dir `dir`; returns the checkpoint.
+std::string train_and_save(core::Trainer& t, int n, const std::string& dir) {
+  run_steps(t, n);
+  core::SaveOptions so;
+  so.dir = dir;
+  return core::save_checkpoint(t, so);
+}
+
 std::vector<float> masters(core::Trainer& t) { return test::to_host(t.backend(), t.params().master()); }
 std::vector<float> moments(core::Trainer& t) { return test::to_host(t.backend(), t.params().adam_v()); }
 
@@ -77,10 +85,7 @@ TEST_CASE("a weights-only load takes the weights and starts at step 0 with fresh
   auto be = test::cpu_backend();
   TempDir dir;
   core::Trainer first(plan, *be);
-  run_steps(first, 3);
-  core::SaveOptions so;
-  so.dir = dir.path.string();
-  const std::string saved = core::save_checkpoint(first, so);
+  const std::string saved = train_and_save(first, 3, dir.path.string());
 
   core::Trainer tuned(plan, *be);
   const std::vector<float> before = masters(tuned);
@@ -99,10 +104,7 @@ TEST_CASE("a checkpoint of another model shape is refused, naming the tensors th
   auto be = test::cpu_backend();
   TempDir dir;
   core::Trainer t(small, *be);
-  run_steps(t, 1);
-  core::SaveOptions so;
-  so.dir = dir.path.string();
-  const std::string saved = core::save_checkpoint(t, so);
+  const std::string saved = train_and_save(t, 1, dir.path.string());
 
   dsl::Plan wide = small;
   wide.model.hidden_size = 128;
