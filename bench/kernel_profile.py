@@ -32,6 +32,9 @@ def main() -> int:
     ap.add_argument("csv")
     ap.add_argument("--steps", type=int, default=1, help="training steps profiled (divides the totals)")
     ap.add_argument("--top", type=int, default=30)
+    ap.add_argument("--last-steps", type=int, default=0,
+                    help="keep only the last K steps (each ends with its AdamW kernels), so warm-up "
+                         "and cuBLASLt algorithm timing in the first steps are left out")
     args = ap.parse_args()
     text = open(args.csv, encoding="utf-8", errors="replace").read()
     start = text.find('"ID"')
@@ -39,15 +42,24 @@ def main() -> int:
         print("no ncu CSV header found in", args.csv, file=sys.stderr)
         return 1
     rows = list(csv.DictReader(io.StringIO(text[start:])))
-    time_ns = defaultdict(float)
-    calls = defaultdict(int)
+    timed = []
     for r in rows:
         v = r.get("gpu__time_duration.sum", "").replace(",", "")
         try:
-            t = float(v)
+            timed.append((family(r.get("Kernel Name", "?")), float(v)))
         except ValueError:
             continue  # the units row
-        fam = family(r.get("Kernel Name", "?"))
+    if args.last_steps > 0:
+        is_adamw = [f.endswith("adamw_kernel") for f, _ in timed]
+        ends = [i for i in range(len(timed)) if is_adamw[i] and (i + 1 == len(timed) or not is_adamw[i + 1])]
+        if len(ends) < args.last_steps + 1:
+            print(f"only {len(ends)} steps in {args.csv}; need {args.last_steps + 1}", file=sys.stderr)
+            return 1
+        timed = timed[ends[-args.last_steps - 1] + 1 : ends[-1] + 1]
+        args.steps = args.last_steps
+    time_ns = defaultdict(float)
+    calls = defaultdict(int)
+    for fam, t in timed:
         time_ns[fam] += t
         calls[fam] += 1
     total = sum(time_ns.values())

@@ -5,12 +5,15 @@
 #   bias  RECIPE_CUBLASLT_TUNE=0                                   (one-launch column-sum dbias)
 #   tune  RECIPE_CUDA_BIAS_GRAD=epilogue                           (timed cuBLASLt algorithms)
 #   new   defaults                                                 (both)
+#   memset RECIPE_GRAD_MEMSET=1: zero the gradients each step instead of first-write overwrite
 #   bench/speed_ab.sh "new:4 8 16" "base:4 8 16" "bias:4 16" "tune:4 16"
 # Each argument is VARIANT:BATCHES; they run in the order given. Two more kinds of argument:
 #   ncu-bias:B   Nsight Compute, 2 steps at micro-batch B, only the bias-gradient kernels
 #                (cuBLASLt's BGRADB kernel + add vs. the column sum), summarized per step
-#   tunelog:B    3 steps at micro-batch B printing each timed GEMM (heuristic #1 vs chosen) Results: $OUT/summary.md (one
-# table per variant), $OUT/tests.log, $OUT/engine.log, $OUT/build.log.
+#   tunelog:B    3 steps at micro-batch B printing each timed GEMM (heuristic #1 vs chosen)
+#   prof:B       Nsight Compute over every kernel of 6 steps at micro-batch B; the per-kernel table
+#                of the last 4 (bench/kernel_profile.py --last-steps 4)
+# Results: $OUT/summary.md (one table per variant), $OUT/tests.log, $OUT/engine.log, $OUT/build.log.
 # When the working tree does not build (others mid-edit), the committed tree (an archive made by
 # `git archive HEAD` in .cache/speed/head.tar.gz) is built with this tree's kernels/cuda,
 # tests/cuda and bench copied over it; summary.md says which tree was measured.
@@ -76,7 +79,17 @@ for arg in "$@"; do
         --experiments-dir /tmp/speed_ab/tunelog --name "b$batches" 2>&1 | grep "cuBLASLt m=" |
         tee -a "$summary"
       continue ;;
+    prof)
+      ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+      echo "== ncu all kernels, micro-batch $batches (steps 3-6 of 6)" | tee -a "$summary"
+      timeout 240 "$ncu" --clock-control none --csv --page raw --metrics gpu__time_duration.sum \
+        "$src/build-dev/bin/recipe" pretrain gpt3_345m --max-steps 6 trainer.micro_batch_size="$batches" \
+        trainer.global_batch_size="$batches" checkpoint.save_final=false --device cuda \
+        --experiments-dir /tmp/speed_ab/prof --name "b$batches" >/tmp/speed_ab_prof.csv 2>>"$out/engine.log"
+      python3 "$src/bench/kernel_profile.py" /tmp/speed_ab_prof.csv --last-steps 4 --top 40 | tee -a "$summary"
+      continue ;;
     base) envs=(RECIPE_CUBLASLT_TUNE=0 RECIPE_CUDA_BIAS_GRAD=epilogue) ;;
+    memset) envs=(RECIPE_GRAD_MEMSET=1) ;;
     bias) envs=(RECIPE_CUBLASLT_TUNE=0) ;;
     tune) envs=(RECIPE_CUDA_BIAS_GRAD=epilogue) ;;
     new) envs=() ;;

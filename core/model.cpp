@@ -215,18 +215,22 @@ void Model::backward(int slot) {
   if (last_stage_) {
     be_.zero(A.dresidual);
     // A.dln holds d(final norm output), written by the classifier.
-    norm_bwd(A.dresidual, g_.final_norm, A.dln, A.final_residual, w_.final_norm, A.lnf_mean, A.lnf_rstd);
+    norm_bwd(A.dresidual, g_.final_norm, A.dln, A.final_residual, w_.final_norm, A.lnf_mean, A.lnf_rstd,
+             fc_out_bias_grad_from_norm(ls_.layers - 1));
   }
   // Otherwise A.dresidual is stage_output_grad, filled by the caller.
   if (phase_hook_) phase_hook_(0);
   const int nl = ls_.layers;
+  // A stage that is not the last receives d(output) from the next stage: no norm summed it.
+  bool dres_summed = last_stage_ && fc_out_bias_grad_from_norm(nl - 1).defined();
   for (int l = nl - 1; l >= 0; --l) {
     const LayerActs a = A.layer(l);
     if (recompute_ == Recompute::full) {
       norm_fwd(a.ln1, a.ln1_mean, a.ln1_rstd, a.residual, w_.layers[size_t(l)].norm1);
       layer_forward_body(A, l, a);
     }
-    layer_backward(A, l, a);
+    layer_backward(A, l, a, dres_summed);
+    dres_summed = fc_out_bias_grad_from_norm(l - 1).defined();
     if (phase_hook_) phase_hook_(1 + (nl - 1 - l));
   }
   if (first_stage_) be_.embedding_bwd(g_.word, g_.position, A.dresidual, A.inputs, s_.seq, vocab_start_);

@@ -115,13 +115,19 @@ class Model {
   // transformer_block.cpp
   void norm_fwd(kernels::Tensor out, kernels::Tensor mean, kernels::Tensor rstd, kernels::Tensor inp,
                 const Norm& n);
+  // dinp_sum (optional, LayerNorm only): += Σ_rows dinp after the backward (see layernorm_bwd).
   void norm_bwd(kernels::Tensor dinp, const Norm& dn, kernels::Tensor dout, kernels::Tensor inp,
-                const Norm& n, kernels::Tensor mean, kernels::Tensor rstd);
+                const Norm& n, kernels::Tensor mean, kernels::Tensor rstd, kernels::Tensor dinp_sum);
+  // The gradient of layer l's fc_out bias when the norm backward that produces d(layer l's
+  // output) should also produce it (LayerNorm models with biases), else undefined.
+  kernels::Tensor fc_out_bias_grad_from_norm(int l) const;
   void residual_norm(kernels::Tensor residual, kernels::Tensor out, kernels::Tensor mean,
                      kernels::Tensor rstd, kernels::Tensor a, kernels::Tensor b, const Norm& n);
   // From a.ln1 to a.fc_act (everything but the MLP output projection).
   void layer_forward_body(Activations& A, int l, const LayerActs& a);
-  void layer_backward(Activations& A, int l, const LayerActs& a);
+  // dres_summed: the column sum of d(layer output), fc_out's bias gradient, was already added by
+  // the norm backward that produced it.
+  void layer_backward(Activations& A, int l, const LayerActs& a, bool dres_summed);
   void classifier(Activations& A, const LossScratch& ls, bool with_grad, kernels::Tensor losses, float dloss);
   void cross_entropy(const LossScratch& ls, kernels::Tensor losses, kernels::Tensor logits,
                      kernels::Tensor targets, bool with_grad, float dloss);

@@ -59,6 +59,15 @@ Tensor ParamStore::shaped(void* base, DType t, const ParamSpec& p) const {
 
 void ParamStore::zero_grads() { backend_.zero(grads()); }
 
+void ParamStore::begin_grad_writes() {
+  std::vector<kernels::Tensor> g;
+  g.reserve(layout_.params.size());
+  for (const ParamSpec& p : layout_.params) g.push_back(grad_span(p.offset, p.numel));
+  backend_.begin_grad_writes(g);
+}
+
+void ParamStore::end_grad_writes() { backend_.end_grad_writes(); }
+
 void ParamStore::sync_compute() {
   if (!compute_is_master()) backend_.cast(compute(), master());
 }

@@ -52,6 +52,12 @@ class ParamStore {
   kernels::Tensor grad(std::string_view name) const { return grad(layout_.get(name)); }
 
   void zero_grads();
+  // A step's gradients: from begin on, every parameter's gradient reads as zero to the backward
+  // ops (Backend::begin_grad_writes: the CUDA backend skips the memset and lets each first write
+  // overwrite); after end they hold the step's sums. The alignment gaps between parameters are
+  // never written by an op and stay zero from allocation.
+  void begin_grad_writes();
+  void end_grad_writes();
   // Refresh the compute copy from the master weights (after init, load, or a test's edit).
   void sync_compute();
   size_t bytes() const { return bytes_; }

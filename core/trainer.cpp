@@ -283,6 +283,7 @@ double Trainer::run_micro_batches(const data::SampleSource& src, const std::func
   }
 
   if (with_grad) {
+    params_->end_grad_writes();
     // The tied word embedding lives on the first and the last stage: both need the sum.
     if (pp_ > 1 && shape_.tied && (first || last))
       parallel_->embedding().all_reduce_sum(params_->grad("embedding.word.weight"));
@@ -294,7 +295,7 @@ double Trainer::run_micro_batches(const data::SampleSource& src, const std::func
 double Trainer::world_loss_sum(double local) { return parallel_->world().all_reduce_sum(local); }
 
 double Trainer::compute_gradients(int s) {
-  params_->zero_grads();
+  params_->begin_grad_writes();
   const double local = run_micro_batches(*train_, [&](int m) { return first_sample(s, m); }, true, num_micro_);
   return world_loss_sum(local) / (double(global_batch_) * double(shape_.seq));
 }
@@ -335,11 +336,12 @@ StepResult Trainer::step_on_device() {
     graph_warm_ = true;
   } else {
     phase_mark(-1);
-    params_->zero_grads();
+    params_->begin_grad_writes();
     for (int m = 0; m < num_micro_; ++m) {
       read_micro_batch(*train_, first_sample(s, m));
       model_->forward_backward(host_tokens_.data(), losses_.rows(m, 1).view({N}), dloss);
     }
+    params_->end_grad_writes();
     phase_mark(0);
     backend_.grad_norm_clip(norm_clip_, params_->grads(), float(plan_.optimizer.clip_grad),
                             losses_.view({losses_.numel()}).rows(0, count),
@@ -409,7 +411,7 @@ void Trainer::enqueue_recordable_step() {
   const double total_tokens = double(global_batch_) * double(shape_.seq);
   const float dloss = float(1.0 / total_tokens);
   backend_.from_host_async(schedule_, staging_schedule_);
-  params_->zero_grads();
+  params_->begin_grad_writes();
   for (int m = 0; m < num_micro_; ++m) {
     const int32_t* inputs = staging_tokens_ + size_t(2 * m) * size_t(N);
     backend_.from_host_async(model_->input_tokens(0), inputs);
@@ -417,6 +419,7 @@ void Trainer::enqueue_recordable_step() {
     model_->forward(0, true, losses_.rows(m, 1).view({N}), dloss);
     model_->backward(0);
   }
+  params_->end_grad_writes();
   backend_.grad_norm_clip(norm_clip_, params_->grads(), float(plan_.optimizer.clip_grad),
                           losses_.view({losses_.numel()}).rows(0, count),
                           divergence_loss_limit(shape_.vocab) * total_tokens);

@@ -13,11 +13,20 @@ void Model::norm_fwd(Tensor out, Tensor mean, Tensor rstd, Tensor inp, const Nor
 }
 
 void Model::norm_bwd(Tensor dinp, const Norm& dn, Tensor dout, Tensor inp, const Norm& n, Tensor mean,
-                     Tensor rstd) {
+                     Tensor rstd, Tensor dinp_sum) {
   if (s_.layernorm)
-    be_.layernorm_bwd(dinp, dn.w, dn.b, dout, inp, n.w, mean, rstd);
+    be_.layernorm_bwd(dinp, dn.w, dn.b, dout, inp, n.w, mean, rstd, dinp_sum);
   else
     be_.rmsnorm_bwd(dinp, dn.w, dout, inp, n.w, rstd);
+}
+
+// The residual stream's gradient after a norm backward is exactly the output gradient of the
+// linear whose output was added into that residual (attention proj, or fc_out of the layer
+// below): the norm backward already holds it row by row, so it also sums its columns into that
+// linear's bias gradient and the linear skips its own pass over the rows.
+Tensor Model::fc_out_bias_grad_from_norm(int l) const {
+  if (!s_.layernorm || l < 0 || l >= ls_.layers) return Tensor();
+  return g_.layers[size_t(l)].fc_out.b;
 }
 
 void Model::residual_norm(Tensor residual, Tensor out, Tensor mean, Tensor rstd, Tensor a, Tensor b,
@@ -47,7 +56,7 @@ void Model::layer_forward_body(Activations& A, int l, const LayerActs& a) {
 // into it (the residual branch's identity gradient is already there).
 // The gradients of replicated parameters (norms, row-parallel biases) come out equal on every TP
 // rank, because every input they see has been summed over the group first.
-void Model::layer_backward(Activations& A, int l, const LayerActs& a) {
+void Model::layer_backward(Activations& A, int l, const LayerActs& a, bool dres_summed) {
   const LayerParams& p = w_.layers[size_t(l)];
   const LayerParams& g = g_.layers[size_t(l)];
   const int T = s_.seq, Hq = ls_.heads, Hkv = ls_.kv_heads, D = s_.head_dim;
@@ -67,25 +76,30 @@ void Model::layer_backward(Activations& A, int l, const LayerActs& a) {
   // MLP: out = fc_out(act(fc_in(ln2)))
   if (s_.gelu) {
     // dfc = (dres·W2) ⊙ gelu'(pre_gelu): the dGELU epilogue of fc2's backward.
-    be_.linear_bwd(A.dfc, g.fc_out.w, g.fc_out.b, dres, a.fc_act, p.fc_out.w, a.fc_pre);
+    be_.linear_bwd(A.dfc, g.fc_out.w, dres_summed ? Tensor() : g.fc_out.b, dres, a.fc_act, p.fc_out.w,
+                   a.fc_pre);
   } else {
-    be_.linear_bwd(A.dfc_act, g.fc_out.w, g.fc_out.b, dres, a.fc_act, p.fc_out.w, Tensor());
+    be_.linear_bwd(A.dfc_act, g.fc_out.w, dres_summed ? Tensor() : g.fc_out.b, dres, a.fc_act,
+                   p.fc_out.w, Tensor());
     be_.swiglu_bwd(A.dfc, A.dfc_act, a.fc_pre);
   }
   // norm: ln2 (and below ln1) are rebuilt from the saved residual; the saved statistics stay.
   if (recompute_ == Recompute::norm) norm_fwd(a.ln2, Tensor(), Tensor(), a.residual2, p.norm2);
   be_.linear_bwd(A.dln, g.fc_in.w, g.fc_in.b, A.dfc, a.ln2, p.fc_in.w, Tensor());
   tp_sum(A.dln);
-  norm_bwd(dres, g.norm2, A.dln, a.residual2, p.norm2, a.ln2_mean, a.ln2_rstd);
+  const Tensor proj_bias_grad = s_.layernorm ? g.proj.b : Tensor();
+  norm_bwd(dres, g.norm2, A.dln, a.residual2, p.norm2, a.ln2_mean, a.ln2_rstd, proj_bias_grad);
 
   // Attention: out = proj(attention(rope(qkv(ln1))))
-  be_.linear_bwd(A.datty, g.proj.w, g.proj.b, dres, a.atty, p.proj.w, Tensor());
+  be_.linear_bwd(A.datty, g.proj.w, proj_bias_grad.defined() ? Tensor() : g.proj.b, dres, a.atty,
+                 p.proj.w, Tensor());
   be_.attention_bwd(A.dqkv, A.datty, a.qkv, a.atty, a.lse, B_, T, Hq, Hkv, D);
   if (!s_.learned_positions) be_.rope_bwd(A.dqkv, B_, T, Hq, Hkv, D, s_.rope_theta);
   if (recompute_ == Recompute::norm) norm_fwd(a.ln1, Tensor(), Tensor(), a.residual, p.norm1);
   be_.linear_bwd(A.dln, g.qkv.w, g.qkv.b, A.dqkv, a.ln1, p.qkv.w, Tensor());
   tp_sum(A.dln);
-  norm_bwd(dres, g.norm1, A.dln, a.residual, p.norm1, a.ln1_mean, a.ln1_rstd);
+  norm_bwd(dres, g.norm1, A.dln, a.residual, p.norm1, a.ln1_mean, a.ln1_rstd,
+           fc_out_bias_grad_from_norm(l - 1));
 }
 
 // logits = lnf · Wᵀ in row chunks (this rank's vocabulary columns); with_grad: the loss turns the

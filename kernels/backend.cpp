@@ -38,6 +38,11 @@ void Backend::grad_norm_clip(Tensor out, Tensor grads, float clip, Tensor losses
   from_host(out, host);
 }
 
+void Backend::begin_grad_writes(const std::vector<Tensor>& grads) {
+  for (const Tensor& g : grads) zero(g);
+}
+void Backend::end_grad_writes() {}
+
 std::unique_ptr<Backend> make_backend(Device device, const BackendOptions& opts) {
   return device == Device::cuda ? make_cuda_backend(opts) : make_cpu_backend(opts);
 }

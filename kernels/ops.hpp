@@ -8,9 +8,10 @@
 // - Activations and compute weights are in `act_dtype()` (CPU: f32, CUDA: bf16); gradients of
 //   parameters (dweight, dbias, dwte, ...) are always f32; norm statistics and losses are f32;
 //   token ids are i32.
-// - Parameter gradients ACCUMULATE (+=): the trainer zeroes them once per step, so micro-batches
-//   accumulate. Norm input gradients ACCUMULATE too (they feed the residual stream). All other
-//   input gradients (linear dinp, attention dqkv, swiglu, gelu) OVERWRITE.
+// - Parameter gradients ACCUMULATE (+=): the trainer opens each step's gradients with
+//   begin_grad_writes (they then read as zero) and closes them with end_grad_writes, so
+//   micro-batches accumulate. Norm input gradients ACCUMULATE too (they feed the residual stream).
+//   All other input gradients (linear dinp, attention dqkv, swiglu, gelu) OVERWRITE.
 // - Packed attention layout: qkv is [B, T, (Hq + 2·Hkv)·D], each token row holding all q heads,
 //   then all k heads, then all v heads (each head D contiguous values). Head h of q uses kv head
 //   h / (Hq/Hkv) (GQA). Attention output is [B, T, Hq·D]; lse (log-sum-exp of the scaled scores per
@@ -26,6 +27,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "kernels/tensor.hpp"
 
@@ -106,8 +108,11 @@ class Backend {
   // ---- norms ----
   virtual void layernorm_fwd(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight,
                              Tensor bias, float eps) = 0;
+  // dinp += ∂/∂inp (the residual stream), dweight += Σ dout·x̂, dbias += Σ dout; dinp_sum (f32 [C],
+  // optional, needs dinp) += Σ_rows dinp after the accumulation: the bias gradient of the linear
+  // whose output was added into this residual, so that linear_bwd can skip its own column sum.
   virtual void layernorm_bwd(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp,
-                             Tensor weight, Tensor mean, Tensor rstd) = 0;
+                             Tensor weight, Tensor mean, Tensor rstd, Tensor dinp_sum) = 0;
   virtual void rmsnorm_fwd(Tensor out, Tensor rstd, Tensor inp, Tensor weight, float eps) = 0;
   virtual void rmsnorm_bwd(Tensor dinp, Tensor dweight, Tensor dout, Tensor inp, Tensor weight,
                            Tensor rstd) = 0;
@@ -177,6 +182,17 @@ class Backend {
   virtual void grad_norm_clip(Tensor out, Tensor grads, float clip, Tensor losses,
                               double loss_sum_limit);
   virtual void scale(Tensor x, float s) = 0;
+
+  // ---- one step's parameter gradients (additive) ----
+  // begin_grad_writes: from here on every tensor in `grads` (f32 parameter gradients, disjoint)
+  // reads as zero to the ops that accumulate into parameter gradients (linear_bwd, the norm
+  // backwards, embedding_bwd). The default zeroes them. A backend may instead let each tensor's
+  // first write overwrite (CUDA: beta = 0 in the weight-gradient GEMM), which saves the memset
+  // and a read of every gradient. end_grad_writes: the tensors now hold their sums (the backend
+  // zeroes any that no op wrote). In between, only those ops, and collectives over gradients that
+  // are already complete, may touch `grads`. Both may be recorded (record()).
+  virtual void begin_grad_writes(const std::vector<Tensor>& grads);
+  virtual void end_grad_writes();
 
   // ---- recorded work (additive; CUDA graphs) ----
   // Host memory that uploads may read while recorded work replays (CUDA: page-locked), zeroed;

@@ -49,7 +49,7 @@ class CpuBackend final : public Backend {
   void layernorm_fwd(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight, Tensor bias,
                      float eps) override;
   void layernorm_bwd(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
-                     Tensor mean, Tensor rstd) override;
+                     Tensor mean, Tensor rstd, Tensor dinp_sum) override;
   void rmsnorm_fwd(Tensor out, Tensor rstd, Tensor inp, Tensor weight, float eps) override;
   void rmsnorm_bwd(Tensor dinp, Tensor dweight, Tensor dout, Tensor inp, Tensor weight, Tensor rstd) override;
 

@@ -55,7 +55,8 @@ CublasLtLinear::Plan& CublasLtLinear::plan_for(const Gemm& g) {
             al_d = pointer_alignment(g.D);
   Key key{g.m,        g.n,         g.k,          g.lda,       g.ldb,
           g.ldd,      g.aux ? g.aux_ld : 0,      int(g.transA), int(g.transB),
-          int(g.d_type), int(g.epilogue), int(g.bias_type), al_a, al_b, al_d};
+          int(g.d_type), int(g.epilogue), int(g.bias_type), al_a, al_b, al_d,
+          int(g.beta != 0.f)};  // beta = 0 and beta = 1 run different kernels: timed apart
   auto it = plans_.find(key);
   if (it != plans_.end()) return it->second;
   Plan& p = plans_[key];
@@ -250,30 +251,36 @@ void CublasLtLinear::backward_input(void* dinp, const void* dout, const void* we
 
 void CublasLtLinear::backward_weight(float* dweight, float* dbias, const void* dout,
                                      const void* inp, int64_t N, int64_t IC, int64_t OC,
-                                     Workspace scratch) {
+                                     Workspace scratch, bool overwrite_dweight,
+                                     bool overwrite_dbias) {
   if (N <= 0 || OC <= 0) return;
   if (!dweight) {
-    if (dbias) column_sum_accumulate(dbias, dout, N, OC, options_.tickets, scratch, stream_);
+    if (dbias)
+      column_sum_accumulate(dbias, dout, N, OC, options_.tickets, scratch, stream_, overwrite_dbias);
     return;
   }
-  Gemm g{inp, false, IC, dout, true, OC, dweight, CUDA_R_32F, IC, IC, OC, N, 1.f,
-         CUBLASLT_EPILOGUE_DEFAULT, nullptr, CUDA_R_32F, nullptr, 0};
+  // beta = 0 on a gradient's first write of the step: no read of the old f32 values, and the
+  // per-step memset that would otherwise zero them is skipped (Backend::begin_grad_writes).
+  Gemm g{inp, false, IC, dout, true, OC, dweight, CUDA_R_32F, IC, IC, OC, N,
+         overwrite_dweight ? 0.f : 1.f, CUBLASLT_EPILOGUE_DEFAULT, nullptr, CUDA_R_32F, nullptr, 0};
   if (dbias && options_.bias_grad == BiasGrad::epilogue) {
-    // BGRADB writes (does not accumulate) the bias gradient: into scratch, then added.
+    // BGRADB writes (does not accumulate) the bias gradient: straight into dbias on its first
+    // write, otherwise into scratch, then added.
     Workspace ws = scratch;
-    float* db = static_cast<float*>(ws.take(size_t(OC) * 4, "bias gradient"));
+    float* db = overwrite_dbias ? dbias : static_cast<float*>(ws.take(size_t(OC) * 4, "bias gradient"));
     g.epilogue = CUBLASLT_EPILOGUE_BGRADB;
     g.bias = db;
     if (run(g, ws)) {
       ++stats_.fused;
-      add_f32(dbias, dbias, db, OC, stream_);
+      if (db != dbias) add_f32(dbias, dbias, db, OC, stream_);
       return;
     }
     ++stats_.unfused;
     g.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
     g.bias = nullptr;
   }
-  if (dbias) column_sum_accumulate(dbias, dout, N, OC, options_.tickets, scratch, stream_);
+  if (dbias)
+    column_sum_accumulate(dbias, dout, N, OC, options_.tickets, scratch, stream_, overwrite_dbias);
   if (!run(g, scratch))
     throw std::runtime_error("cuBLASLt: no algorithm for the weight-gradient GEMM [" +
                              std::to_string(OC) + "x" + std::to_string(N) + "]·[" +

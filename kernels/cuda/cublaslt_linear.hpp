@@ -48,9 +48,11 @@ class CublasLtLinear {
   // dinp[N,IC] (bf16) = dout·W (·gelu'(gelu_aux) if gelu_aux != null).
   void backward_input(void* dinp, const void* dout, const void* weight, const void* gelu_aux,
                       int64_t N, int64_t IC, int64_t OC);
-  // dweight[OC,IC] (f32) += doutᵀ·inp; dbias[OC] (f32) += Σ_rows dout (if non-null).
+  // dweight[OC,IC] (f32) += doutᵀ·inp; dbias[OC] (f32) += Σ_rows dout (if non-null); each "="
+  // instead when its overwrite flag is set (the gradient's first write of the step).
   void backward_weight(float* dweight, float* dbias, const void* dout, const void* inp, int64_t N,
-                       int64_t IC, int64_t OC, Workspace scratch);
+                       int64_t IC, int64_t OC, Workspace scratch, bool overwrite_dweight = false,
+                       bool overwrite_dbias = false);
 
   // Which epilogues ran fused (for tests and logs): counts of fused vs fallback calls.
   struct Stats {
@@ -80,9 +82,9 @@ class CublasLtLinear {
     int64_t aux_ld;
   };
   // (m, n, k, lda, ldb, ldd, aux_ld, transA, transB, d_type, epilogue, bias_type, and the
-  // pointer alignments of A, B, D that the chosen algorithm may assume)
+  // pointer alignments of A, B, D that the chosen algorithm may assume, and whether beta != 0)
   using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int,
-                         int, int, int, int, int, int>;
+                         int, int, int, int, int, int, int>;
   struct Plan {
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;

@@ -103,6 +103,9 @@ CudaBackend::CudaBackend(const BackendOptions& opts)
   RECIPE_CUDA_CHECK(
       cudaMemsetAsync(column_sum_tickets_, 0, size_t(kColumnSumTickets) * sizeof(unsigned), stream_));
   CublasLtLinear::Options lo;
+  // RECIPE_GRAD_MEMSET=1: zero every gradient at the start of a step instead of letting its
+  // first write overwrite (an A/B switch for the benchmark).
+  memset_grads_ = env_flag("RECIPE_GRAD_MEMSET", "1", "0", false);
   lo.tune = !deterministic_ && env_flag("RECIPE_CUBLASLT_TUNE", "1", "0", true);
   lo.log_tuning = env_flag("RECIPE_CUBLASLT_TUNE_LOG", "1", "0", false);
   lo.bias_grad = env_flag("RECIPE_CUDA_BIAS_GRAD", "epilogue", "kernel", false)
@@ -209,6 +212,16 @@ void CudaBackend::zero(Tensor t) {
   RECIPE_CUDA_CHECK(cudaMemsetAsync(t.ptr, 0, t.bytes(), stream_));
 }
 
+void CudaBackend::begin_grad_writes(const std::vector<Tensor>& grads) {
+  if (memset_grads_) {
+    Backend::begin_grad_writes(grads);
+    return;
+  }
+  grad_writes_.begin(grads);
+}
+
+void CudaBackend::end_grad_writes() { grad_writes_.end(); }
+
 void CudaBackend::cast(Tensor dst, Tensor src) {
   if (dst.numel() != src.numel())
     bad_arg("cast", "dst " + dst.shape_str() + " and src " + src.shape_str() +
@@ -269,10 +282,13 @@ void CudaBackend::linear_bwd(Tensor dinp, Tensor dweight, Tensor dbias, Tensor d
     expect_numel(op, "inp", inp, N * IC);
     expect_numel(op, "dweight", dweight, OC * IC);
   }
-  if (dweight.defined() || dbias.defined())
+  if ((dweight.defined() || dbias.defined()) && N > 0) {
+    const bool ow = dweight.defined() && grad_writes_.whole_write(dweight) == GradWriteTracker::Write::overwrite;
+    const bool ob = dbias.defined() && grad_writes_.whole_write(dbias) == GradWriteTracker::Write::overwrite;
     linear_->backward_weight(static_cast<float*>(ptr_or_null(dweight)),
                              static_cast<float*>(ptr_or_null(dbias)), dout.ptr, ptr_or_null(inp), N,
-                             IC, OC, workspace());
+                             IC, OC, workspace(), ow, ob);
+  }
 }
 
 // ---- embeddings ----
@@ -304,6 +320,10 @@ void CudaBackend::embedding_bwd(Tensor dwte, Tensor dwpe, Tensor dout, Tensor to
   if (T <= 0 || N % T) bad_arg(op, "T=" + std::to_string(T) + " must divide " + std::to_string(N) + " tokens");
   if (dwte.defined() && dwte.numel() % C) bad_arg(op, "dwte " + dwte.shape_str() + " row size differs from dout");
   if (dwpe.defined() && dwpe.numel() < int64_t(T) * C) bad_arg(op, "dwpe " + dwpe.shape_str() + " has fewer than T rows");
+  // Scatters (dwte: only the rows of the batch's tokens; dwpe: only the first T rows): a fresh
+  // gradient is zeroed first.
+  grad_writes_.partial_write(dwte);
+  grad_writes_.partial_write(dwpe);
   cuda::embedding_bwd(static_cast<float*>(ptr_or_null(dwte)), dwte.defined() ? dwte.numel() / C : 0,
                       static_cast<float*>(ptr_or_null(dwpe)), dout.ptr, tokens.as<int32_t>(), N, C,
                       T, vocab_start, workspace(), stream_);
@@ -327,8 +347,22 @@ void CudaBackend::layernorm_fwd(Tensor out, Tensor mean, Tensor rstd, Tensor inp
                       ptr_or_null(bias), N, C, eps, false, stream_);
 }
 
+// The overwrite flags of a norm backward's f32 outputs (none for an empty batch: nothing is written).
+cuda::NormGradOverwrite CudaBackend::norm_grad_writes(int64_t N, Tensor dweight, Tensor dbias,
+                                                      Tensor dinp_sum) {
+  cuda::NormGradOverwrite ow;
+  if (N <= 0) return ow;
+  auto first = [&](const Tensor& t) {
+    return t.defined() && grad_writes_.whole_write(t) == GradWriteTracker::Write::overwrite;
+  };
+  ow.dweight = first(dweight);
+  ow.dbias = first(dbias);
+  ow.dinp_sum = first(dinp_sum);
+  return ow;
+}
+
 void CudaBackend::layernorm_bwd(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp,
-                                Tensor weight, Tensor mean, Tensor rstd) {
+                                Tensor weight, Tensor mean, Tensor rstd, Tensor dinp_sum) {
   const char* op = "layernorm_bwd";
   expect(op, "dout", dout, DType::bf16);
   expect(op, "inp", inp, DType::bf16);
@@ -338,10 +372,19 @@ void CudaBackend::layernorm_bwd(Tensor dinp, Tensor dweight, Tensor dbias, Tenso
   expect_opt(op, "dinp", dinp, DType::bf16);
   expect_opt(op, "dweight", dweight, DType::f32);
   expect_opt(op, "dbias", dbias, DType::f32);
+  expect_opt(op, "dinp_sum", dinp_sum, DType::f32);
   const int64_t C = weight.numel(), N = inp.numel() / C;
+  if (dbias.defined()) expect_numel(op, "dbias", dbias, C);
+  if (dweight.defined()) expect_numel(op, "dweight", dweight, C);
+  if (dinp_sum.defined()) {
+    expect_numel(op, "dinp_sum", dinp_sum, C);
+    if (!dinp.defined()) bad_arg(op, "dinp_sum needs dinp (it is the column sum of dinp)");
+  }
+  const cuda::NormGradOverwrite ow = norm_grad_writes(N, dweight, dbias, dinp_sum);
   cuda::layernorm_bwd(ptr_or_null(dinp), static_cast<float*>(ptr_or_null(dweight)),
-                      static_cast<float*>(ptr_or_null(dbias)), dout.ptr, inp.ptr, weight.ptr,
-                      mean.as<float>(), rstd.as<float>(), N, C, false, workspace(), stream_);
+                      static_cast<float*>(ptr_or_null(dbias)),
+                      static_cast<float*>(ptr_or_null(dinp_sum)), dout.ptr, inp.ptr, weight.ptr,
+                      mean.as<float>(), rstd.as<float>(), N, C, false, ow, workspace(), stream_);
 }
 
 void CudaBackend::rmsnorm_fwd(Tensor out, Tensor rstd, Tensor inp, Tensor weight, float eps) {
@@ -366,9 +409,11 @@ void CudaBackend::rmsnorm_bwd(Tensor dinp, Tensor dweight, Tensor dout, Tensor i
   expect_opt(op, "dinp", dinp, DType::bf16);
   expect_opt(op, "dweight", dweight, DType::f32);
   const int64_t C = weight.numel(), N = inp.numel() / C;
+  if (dweight.defined()) expect_numel(op, "dweight", dweight, C);
+  const cuda::NormGradOverwrite ow = norm_grad_writes(N, dweight, Tensor(), Tensor());
   cuda::layernorm_bwd(ptr_or_null(dinp), static_cast<float*>(ptr_or_null(dweight)), nullptr,
-                      dout.ptr, inp.ptr, weight.ptr, nullptr, rstd.as<float>(), N, C, true,
-                      workspace(), stream_);
+                      nullptr, dout.ptr, inp.ptr, weight.ptr, nullptr, rstd.as<float>(), N, C, true,
+                      ow, workspace(), stream_);
 }
 
 void CudaBackend::residual_norm_fwd(Tensor residual, Tensor out, Tensor mean, Tensor rstd,

@@ -14,7 +14,9 @@
 #include <string>
 #include <unordered_map>
 
+#include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/cuda_kernels.hpp"
+#include "kernels/grad_write_tracker.hpp"
 #include "kernels/ops.hpp"
 
 namespace recipe::kernels::cuda {
@@ -70,7 +72,7 @@ class CudaBackend final : public Backend {
   void layernorm_fwd(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight, Tensor bias,
                      float eps) override;
   void layernorm_bwd(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp,
-                     Tensor weight, Tensor mean, Tensor rstd) override;
+                     Tensor weight, Tensor mean, Tensor rstd, Tensor dinp_sum) override;
   void rmsnorm_fwd(Tensor out, Tensor rstd, Tensor inp, Tensor weight, float eps) override;
   void rmsnorm_bwd(Tensor dinp, Tensor dweight, Tensor dout, Tensor inp, Tensor weight,
                    Tensor rstd) override;
@@ -108,6 +110,10 @@ class CudaBackend final : public Backend {
                       double loss_sum_limit) override;
   void scale(Tensor x, float s) override;
 
+  // No per-step memset: each gradient's first write overwrites (GradWriteTracker).
+  void begin_grad_writes(const std::vector<Tensor>& grads) override;
+  void end_grad_writes() override;
+
   // cuda_graph.cpp: page-locked staging, async uploads and stream capture into a CUDA graph.
   void* alloc_host(size_t bytes) override;
   void free_host(void* p) override;
@@ -121,10 +127,12 @@ class CudaBackend final : public Backend {
   Workspace workspace() const { return Workspace{workspace_, workspace_bytes_, 0}; }
   void* device_alloc(size_t bytes, const char* what);
   void note_attention_fallback(const std::string& shape, const std::string& why);
+  NormGradOverwrite norm_grad_writes(int64_t N, Tensor dweight, Tensor dbias, Tensor dinp_sum);
 
   int device_ = 0;
   bool deterministic_ = false;
   bool recording_ = false;
+  bool memset_grads_ = false;
   cudaStream_t stream_ = nullptr;
   void* cublas_workspace_ = nullptr;
   size_t cublas_workspace_bytes_ = 0;
@@ -132,6 +140,10 @@ class CudaBackend final : public Backend {
   size_t workspace_bytes_ = 0;
   unsigned* column_sum_tickets_ = nullptr;
   std::unique_ptr<CublasLtLinear> linear_;
+  // Zeroes in stream order, so a memset it asks for lands before the op that asked.
+  GradWriteTracker grad_writes_{[this](void* p, size_t bytes) {
+    RECIPE_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream_));
+  }};
   std::unique_ptr<CudnnAttention> attention_;
   int64_t cudnn_calls_ = 0, fallback_calls_ = 0;
   std::set<std::string> reported_fallbacks_;

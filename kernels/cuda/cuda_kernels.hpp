@@ -41,9 +41,10 @@ struct ColumnSumTickets {
 };
 // dst[C] += Σ_rows src[rows, C] (bf16 src) in one launch, summed in a fixed order (bitwise
 // repeatable); partial row sums go to the workspace. Launches on `s` must not overlap one another
-// (the tickets are shared).
+// (the tickets are shared). overwrite: dst = Σ instead (a gradient's first write of a step).
 void column_sum_accumulate(float* dst, const void* src, int64_t rows, int64_t C,
-                           ColumnSumTickets tickets, Workspace ws, cudaStream_t s);
+                           ColumnSumTickets tickets, Workspace ws, cudaStream_t s,
+                           bool overwrite = false);
 
 // ---- RoPE (rope.cu): in place on packed qkv [B,T,(Hq+2Hkv)·D]; backward applies the inverse.
 void rope_bf16(void* qkv, int B, int T, int Hq, int Hkv, int D, float theta, bool backward,
@@ -55,11 +56,20 @@ void rope_bf16(void* qkv, int B, int T, int Hq, int Hkv, int D, float theta, boo
 void layernorm_fwd(void* out, float* mean, float* rstd, void* inp_or_residual, const void* res_a,
                    const void* res_b, const void* weight, const void* bias, int64_t N, int64_t C,
                    float eps, bool rms, cudaStream_t s);
-// dinp += ..., dweight += ..., dbias += ... (bias/mean null for RMSNorm; dinp/dweight/dbias may
-// each be null to skip).
-void layernorm_bwd(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,
-                   const void* weight, const float* mean, const float* rstd, int64_t N, int64_t C,
-                   bool rms, Workspace ws, cudaStream_t s);
+// Which f32 outputs of layernorm_bwd are written (=) rather than accumulated (+=): the first
+// write of a parameter gradient in a step (see Backend::begin_grad_writes).
+struct NormGradOverwrite {
+  bool dweight = false, dbias = false, dinp_sum = false;
+};
+// dinp += ∂loss/∂inp (bf16 [N, C]: the residual stream's gradient), dweight += Σ_rows dout·x̂,
+// dbias += Σ_rows dout, dinp_sum += Σ_rows dinp AFTER the accumulation (the bias gradient of the
+// linear whose output was added into this residual; saves a separate column sum). All f32 [C];
+// bias/mean null for RMSNorm; dinp/dweight/dbias/dinp_sum may each be null to skip (dinp_sum
+// needs dinp). Column sums in a fixed order: bitwise repeatable.
+void layernorm_bwd(void* dinp, float* dweight, float* dbias, float* dinp_sum, const void* dout,
+                   const void* inp, const void* weight, const float* mean, const float* rstd,
+                   int64_t N, int64_t C, bool rms, NormGradOverwrite overwrite, Workspace ws,
+                   cudaStream_t s);
 
 // ---- embeddings (embedding.cu) ----
 void embedding_fwd(void* out, const int32_t* tokens, const void* wte, int64_t wte_rows,

@@ -166,7 +166,8 @@ __device__ __forceinline__ void fold_rows(float (&fold)[kRows][kTile], int t, Ou
 template <int kVec>
 __global__ void __launch_bounds__(kColumnSumThreads)
     column_sum_kernel(float* dst, float* partial, unsigned* tickets, const bf16* src,
-                      int64_t rows, int64_t cols, int64_t ld, int64_t rows_per_chunk) {
+                      int64_t rows, int64_t cols, int64_t ld, int64_t rows_per_chunk,
+                      bool overwrite) {
   constexpr int kColLanes = ColumnSumShape<kVec>::col_lanes;
   constexpr int kRowLanes = ColumnSumShape<kVec>::row_lanes;
   constexpr int kTile = kColLanes * kVec;
@@ -232,7 +233,7 @@ __global__ void __launch_bounds__(kColumnSumThreads)
   for (int i = 0; i < kVec; ++i) fold[ty][tx * kVec + i] = acc[i];  // first fold done (synced)
   __syncthreads();
   fold_rows(fold, t, [&](int col, float sum) {
-    if (tile0 + col < cols) dst[tile0 + col] += sum;
+    if (tile0 + col < cols) dst[tile0 + col] = overwrite ? sum : dst[tile0 + col] + sum;
   });
   if (t == 0) tickets[blockIdx.x] = 0;  // ready for the next launch on this stream
 }
@@ -287,8 +288,13 @@ void swiglu_bwd_bf16(void* dgate_up, const void* dout, const void* gate_up, int6
 }
 
 void column_sum_accumulate(float* dst, const void* src, int64_t rows, int64_t C,
-                           ColumnSumTickets tickets, Workspace ws, cudaStream_t s) {
-  if (rows <= 0 || C <= 0) return;
+                           ColumnSumTickets tickets, Workspace ws, cudaStream_t s,
+                           bool overwrite) {
+  if (C <= 0) return;
+  if (rows <= 0) {  // an empty sum: "=" still has to write its zeros
+    if (overwrite) RECIPE_CUDA_CHECK(cudaMemsetAsync(dst, 0, size_t(C) * sizeof(float), s));
+    return;
+  }
   if (!tickets.ptr || tickets.count <= 0)
     throw std::invalid_argument("column_sum_accumulate: no ticket buffer");
   const bool vec = C % 8 == 0 && aligned16(src);
@@ -323,10 +329,10 @@ void column_sum_accumulate(float* dst, const void* src, int64_t rows, int64_t C,
     const bf16* base = static_cast<const bf16*>(src) + c0;
     if (vec)
       column_sum_kernel<8><<<grid, block, 0, s>>>(dst + c0, partial + c0, tickets.ptr, base, rows,
-                                                  cols, C, rows_per_chunk);
+                                                  cols, C, rows_per_chunk, overwrite);
     else
       column_sum_kernel<1><<<grid, block, 0, s>>>(dst + c0, partial + c0, tickets.ptr, base, rows,
-                                                  cols, C, rows_per_chunk);
+                                                  cols, C, rows_per_chunk, overwrite);
     RECIPE_CUDA_CHECK_LAUNCH("column_sum");
   }
 }

@@ -2,9 +2,9 @@
 // Forward: one warp per row, statistics in f32 (two passes over the row: mean, then the centred
 // variance, which is exact where E[x²]-E[x]² cancels). The fused variant writes the bf16 residual
 // and normalizes the rounded value, so forward and backward see the same input.
-// Backward: the parameter gradients (column sums over rows) are computed first, in a fixed order
-// through a partial buffer (deterministic, no float atomics), then one warp per row accumulates
-// dinp; that order also makes dinp == dout aliasing safe.
+// Backward: one pass over the rows computes dinp and per-block partial column sums of the
+// parameter gradients (and of the new dinp), then a small kernel adds the partials in a fixed
+// order (deterministic, no float atomics); see the comment above norm_bwd_fused_kernel.
 #include <algorithm>
 
 #include "kernels/cuda/cuda_check.hpp"
@@ -90,104 +90,281 @@ __global__ void norm_fwd_kernel(bf16* out, float* mean_out, float* rstd_out, bf1
   }
 }
 
+// ---- Backward: one pass over the rows ----
+//
+// The backward is memory-bound. dinp needs two reductions along each row (Σ g and Σ g·x̂, with
+// g = dout·w), the parameter gradients need reductions down the columns (Σ_r dout·x̂, Σ_r dout),
+// and dinp_sum (the bias gradient of the linear that fed this residual) is a column sum of the new
+// dinp. All of them are computed from ONE read of dout, inp and dinp: a warp holds its slice of a
+// row in registers, reduces along the row with shuffles, writes dinp, and adds its columns'
+// contributions to per-lane column accumulators that stay in registers for all rows of the block.
+//
+// Work split of norm_bwd_fused_kernel, grid (chunks, slabs), kWarps warps per block:
+//   - block x takes the chunk of rows [x·rows_per_chunk, (x+1)·rows_per_chunk); its warp w takes
+//     the rows r0+w, r0+w+kWarps, ... in that order (fixed: no dynamic scheduling);
+//   - block y takes the slab of columns [y·W, (y+1)·W), W = 32·VEC·SLOTS (1024 for aligned rows);
+//     lane l owns, in each slot s < SLOTS, the VEC columns starting at slab0 + (32·s + l)·VEC.
+// At the end the block folds its warps' accumulators in shared memory, in warp order, and writes
+// one partial row per requested output. Partial buffers (workspace), one per requested output
+// among dweight, dbias, dinp_sum, each f32 [chunks][C]:
+//     part[k][c] = Σ over the rows of chunk k of that output's term at column c.
+// norm_bwd_finalize_kernel then sums each column over k (16 row lanes take k ≡ lane mod 16 in
+// ascending order, folded in lane order) and writes or adds the result. Every sum has a fixed
+// order whatever the timing, so results are bitwise repeatable; no float atomics.
+// With about two blocks per SM there are ~264 chunks: the partials (3 × 264 × C floats, 3 MB for
+// C = 1024) are small next to the rows (N × C × 2 B per tensor).
+//
+// Rows wider than one slab (C > 1024 aligned, C > 256 scalar): the row reductions span blocks, so
+// norm_bwd_row_stats_kernel first writes (mean g, mean g·x̂) per row to the workspace ([N] float2);
+// that reads dout and inp once more, but only for such wide rows.
+//
+// dinp may alias dout: each lane loads all of its columns of a row before it stores the same
+// columns, and the row statistics never read dinp.
+
+constexpr int kBwdWarps = 4;        // warps per block: ~240 registers per thread fit 2 blocks/SM
+constexpr int kBwdBlocksPerSm = 2;  // enough rows in flight to saturate HBM, few partial rows
+// How many of its own rows ahead a warp asks L2 to fetch (prefetch.global.L2: no registers), so
+// that more than the one row held in registers is in flight; 0 = off.
+constexpr int kBwdPrefetchRows = 1;
+constexpr int kFinCols = 32, kFinRowLanes = 16;
+
+// VEC consecutive bf16 values of a row, kept packed in registers (16 B or 2 B) until used.
 template <int VEC>
-__global__ void norm_bwd_rows_kernel(bf16* dinp, const bf16* dout, const bf16* inp,
-                                     const bf16* weight, const float* mean, const float* rstd,
-                                     int64_t N, int64_t C, bool rms) {
+struct alignas(2 * VEC) RowVec {
+  bf16 v[VEC];
+  __device__ __forceinline__ void load(const bf16* p) {
+    *this = *reinterpret_cast<const RowVec*>(p);
+  }
+  __device__ __forceinline__ void store(bf16* p) const { *reinterpret_cast<RowVec*>(p) = *this; }
+  __device__ __forceinline__ void zero() {
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) v[i] = __ushort_as_bfloat16(0);
+  }
+  __device__ __forceinline__ float operator[](int i) const { return __bfloat162float(v[i]); }
+};
+
+struct NormBwdArgs {
+  bf16* dinp;  // null: parameter gradients only
+  const bf16* dout;
+  const bf16* inp;
+  const bf16* weight;
+  const float* mean;  // null for RMSNorm
+  const float* rstd;
+  const float2* row_stats;  // [N] (mean g, mean g·x̂) when C spans several slabs, else null
+  float* part_w;            // [chunks][C] partials; null = output not requested
+  float* part_b;
+  float* part_s;
+  int64_t N, C, rows_per_chunk;
+  int prefetch_rows;
+  bool rms;
+};
+
+__device__ __forceinline__ void prefetch_l2(const void* p) {
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+}
+
+// Folds the kWarps per-warp accumulators of this block (warp order) into partial row blockIdx.x.
+template <int kWarps, int VEC, int SLOTS>
+__device__ __forceinline__ void write_block_partial(float (&fold)[kWarps][32 * VEC * SLOTS],
+                                                    const float (&acc)[SLOTS][VEC], float* part,
+                                                    int64_t slab0, int64_t C) {
+  constexpr int kSlab = 32 * VEC * SLOTS;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads();  // the previous output's fold has been read
+#pragma unroll
+  for (int s = 0; s < SLOTS; ++s)
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) fold[warp][(s * 32 + lane) * VEC + k] = acc[s][k];
+  __syncthreads();
+  float* row = part + int64_t(blockIdx.x) * C + slab0;
+  for (int i = threadIdx.x; i < kSlab && slab0 + i < C; i += kWarps * 32) {
+    float t = 0.f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) t += fold[w][i];
+    row[i] = t;
+  }
+}
+
+template <int kWarps, int VEC, int SLOTS>
+__global__ void __launch_bounds__(kWarps * 32) norm_bwd_fused_kernel(const NormBwdArgs a) {
+  constexpr int kSlab = 32 * VEC * SLOTS;
+  __shared__ __align__(16) float fold[kWarps][kSlab];
+  __shared__ __align__(16) float w_sh[kSlab];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t C = a.C, slab0 = int64_t(blockIdx.y) * kSlab;
+  const int64_t r0 = int64_t(blockIdx.x) * a.rows_per_chunk;
+  const int64_t r1 = min(a.N, r0 + a.rows_per_chunk);
+  const float inv_c = 1.f / float(C);
+
+  // VEC == 8 only when C % 8 == 0, so a vector that starts inside the row is whole.
+  int64_t col[SLOTS];
+  bool in[SLOTS];
+#pragma unroll
+  for (int s = 0; s < SLOTS; ++s) {
+    col[s] = slab0 + int64_t(s * 32 + lane) * VEC;
+    in[s] = col[s] < C;
+  }
+  // The slab's weights as f32 in shared memory (registers are kept for the accumulators); lane l
+  // reads w_sh[(32·s + l)·VEC + k], the layout of its columns.
+  for (int i = threadIdx.x; i < kSlab; i += kWarps * 32)
+    w_sh[i] = slab0 + i < C ? to_f(a.weight[slab0 + i]) : 0.f;
+  __syncthreads();
+  const float* w_lane = w_sh + lane * VEC;  // slot s, element k at w_lane[s·32·VEC + k]
+  float acc_w[SLOTS][VEC], acc_b[SLOTS][VEC], acc_s[SLOTS][VEC];
+#pragma unroll
+  for (int s = 0; s < SLOTS; ++s)
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) acc_w[s][k] = acc_b[s][k] = acc_s[s][k] = 0.f;
+
+  for (int64_t r = r0 + warp; r < r1; r += kWarps) {
+    const bf16* drow = a.dout + r * C;
+    const bf16* xrow = a.inp + r * C;
+    bf16* orow = a.dinp ? a.dinp + r * C : nullptr;
+    RowVec<VEC> d[SLOTS], x[SLOTS], o[SLOTS];
+#pragma unroll
+    for (int s = 0; s < SLOTS; ++s) {
+      if (in[s]) {
+        d[s].load(drow + col[s]);
+        x[s].load(xrow + col[s]);
+        if (orow) o[s].load(orow + col[s]);
+      } else {
+        d[s].zero();
+        x[s].zero();
+        o[s].zero();
+      }
+    }
+    const float mu = a.rms ? 0.f : a.mean[r], rs = a.rstd[r];
+    if (a.prefetch_rows > 0 && r + a.prefetch_rows * kWarps < r1) {
+      const int64_t ahead = int64_t(a.prefetch_rows) * kWarps * C;
+#pragma unroll
+      for (int s = 0; s < SLOTS; ++s) {
+        if (!in[s]) continue;
+        prefetch_l2(drow + ahead + col[s]);
+        prefetch_l2(xrow + ahead + col[s]);
+        if (orow) prefetch_l2(orow + ahead + col[s]);
+      }
+    }
+
+    if (orow) {
+      float mean_g, mean_gx;
+      if (a.row_stats) {
+        const float2 st = a.row_stats[r];
+        mean_g = st.x;
+        mean_gx = st.y;
+      } else {
+        float sum_g = 0.f, sum_gx = 0.f;
+#pragma unroll
+        for (int s = 0; s < SLOTS; ++s)
+#pragma unroll
+          for (int k = 0; k < VEC; ++k) {
+            const float g = d[s][k] * w_lane[s * 32 * VEC + k];
+            sum_g += g;
+            sum_gx += g * ((x[s][k] - mu) * rs);
+          }
+        mean_g = a.rms ? 0.f : warp_sum(sum_g) * inv_c;
+        mean_gx = warp_sum(sum_gx) * inv_c;
+      }
+#pragma unroll
+      for (int s = 0; s < SLOTS; ++s) {
+        if (!in[s]) continue;
+        RowVec<VEC> out;
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) {
+          const float xhat = (x[s][k] - mu) * rs;
+          const float g = d[s][k] * w_lane[s * 32 * VEC + k];
+          out.v[k] = __float2bfloat16_rn(o[s][k] + rs * (g - mean_g - xhat * mean_gx));
+          acc_s[s][k] += out[k];  // the rounded value: exactly what is stored
+        }
+        out.store(orow + col[s]);
+      }
+    }
+#pragma unroll
+    for (int s = 0; s < SLOTS; ++s)
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) {
+        acc_w[s][k] += d[s][k] * ((x[s][k] - mu) * rs);
+        acc_b[s][k] += d[s][k];
+      }
+  }
+
+  // Uniform over the block: every block writes a partial row for each requested output.
+  if (a.part_w) write_block_partial<kWarps, VEC, SLOTS>(fold, acc_w, a.part_w, slab0, C);
+  if (a.part_b) write_block_partial<kWarps, VEC, SLOTS>(fold, acc_b, a.part_b, slab0, C);
+  if (a.part_s) write_block_partial<kWarps, VEC, SLOTS>(fold, acc_s, a.part_s, slab0, C);
+}
+
+// (mean g, mean g·x̂) of each row, for rows wider than one slab; one warp per row, same arithmetic
+// as the in-register path.
+template <int VEC>
+__global__ void norm_bwd_row_stats_kernel(float2* stats, const bf16* dout, const bf16* inp,
+                                          const bf16* weight, const float* mean,
+                                          const float* rstd, int64_t N, int64_t C, bool rms) {
   const int lane = threadIdx.x & 31;
   const int64_t row = int64_t(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
   if (row >= N) return;
   const float mu = rms ? 0.f : mean[row], rs = rstd[row];
   float sum_g = 0.f, sum_gx = 0.f;
   for (int64_t c = int64_t(lane) * VEC; c < C; c += 32 * VEC) {
-    float d[VEC], x[VEC], w[VEC];
-    loadv<VEC>(dout + row * C + c, d);
-    loadv<VEC>(inp + row * C + c, x);
-    loadv<VEC>(weight + c, w);
+    RowVec<VEC> d, x, w;
+    d.load(dout + row * C + c);
+    x.load(inp + row * C + c);
+    w.load(weight + c);
 #pragma unroll
     for (int k = 0; k < VEC; ++k) {
-      float g = d[k] * w[k];
+      const float g = d[k] * w[k];
       sum_g += g;
-      sum_gx += g * (x[k] - mu) * rs;
+      sum_gx += g * ((x[k] - mu) * rs);
     }
   }
-  sum_g = warp_sum(sum_g) / float(C);
-  sum_gx = warp_sum(sum_gx) / float(C);
-  if (rms) sum_g = 0.f;
-  for (int64_t c = int64_t(lane) * VEC; c < C; c += 32 * VEC) {
-    float d[VEC], x[VEC], w[VEC], o[VEC];
-    loadv<VEC>(dout + row * C + c, d);
-    loadv<VEC>(inp + row * C + c, x);
-    loadv<VEC>(weight + c, w);
-    loadv<VEC>(dinp + row * C + c, o);
+  const float inv_c = 1.f / float(C);
+  sum_g = warp_sum(sum_g);
+  sum_gx = warp_sum(sum_gx);
+  if (lane == 0) stats[row] = make_float2(rms ? 0.f : sum_g * inv_c, sum_gx * inv_c);
+}
+
+// One requested output: dst[c] (+)= Σ_k part[k][c].
+struct NormBwdFinalizeJob {
+  const float* part;
+  float* dst;
+  bool overwrite;
+};
+struct NormBwdFinalizeJobs {
+  NormBwdFinalizeJob job[3];
+};
+
+// Grid (column tiles of kFinCols, one y per job); block (kFinCols, kFinRowLanes).
+__global__ void norm_bwd_finalize_kernel(const NormBwdFinalizeJobs jobs, int64_t chunks,
+                                         int64_t C) {
+  __shared__ float fold[kFinRowLanes][kFinCols + 1];
+  // (Selected, not indexed: indexing the parameter array would copy it to local memory.)
+  const NormBwdFinalizeJob job =
+      blockIdx.y == 0 ? jobs.job[0] : (blockIdx.y == 1 ? jobs.job[1] : jobs.job[2]);
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int64_t c = int64_t(blockIdx.x) * kFinCols + tx;
+  float sum = 0.f;
+  if (c < C) {
+#pragma unroll 4
+    for (int64_t k = ty; k < chunks; k += kFinRowLanes) sum += job.part[k * C + c];
+  }
+  fold[ty][tx] = sum;
+  __syncthreads();
+  if (ty == 0 && c < C) {
+    float t = 0.f;
 #pragma unroll
-    for (int k = 0; k < VEC; ++k) {
-      float xhat = (x[k] - mu) * rs;
-      o[k] += rs * (d[k] * w[k] - sum_g - xhat * sum_gx);
-    }
-    storev<VEC>(dinp + row * C + c, o);
+    for (int k = 0; k < kFinRowLanes; ++k) t += fold[k][tx];
+    job.dst[c] = job.overwrite ? t : job.dst[c] + t;
   }
 }
 
-// Partial column sums of dout·xhat (dweight) and dout (dbias) over one chunk of rows.
-constexpr int kColTile = 32, kRowLanes = 8;
-__global__ void norm_bwd_params_partial_kernel(float* part_w, float* part_b, const bf16* dout,
-                                               const bf16* inp, const float* mean,
-                                               const float* rstd, int64_t N, int64_t C,
-                                               int64_t rows_per_chunk, bool rms) {
-  __shared__ float acc_w[kRowLanes][kColTile], acc_b[kRowLanes][kColTile];
-  const int64_t c = int64_t(blockIdx.x) * kColTile + threadIdx.x;
-  const int64_t r0 = int64_t(blockIdx.y) * rows_per_chunk, r1 = min(N, r0 + rows_per_chunk);
-  float sw = 0.f, sb = 0.f;
-  if (c < C)
-    for (int64_t r = r0 + threadIdx.y; r < r1; r += kRowLanes) {
-      float d = to_f(dout[r * C + c]);
-      float xhat = (to_f(inp[r * C + c]) - (rms ? 0.f : mean[r])) * rstd[r];
-      sw += d * xhat;
-      sb += d;
-    }
-  acc_w[threadIdx.y][threadIdx.x] = sw;
-  acc_b[threadIdx.y][threadIdx.x] = sb;
-  __syncthreads();
-  if (threadIdx.y == 0 && c < C) {
-    float tw = 0.f, tb = 0.f;
-#pragma unroll
-    for (int k = 0; k < kRowLanes; ++k) {
-      tw += acc_w[k][threadIdx.x];
-      tb += acc_b[k][threadIdx.x];
-    }
-    part_w[int64_t(blockIdx.y) * C + c] = tw;
-    if (part_b) part_b[int64_t(blockIdx.y) * C + c] = tb;
-  }
-}
-
-// Sums the per-chunk partials of each column. One block per kColTile columns; its kRowLanes rows
-// of threads take interleaved chunks, then reduce in shared memory in a fixed order, so the result
-// is deterministic. (A thread per column summing all chunks serially was latency-bound: ~45 µs per
-// call for C = 1024, 65 chunks, i.e. 2 ms per step of gpt3_345m.)
-__global__ void norm_bwd_params_finalize_kernel(float* dweight, float* dbias, const float* part_w,
-                                                const float* part_b, int chunks, int64_t C) {
-  __shared__ float acc_w[kRowLanes][kColTile], acc_b[kRowLanes][kColTile];
-  const int64_t c = int64_t(blockIdx.x) * kColTile + threadIdx.x;
-  float tw = 0.f, tb = 0.f;
-  if (c < C)
-    for (int k = threadIdx.y; k < chunks; k += kRowLanes) {
-      tw += part_w[int64_t(k) * C + c];
-      if (part_b) tb += part_b[int64_t(k) * C + c];
-    }
-  acc_w[threadIdx.y][threadIdx.x] = tw;
-  acc_b[threadIdx.y][threadIdx.x] = tb;
-  __syncthreads();
-  if (threadIdx.y == 0 && c < C) {
-    float sw = 0.f, sb = 0.f;
-#pragma unroll
-    for (int k = 0; k < kRowLanes; ++k) {
-      sw += acc_w[k][threadIdx.x];
-      sb += acc_b[k][threadIdx.x];
-    }
-    if (dweight) dweight[c] += sw;
-    if (dbias) dbias[c] += sb;
-  }
+int sm_count() {
+  // Only sizes the grid (results do not depend on it); queried once per process.
+  static const int sms = [] {
+    int n = 132, dev = 0;
+    if (cudaGetDevice(&dev) == cudaSuccess)
+      cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev);
+    return n > 0 ? n : 132;
+  }();
+  return sms;
 }
 
 bool vec_ok(int64_t C, std::initializer_list<const void*> ptrs) {
@@ -195,6 +372,79 @@ bool vec_ok(int64_t C, std::initializer_list<const void*> ptrs) {
   for (const void* p : ptrs)
     if (p && !aligned16(p)) return false;
   return true;
+}
+
+// The launcher behind layernorm_bwd. dbias must be null for RMSNorm and dinp_sum null without
+// dinp (layernorm_bwd sees to both). kWarps and blocks_per_sm are parameters so the standalone
+// benchmark can compare shapes; layernorm_bwd uses kBwdWarps and kBwdBlocksPerSm.
+template <int kWarps, int VEC, int SLOTS>
+void launch_norm_bwd_shape(NormBwdArgs a, float* dweight, float* dbias, float* dinp_sum,
+                           NormGradOverwrite overwrite, Workspace& ws, int blocks_per_sm,
+                           cudaStream_t s) {
+  constexpr int64_t kSlab = 32 * VEC * SLOTS;
+  const int64_t N = a.N, C = a.C;
+  const int64_t slabs = (C + kSlab - 1) / kSlab;
+  if (a.dinp && slabs > 1) {
+    auto* stats = static_cast<float2*>(ws.take(size_t(N) * sizeof(float2), "norm backward"));
+    const unsigned grid = unsigned((N + kWarpsPerBlock - 1) / kWarpsPerBlock);
+    norm_bwd_row_stats_kernel<VEC><<<grid, 32 * kWarpsPerBlock, 0, s>>>(
+        stats, a.dout, a.inp, a.weight, a.mean, a.rstd, N, C, a.rms);
+    RECIPE_CUDA_CHECK_LAUNCH("norm_bwd_row_stats");
+    a.row_stats = stats;
+  }
+
+  const int outputs = int(dweight != nullptr) + int(dbias != nullptr) + int(dinp_sum != nullptr);
+  int64_t chunks = std::max<int64_t>(1, int64_t(blocks_per_sm) * sm_count() / slabs);
+  chunks = std::min<int64_t>(chunks, (N + kWarps - 1) / kWarps);  // at least a row per warp
+  if (outputs > 0) {  // fewer chunks if the workspace is short (take() reports a real shortfall)
+    const size_t used = (ws.used + 255) & ~size_t(255);
+    const size_t left = ws.bytes > used ? ws.bytes - used : 0;
+    const size_t per_chunk = size_t(outputs) * size_t(C) * 4;
+    chunks = std::max<int64_t>(1, std::min<int64_t>(chunks, int64_t(left / (per_chunk + 256))));
+  }
+  a.rows_per_chunk = (N + chunks - 1) / chunks;
+  chunks = (N + a.rows_per_chunk - 1) / a.rows_per_chunk;
+
+  NormBwdFinalizeJobs jobs{};
+  int njobs = 0;
+  auto add_job = [&](float*& part, float* dst, bool ow) {
+    if (!dst) return;
+    part = static_cast<float*>(ws.take(size_t(chunks) * C * 4, "norm backward"));
+    jobs.job[njobs++] = {part, dst, ow};
+  };
+  add_job(a.part_w, dweight, overwrite.dweight);
+  add_job(a.part_b, dbias, overwrite.dbias);
+  add_job(a.part_s, dinp_sum, overwrite.dinp_sum);
+
+  norm_bwd_fused_kernel<kWarps, VEC, SLOTS>
+      <<<dim3(unsigned(chunks), unsigned(slabs)), kWarps * 32, 0, s>>>(a);
+  RECIPE_CUDA_CHECK_LAUNCH("norm_bwd_fused");
+  if (njobs > 0) {
+    const dim3 grid{unsigned((C + kFinCols - 1) / kFinCols), unsigned(njobs)};
+    norm_bwd_finalize_kernel<<<grid, dim3(kFinCols, kFinRowLanes), 0, s>>>(jobs, chunks, C);
+    RECIPE_CUDA_CHECK_LAUNCH("norm_bwd_finalize");
+  }
+}
+
+template <int kWarps>
+void launch_norm_bwd(const NormBwdArgs& a, float* dweight, float* dbias, float* dinp_sum,
+                     NormGradOverwrite overwrite, Workspace& ws, int blocks_per_sm,
+                     cudaStream_t s) {
+  // Slots per lane: the fewest that hold a row of C (up to 4 vectors = 32 columns per lane).
+  if (vec_ok(a.C, {a.dinp, a.dout, a.inp, a.weight})) {
+    if (a.C <= 256)
+      launch_norm_bwd_shape<kWarps, 8, 1>(a, dweight, dbias, dinp_sum, overwrite, ws,
+                                          blocks_per_sm, s);
+    else if (a.C <= 512)
+      launch_norm_bwd_shape<kWarps, 8, 2>(a, dweight, dbias, dinp_sum, overwrite, ws,
+                                          blocks_per_sm, s);
+    else
+      launch_norm_bwd_shape<kWarps, 8, 4>(a, dweight, dbias, dinp_sum, overwrite, ws,
+                                          blocks_per_sm, s);
+  } else {
+    launch_norm_bwd_shape<kWarps, 1, 8>(a, dweight, dbias, dinp_sum, overwrite, ws,
+                                        blocks_per_sm, s);
+  }
 }
 
 }  // namespace
@@ -219,39 +469,26 @@ void layernorm_fwd(void* out, float* mean, float* rstd, void* inp_or_residual, c
   RECIPE_CUDA_CHECK_LAUNCH("norm_fwd");
 }
 
-void layernorm_bwd(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,
-                   const void* weight, const float* mean, const float* rstd, int64_t N, int64_t C,
-                   bool rms, Workspace ws, cudaStream_t s) {
-  if (N <= 0) return;
-  auto* d = static_cast<const bf16*>(dout);
-  auto* x = static_cast<const bf16*>(inp);
+void layernorm_bwd(void* dinp, float* dweight, float* dbias, float* dinp_sum, const void* dout,
+                   const void* inp, const void* weight, const float* mean, const float* rstd,
+                   int64_t N, int64_t C, bool rms, NormGradOverwrite overwrite, Workspace ws,
+                   cudaStream_t s) {
+  if (N <= 0 || C <= 0) return;
   if (rms) dbias = nullptr;
-  if (dweight || dbias) {
-    int64_t col_tiles = (C + kColTile - 1) / kColTile;
-    int64_t chunks = std::max<int64_t>(1, std::min<int64_t>((N + 63) / 64, 2048 / col_tiles + 1));
-    int64_t rows_per_chunk = (N + chunks - 1) / chunks;
-    chunks = (N + rows_per_chunk - 1) / rows_per_chunk;
-    float* part_w = static_cast<float*>(ws.take(size_t(chunks) * C * 4, "norm backward"));
-    float* part_b = dbias ? static_cast<float*>(ws.take(size_t(chunks) * C * 4, "norm backward"))
-                          : nullptr;
-    dim3 grid{unsigned(col_tiles), unsigned(chunks)}, block{kColTile, kRowLanes};
-    norm_bwd_params_partial_kernel<<<grid, block, 0, s>>>(part_w, part_b, d, x, mean, rstd, N, C,
-                                                          rows_per_chunk, rms);
-    RECIPE_CUDA_CHECK_LAUNCH("norm_bwd_params_partial");
-    norm_bwd_params_finalize_kernel<<<unsigned(col_tiles), block, 0, s>>>(dweight, dbias, part_w, part_b,
-                                                                        int(chunks), C);
-    RECIPE_CUDA_CHECK_LAUNCH("norm_bwd_params_finalize");
-  }
-  if (dinp) {
-    unsigned grid = unsigned((N + kWarpsPerBlock - 1) / kWarpsPerBlock);
-    auto* di = static_cast<bf16*>(dinp);
-    auto* w = static_cast<const bf16*>(weight);
-    if (vec_ok(C, {dinp, dout, inp, weight}))
-      norm_bwd_rows_kernel<8><<<grid, 32 * kWarpsPerBlock, 0, s>>>(di, d, x, w, mean, rstd, N, C, rms);
-    else
-      norm_bwd_rows_kernel<1><<<grid, 32 * kWarpsPerBlock, 0, s>>>(di, d, x, w, mean, rstd, N, C, rms);
-    RECIPE_CUDA_CHECK_LAUNCH("norm_bwd_rows");
-  }
+  if (!dinp) dinp_sum = nullptr;
+  if (!dinp && !dweight && !dbias) return;
+  NormBwdArgs a{};
+  a.dinp = static_cast<bf16*>(dinp);
+  a.dout = static_cast<const bf16*>(dout);
+  a.inp = static_cast<const bf16*>(inp);
+  a.weight = static_cast<const bf16*>(weight);
+  a.mean = rms ? nullptr : mean;
+  a.rstd = rstd;
+  a.N = N;
+  a.C = C;
+  a.rms = rms;
+  a.prefetch_rows = kBwdPrefetchRows;
+  launch_norm_bwd<kBwdWarps>(a, dweight, dbias, dinp_sum, overwrite, ws, kBwdBlocksPerSm, s);
 }
 
 }  // namespace recipe::kernels::cuda

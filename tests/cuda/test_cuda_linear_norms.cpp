@@ -108,9 +108,9 @@ TEST_CASE("cuda bias gradient (one-launch column sum) is bitwise repeatable" *
 }
 
 TEST_CASE("cuda layernorm / rmsnorm forward and backward, fused residual" * doctest::skip(!has_gpu())) {
-  for (int64_t C : {64, 1024, 100}) {
+  for (auto [N, C] : {std::pair<int64_t, int64_t>{70, 64}, {70, 1024}, {70, 100}, {4096, 1024}, {3000, 1000}}) {
+    CAPTURE(N);
     CAPTURE(C);
-    const int64_t N = 70;
     Rng r{uint32_t(C)};
     auto inp = make_dual(Kind::act, {N, C}, r.normal(N * C, 2.f, 0.5f));
     auto w = make_dual(Kind::act, {C}, r.normal(C, 0.2f, 1.f));
@@ -128,11 +128,13 @@ TEST_CASE("cuda layernorm / rmsnorm forward and backward, fused residual" * doct
     auto dinp = make_dual(Kind::act, {N, C}, r.normal(N * C));  // accumulates
     auto dw = make_dual(Kind::f32, {C}, r.normal(C));
     auto db = make_dual(Kind::f32, {C}, r.normal(C));
-    cpu_backend().layernorm_bwd(dinp.c, dw.c, db.c, dout.c, inp.c, w.c, mean.c, rstd.c);
-    gpu_backend().layernorm_bwd(dinp.g, dw.g, db.g, dout.g, inp.g, w.g, mean.g, rstd.g);
+    auto dsum = make_dual(Kind::f32, {C}, r.normal(C));
+    cpu_backend().layernorm_bwd(dinp.c, dw.c, db.c, dout.c, inp.c, w.c, mean.c, rstd.c, dsum.c);
+    gpu_backend().layernorm_bwd(dinp.g, dw.g, db.g, dout.g, inp.g, w.g, mean.g, rstd.g, dsum.g);
     CHECK_CLOSE(dinp, kBf16Tol);
     CHECK_CLOSE(dw, 1e-3);
     CHECK_CLOSE(db, 1e-3);
+    CHECK_CLOSE(dsum, 1e-2);  // Σ of bf16-rounded rows on the GPU, of f32 rows on the CPU
 
     cpu_backend().rmsnorm_fwd(out.c, rstd.c, inp.c, w.c, 1e-6f);
     gpu_backend().rmsnorm_fwd(out.g, rstd.g, inp.g, w.g, 1e-6f);

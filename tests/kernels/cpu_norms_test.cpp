@@ -60,7 +60,7 @@ TEST_CASE("cpu layernorm_bwd gradients match finite differences") {
     forward();
     std::vector<float> dx(N * C, 0.0f), dw(C, 0.0f), db(C, 0.0f);
     be->layernorm_bwd(view(dx, {N, C}), view(dw, {C}), with_bias ? view(db, {C}) : Tensor{}, view(r, {N, C}),
-                      view(x, {N, C}), view(w, {C}), view(mean, {N}), view(rstd, {N}));
+                      view(x, {N, C}), view(w, {C}), view(mean, {N}), view(rstd, {N}), Tensor{});
     check_gradient("dinp", x, dx, objective);
     check_gradient("dweight", w, dw, objective);
     if (with_bias) check_gradient("dbias", b, db, objective);
@@ -76,7 +76,7 @@ TEST_CASE("cpu layernorm_bwd accumulates into dinp, dweight and dbias") {
   std::vector<float> dx0(N * C, 0.0f), dw(C, 0.0f), db(C, 0.0f), dx1 = prior;
   auto call = [&](std::vector<float>& dx) {
     be->layernorm_bwd(view(dx, {N, C}), view(dw, {C}), view(db, {C}), view(r, {N, C}), view(x, {N, C}),
-                      view(w, {C}), view(mean, {N}), view(rstd, {N}));
+                      view(w, {C}), view(mean, {N}), view(rstd, {N}), Tensor{});
   };
   call(dx0);
   auto dw_once = dw, db_once = db;
@@ -86,6 +86,27 @@ TEST_CASE("cpu layernorm_bwd accumulates into dinp, dweight and dbias") {
     CHECK(dw[c] == doctest::Approx(2.0 * dw_once[c]).epsilon(1e-6));
     CHECK(db[c] == doctest::Approx(2.0 * db_once[c]).epsilon(1e-6));
   }
+}
+
+TEST_CASE("cpu layernorm_bwd dinp_sum accumulates the column sums of dinp after the backward") {
+  auto be = make_cpu_backend();
+  auto x = randn(N * C, 41), w = randn(C, 42), b = randn(C, 43), r = randn(N * C, 44), prior = randn(N * C, 45);
+  auto sum0 = randn(C, 46);
+  std::vector<float> out(N * C), mean(N), rstd(N), dw(C, 0.0f), db(C, 0.0f);
+  be->layernorm_fwd(view(out, {N, C}), view(mean, {N}), view(rstd, {N}), view(x, {N, C}), view(w, {C}),
+                    view(b, {C}), kEps);
+  std::vector<float> dx = prior, sum = sum0;
+  be->layernorm_bwd(view(dx, {N, C}), view(dw, {C}), view(db, {C}), view(r, {N, C}), view(x, {N, C}),
+                    view(w, {C}), view(mean, {N}), view(rstd, {N}), view(sum, {C}));
+  for (int c = 0; c < C; ++c) {
+    double col = 0;
+    for (int n = 0; n < N; ++n) col += dx[n * C + c];  // dinp AFTER the accumulation into prior
+    CHECK(sum[c] == doctest::Approx(sum0[c] + col).epsilon(1e-6));
+  }
+  // It is a column sum of dinp, so it needs dinp.
+  CHECK_THROWS_AS(be->layernorm_bwd(Tensor{}, view(dw, {C}), view(db, {C}), view(r, {N, C}), view(x, {N, C}),
+                                    view(w, {C}), view(mean, {N}), view(rstd, {N}), view(sum, {C})),
+                  std::invalid_argument);
 }
 
 TEST_CASE("cpu rmsnorm forward vs reference, gradients vs finite differences, accumulation") {
