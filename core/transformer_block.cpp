@@ -74,29 +74,33 @@ void Model::layer_backward(Activations& A, int l, const LayerActs& a, bool dres_
   }
 
   // MLP: out = fc_out(act(fc_in(ln2)))
+  // With GELU, fc_in's bias gradient Σ_rows dfc comes out of fc2's backward (the GEMM epilogue that
+  // writes dfc may sum it too) and fc_in's backward skips its own column sum.
+  const Tensor fc_in_bias_grad = s_.gelu ? g.fc_in.b : Tensor();
   if (s_.gelu) {
     // dfc = (dres·W2) ⊙ gelu'(pre_gelu): the dGELU epilogue of fc2's backward.
     be_.linear_bwd(A.dfc, g.fc_out.w, dres_summed ? Tensor() : g.fc_out.b, dres, a.fc_act, p.fc_out.w,
-                   a.fc_pre);
+                   a.fc_pre, fc_in_bias_grad);
   } else {
     be_.linear_bwd(A.dfc_act, g.fc_out.w, dres_summed ? Tensor() : g.fc_out.b, dres, a.fc_act,
-                   p.fc_out.w, Tensor());
+                   p.fc_out.w, Tensor(), Tensor());
     be_.swiglu_bwd(A.dfc, A.dfc_act, a.fc_pre);
   }
   // norm: ln2 (and below ln1) are rebuilt from the saved residual; the saved statistics stay.
   if (recompute_ == Recompute::norm) norm_fwd(a.ln2, Tensor(), Tensor(), a.residual2, p.norm2);
-  be_.linear_bwd(A.dln, g.fc_in.w, g.fc_in.b, A.dfc, a.ln2, p.fc_in.w, Tensor());
+  be_.linear_bwd(A.dln, g.fc_in.w, fc_in_bias_grad.defined() ? Tensor() : g.fc_in.b, A.dfc, a.ln2,
+                 p.fc_in.w, Tensor(), Tensor());
   tp_sum(A.dln);
   const Tensor proj_bias_grad = s_.layernorm ? g.proj.b : Tensor();
   norm_bwd(dres, g.norm2, A.dln, a.residual2, p.norm2, a.ln2_mean, a.ln2_rstd, proj_bias_grad);
 
   // Attention: out = proj(attention(rope(qkv(ln1))))
   be_.linear_bwd(A.datty, g.proj.w, proj_bias_grad.defined() ? Tensor() : g.proj.b, dres, a.atty,
-                 p.proj.w, Tensor());
+                 p.proj.w, Tensor(), Tensor());
   be_.attention_bwd(A.dqkv, A.datty, a.qkv, a.atty, a.lse, B_, T, Hq, Hkv, D);
   if (!s_.learned_positions) be_.rope_bwd(A.dqkv, B_, T, Hq, Hkv, D, s_.rope_theta);
   if (recompute_ == Recompute::norm) norm_fwd(a.ln1, Tensor(), Tensor(), a.residual, p.norm1);
-  be_.linear_bwd(A.dln, g.qkv.w, g.qkv.b, A.dqkv, a.ln1, p.qkv.w, Tensor());
+  be_.linear_bwd(A.dln, g.qkv.w, g.qkv.b, A.dqkv, a.ln1, p.qkv.w, Tensor(), Tensor());
   tp_sum(A.dln);
   norm_bwd(dres, g.norm1, A.dln, a.residual, p.norm1, a.ln1_mean, a.ln1_rstd,
            fc_out_bias_grad_from_norm(l - 1));
@@ -115,7 +119,7 @@ void Model::classifier(Activations& A, const LossScratch& ls, bool with_grad, Te
     cross_entropy(ls, losses.rows(r0, n), logits, A.targets.rows(r0, n), with_grad, dloss);
     if (with_grad)
       be_.linear_bwd(A.dln.view({N_, C}).rows(r0, n), g_.classifier, Tensor(), logits, h, w_.classifier,
-                     Tensor());
+                     Tensor(), Tensor());
   }
   if (with_grad) tp_sum(A.dln);
 }

@@ -93,8 +93,10 @@ class Backend {
   // dinp[N,IC] = dout·weight (skipped if undefined); if dinp_gelu_aux[N,IC] is defined, dinp is
   // then multiplied by gelu'(dinp_gelu_aux) (the dGELU epilogue of the previous layer's GELU).
   // dweight[OC,IC] += doutᵀ·inp; dbias[OC] += Σ_rows dout (skipped if undefined).
+  // dinp_sum[IC] (f32, optional, needs dinp) += Σ_rows dinp, the final dinp: the bias gradient of
+  // the linear whose output dinp is the gradient of (the dGELU_BGRAD epilogue on CUDA).
   virtual void linear_bwd(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp,
-                          Tensor weight, Tensor dinp_gelu_aux) = 0;
+                          Tensor weight, Tensor dinp_gelu_aux, Tensor dinp_sum) = 0;
 
   // ---- embeddings ----
   // out[N,C] = wte[tok - vocab_start] (zero row if the token is outside this shard's rows)

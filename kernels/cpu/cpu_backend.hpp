@@ -39,7 +39,7 @@ class CpuBackend final : public Backend {
   // linear.cpp
   void linear_fwd(Tensor out, Tensor inp, Tensor weight, Tensor bias, Tensor pre_gelu) override;
   void linear_bwd(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
-                  Tensor dinp_gelu_aux) override;
+                  Tensor dinp_gelu_aux, Tensor dinp_sum) override;
 
   // embedding.cpp
   void embedding_fwd(Tensor out, Tensor tokens, Tensor wte, Tensor wpe, int T, int vocab_start) override;

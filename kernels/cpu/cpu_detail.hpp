@@ -57,6 +57,16 @@ inline float gelu_grad(float x) {
 
 inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
+// dst[c] += Σ_n src[n·C + c], rows in order into a double per column: every bias gradient of the
+// CPU backend (linear dbias, norm and linear dinp_sum) sums this way, so a model may take a bias
+// gradient from either op and get the same bits.
+inline void add_column_sums(float* dst, const float* src, int64_t N, int64_t C) {
+  std::vector<double> acc(size_t(C), 0.0);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c) acc[size_t(c)] += src[n * C + c];
+  for (int64_t c = 0; c < C; ++c) dst[c] += float(acc[size_t(c)]);
+}
+
 // Runs body(begin, end) over [0, n) split into contiguous chunks, one per thread, chunk 0 on the
 // calling thread. Bodies must write disjoint outputs; then the result is the same for any thread
 // count. Small loops (work below min_work) stay on the calling thread.

@@ -65,7 +65,7 @@ void CpuBackend::linear_fwd(Tensor out, Tensor inp, Tensor weight, Tensor bias, 
 }
 
 void CpuBackend::linear_bwd(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp,
-                            Tensor weight, Tensor dinp_gelu_aux) {
+                            Tensor weight, Tensor dinp_gelu_aux, Tensor dinp_sum) {
   const char* op = "linear_bwd";
   auto [N, IC, OC] = linear_shape(op, inp, weight);
   cpu::require_tensor(dout, op, "dout", DType::f32);
@@ -96,11 +96,13 @@ void CpuBackend::linear_bwd(Tensor dinp, Tensor dweight, Tensor dbias, Tensor do
   if (dbias.defined()) {
     cpu::require_tensor(dbias, op, "dbias", DType::f32);
     cpu::require_numel(dbias, OC, op, "dbias");
-    std::vector<double> acc(size_t(OC), 0.0);
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t o = 0; o < OC; ++o) acc[o] += g[n * OC + o];
-    float* db = dbias.as<float>();
-    for (int64_t o = 0; o < OC; ++o) db[o] += float(acc[o]);
+    cpu::add_column_sums(dbias.as<float>(), g, N, OC);
+  }
+  if (dinp_sum.defined()) {
+    cpu::require(dinp.defined(), op, "dinp_sum needs dinp (it is the column sum of dinp)");
+    cpu::require_tensor(dinp_sum, op, "dinp_sum", DType::f32);
+    cpu::require_numel(dinp_sum, IC, op, "dinp_sum");
+    cpu::add_column_sums(dinp_sum.as<float>(), dinp.as<float>(), N, IC);
   }
 }
 

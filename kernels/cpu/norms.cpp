@@ -3,8 +3,6 @@
 // ACCUMULATES into dinp (it feeds the residual stream), dweight and dbias; the weight/bias
 // reductions over rows run in row order in a double scratch, then are added once.
 #include <cmath>
-#include <stdexcept>
-#include <string>
 #include <vector>
 
 #include "kernels/cpu/cpu_backend.hpp"
@@ -75,8 +73,7 @@ void CpuBackend::layernorm_bwd(Tensor dinp, Tensor dweight, Tensor dbias, Tensor
   require_optional(dweight, C, op, "dweight");
   require_optional(dbias, C, op, "dbias");
   require_optional(dinp_sum, C, op, "dinp_sum");
-  if (dinp_sum.defined() && !dinp.defined())
-    throw std::invalid_argument(std::string(op) + ": dinp_sum needs dinp (it is the column sum of dinp)");
+  cpu::require(!dinp_sum.defined() || dinp.defined(), op, "dinp_sum needs dinp (it is the column sum of dinp)");
   const float* w = weight.as<float>();
   std::vector<double> dw(dweight.defined() ? size_t(C) : 0, 0.0), db(dbias.defined() ? size_t(C) : 0, 0.0);
   for (int64_t n = 0; n < N; ++n) {
@@ -104,14 +101,7 @@ void CpuBackend::layernorm_bwd(Tensor dinp, Tensor dweight, Tensor dbias, Tensor
   }
   for (size_t c = 0; c < dw.size(); ++c) dweight.as<float>()[c] += float(dw[c]);
   for (size_t c = 0; c < db.size(); ++c) dbias.as<float>()[c] += float(db[c]);
-  if (dinp_sum.defined()) {
-    // The same fixed row order and double accumulator as linear_bwd's dbias, so a model that takes
-    // its residual-branch bias gradients from here gets bitwise what linear_bwd would give.
-    std::vector<double> acc(size_t(C), 0.0);
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t c = 0; c < C; ++c) acc[size_t(c)] += dinp.as<float>()[n * C + c];
-    for (int64_t c = 0; c < C; ++c) dinp_sum.as<float>()[c] += float(acc[size_t(c)]);
-  }
+  if (dinp_sum.defined()) cpu::add_column_sums(dinp_sum.as<float>(), dinp.as<float>(), N, C);
 }
 
 void CpuBackend::rmsnorm_fwd(Tensor out, Tensor rstd, Tensor inp, Tensor weight, float eps) {

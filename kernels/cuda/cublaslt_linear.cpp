@@ -25,11 +25,11 @@ int pointer_alignment(const void* p) {
 
 bool epilogue_has_bias(cublasLtEpilogue_t e) {
   return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ||
-         e == CUBLASLT_EPILOGUE_BGRADB;
+         e == CUBLASLT_EPILOGUE_BGRADB || e == CUBLASLT_EPILOGUE_DGELU_BGRAD;
 }
 bool epilogue_has_aux(cublasLtEpilogue_t e) {
   return e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ||
-         e == CUBLASLT_EPILOGUE_DGELU;
+         e == CUBLASLT_EPILOGUE_DGELU || e == CUBLASLT_EPILOGUE_DGELU_BGRAD;
 }
 
 }  // namespace
@@ -227,13 +227,36 @@ void CublasLtLinear::forward(void* out, const void* inp, const void* weight, con
 }
 
 void CublasLtLinear::backward_input(void* dinp, const void* dout, const void* weight,
-                                    const void* gelu_aux, int64_t N, int64_t IC, int64_t OC) {
+                                    const void* gelu_aux, int64_t N, int64_t IC, int64_t OC,
+                                    float* dinp_sum, bool overwrite_sum, Workspace scratch) {
   if (N <= 0 || IC <= 0) return;
   Gemm g{weight, false, IC, dout, false, OC, dinp, CUDA_R_16BF, IC, IC, N, OC, 0.f,
          gelu_aux ? CUBLASLT_EPILOGUE_DGELU : CUBLASLT_EPILOGUE_DEFAULT, nullptr, CUDA_R_16BF,
          const_cast<void*>(gelu_aux), gelu_aux ? IC : 0};
+  if (gelu_aux && dinp_sum && options_.dgelu_bgrad) {
+    // DGELU_BGRAD also writes Σ over the GEMM's n (the N token rows) of the dGELU output, per
+    // column of dinp: the bias gradient of the layer before the GELU. It writes, it does not
+    // add: straight into dinp_sum on its first write of the step, else into scratch, then added.
+    Workspace ws = scratch;
+    float* db = overwrite_sum ? dinp_sum : static_cast<float*>(ws.take(size_t(IC) * 4, "bias gradient"));
+    Gemm b = g;
+    b.epilogue = CUBLASLT_EPILOGUE_DGELU_BGRAD;
+    b.bias = db;
+    b.bias_type = CUDA_R_32F;
+    if (run(b)) {
+      ++stats_.fused;
+      if (db != dinp_sum) add_f32(dinp_sum, dinp_sum, db, IC, stream_);
+      return;
+    }
+    // No such algorithm for this shape: remembered by the key; DGELU + column sum below.
+  }
+  auto sum_columns = [&] {
+    if (dinp_sum)
+      column_sum_accumulate(dinp_sum, dinp, N, IC, options_.tickets, scratch, stream_, overwrite_sum);
+  };
   if (run(g)) {
     ++stats_.fused;
+    sum_columns();
     return;
   }
   if (!gelu_aux)
@@ -247,6 +270,7 @@ void CublasLtLinear::backward_input(void* dinp, const void* dout, const void* we
   if (!run(g))
     throw std::runtime_error("cuBLASLt: no algorithm for the linear dinp GEMM");
   gelu_bwd_bf16(dinp, dinp, gelu_aux, N * IC, stream_);
+  sum_columns();
 }
 
 void CublasLtLinear::backward_weight(float* dweight, float* dbias, const void* dout,

@@ -33,6 +33,8 @@ class CublasLtLinear {
     int tune_candidates = 8;    // how many heuristic results to time
     bool log_tuning = false;    // one stderr line per timed key (RECIPE_CUBLASLT_TUNE_LOG=1)
     BiasGrad bias_grad = BiasGrad::column_sum;
+    // dinp_sum of a dGELU backward by the DGELU_BGRAD epilogue (false: DGELU + column sum).
+    bool dgelu_bgrad = true;
     ColumnSumTickets tickets;   // required by BiasGrad::column_sum and the unfused fallbacks
   };
   CublasLtLinear(cudaStream_t stream, void* workspace, size_t workspace_bytes,
@@ -45,9 +47,12 @@ class CublasLtLinear {
   // out = gelu(pre_gelu).
   void forward(void* out, const void* inp, const void* weight, const void* bias, void* pre_gelu,
                int64_t N, int64_t IC, int64_t OC);
-  // dinp[N,IC] (bf16) = dout·W (·gelu'(gelu_aux) if gelu_aux != null).
+  // dinp[N,IC] (bf16) = dout·W (·gelu'(gelu_aux) if gelu_aux != null); dinp_sum[IC] (f32, if
+  // non-null) += Σ_rows dinp ("=" with overwrite_sum): with gelu_aux through the DGELU_BGRAD
+  // epilogue where cuBLASLt has one, else the column-sum kernel.
   void backward_input(void* dinp, const void* dout, const void* weight, const void* gelu_aux,
-                      int64_t N, int64_t IC, int64_t OC);
+                      int64_t N, int64_t IC, int64_t OC, float* dinp_sum = nullptr,
+                      bool overwrite_sum = false, Workspace scratch = {});
   // dweight[OC,IC] (f32) += doutᵀ·inp; dbias[OC] (f32) += Σ_rows dout (if non-null); each "="
   // instead when its overwrite flag is set (the gradient's first write of the step).
   void backward_weight(float* dweight, float* dbias, const void* dout, const void* inp, int64_t N,

@@ -107,6 +107,7 @@ CudaBackend::CudaBackend(const BackendOptions& opts)
   // first write overwrite (an A/B switch for the benchmark).
   memset_grads_ = env_flag("RECIPE_GRAD_MEMSET", "1", "0", false);
   lo.tune = !deterministic_ && env_flag("RECIPE_CUBLASLT_TUNE", "1", "0", true);
+  lo.dgelu_bgrad = env_flag("RECIPE_CUDA_DGELU_BGRAD", "1", "0", true);
   lo.log_tuning = env_flag("RECIPE_CUBLASLT_TUNE_LOG", "1", "0", false);
   lo.bias_grad = env_flag("RECIPE_CUDA_BIAS_GRAD", "epilogue", "kernel", false)
                      ? CublasLtLinear::BiasGrad::epilogue
@@ -259,7 +260,7 @@ void CudaBackend::linear_fwd(Tensor out, Tensor inp, Tensor weight, Tensor bias,
 }
 
 void CudaBackend::linear_bwd(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp,
-                             Tensor weight, Tensor dinp_gelu_aux) {
+                             Tensor weight, Tensor dinp_gelu_aux, Tensor dinp_sum) {
   const char* op = "linear_bwd";
   expect(op, "dout", dout, DType::bf16);
   const Tensor& shape_src = weight.defined() ? weight : dweight;
@@ -272,7 +273,14 @@ void CudaBackend::linear_bwd(Tensor dinp, Tensor dweight, Tensor dbias, Tensor d
     expect_numel(op, "dinp", dinp, N * IC);
     expect_opt(op, "dinp_gelu_aux", dinp_gelu_aux, DType::bf16);
     if (dinp_gelu_aux.defined()) expect_numel(op, "dinp_gelu_aux", dinp_gelu_aux, N * IC);
-    linear_->backward_input(dinp.ptr, dout.ptr, weight.ptr, ptr_or_null(dinp_gelu_aux), N, IC, OC);
+    expect_opt(op, "dinp_sum", dinp_sum, DType::f32);
+    if (dinp_sum.defined()) expect_numel(op, "dinp_sum", dinp_sum, IC);
+    const bool os = N > 0 && dinp_sum.defined() &&
+                    grad_writes_.whole_write(dinp_sum) == GradWriteTracker::Write::overwrite;
+    linear_->backward_input(dinp.ptr, dout.ptr, weight.ptr, ptr_or_null(dinp_gelu_aux), N, IC, OC,
+                            static_cast<float*>(ptr_or_null(dinp_sum)), os, workspace());
+  } else if (dinp_sum.defined()) {
+    bad_arg(op, "dinp_sum needs dinp (it is the column sum of dinp)");
   }
   expect_opt(op, "dweight", dweight, DType::f32);
   expect_opt(op, "dbias", dbias, DType::f32);

@@ -41,7 +41,7 @@ TEST_CASE("cuda grad writes: first write overwrites stale gradients, micro-batch
     auto at = [&](std::pair<int64_t, int64_t> s) { return flat.rows(s.first, s.second); };
     be.begin_grad_writes({at(dw), at(db), at(lnw), at(lnb), at(dsum), at(unused), at(wte), at(wpe)});
     for (int micro = 0; micro < 2; ++micro) {
-      be.linear_bwd(Tensor(), at(dw).view({OC, C}), at(db), douti, xi, wi, Tensor());
+      be.linear_bwd(Tensor(), at(dw).view({OC, C}), at(db), douti, xi, wi, Tensor(), Tensor());
       be.layernorm_bwd(dinp, at(lnw), at(lnb), ln_douti, xi, lnwi, meani, rstdi, at(dsum));
       be.embedding_bwd(at(wte).view({V, C}), at(wpe).view({P, C}), ln_douti, tok, int(T), 0);
     }
@@ -76,7 +76,7 @@ TEST_CASE("cuda grad writes: first write overwrites stale gradients, micro-batch
   // Two micro-batches: the weight gradient is twice one micro-batch's (overwrite, then accumulate),
   // so nothing of the stale values is left in it.
   auto once = make_dual(Kind::f32, {OC, C}, std::vector<float>(OC * C, 0.f));
-  gpu_backend().linear_bwd(Tensor(), once.g, Tensor(), dout.g, x.g, w.g, Tensor());
+  gpu_backend().linear_bwd(Tensor(), once.g, Tensor(), dout.g, x.g, w.g, Tensor(), Tensor());
   const auto o = read(gpu_backend(), once.g);
   double num = 0, den = 0;
   for (int64_t i = 0; i < OC * C; ++i) {

@@ -40,11 +40,14 @@ void check_linear_bwd(const LinearCase& lc, uint32_t seed) {
   Dual db, aux;
   if (lc.bias) db = make_dual(Kind::f32, {lc.OC}, r.normal(lc.OC));
   if (lc.gelu) aux = make_dual(Kind::act, {lc.N, lc.IC}, r.normal(lc.N * lc.IC));
-  cpu_backend().linear_bwd(dinp.c, dw.c, db.c, dout.c, inp.c, w.c, aux.c);
-  gpu_backend().linear_bwd(dinp.g, dw.g, db.g, dout.g, inp.g, w.g, aux.g);
+  // dinp_sum (the previous layer's bias gradient): DGELU_BGRAD epilogue or column sum of dinp.
+  auto dsum = make_dual(Kind::f32, {lc.IC}, r.normal(lc.IC));
+  cpu_backend().linear_bwd(dinp.c, dw.c, db.c, dout.c, inp.c, w.c, aux.c, dsum.c);
+  gpu_backend().linear_bwd(dinp.g, dw.g, db.g, dout.g, inp.g, w.g, aux.g, dsum.g);
   CHECK_CLOSE(dinp, kBf16Tol);
   CHECK_CLOSE(dw, 1e-3);
   if (lc.bias) CHECK_CLOSE(db, 1e-3);
+  CHECK_CLOSE(dsum, 1e-2);
 }
 
 }  // namespace
@@ -95,13 +98,13 @@ TEST_CASE("cuda bias gradient (one-launch column sum) is bitwise repeatable" *
     auto w = make_dual(Kind::act, {OC, IC}, r.normal(OC * IC, 0.1f));
     auto db = make_dual(Kind::f32, {OC}, std::vector<float>(size_t(OC), 0.f));
     Tensor none;  // no dinp, no dweight: the bias gradient alone
-    gpu_backend().linear_bwd(none, none, db.g, dout.g, inp.g, w.g, none);
-    cpu_backend().linear_bwd(none, none, db.c, dout.c, inp.c, w.c, none);
+    gpu_backend().linear_bwd(none, none, db.g, dout.g, inp.g, w.g, none, Tensor());
+    cpu_backend().linear_bwd(none, none, db.c, dout.c, inp.c, w.c, none, Tensor());
     CHECK_CLOSE(db, 1e-4);
     auto first = read_bytes(gpu_backend(), db.g);
     for (int rep = 0; rep < 3; ++rep) {
       gpu_backend().zero(db.g);
-      gpu_backend().linear_bwd(none, none, db.g, dout.g, inp.g, w.g, none);
+      gpu_backend().linear_bwd(none, none, db.g, dout.g, inp.g, w.g, none, Tensor());
       CHECK(read_bytes(gpu_backend(), db.g) == first);
     }
   }

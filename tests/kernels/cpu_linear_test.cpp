@@ -56,7 +56,7 @@ TEST_CASE("cpu linear_bwd gradients match finite differences (bias)") {
   };
   std::vector<float> dx(N * IC, 123.0f), dw(OC * IC, 0.0f), db(OC, 0.0f);
   be->linear_bwd(view(dx, {N, IC}), view(dw, {OC, IC}), view(db, {OC}), view(r, {N, OC}), view(x, {N, IC}),
-                 view(w, {OC, IC}), {});
+                 view(w, {OC, IC}), {}, Tensor());
   check_gradient("dinp", x, dx, objective);
   check_gradient("dweight", w, dw, objective);
   check_gradient("dbias", b, db, objective);
@@ -77,7 +77,7 @@ TEST_CASE("cpu linear with GELU epilogue: gradients through pre_gelu match finit
   std::vector<float> dpre(N * OC), dx(N * IC), dw(OC * IC, 0.0f), db(OC, 0.0f);
   be->gelu_bwd(view(dpre, {N, OC}), view(r, {N, OC}), view(pre, {N, OC}));
   be->linear_bwd(view(dx, {N, IC}), view(dw, {OC, IC}), view(db, {OC}), view(dpre, {N, OC}), view(x, {N, IC}),
-                 view(w, {OC, IC}), {});
+                 view(w, {OC, IC}), {}, Tensor());
   check_gradient("dinp", x, dx, objective);
   check_gradient("dweight", w, dw, objective);
   check_gradient("dbias", b, db, objective);
@@ -99,8 +99,18 @@ TEST_CASE("cpu linear_bwd dGELU epilogue gives the gradient w.r.t. the previous 
   forward();
   std::vector<float> da(N * IC, -5.0f);
   be->linear_bwd(view(da, {N, IC}), {}, {}, view(r, {N, OC}), view(h, {N, IC}), view(w, {OC, IC}),
-                 view(a, {N, IC}));
+                 view(a, {N, IC}), Tensor());
   check_gradient("dinp with dGELU epilogue", a, da, objective);
+
+  // dinp_sum: Σ_rows of the final dinp (after dGELU), added: the bias gradient of the layer
+  // that produced a; exactly what that layer's own linear_bwd dbias would add from da.
+  std::vector<float> da2(N * IC, 0.0f), sum(IC, 0.5f), dbias_prev(IC, 0.5f);
+  be->linear_bwd(view(da2, {N, IC}), {}, {}, view(r, {N, OC}), view(h, {N, IC}), view(w, {OC, IC}),
+                 view(a, {N, IC}), view(sum, {IC}));
+  be->linear_bwd({}, {}, view(dbias_prev, {IC}), view(da2, {N, IC}), view(r, {N, OC}),
+                 view(w, {OC, IC}).view({IC, OC}), {}, Tensor());
+  CHECK(sum == dbias_prev);
+  CHECK(sum[0] != 0.5f);
 }
 
 TEST_CASE("cpu linear_bwd accumulates dweight/dbias and overwrites dinp") {
@@ -109,7 +119,7 @@ TEST_CASE("cpu linear_bwd accumulates dweight/dbias and overwrites dinp") {
   std::vector<float> dx1(N * IC, 0.0f), dx2(N * IC, 99.0f), dw(OC * IC, 0.0f), db(OC, 0.0f);
   auto call = [&](std::vector<float>& dx) {
     be->linear_bwd(view(dx, {N, IC}), view(dw, {OC, IC}), view(db, {OC}), view(r, {N, OC}), view(x, {N, IC}),
-                   view(w, {OC, IC}), {});
+                   view(w, {OC, IC}), {}, Tensor());
   };
   call(dx1);
   auto dw_once = dw, db_once = db;
