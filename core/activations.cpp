@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "dsl/memory_estimate.hpp"
+
 namespace recipe::core {
 
 using kernels::DType;
@@ -45,12 +47,6 @@ Tensor Carver::at(size_t offset, DType t, std::initializer_list<int64_t> shape) 
   return x;
 }
 
-int64_t classifier_chunk_rows(int64_t rows, int64_t padded_vocab, DType act) {
-  constexpr int64_t kBudget = int64_t(64) << 20;
-  int64_t per_row = padded_vocab * int64_t(kernels::dtype_size(act));
-  return std::clamp<int64_t>(kBudget / std::max<int64_t>(1, per_row), 1, rows);
-}
-
 namespace {
 
 // With `share_ln` / `share_fc_act`, acts.shared_ln / acts.shared_fc_act stand in for the layer's ln1
@@ -77,7 +73,6 @@ void carve_layer(Carver& c, LayerActs& a, const Activations& acts, const ModelSh
 void carve_shared(Carver& c, Activations& acts, const ModelShape& s, int B, Recompute level, DType act) {
   const int64_t N = int64_t(B) * s.seq, C = s.hidden, F = s.ffn, FI = s.fc_in_rows();
   const int64_t Vl = s.padded_vocab;
-  acts.chunk_rows = classifier_chunk_rows(N, Vl, act);
 
   const bool act_shared = level != Recompute::none;
   const size_t fc_act_end = act_shared ? align_up(tensor_bytes(act, N * F)) : 0;
@@ -86,6 +81,8 @@ void carve_shared(Carver& c, Activations& acts, const ModelShape& s, int B, Reco
   const size_t proj_end = fc_act_end + tensor_bytes(act, N * C);
   const size_t dqkv_off = align_up(tensor_bytes(act, N * s.q_dim()));
   const size_t attn_end = dqkv_off + tensor_bytes(act, N * s.qkv_dim());
+  acts.chunk_rows = dsl::classifier_chunk_rows(N, Vl, int64_t(kernels::dtype_size(act)),
+                                              int64_t(std::max({mlp_end, proj_end, attn_end})));
   const size_t logits_end = tensor_bytes(act, acts.chunk_rows * Vl);
   const size_t region = std::max({mlp_end, proj_end, attn_end, logits_end});
 

@@ -22,7 +22,7 @@
 //
 // Shared by every layer and every pipeline slot (each buffer below lives only inside one layer's
 // forward or backward, or inside the classifier), overlaid in ONE "transient" region:
-//   offset 0:        logits chunk [chunk,Vl]       classifier only
+//   offset 0:        logits chunk [chunk,Vl]       classifier only (dsl::classifier_chunk_rows)
 //   offset 0:        fc_act [N,F] (gelu/norm/full) fc1 forward → fc2 forward; fc2 backward
 //   after fc_act:    dfc [N,FI], then dfc_act [N,F] (SwiGLU)      MLP backward
 //   after fc_act:    proj_out [N,C]                 forward: projection output before the residual add
@@ -101,8 +101,6 @@ struct Activations {
   }
 };
 
-// Rows per classifier chunk: the largest count whose logits fit in ~64 MiB (at least 1, at most N).
-int64_t classifier_chunk_rows(int64_t rows, int64_t padded_vocab, kernels::DType act);
 
 // Assigns every tensor of `acts` from the carver. `shared`: an Activations carved earlier by this
 // function for the same shape and level (another pipeline slot) whose shared buffers are reused;

@@ -11,6 +11,7 @@
 #include "checkpoint/checkpoint.hpp"
 #include "core/checkpointing.hpp"
 #include "core/metrics.hpp"
+#include "dsl/memory_estimate.hpp"
 #include "core/parallel_bootstrap.hpp"
 #include "core/progress.hpp"
 #include "core/stop_request.hpp"
@@ -103,6 +104,7 @@ TrainResult train(const dsl::Plan& plan, const TrainOptions& opts) {
   kernels::BackendOptions bo;
   bo.deterministic = plan.trainer.deterministic;
   bo.cpu_threads = plan.trainer.cpu_threads;
+  bo.workspace_bytes = size_t(dsl::cuda_workspace_bytes(plan));  // what the memory estimate counts
   std::unique_ptr<kernels::Backend> backend = kernels::make_backend(device, bo);
 
   std::unique_ptr<ParallelState> owned_parallel;

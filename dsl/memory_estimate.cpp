@@ -10,10 +10,10 @@ namespace recipe::dsl {
 namespace {
 
 constexpr double kMiB = 1024.0 * 1024.0;
-// What every CUDA rank allocates besides parameters and activations: the backend's workspace
-// (256 MiB default, RECIPE_CUDA_WORKSPACE_MB: reductions, cuDNN, GEMM-timing backups) and the
-// cuBLASLt workspace (32 MiB). NCCL buffers and the CUDA context are not in the engine's peak.
-constexpr int64_t kFixedWorkspace = 288LL * 1024 * 1024;
+// What every CUDA rank allocates besides parameters, activations and the backend's workspace
+// (cuda_workspace_bytes): the cuBLASLt workspace (32 MiB). NCCL buffers and the CUDA context are
+// not in the engine's peak.
+constexpr int64_t kCublasWorkspace = 32LL * 1024 * 1024;
 
 int64_t div_ceil(int64_t a, int64_t b) { return b > 0 ? (a + b - 1) / b : a; }
 int64_t align256(int64_t n) { return (n + 255) / 256 * 256; }
@@ -36,15 +36,15 @@ int64_t arena_bytes(const Plan& p, int layers, int slots, bool last_stage) {
   const bool gelu = m.activation == "gelu", layernorm = m.norm == "layernorm";
   const int64_t F = m.ffn_hidden_size / tp, FI = gelu ? F : 2 * F;
   const int64_t Vl = m.padded_vocab_size / tp;
-  const int64_t chunk = std::clamp<int64_t>((int64_t(64) << 20) / std::max<int64_t>(1, Vl * es), 1, N);
-
-  // The transient region: logits chunk | fc_act, dfc (+ dfc_act), proj_out | datty, dqkv.
+  // The transient region: logits chunk | fc_act, dfc (+ dfc_act), proj_out | datty, dqkv. The
+  // logits chunk fills what the layers' buffers need anyway, at least 64 MiB (core/activations).
   const bool shared_act = level != "none";
   const int64_t fc_act_end = shared_act ? align256(N * F * es) : 0;
   const int64_t dfc_act_off = align256(fc_act_end + N * FI * es);
   const int64_t mlp_end = gelu ? dfc_act_off : dfc_act_off + N * F * es;
-  const int64_t region = std::max({mlp_end, fc_act_end + N * C * es, align256(N * q * es) + N * qkv * es,
-                                   chunk * Vl * es});
+  const int64_t layers_region = std::max({mlp_end, fc_act_end + N * C * es, align256(N * q * es) + N * qkv * es});
+  const int64_t chunk = classifier_chunk_rows(N, Vl, es, layers_region);
+  const int64_t region = std::max(layers_region, chunk * Vl * es);
   const int64_t nc = align256(N * C * es), stat = align256(N * 4);
   // One layer's full set without the residual; `ln`/`act` say whether ln1, ln2 and fc_act are its own.
   auto layer_set = [&](bool ln, bool act) {
@@ -66,6 +66,26 @@ int64_t arena_bytes(const Plan& p, int layers, int slots, bool last_stage) {
 }
 
 }  // namespace
+
+int64_t cuda_workspace_bytes(const Plan& plan) {
+  const ModelConfig& m = plan.model;
+  const int tp = std::max(1, plan.parallelism.tp);
+  const int64_t N = int64_t(plan.trainer.micro_batch_size) * m.seq_length;
+  const int64_t D = m.head_dim > 0 ? m.head_dim : m.hidden_size / std::max(1, m.num_attention_heads);
+  const int64_t heads = m.num_attention_heads / tp;
+  const int64_t kv = m.num_kv_heads % tp == 0 ? m.num_kv_heads / tp : 1;
+  const int64_t mib = 1024 * 1024;
+  const int64_t need = N * (heads + 2 * kv) * D * 4 + 16 * mib;
+  return std::max<int64_t>(64 * mib, (need + mib - 1) / mib * mib);
+}
+
+int64_t classifier_chunk_rows(int64_t rows, int64_t padded_vocab, int64_t elem_bytes, int64_t room_bytes) {
+  constexpr int64_t kMinBudget = int64_t(256) << 20;
+  const int64_t per_row = std::max<int64_t>(1, padded_vocab * elem_bytes);
+  const int64_t most = std::clamp<int64_t>(std::max(kMinBudget, room_bytes) / per_row, 1, std::max<int64_t>(1, rows));
+  const int64_t chunks = div_ceil(rows, most);
+  return std::max<int64_t>(1, div_ceil(rows, std::max<int64_t>(1, chunks)));
+}
 
 std::vector<int> stage_layer_counts(const Plan& plan) {
   const int pp = std::max(1, plan.parallelism.pp);
@@ -118,8 +138,9 @@ MemoryEstimate estimate_stage_memory(const Plan& plan, int stage) {
       pp == 1 ? 1 : std::max<int64_t>(1, std::min<int64_t>(pp - stage, std::max(1, plan.trainer.num_micro_batches)));
   e.activations = arena_bytes(plan, layers, static_cast<int>(in_flight), last);
   // Workspaces, and the trainer's per-token loss buffer (f32, one row per micro-batch).
-  e.workspace = kFixedWorkspace + static_cast<int64_t>(std::max(1, plan.trainer.num_micro_batches)) *
-                                      plan.trainer.micro_batch_size * m.seq_length * 4;
+  e.workspace = cuda_workspace_bytes(plan) + kCublasWorkspace +
+                static_cast<int64_t>(std::max(1, plan.trainer.num_micro_batches)) *
+                    plan.trainer.micro_batch_size * m.seq_length * 4;
   e.total = e.weights + e.gradients + e.optimizer + e.activations + e.workspace;
   return e;
 }

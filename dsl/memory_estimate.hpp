@@ -16,6 +16,19 @@ MemoryEstimate estimate_memory(const Plan& plan);
 // Estimate of one pipeline stage (0 = first, holds the embedding; pp-1 = last, holds the head).
 MemoryEstimate estimate_stage_memory(const Plan& plan, int stage);
 
+// Bytes of the CUDA backend's own workspace for this plan (the scratch of reductions, cuDNN
+// attention and GEMM algorithm timing; see kernels::BackendOptions::workspace_bytes): room for the
+// f32 accumulators of one micro-batch's attention gradients on one rank (rows × (q + 2·kv) × 4 B)
+// plus 16 MiB, at least 64 MiB, in whole MiB. train() creates the backend with it, so this estimate
+// and the engine's allocation are the same number.
+int64_t cuda_workspace_bytes(const Plan& plan);
+
+// Rows per chunk of the classifier (logits → loss → dlogits → gradients, chunk by chunk): as few
+// chunks as fit logits of at most max(room_bytes, 256 MiB), all of equal size but the last. Each
+// chunk's weight-gradient GEMM reads and writes the whole f32 [vocab, hidden] gradient, so fewer
+// chunks are faster; room_bytes is what the layers' transient buffers hold anyway.
+int64_t classifier_chunk_rows(int64_t rows, int64_t padded_vocab, int64_t elem_bytes, int64_t room_bytes);
+
 // Layers held by each pipeline stage: parallelism.layers_per_stage, or an even split (the first
 // stages take the remainder).
 std::vector<int> stage_layer_counts(const Plan& plan);

@@ -33,8 +33,6 @@ class CublasLtLinear {
     int tune_candidates = 8;    // how many heuristic results to time
     bool log_tuning = false;    // one stderr line per timed key (RECIPE_CUBLASLT_TUNE_LOG=1)
     BiasGrad bias_grad = BiasGrad::column_sum;
-    // dinp_sum of a dGELU backward by the DGELU_BGRAD epilogue (false: DGELU + column sum).
-    bool dgelu_bgrad = true;
     ColumnSumTickets tickets;   // required by BiasGrad::column_sum and the unfused fallbacks
   };
   CublasLtLinear(cudaStream_t stream, void* workspace, size_t workspace_bytes,
@@ -48,8 +46,9 @@ class CublasLtLinear {
   void forward(void* out, const void* inp, const void* weight, const void* bias, void* pre_gelu,
                int64_t N, int64_t IC, int64_t OC);
   // dinp[N,IC] (bf16) = dout·W (·gelu'(gelu_aux) if gelu_aux != null); dinp_sum[IC] (f32, if
-  // non-null) += Σ_rows dinp ("=" with overwrite_sum): with gelu_aux through the DGELU_BGRAD
-  // epilogue where cuBLASLt has one, else the column-sum kernel.
+  // non-null) += Σ_rows dinp ("=" with overwrite_sum) by the column-sum kernel. (cuBLASLt's
+  // DGELU_BGRAD epilogue would fuse it, but CUDA 13's cuBLASLt offers no algorithm for it with
+  // bf16 output and an f32 bias gradient on sm_90: measured, see docs/performance.md.)
   void backward_input(void* dinp, const void* dout, const void* weight, const void* gelu_aux,
                       int64_t N, int64_t IC, int64_t OC, float* dinp_sum = nullptr,
                       bool overwrite_sum = false, Workspace scratch = {});
@@ -100,6 +99,7 @@ class CublasLtLinear {
   // Runs g; returns false (without running) when no algorithm supports its epilogue. `backup`
   // (may be empty) is scratch where D is saved while candidates are timed when beta != 0.
   bool run(const Gemm& g, Workspace backup = {});
+  static Key key_of(const Gemm& g, bool beta_nonzero);
   Plan& plan_for(const Gemm& g);
   // Times p.candidates on g's operands, sets p.algo to the fastest, leaves D as it found it.
   void tune(Plan& p, const Gemm& g, Workspace backup);

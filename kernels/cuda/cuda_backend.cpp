@@ -42,8 +42,8 @@ void expect_numel(const char* op, const char* name, const Tensor& t, int64_t n) 
 }
 void* ptr_or_null(const Tensor& t) { return t.defined() ? t.ptr : nullptr; }
 
-size_t workspace_bytes_from_env() {
-  size_t mib = kDefaultWorkspaceMiB;
+size_t workspace_bytes_from_env(size_t requested) {
+  size_t mib = requested ? (requested + (size_t(1) << 20) - 1) >> 20 : kDefaultWorkspaceMiB;
   if (const char* s = std::getenv("RECIPE_CUDA_WORKSPACE_MB")) {
     char* end = nullptr;
     long v = std::strtol(s, &end, 10);
@@ -53,6 +53,18 @@ size_t workspace_bytes_from_env() {
     mib = size_t(v);
   }
   return mib << 20;
+}
+
+// How many of the heuristic's algorithms a GEMM shape times (RECIPE_CUBLASLT_TUNE_CANDIDATES).
+int tune_candidates_from_env() {
+  const char* s = std::getenv("RECIPE_CUBLASLT_TUNE_CANDIDATES");
+  if (!s || !*s) return 8;
+  char* end = nullptr;
+  long v = std::strtol(s, &end, 10);
+  if (end == s || *end || v < 1 || v > 256)
+    throw std::invalid_argument(std::string("RECIPE_CUBLASLT_TUNE_CANDIDATES='") + s +
+                                "' must be an integer from 1 to 256");
+  return int(v);
 }
 
 bool attention_fallback_forced() {
@@ -96,7 +108,7 @@ CudaBackend::CudaBackend(const BackendOptions& opts)
   RECIPE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   cublas_workspace_bytes_ = kCublasWorkspaceBytes;
   cublas_workspace_ = device_alloc(cublas_workspace_bytes_, "cuBLASLt workspace");
-  workspace_bytes_ = workspace_bytes_from_env();
+  workspace_bytes_ = workspace_bytes_from_env(opts.workspace_bytes);
   workspace_ = device_alloc(workspace_bytes_, "backend workspace");
   column_sum_tickets_ = static_cast<unsigned*>(
       device_alloc(size_t(kColumnSumTickets) * sizeof(unsigned), "column-sum tickets"));
@@ -107,8 +119,8 @@ CudaBackend::CudaBackend(const BackendOptions& opts)
   // first write overwrite (an A/B switch for the benchmark).
   memset_grads_ = env_flag("RECIPE_GRAD_MEMSET", "1", "0", false);
   lo.tune = !deterministic_ && env_flag("RECIPE_CUBLASLT_TUNE", "1", "0", true);
-  lo.dgelu_bgrad = env_flag("RECIPE_CUDA_DGELU_BGRAD", "1", "0", true);
   lo.log_tuning = env_flag("RECIPE_CUBLASLT_TUNE_LOG", "1", "0", false);
+  lo.tune_candidates = tune_candidates_from_env();
   lo.bias_grad = env_flag("RECIPE_CUDA_BIAS_GRAD", "epilogue", "kernel", false)
                      ? CublasLtLinear::BiasGrad::epilogue
                      : CublasLtLinear::BiasGrad::column_sum;

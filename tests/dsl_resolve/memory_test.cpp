@@ -98,3 +98,31 @@ TEST_CASE("dsl_resolve: GPU catalog and memory sizes") {
   CHECK_FALSE(parse_memory_gib("-4GiB").has_value());
   CHECK_FALSE(parse_memory_gib("80 parsecs").has_value());
 }
+
+TEST_CASE("dsl_resolve: CUDA workspace and classifier chunks follow the micro-batch") {
+  auto t = with(gpt3_345m(), json::parse(R"({"executor": {"gpus_per_node": 1}})"));
+  auto plan_at = [&](int mb) {
+    const std::string patch = R"({"trainer": {"micro_batch_size": )" + std::to_string(mb) +
+                              R"(, "global_batch_size": )" + std::to_string(mb) + "}}";
+    const auto r = resolve_json(with(t, json::parse(patch)), gpu_facts(1, 1, true));
+    REQUIRE_MESSAGE(r.ok(), report(r));
+    return r.plan;
+  };
+  constexpr int64_t MiB = 1024 * 1024;
+  // Room for f32 q/k/v gradient accumulators of one micro-batch (N × 3072 × 4 B) + 16 MiB, ≥ 64 MiB.
+  CHECK(cuda_workspace_bytes(plan_at(4)) == 64 * MiB);
+  CHECK(cuda_workspace_bytes(plan_at(8)) == 112 * MiB);
+  CHECK(cuda_workspace_bytes(plan_at(16)) == 208 * MiB);
+  // The workspace is part of the estimate (+ 32 MiB of cuBLASLt workspace + the per-token losses).
+  CHECK(estimate_memory(plan_at(8)).workspace == 112 * MiB + 32 * MiB + 8 * 1024 * 4);
+
+  // Classifier chunks: as few as fit max(room, 256 MiB) of bf16 logits, equal sizes.
+  const int64_t Vp = 50304;
+  CHECK(classifier_chunk_rows(4096, Vp, 2, 64 * MiB) == 2048);      // 2 chunks, not 7 of 64 MiB
+  CHECK(classifier_chunk_rows(8192, Vp, 2, 128 * MiB) == 2048);     // 4 chunks
+  CHECK(classifier_chunk_rows(16384, Vp, 2, 256 * MiB) == 2341);    // 7 chunks (the last 2338 rows)
+  CHECK(classifier_chunk_rows(16384, Vp, 2, 1024 * MiB) == 8192);   // 1571 MiB of logits: 2 halves
+  CHECK(classifier_chunk_rows(16384, Vp, 2, 2048 * MiB) == 16384);  // one chunk when it fits
+  CHECK(classifier_chunk_rows(100, 64, 4, 0) == 100);
+  CHECK(classifier_chunk_rows(5, int64_t(1) << 40, 4, 0) == 1);      // a row larger than the budget
+}
