@@ -141,38 +141,30 @@ __global__ void __launch_bounds__(kThreads, 1) cross_entropy_row_in_registers(
   // Read before the block-wide combine below; the gradient writes all come after it.
   const float x_target = threadIdx.x == 0 ? to_f(x[target]) : 0.f;
 
-  float mx = -INFINITY;
-#pragma unroll
-  for (int k = 0; k < K; ++k) {
-    const int g = threadIdx.x + k * kThreads;
-    float v[8];
-    unpack8(raw[k], v);
-    if ((g + 1) * 8 <= vocab) {
-#pragma unroll
-      for (int e = 0; e < 8; ++e) mx = fmaxf(mx, v[e]);
-    } else if (g < groups) {
-#pragma unroll
-      for (int e = 0; e < 8; ++e)
-        if (g * 8 + e < vocab) mx = fmaxf(mx, v[e]);
-    }
-  }
-  float sum = 0.f;
-  if (mx != -INFINITY) {
-    const float shift = mx * kLog2e;
+  // f(value) for every logit of this thread's groups that lies inside the vocabulary.
+  auto for_each_valid = [&](auto f) {
 #pragma unroll
     for (int k = 0; k < K; ++k) {
       const int g = threadIdx.x + k * kThreads;
+      if (g >= groups) continue;
       float v[8];
       unpack8(raw[k], v);
       if ((g + 1) * 8 <= vocab) {
 #pragma unroll
-        for (int e = 0; e < 8; ++e) sum += exp2f(fmaf(v[e], kLog2e, -shift));
-      } else if (g < groups) {
+        for (int e = 0; e < 8; ++e) f(v[e]);
+      } else {
 #pragma unroll
         for (int e = 0; e < 8; ++e)
-          if (g * 8 + e < vocab) sum += exp2f(fmaf(v[e], kLog2e, -shift));
+          if (g * 8 + e < vocab) f(v[e]);
       }
     }
+  };
+  float mx = -INFINITY;
+  for_each_valid([&](float v) { mx = fmaxf(mx, v); });
+  float sum = 0.f;
+  if (mx != -INFINITY) {
+    const float shift = mx * kLog2e;
+    for_each_valid([&](float v) { sum += exp2f(fmaf(v, kLog2e, -shift)); });
   }
   const MaxSum total = block_max_sum({mx, sum}, red);
   const float lse = total.m + __logf(total.s);
