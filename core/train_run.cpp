@@ -11,11 +11,11 @@
 #include "checkpoint/checkpoint.hpp"
 #include "core/checkpointing.hpp"
 #include "core/metrics.hpp"
-#include "dsl/memory_estimate.hpp"
 #include "core/parallel_bootstrap.hpp"
 #include "core/progress.hpp"
 #include "core/stop_request.hpp"
 #include "core/trainer.hpp"
+#include "dsl/memory_estimate.hpp"
 
 namespace recipe::core {
 

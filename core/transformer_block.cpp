@@ -74,8 +74,8 @@ void Model::layer_backward(Activations& A, int l, const LayerActs& a, bool dres_
   }
 
   // MLP: out = fc_out(act(fc_in(ln2)))
-  // With GELU, fc_in's bias gradient Σ_rows dfc comes out of fc2's backward (the GEMM epilogue that
-  // writes dfc may sum it too) and fc_in's backward skips its own column sum.
+  // With GELU, fc_in's bias gradient Σ_rows dfc comes out of fc2's backward, which writes dfc
+  // (linear_bwd's dinp_sum), and fc_in's backward skips its own column sum.
   const Tensor fc_in_bias_grad = s_.gelu ? g.fc_in.b : Tensor();
   if (s_.gelu) {
     // dfc = (dres·W2) ⊙ gelu'(pre_gelu): the dGELU epilogue of fc2's backward.
