@@ -7,6 +7,7 @@
 #   new   defaults                                                 (both)
 #   memset RECIPE_GRAD_MEMSET=1: zero the gradients each step instead of first-write overwrite
 #   tune32 RECIPE_CUBLASLT_TUNE_CANDIDATES=32: time 32 heuristic algorithms per GEMM shape, not 8
+#   cudnn1 RECIPE_CUDNN_TUNE=0: keep cuDNN's first attention plan instead of timing all of them
 #   bench/speed_ab.sh "new:4 8 16" "base:4 8 16" "bias:4 16" "tune:4 16"
 # Each argument is VARIANT:BATCHES; they run in the order given. Two more kinds of argument:
 #   ncu-bias:B   Nsight Compute, 2 steps at micro-batch B, only the bias-gradient kernels
@@ -92,6 +93,7 @@ for arg in "$@"; do
     base) envs=(RECIPE_CUBLASLT_TUNE=0 RECIPE_CUDA_BIAS_GRAD=epilogue) ;;
     memset) envs=(RECIPE_GRAD_MEMSET=1) ;;
     tune32) envs=(RECIPE_CUBLASLT_TUNE_CANDIDATES=32) ;;
+    cudnn1) envs=(RECIPE_CUDNN_TUNE=0) ;;
     bias) envs=(RECIPE_CUBLASLT_TUNE=0) ;;
     tune) envs=(RECIPE_CUDA_BIAS_GRAD=epilogue) ;;
     new) envs=() ;;

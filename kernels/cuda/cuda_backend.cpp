@@ -127,9 +127,11 @@ CudaBackend::CudaBackend(const BackendOptions& opts)
   lo.tickets = ColumnSumTickets{column_sum_tickets_, kColumnSumTickets};
   linear_ = std::make_unique<CublasLtLinear>(stream_, cublas_workspace_, cublas_workspace_bytes_, lo);
 #ifdef RECIPE_WITH_CUDNN
+  // RECIPE_CUDNN_TUNE=0 keeps the heuristic's first attention plan (an A/B switch).
+  const bool tune_attention = env_flag("RECIPE_CUDNN_TUNE", "1", "0", true);
   if (!attention_fallback_forced()) {
     try {
-      attention_ = std::make_unique<CudnnAttention>(stream_, deterministic_);
+      attention_ = std::make_unique<CudnnAttention>(stream_, deterministic_, tune_attention);
     } catch (const std::exception& e) {
       std::cerr << "recipe: cuDNN unavailable (" << e.what()
                 << "); attention uses the own CUDA kernels\n";

@@ -7,10 +7,12 @@
 #include <cudnn.h>
 #include <cudnn_frontend.h>
 
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 #include <stdexcept>
 #include <unordered_map>
+#include <vector>
 
 #include "kernels/cuda/cuda_check.hpp"
 
@@ -20,7 +22,9 @@ namespace recipe::kernels::cuda {
 
 struct CudnnAttention::Entry {
   std::shared_ptr<fe::graph::Graph> graph;
-  int64_t workspace = 0;
+  std::vector<int64_t> plan_workspace;  // bytes, per built plan (heuristic order)
+  int64_t plan = 0;                     // the plan that runs
+  bool timed = false;                   // plan chosen by timing (or nothing left to time)
   bool ok = false;
   std::string why;
 };
@@ -33,8 +37,8 @@ cudnnHandle_t as_handle(void* h) { return static_cast<cudnnHandle_t>(h); }
 
 }  // namespace
 
-CudnnAttention::CudnnAttention(cudaStream_t stream, bool deterministic)
-    : stream_(stream), deterministic_(deterministic) {
+CudnnAttention::CudnnAttention(cudaStream_t stream, bool deterministic, bool tune_plans)
+    : stream_(stream), deterministic_(deterministic), tune_plans_(tune_plans && !deterministic) {
   cudnnHandle_t h = nullptr;
   cudnnStatus_t st = cudnnCreate(&h);
   if (st != CUDNN_STATUS_SUCCESS)
@@ -120,11 +124,24 @@ CudnnAttention::Entry& CudnnAttention::entry(const Key& key) {
   bool ok = step(g->validate(), "validate") &&
             step(g->build_operation_graph(h), "build_operation_graph") &&
             step(g->create_execution_plans({fe::HeurMode_t::A}), "create_execution_plans") &&
-            step(g->check_support(h), "check_support") && step(g->build_plans(h), "build_plans");
+            step(g->check_support(h), "check_support") &&
+            step(g->build_plans(h, tune_plans_ ? fe::BuildPlanPolicy_t::ALL
+                                               : fe::BuildPlanPolicy_t::HEURISTICS_CHOICE),
+                 "build_plans");
+  // With ALL, a plan that failed to build keeps its index but cannot run: workspace -1.
   if (ok) {
-    int64_t ws = 0;
-    ok = step(g->get_workspace_size(ws), "get_workspace_size");
-    e->workspace = ws;
+    for (int64_t i = 0; i < g->get_execution_plan_count(); ++i) {
+      int64_t ws = 0;
+      if (!g->get_workspace_size_plan_at_index(i, ws).is_good()) ws = -1;
+      e->plan_workspace.push_back(ws);
+    }
+    auto first = std::find_if(e->plan_workspace.begin(), e->plan_workspace.end(),
+                              [](int64_t w) { return w >= 0; });
+    ok = first != e->plan_workspace.end();
+    if (!ok) e->why = "build_plans: no plan could be built";
+    e->plan = first - e->plan_workspace.begin();
+    e->timed = std::count_if(e->plan_workspace.begin(), e->plan_workspace.end(),
+                             [](int64_t w) { return w >= 0; }) < 2;
   }
   e->ok = ok;
   e->graph = std::move(g);
@@ -138,12 +155,6 @@ bool CudnnAttention::forward(void* out, float* lse, const void* qkv, int B, int 
     last_rejection_ = e.why;
     return false;
   }
-  if (size_t(e.workspace) > ws.bytes - ws.used) {
-    last_rejection_ = "cuDNN forward needs " + std::to_string(e.workspace) +
-                      " bytes of workspace; set RECIPE_CUDA_WORKSPACE_MB higher";
-    return false;
-  }
-  void* wsp = e.workspace ? ws.take(size_t(e.workspace), "cuDNN attention forward") : nullptr;
   auto* base = static_cast<char*>(const_cast<void*>(qkv));
   const size_t head_bytes = size_t(D) * 2;
   std::unordered_map<int64_t, void*> pack{{kQ, base},
@@ -151,10 +162,7 @@ bool CudnnAttention::forward(void* out, float* lse, const void* qkv, int B, int 
                                           {kV, base + size_t(Hq + Hkv) * head_bytes},
                                           {kO, out},
                                           {kStats, lse}};
-  fe::error_t st = e.graph->execute(as_handle(handle_), pack, wsp);
-  if (!st.is_good())
-    throw std::runtime_error("CUDA backend: cuDNN SDPA forward execute failed: " + st.get_message());
-  return true;
+  return execute(e, pack, ws, "forward");
 }
 
 bool CudnnAttention::backward(void* dqkv, const void* dout, const void* qkv, const void* out,
@@ -164,12 +172,6 @@ bool CudnnAttention::backward(void* dqkv, const void* dout, const void* qkv, con
     last_rejection_ = e.why;
     return false;
   }
-  if (size_t(e.workspace) > ws.bytes - ws.used) {
-    last_rejection_ = "cuDNN backward needs " + std::to_string(e.workspace) +
-                      " bytes of workspace; set RECIPE_CUDA_WORKSPACE_MB higher";
-    return false;
-  }
-  void* wsp = e.workspace ? ws.take(size_t(e.workspace), "cuDNN attention backward") : nullptr;
   auto* base = static_cast<char*>(const_cast<void*>(qkv));
   auto* dbase = static_cast<char*>(dqkv);
   const size_t head_bytes = size_t(D) * 2;
@@ -183,9 +185,61 @@ bool CudnnAttention::backward(void* dqkv, const void* dout, const void* qkv, con
       {kdQ, dbase},
       {kdK, dbase + size_t(Hq) * head_bytes},
       {kdV, dbase + size_t(Hq + Hkv) * head_bytes}};
-  fe::error_t st = e.graph->execute(as_handle(handle_), pack, wsp);
+  return execute(e, pack, ws, "backward");
+}
+
+// Timing reruns the graph on the real tensors: both directions only write their outputs (O and
+// Stats; dQ, dK, dV), from inputs they do not modify, so the extra runs leave what the chosen
+// run leaves. It needs a host wait, so it is put off while the stream is captured into a CUDA
+// graph (the step runs eagerly before it is captured). Plans whose workspace does not fit the
+// free workspace are not candidates.
+bool CudnnAttention::execute(Entry& e, std::unordered_map<int64_t, void*>& pack, Workspace ws,
+                             const char* what) {
+  const size_t free_bytes = ws.bytes - ws.used;
+  cudnnHandle_t h = as_handle(handle_);
+  if (!e.timed) {
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    RECIPE_CUDA_CHECK(cudaStreamIsCapturing(stream_, &capture));
+    if (capture == cudaStreamCaptureStatusNone) {
+      e.timed = true;
+      int64_t most = 0;
+      for (int64_t w : e.plan_workspace)
+        if (w >= 0 && size_t(w) <= free_bytes) most = std::max(most, w);
+      void* wsp = most ? ws.take(size_t(most), "cuDNN attention plan timing") : nullptr;
+      cudaEvent_t start = nullptr, stop = nullptr;
+      RECIPE_CUDA_CHECK(cudaEventCreate(&start));
+      RECIPE_CUDA_CHECK(cudaEventCreate(&stop));
+      float best_ms = 0.f;
+      for (int64_t i = 0; i < int64_t(e.plan_workspace.size()); ++i) {
+        const int64_t w = e.plan_workspace[size_t(i)];
+        if (w < 0 || size_t(w) > free_bytes) continue;
+        if (!e.graph->execute_plan_at_index(h, pack, wsp, i).is_good()) continue;  // warm-up
+        constexpr int kReps = 3;
+        bool ran = true;
+        RECIPE_CUDA_CHECK(cudaEventRecord(start, stream_));
+        for (int r = 0; r < kReps && ran; ++r)
+          ran = e.graph->execute_plan_at_index(h, pack, wsp, i).is_good();
+        RECIPE_CUDA_CHECK(cudaEventRecord(stop, stream_));
+        RECIPE_CUDA_CHECK(cudaEventSynchronize(stop));
+        float ms = 0.f;
+        RECIPE_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+        if (ran && (best_ms == 0.f || ms < best_ms)) best_ms = ms, e.plan = i;
+      }
+      cudaEventDestroy(start);
+      cudaEventDestroy(stop);
+    }
+  }
+  const size_t need = size_t(e.plan_workspace[size_t(e.plan)]);
+  if (need > free_bytes) {
+    last_rejection_ = std::string("cuDNN ") + what + " needs " + std::to_string(need) +
+                      " bytes of workspace; set RECIPE_CUDA_WORKSPACE_MB higher";
+    return false;
+  }
+  void* wsp = need ? ws.take(need, "cuDNN attention") : nullptr;
+  fe::error_t st = e.graph->execute_plan_at_index(h, pack, wsp, e.plan);
   if (!st.is_good())
-    throw std::runtime_error("CUDA backend: cuDNN SDPA backward execute failed: " + st.get_message());
+    throw std::runtime_error(std::string("CUDA backend: cuDNN SDPA ") + what +
+                             " execute failed: " + st.get_message());
   return true;
 }
 

@@ -2,7 +2,10 @@
 // strided views of the packed qkv buffer [B, T, (Hq + 2·Hkv)·D] and writing dq/dk/dv into the same
 // layout. One forward and one backward graph per shape, built on first use and cached; a shape
 // cuDNN rejects (or whose workspace does not fit the backend's) is remembered, and the caller
-// uses the own kernels. cuDNN's Stats output is the natural-log LSE of the scaled scores,
+// uses the own kernels. With `tune_plans` (not in deterministic mode) every execution plan cuDNN's
+// heuristics offer is built, and the first run of each shape outside CUDA-graph capture times
+// those whose workspace fits and keeps the fastest: at head dim 64 on an H100 the heuristic's
+// first forward plan is ~9% slower than its second (bench/sdpa_plans.cpp). cuDNN's Stats output is the natural-log LSE of the scaled scores,
 // [B, Hq, T, 1] f32: exactly the lse convention of ops.hpp, so it is written straight into lse.
 #pragma once
 
@@ -14,6 +17,7 @@
 #include <memory>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 
 #include "kernels/cuda/cuda_kernels.hpp"
 
@@ -21,7 +25,7 @@ namespace recipe::kernels::cuda {
 
 class CudnnAttention {
  public:
-  CudnnAttention(cudaStream_t stream, bool deterministic);
+  CudnnAttention(cudaStream_t stream, bool deterministic, bool tune_plans);
   ~CudnnAttention();
   CudnnAttention(const CudnnAttention&) = delete;
   CudnnAttention& operator=(const CudnnAttention&) = delete;
@@ -39,9 +43,13 @@ class CudnnAttention {
   struct Entry;
   using Key = std::tuple<int, int, int, int, int, bool>;  // B, T, Hq, Hkv, D, backward
   Entry& entry(const Key& key);
+  // Runs e's chosen plan (timing the candidates first when due); false when its workspace
+  // does not fit `ws`.
+  bool execute(Entry& e, std::unordered_map<int64_t, void*>& pack, Workspace ws, const char* what);
 
   cudaStream_t stream_;
   bool deterministic_;
+  bool tune_plans_;
   void* handle_ = nullptr;  // cudnnHandle_t, kept opaque so this header needs no cuDNN include
   std::map<Key, std::unique_ptr<Entry>> cache_;
   std::string last_rejection_;
