@@ -15,6 +15,9 @@
 #   tunelog:B    3 steps at micro-batch B printing each timed GEMM (heuristic #1 vs chosen)
 #   prof:B       Nsight Compute over every kernel of 6 steps at micro-batch B; the per-kernel table
 #                of the last 4 (bench/kernel_profile.py --last-steps 4)
+#   prof-warm:B  the same without ncu's cache flush before each kernel (--cache-control none):
+#                closer to the kernels' times inside the step; against the step's wall time
+#                it bounds the idle gaps between kernels
 # Results: $OUT/summary.md (one table per variant), $OUT/tests.log, $OUT/engine.log, $OUT/build.log.
 # When the working tree does not build (others mid-edit), the committed tree (an archive made by
 # `git archive HEAD` in .cache/speed/head.tar.gz) is built with this tree's kernels/cuda,
@@ -81,10 +84,14 @@ for arg in "$@"; do
         --experiments-dir /tmp/speed_ab/tunelog --name "b$batches" 2>&1 | grep "cuBLASLt m=" |
         tee -a "$summary"
       continue ;;
-    prof)
+    prof|prof-warm)
       ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
-      echo "== ncu all kernels, micro-batch $batches (steps 3-6 of 6)" | tee -a "$summary"
-      timeout 240 "$ncu" --clock-control none --csv --page raw --metrics gpu__time_duration.sum \
+      cache=all
+      [[ $variant == prof-warm ]] && cache=none
+      echo "== ncu all kernels (cache control: $cache), micro-batch $batches (steps 3-6 of 6)" |
+        tee -a "$summary"
+      timeout 240 "$ncu" --clock-control none --cache-control $cache --csv --page raw \
+        --metrics gpu__time_duration.sum \
         "$src/build-dev/bin/recipe" pretrain gpt3_345m --max-steps 6 trainer.micro_batch_size="$batches" \
         trainer.global_batch_size="$batches" checkpoint.save_final=false --device cuda \
         --experiments-dir /tmp/speed_ab/prof --name "b$batches" >/tmp/speed_ab_prof.csv 2>>"$out/engine.log"

@@ -191,8 +191,7 @@ bool CudnnAttention::backward(void* dqkv, const void* dout, const void* qkv, con
 // Timing reruns the graph on the real tensors: both directions only write their outputs (O and
 // Stats; dQ, dK, dV), from inputs they do not modify, so the extra runs leave what the chosen
 // run leaves. It needs a host wait, so it is put off while the stream is captured into a CUDA
-// graph (the step runs eagerly before it is captured). Plans whose workspace does not fit the
-// free workspace are not candidates.
+// graph (the step runs eagerly before it is captured).
 bool CudnnAttention::execute(Entry& e, std::unordered_map<int64_t, void*>& pack, Workspace ws,
                              const char* what) {
   const size_t free_bytes = ws.bytes - ws.used;
@@ -202,17 +201,20 @@ bool CudnnAttention::execute(Entry& e, std::unordered_map<int64_t, void*>& pack,
     RECIPE_CUDA_CHECK(cudaStreamIsCapturing(stream_, &capture));
     if (capture == cudaStreamCaptureStatusNone) {
       e.timed = true;
-      int64_t most = 0;
-      for (int64_t w : e.plan_workspace)
-        if (w >= 0 && size_t(w) <= free_bytes) most = std::max(most, w);
-      void* wsp = most ? ws.take(size_t(most), "cuDNN attention plan timing") : nullptr;
+      // Candidates need no more workspace than the heuristic's plan: a plan that wins here must
+      // still fit in every later call, where less of the workspace may be free.
+      const int64_t limit = e.plan_workspace[size_t(e.plan)];
+      Workspace timing = ws;  // the run below takes its own region from the same start
+      void* wsp = limit > 0 && size_t(limit) <= free_bytes
+                      ? timing.take(size_t(limit), "cuDNN attention plan timing")
+                      : nullptr;
       cudaEvent_t start = nullptr, stop = nullptr;
       RECIPE_CUDA_CHECK(cudaEventCreate(&start));
       RECIPE_CUDA_CHECK(cudaEventCreate(&stop));
       float best_ms = 0.f;
       for (int64_t i = 0; i < int64_t(e.plan_workspace.size()); ++i) {
         const int64_t w = e.plan_workspace[size_t(i)];
-        if (w < 0 || size_t(w) > free_bytes) continue;
+        if (w < 0 || w > limit || (w > 0 && !wsp)) continue;
         if (!e.graph->execute_plan_at_index(h, pack, wsp, i).is_good()) continue;  // warm-up
         constexpr int kReps = 3;
         bool ran = true;
