@@ -28,17 +28,48 @@
 //   dbias: each tile writes its 128 column sums (fixed shuffle/smem reduction order) into
 //   partial[row_block][H] exactly once; finalize sums partial rows 0..R-1 in order.
 //   Shape constraints (checked on the host): N % 128 == 0, H % 128 == 0, C % 64 == 0
-//   (H % 256 == 0 for the 2-CTA variant).
-//   Variant CL = 2 (2-CTA clusters multicasting the shared dy tile) is kept for reference: it
-//   passes the checks but measured ~1.8x slower than CL = 1 on H100 (cause not yet found), so
-//   the timed chain picks the faster passing variant.
+//   (cluster variants also need (N/128) % CM == 0 and (H/128) % CN == 0).
+//   Cluster variants CM x CN (1x2, 2x1, 2x2): TMA multicast of the shared dy / W2T tiles, see
+//   the comment above fused_dgrad_kernel. They pass every check; the chain uses the fastest
+//   passing variant (1x1 so far).
 //
-// Measured on H100 SXM (N = 16384, two runs): baseline chain 372-379 us (cuBLASLt DGELU 221 +
-// GELU 111 + colsum 53); fused chain 308-321 us (transpose 7 + fused CL = 1 294-298 + finalize
-// 7). Diagnostics (MODE 1/2) put the mainloop alone at 220-237 us (580-626 TF/s) and the
-// TMA+epilogue alone at 279-303 us: the epilogue's memory traffic (pre in, dh and g out, on top
-// of 512 KB of A/B tiles per 128x128 tile through L2), not the tensor cores, bounds the kernel.
-// MODE 4 (no proxy fence) measured the same as MODE 0, so the fence is not the cost.
+// Measured on H100 SXM (N = 16384; us, median of 30; clocks vary run to run by ~5%):
+//   baseline chain 371-378 (cuBLASLt DGELU 217-226 + GELU 110 + colsum 53)
+//   fused chain 335-360 = transpose 7 + fused kernel 290-304 (1x1) + finalize 5-10; the chain
+//   takes 30-50 us more than the sum of its parts at N = 16384 (~5 at 8192). This was 308-321
+//   for the previous engineer, and the cause is not found (clocks/power?): check with nsys.
+//   N = 8192: baseline 203-205, fused kernel 153-162;  N = 4096: baseline 114, fused 82-89.
+//   Diagnostic modes (DIAG=1), fused kernel at N = 16384, 1x1 | 1x2 | 2x1 | 2x2 clusters:
+//     full           290-292 | 294-301 | 319-329 | 359-380
+//     TMA + MMA      197-203 | 196-205 | 187-193 | 213-216  (~700 TF/s: the mainloop alone is fine)
+//     TMA + epilogue 295-300 | 252-253 | 253-255 | 258-259
+//     MMA only       180-202 (680-765 TF/s)
+//     TMA only       234     | 192-194 | 184-185 | 165-166  (A/B streaming; multicast cuts L2 reads)
+// Findings (for whoever continues; details in .scratch-gemm/):
+//   * The old "mainloop alone" diagnostic (220-237 us) never ran the wgmmas: ptxas removes
+//     wgmma whose accumulators are never read (it leaves a dummy HGMMA.64x8x16), so it timed
+//     TMA streaming only. Modes 1 and 3 now feed the accumulators into a never-taken store.
+//   * The 1.8x slowdown of the first 2-CTA variant was mbarrier.arrive.release.cluster on the
+//     peer's empty barrier: ptxas emits MEMBAR.ALL.CTA + MEMBAR.ALL.GPU before every such arrive.
+//     With the default (.release.cta) remote arrive the cluster variants run as fast as 1x1.
+//   * Multicast lowers TMA-only streaming time (234 -> 166 us) but not the full kernel: the
+//     fused kernel is not L2-bandwidth bound. Cycle counters (an instrumented build kept in
+//     .scratch-gemm/fused_helpers_variant.cu, PROF=1) show the consumers' mainloops are the
+//     critical path (the other consumer waits on order[] 15-30% of the time) and run ~45%
+//     slower than the MMA-only mainloop while the other warpgroup's epilogue and the pre/dh/g
+//     traffic run. Removing all GELU math (consumers and helpers) still left 280-315 us, so it
+//     is not ALU/MUFU work: it is the data movement next to the MMA. Per 128x128 tile the SS
+//     wgmmas read 768 KB of smem (B is read twice, once per m64 half) and TMA writes 512 KB,
+//     ~80 KB per 512-cycle K block, at or above the 128 B/clk smem port, so every extra smem
+//     byte (pre in, epilogue traffic) and every extra L2 request slows the MMA. Clocks fall to
+//     1.55-1.73 GHz in the full kernel (power), which adds to it.
+//   * Tried without gain: epilogue moved to 32-bit conflict-free LDS/STS in the accumulator
+//     layout with dh written in place and TMA-stored, g computed by the 3 idle producer warps
+//     (303-314 us, slower than this version's 290-298); g stored from registers by the
+//     consumers (318 us); L2 evict_first/evict_last cache hints on pre/dh/g and A/B (+20-30 us).
+//   * Next steps that attack the smem/L2 bytes per FLOP: 128x256 CTA tiles with m64n256 wgmmas
+//     (-20% smem bytes per FLOP, -25% L2->SM), which needs a way to hide a 16K-element
+//     epilogue without ping-pong; or B-operand reuse across the two m64 halves.
 #include <cublasLt.h>
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -137,12 +168,14 @@ __device__ __forceinline__ void tma_load_2d_mc(void* dst, const CUtensorMap* map
       "l"(reinterpret_cast<uint64_t>(map)), "r"(k), "r"(row), "r"(smem_u32(bar)), "h"(cta_mask)
       : "memory");
 }
-// arrive on the mbarrier at the same offset in CTA `cta` of this cluster
+// Arrive on the mbarrier at the same offset in CTA `cta` of this cluster. Default semantics
+// (.release.cta): it only has to order this warp's completed wgmma reads of the stage before the
+// peer's next TMA write into it. Do NOT write .release.cluster here: ptxas then emits
+// MEMBAR.ALL.CTA + MEMBAR.ALL.GPU before each arrive (measured 1.8x slower mainloop).
 __device__ __forceinline__ void mbar_arrive_cluster(uint64_t* bar, uint32_t cta) {
   uint32_t remote;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_u32(bar)), "r"(cta));
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote)
-               : "memory");
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
 }
 __device__ __forceinline__ uint32_t cluster_ctarank() {
   uint32_t r;
@@ -342,19 +375,32 @@ __device__ __forceinline__ void tile_epilogue(float (&acc0)[64], float (&acc1)[6
   mbar_arrive(pre_empty);
 }
 
-// MODE (diagnostics only; 0 = the real kernel): 1 = skip the epilogue, 2 = skip the wgmmas,
-// 3 = skip TMA and epilogue (tensor-core issue rate alone), 4 = full kernel without the proxy
-// fence before releasing the pre buffer (it compiles to MEMBAR.ALL.CTA; measures its cost).
-// CL = CTAs per cluster (1 or 2). With CL = 2 the two CTAs of a cluster own the tiles (rb, cb)
-// and (rb, cb + 1) of the same tile sequence: each loads one 64-row half of the shared dy tile
-// and multicasts it to both, so L2->SM traffic per tile drops from 512 KB to 384 KB. A ring
-// slot is then written by both CTAs, so its empty barrier counts the consumer warps of both.
-template <int MODE, int CL>
+// MODE (diagnostics only; 0 = the real kernel):
+//   1 = TMA + wgmma, no epilogue        2 = TMA + epilogue, no wgmma
+//   3 = wgmma only (no TMA, no epilogue) 5 = TMA only (A/B ring streaming, nothing else)
+// In modes 1 and 3 the accumulators feed an (never taken) store so that ptxas cannot drop the
+// wgmmas as dead code (it does so silently when no accumulator is read: an earlier version of
+// this file measured "mainloop alone" that was in fact TMA streaming alone).
+//
+// Clusters: CM x CN CTAs (1-D cluster of CM*CN, rank = mr + CM*nr). The cluster owns a
+// CM x CN block of tiles: CTA (mr, nr) computes tile (CM*grb + mr, CN*gcb + nr). The CN CTAs with
+// equal mr share the A (dy) tile, the CM CTAs with equal nr share the B (W2T) tile; each CTA
+// TMA-loads a 1/CN slice of A (BM/CN rows) and a 1/CM slice of B (BN/CM rows) with
+// .multicast::cluster to all sharers, so L2->SM reads per tile drop from 32 KB per K block to
+// 16/CN + 16/CM KB. Every ring stage of a CTA is written by itself and its CN-1 A-sharers and
+// CM-1 B-sharers, so its empty barrier counts 4 consumer warps x (CN + CM - 1) arrivals, and each
+// consumer warp releases a stage to exactly those CTAs (remote arrive through mapa).
+// The remote arrive uses the default .release.cta semantics: .release.cluster compiles to
+// MEMBAR.ALL.GPU before every arrive, which is what made the first 2-CTA version 1.8x slower.
+template <int MODE, int CM, int CN>
 __global__ void __launch_bounds__(THREADS, 1)
     fused_dgrad_kernel(const __grid_constant__ CUtensorMap tm_dy,
                        const __grid_constant__ CUtensorMap tm_w2t,
                        const __grid_constant__ CUtensorMap tm_pre, bf16* __restrict__ dh,
                        bf16* __restrict__ g, float* __restrict__ partial, int N, int C, int H) {
+  constexpr int CL = CM * CN;
+  constexpr bool DO_TMA = MODE != 3, DO_MMA = MODE != 2 && MODE != 5,
+                 DO_EPI = MODE == 0 || MODE == 2;
   extern __shared__ uint8_t smem_raw[];
   // Ring stage s: A tile [128 rows][64 K] at +0, B tile [128 cols][64 K] at +16 KB, each row
   // 128 B with the TMA 128B swizzle (16-byte chunk c of row r stored at chunk c ^ (r % 8)).
@@ -374,12 +420,11 @@ __global__ void __launch_bounds__(THREADS, 1)
 
   const int wg = threadIdx.x / 128;
   const int row_blocks = N / BM, col_blocks = H / BN, kblocks = C / BK;
-  const int num_tiles = row_blocks * col_blocks;
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(&full[s], 1);   // producer's arrive.expect_tx; TMA bytes complete the phase
-      mbar_init(&empty[s], 4 * CL);  // one arrive per consumer warp (of each CTA) when done
+      mbar_init(&empty[s], 4 * (CM + CN - 1));  // one arrive per consumer warp of each writer CTA
     }
     for (int c = 0; c < 2; ++c) {
       mbar_init(&order[c], 1);
@@ -388,19 +433,26 @@ __global__ void __launch_bounds__(THREADS, 1)
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
-  // The peer CTA multicasts into our ring and arrives on our empty barriers: both CTAs' barriers
-  // must be initialised before either starts, and neither may exit while the other still can.
-  if (CL == 2) cluster_sync(); else __syncthreads();
-  const uint32_t crank = CL == 2 ? cluster_ctarank() : 0;
+  // Peer CTAs multicast into our ring and arrive on our empty barriers: all barriers of the
+  // cluster must be initialised before anyone starts, and nobody may exit while a peer still can.
+  if (CL > 1) cluster_sync(); else __syncthreads();
+  const uint32_t crank = CL > 1 ? cluster_ctarank() : 0;
+  const int mr = int(crank) % CM, nr = int(crank) / CM;
   const int cluster_id = blockIdx.x / CL, num_clusters = gridDim.x / CL;
-  const int pairs_per_row = col_blocks / CL, num_groups = num_tiles / CL;
-  // j-th tile of this CTA: group p = cluster_id + j * num_clusters (CL tiles side by side)
+  const int groups_per_row = col_blocks / CN, num_groups = (row_blocks / CM) * groups_per_row;
+  // j-th tile of this CTA: cluster tile group p = cluster_id + j * num_clusters
   auto tile_of = [&](int j, int& rb, int& cb) {
     const int p = cluster_id + j * num_clusters;
-    rb = p / pairs_per_row;
-    cb = (p % pairs_per_row) * CL + int(crank);
+    rb = (p / groups_per_row) * CM + mr;
+    cb = (p % groups_per_row) * CN + nr;
     return p < num_groups;
   };
+  // multicast masks: the CTAs sharing our A tile (same mr) / our B tile (same nr)
+  uint16_t mask_a = 0, mask_b = 0;
+#pragma unroll
+  for (int n = 0; n < CN; ++n) mask_a |= uint16_t(1u << (mr + CM * n));
+#pragma unroll
+  for (int m = 0; m < CM; ++m) mask_b |= uint16_t(1u << (m + CM * nr));
 
   if (wg == 0) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
@@ -414,23 +466,26 @@ __global__ void __launch_bounds__(THREADS, 1)
           const uint32_t s = seq % STAGES, n = seq / STAGES;
           if (n > 0) mbar_wait(&empty[s], (n - 1) & 1);
           uint8_t* st = smem + s * STAGE_BYTES;
-          if (MODE == 3) { mbar_arrive(&full[s]); continue; }
-          mbar_arrive_expect_tx(&full[s], STAGE_BYTES);
-          if (CL == 2)  // our 64-row half of the dy tile, to both CTAs
-            tma_load_2d_mc(st + crank * (A_BYTES / 2), &tm_dy, kb * BK, rb * BM + crank * (BM / 2),
-                           &full[s], 0x3);
+          if (!DO_TMA) { mbar_arrive(&full[s]); continue; }
+          mbar_arrive_expect_tx(&full[s], STAGE_BYTES);  // whole A + B tile, whoever loads it
+          if (CN > 1)  // our BM/CN-row slice of the A tile, to every CTA sharing it
+            tma_load_2d_mc(st + nr * (A_BYTES / CN), &tm_dy, kb * BK, rb * BM + nr * (BM / CN),
+                           &full[s], mask_a);
           else
             tma_load_2d(st, &tm_dy, kb * BK, rb * BM, &full[s]);
-          tma_load_2d(st + A_BYTES, &tm_w2t, kb * BK, cb * BN, &full[s]);
+          if (CM > 1)  // our BN/CM-row slice of the B tile, to every CTA sharing it
+            tma_load_2d_mc(st + A_BYTES + mr * (B_BYTES / CM), &tm_w2t, kb * BK,
+                           cb * BN + mr * (BN / CM), &full[s], mask_b);
+          else
+            tma_load_2d(st + A_BYTES, &tm_w2t, kb * BK, cb * BN, &full[s]);
         }
       }
     } else if (threadIdx.x == 32) {  // pre producer: loads tile j's pre as soon as consumer
                                      // j % 2 has finished the epilogue of tile j - 2
       asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&tm_pre)) : "memory");
       int rb, cb;
-      for (int j = 0; tile_of(j, rb, cb); ++j) {
+      for (int j = 0; DO_EPI && tile_of(j, rb, cb); ++j) {
         const int c = j & 1, i = j >> 1;
-        if (MODE == 1 || MODE == 3) break;
         if (i > 0) mbar_wait(&pre_empty[c], (i - 1) & 1);
         uint8_t* dst = pre_buf + c * PRE_BYTES;
         mbar_arrive_expect_tx(&pre_full[c], PRE_BYTES);
@@ -442,6 +497,17 @@ __global__ void __launch_bounds__(THREADS, 1)
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
     const int c = wg - 1;  // consumer index: takes this CTA's tiles j = c, c+2, ...
     const int lane = threadIdx.x & 31;
+    // a consumer warp releases ring stage s to every CTA that writes into it (see above)
+    auto release = [&](uint32_t s) {
+      if (lane != 0) return;
+      mbar_arrive(&empty[s]);
+#pragma unroll
+      for (int n = 0; n < CN; ++n)
+        if (n != nr) mbar_arrive_cluster(&empty[s], uint32_t(mr + CM * n));
+#pragma unroll
+      for (int m = 0; m < CM; ++m)
+        if (m != mr) mbar_arrive_cluster(&empty[s], uint32_t(m + CM * nr));
+    };
     float acc0[64], acc1[64];
     int rb, cb;
     for (int j = c, i = 0; tile_of(j, rb, cb); j += 2, ++i) {
@@ -458,7 +524,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         wgmma_fence();
 #pragma unroll
         for (int k = 0; k < BK / 16; ++k) {  // +32 B per K16 step = +2 in the >>4 address field
-          if (MODE == 2) continue;
+          if (!DO_MMA) continue;
           wgmma_m64n128k16(acc0, da0 + 2 * k, db + 2 * k);
           wgmma_m64n128k16(acc1, da1 + 2 * k, db + 2 * k);
         }
@@ -466,30 +532,28 @@ __global__ void __launch_bounds__(THREADS, 1)
         if (kb == kblocks - 1 && (threadIdx.x & 127) == 0) mbar_arrive(&order[1 - c]);
         if (kb > 0) {
           wgmma_wait<1>();  // the previous K block's wgmmas are done: release its stage
-          if (lane == 0) {
-            mbar_arrive(&empty[(seq - 1) % STAGES]);
-            if (CL == 2) mbar_arrive_cluster(&empty[(seq - 1) % STAGES], crank ^ 1);
-          }
+          release((seq - 1) % STAGES);
         }
       }
       wgmma_wait<0>();
-      if (lane == 0) {
-        mbar_arrive(&empty[(seq - 1) % STAGES]);
-        if (CL == 2) mbar_arrive_cluster(&empty[(seq - 1) % STAGES], crank ^ 1);
-      }
-      if (MODE == 0 || MODE == 2 || MODE == 4) {
+      release((seq - 1) % STAGES);
+      if (DO_EPI) {
         mbar_wait(&pre_full[c], uint32_t(i) & 1);
-        tile_epilogue<MODE != 4>(acc0, acc1, pre_buf + c * PRE_BYTES, &pre_empty[c], dh, g, partial, rb, cb,
-                      H, 1 + c);
+        tile_epilogue<true>(acc0, acc1, pre_buf + c * PRE_BYTES, &pre_empty[c], dh, g, partial,
+                            rb, cb, H, 1 + c);
+      } else if (MODE == 1 || MODE == 3) {  // keep the wgmmas alive (never true in practice)
+        float s = 0.f;
+#pragma unroll
+        for (int x = 0; x < 64; ++x) s += acc0[x] + acc1[x];
+        if (__float_as_uint(s) == 0x7f800001u) partial[threadIdx.x] = s;
       }
     }
   }
-  if (CL == 2) {
+  if (CL > 1) {
     __syncwarp();
     cluster_sync();
   }
 }
-
 // dbias[h] = Σ_rb partial[rb][h], rows in fixed order (deterministic).
 __global__ void dbias_finalize_kernel(const float* __restrict__ partial, float* __restrict__ dbias,
                                       int rows, int H) {
@@ -746,40 +810,57 @@ CUtensorMap make_map(PFN_cuTensorMapEncodeTiled_v12000 enc, const void* ptr, uin
   return m;
 }
 
+// Kernel variants: cluster shape CM x CN (see fused_dgrad_kernel), indexed by diagnostic MODE.
+using KernelFn = void (*)(CUtensorMap, CUtensorMap, CUtensorMap, bf16*, bf16*, float*, int, int,
+                          int);
+struct Variant {
+  int cm, cn;
+  KernelFn fn[6];  // by MODE (4 unused)
+};
+template <int CM, int CN>
+Variant make_variant() {
+  return {CM, CN,
+          {fused_dgrad_kernel<0, CM, CN>, fused_dgrad_kernel<1, CM, CN>,
+           fused_dgrad_kernel<2, CM, CN>, fused_dgrad_kernel<3, CM, CN>, nullptr,
+           fused_dgrad_kernel<5, CM, CN>}};
+}
+const Variant kVariants[] = {make_variant<1, 1>(), make_variant<1, 2>(), make_variant<2, 1>(),
+                             make_variant<2, 2>()};
+constexpr int kNumVariants = sizeof(kVariants) / sizeof(kVariants[0]);
+
 struct Fused {
-  CUtensorMap tm_dy, tm_w2t, tm_pre, tm_dy_half;
-  int N, C, H, grid, grid2;
+  CUtensorMap tm_pre;
+  CUtensorMap tm_dy[kNumVariants], tm_w2t[kNumVariants];  // boxes of BM/CN and BN/CM rows
+  int N, C, H;
+  int grid[kNumVariants];  // 0 = variant unusable for this shape
   const bf16 *W2, *pre;
   bf16 *W2T, *dh, *g;
   float *partial, *dbias;
+  int v = 0;  // variant used by all()
   void transpose(cudaStream_t s) const {
     transpose_kernel<<<dim3(H / 64, C / 64), 256, 0, s>>>(W2, W2T, C, H);
   }
-  int cl = 1;  // variant used by all(): 1 or 2 CTAs per cluster
-  template <int MODE = 0, int CL = 2>
-  void gemm(cudaStream_t s) const {
+  void gemm(cudaStream_t s, int vi, int mode = 0) const {
+    const Variant& var = kVariants[vi];
     cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(CL == 2 ? grid2 : grid);
+    cfg.gridDim = dim3(grid[vi]);
     cfg.blockDim = dim3(THREADS);
     cfg.dynamicSmemBytes = SMEM_BYTES;
     cfg.stream = s;
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = CL;
+    attr[0].val.clusterDim.x = var.cm * var.cn;
     attr[0].val.clusterDim.y = 1;
     attr[0].val.clusterDim.z = 1;
     cfg.attrs = attr;
     cfg.numAttrs = 1;
-    CK(cudaLaunchKernelEx(&cfg, fused_dgrad_kernel<MODE, CL>, CL == 2 ? tm_dy_half : tm_dy,
-                          tm_w2t, tm_pre, dh, g, partial, N, C, H));
-  }
-  void gemm_sel(cudaStream_t s) const {
-    if (cl == 2) gemm<0, 2>(s); else gemm<0, 1>(s);
+    CK(cudaLaunchKernelEx(&cfg, var.fn[mode], tm_dy[vi], tm_w2t[vi], tm_pre, dh, g, partial, N, C,
+                          H));
   }
   void finalize(cudaStream_t s) const {
     dbias_finalize_kernel<<<(H + 63) / 64, 64, 0, s>>>(partial, dbias, N / BM, H);
   }
-  void all(cudaStream_t s) const { transpose(s); gemm_sel(s); finalize(s); }
+  void all(cudaStream_t s) const { transpose(s); gemm(s, v); finalize(s); }
 };
 
 float median_us(const std::function<void()>& f, cudaStream_t s, int reps = 30) {
@@ -839,9 +920,11 @@ void vec_err(const std::vector<float>& f, const std::vector<double>& r, double& 
 
 struct Row {
   int N;
-  float lt, gelu, colsum, base_sum, tr, fused1, fused2, fin, fused_sum;
-  int cl;
-  bool ok, ok1, ok2;
+  float lt, gelu, colsum, base_sum, tr, fin, fused_sum;
+  float fused[kNumVariants];
+  bool okv[kNumVariants];
+  int v;
+  bool ok;
 };
 
 }  // namespace
@@ -868,26 +951,28 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "need %d B smem\n", SMEM_BYTES);
     return 1;
   }
-#define SET_SMEM(M, CLN) \
-  CK(cudaFuncSetAttribute(fused_dgrad_kernel<M, CLN>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES))
-  SET_SMEM(0, 1); SET_SMEM(1, 1); SET_SMEM(2, 1); SET_SMEM(3, 1); SET_SMEM(4, 1);
-  SET_SMEM(0, 2); SET_SMEM(1, 2); SET_SMEM(2, 2);
-#undef SET_SMEM
-  int max_clusters = 0;
-  {
+  int max_clusters[kNumVariants];
+  for (int vi = 0; vi < kNumVariants; ++vi) {
+    const Variant& var = kVariants[vi];
+    for (int m = 0; m < 6; ++m)
+      if (var.fn[m])
+        CK(cudaFuncSetAttribute(var.fn[m], cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                SMEM_BYTES));
+    const int cl = var.cm * var.cn;
     cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(2 * prop.multiProcessorCount);
+    cfg.gridDim = dim3(cl * prop.multiProcessorCount);
     cfg.blockDim = dim3(THREADS);
     cfg.dynamicSmemBytes = SMEM_BYTES;
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = 2;
+    attr[0].val.clusterDim.x = cl;
     attr[0].val.clusterDim.y = 1;
     attr[0].val.clusterDim.z = 1;
     cfg.attrs = attr;
     cfg.numAttrs = 1;
-    CK(cudaOccupancyMaxActiveClusters(&max_clusters, fused_dgrad_kernel<0, 2>, &cfg));
-    std::printf("max co-resident 2-CTA clusters: %d\n", max_clusters);
+    CK(cudaOccupancyMaxActiveClusters(&max_clusters[vi], var.fn[0], &cfg));
+    std::printf("cluster %dx%d: max co-resident clusters %d (%d CTAs)\n", var.cm, var.cn,
+                max_clusters[vi], max_clusters[vi] * cl);
   }
   cudaStream_t stream;
   CK(cudaStreamCreate(&stream));
@@ -1017,16 +1102,18 @@ int main(int argc, char** argv) {
     fz.N = N; fz.C = C; fz.H = H;
     fz.W2 = W2; fz.pre = pre; fz.W2T = W2T; fz.dh = dh_f; fz.g = g_f;
     fz.partial = partial; fz.dbias = dbias_f;
-    fz.tm_dy = make_map(enc, dy, N, C, BM);
-    fz.tm_w2t = make_map(enc, W2T, H, C, BN);
     fz.tm_pre = make_map(enc, pre, N, H, BM);
-    fz.grid = std::min(prop.multiProcessorCount, (N / BM) * (H / BN));
-    fz.tm_dy_half = make_map(enc, dy, N, C, BM / 2);
-    fz.grid2 = std::min(2 * max_clusters, (N / BM) * (H / BN));
-    if (H % (2 * BN)) fz.grid2 = 0;  // the 2-CTA variant pairs adjacent column blocks
-    // Correctness + determinism of one variant (cl = CTAs per cluster).
-    auto verify = [&](int cl) {
-      fz.cl = cl;
+    for (int vi = 0; vi < kNumVariants; ++vi) {
+      const int cm = kVariants[vi].cm, cn = kVariants[vi].cn;
+      fz.tm_dy[vi] = make_map(enc, dy, N, C, BM / cn);
+      fz.tm_w2t[vi] = make_map(enc, W2T, H, C, BN / cm);
+      const int groups = (N / BM / cm) * (H / BN / cn);
+      const bool shape_ok = (N / BM) % cm == 0 && (H / BN) % cn == 0;
+      fz.grid[vi] = shape_ok ? std::min(max_clusters[vi], groups) * cm * cn : 0;
+    }
+    // Correctness + determinism of one variant.
+    auto verify = [&](int vi) {
+      fz.v = vi;
       fz.dh = dh_f;
       poison_kernel<<<1024, 256>>>(reinterpret_cast<uint16_t*>(dh_f), nh);
       poison_kernel<<<1024, 256>>>(reinterpret_cast<uint16_t*>(g_f), nh);
@@ -1059,19 +1146,21 @@ int main(int argc, char** argv) {
       fz.dh = dh_f;
       const bool det = std::memcmp(h_df.data(), h_df2.data(), H * 4) == 0 && ndiff == 0;
       const bool ok = cf_dh.bad == 0 && cf_g.bad == 0 && f_rel <= 1e-3 && o_rel <= 1e-5 && det;
-      std::printf("N=%d fused(cl=%d): dh bad=%llu nan=%llu max_abs=%.3g (rms %.3g) max_ratio=%.3f | "
+      std::printf("N=%d fused(%dx%d): dh bad=%llu nan=%llu max_abs=%.3g (rms %.3g) max_ratio=%.3f | "
                   "g bad=%llu nan=%llu max_abs=%.3g max_ratio=%.3f | dbias vs ref relL2=%.2e "
                   "max/rms=%.2e, vs own dh relL2=%.2e | deterministic=%d -> %s\n",
-                  N, cl, cf_dh.bad, cf_dh.nan, cf_dh.max_abs, cf_dh.rms, cf_dh.max_ratio, cf_g.bad,
-                  cf_g.nan, cf_g.max_abs, cf_g.max_ratio, f_rel, f_mx, o_rel, int(det),
-                  ok ? "PASS" : "FAIL");
+                  N, kVariants[vi].cm, kVariants[vi].cn, cf_dh.bad, cf_dh.nan, cf_dh.max_abs,
+                  cf_dh.rms, cf_dh.max_ratio, cf_g.bad, cf_g.nan, cf_g.max_abs, cf_g.max_ratio,
+                  f_rel, f_mx, o_rel, int(det), ok ? "PASS" : "FAIL");
       return ok;
     };
     Row rw;
     rw.N = N;
-    rw.ok1 = verify(1);
-    rw.ok2 = fz.grid2 > 0 ? verify(2) : false;
-    rw.ok = rw.ok1 || rw.ok2;
+    rw.ok = false;
+    for (int vi = 0; vi < kNumVariants; ++vi) {
+      rw.okv[vi] = fz.grid[vi] > 0 && verify(vi);
+      rw.ok = rw.ok || rw.okv[vi];
+    }
     all_ok = all_ok && rw.ok;
 
     // ---------------- timing ----------------
@@ -1080,36 +1169,42 @@ int main(int argc, char** argv) {
     rw.colsum = median_us(colsum_run, stream);
     rw.base_sum = median_us([&] { lt_run(); gelu_run(); colsum_run(); }, stream);
     rw.tr = median_us([&] { fz.transpose(stream); }, stream);
-    rw.fused1 = median_us([&] { fz.gemm<0, 1>(stream); }, stream);
-    rw.fused2 = fz.grid2 > 0 ? median_us([&] { fz.gemm<0, 2>(stream); }, stream) : 0.f;
+    rw.v = -1;
+    for (int vi = 0; vi < kNumVariants; ++vi) {
+      rw.fused[vi] = fz.grid[vi] > 0 ? median_us([&] { fz.gemm(stream, vi); }, stream) : 0.f;
+      // the chain uses the fastest variant among those that passed
+      if (rw.okv[vi] && (rw.v < 0 || rw.fused[vi] < rw.fused[rw.v])) rw.v = vi;
+    }
+    if (rw.v < 0) rw.v = 0;
     rw.fin = median_us([&] { fz.finalize(stream); }, stream);
-    // the chain uses the faster variant among those that passed (so far always cl = 1)
-    fz.cl = (rw.ok2 && (!rw.ok1 || (rw.fused2 > 0 && rw.fused2 < rw.fused1))) ? 2 : 1;
-    rw.cl = fz.cl;
+    fz.v = rw.v;
     rw.fused_sum = median_us([&] { fz.all(stream); }, stream);
     CK(cudaStreamSynchronize(stream));
     CKL();
     if (std::getenv("DIAG")) {
-      const float m1 = median_us([&] { fz.gemm<1, 1>(stream); }, stream);
-      const float m2 = median_us([&] { fz.gemm<2, 1>(stream); }, stream);
-      const float m4 = median_us([&] { fz.gemm<4, 1>(stream); }, stream);
-      std::printf("N=%d diag (cl=1): no-epilogue %.1f (%.0f TF/s) | no-wgmma %.1f | no-proxy-fence "
-                  "%.1f\n", N, m1, flops / m1 * 1e-6, m2, m4);
+      for (int vi = 0; vi < kNumVariants; ++vi) {
+        if (!fz.grid[vi]) continue;
+        float m[6];
+        for (int mode : {1, 2, 3, 5})
+          m[mode] = median_us([&] { fz.gemm(stream, vi, mode); }, stream);
+        std::printf("N=%d diag %dx%d (grid %d): full %.1f | tma+mma %.1f (%.0f TF/s) | tma+epi %.1f"
+                    " | mma only %.1f (%.0f TF/s) | tma only %.1f\n",
+                    N, kVariants[vi].cm, kVariants[vi].cn, fz.grid[vi], rw.fused[vi], m[1],
+                    flops / m[1] * 1e-6, m[2], m[3], flops / m[3] * 1e-6, m[5]);
+      }
       fz.all(stream);
-    }
-    if (std::getenv("DIAG") && fz.grid2 > 0) {
-      const float m1 = median_us([&] { fz.gemm<1, 2>(stream); }, stream);
-      const float m2 = median_us([&] { fz.gemm<2, 2>(stream); }, stream);
-      std::printf("N=%d diag (cl=2): no-epilogue %.1f (%.0f TF/s) | no-wgmma %.1f\n", N, m1,
-                  flops / m1 * 1e-6, m2);
+      CK(cudaStreamSynchronize(stream));
+      CKL();
     }
     rows.push_back(rw);
     std::printf("N=%d timing (median us): lt_dgelu %.1f (%.0f TF/s) gelu %.1f colsum %.1f | "
-                "base chain %.1f || transpose %.1f fused cl1 %.1f (%.0f TF/s) cl2 %.1f (%.0f TF/s) "
-                "finalize %.1f | fused chain (cl=%d) %.1f\n",
-                N, rw.lt, flops / rw.lt * 1e-6, rw.gelu, rw.colsum, rw.base_sum, rw.tr, rw.fused1,
-                flops / rw.fused1 * 1e-6, rw.fused2, rw.fused2 > 0 ? flops / rw.fused2 * 1e-6 : 0.0,
-                rw.fin, rw.cl, rw.fused_sum);
+                "base chain %.1f || transpose %.1f", N, rw.lt, flops / rw.lt * 1e-6, rw.gelu,
+                rw.colsum, rw.base_sum, rw.tr);
+    for (int vi = 0; vi < kNumVariants; ++vi)
+      std::printf(" fused %dx%d %.1f (%.0f TF/s)", kVariants[vi].cm, kVariants[vi].cn,
+                  rw.fused[vi], rw.fused[vi] > 0 ? flops / rw.fused[vi] * 1e-6 : 0.0);
+    std::printf(" finalize %.1f | fused chain (%dx%d) %.1f\n", rw.fin, kVariants[rw.v].cm,
+                kVariants[rw.v].cn, rw.fused_sum);
 
     cublasLtMatmulPreferenceDestroy(pref);
     cublasLtMatrixLayoutDestroy(la);
@@ -1118,18 +1213,24 @@ int main(int argc, char** argv) {
     cublasLtMatmulDescDestroy(desc);
   }
 
-  std::printf("\n%-6s | %8s %8s %8s %8s | %8s %8s %8s %8s %9s | %7s %s\n", "N", "lt_dgelu",
-              "gelu", "colsum", "base_tot", "transp", "fus_cl1", "fus_cl2", "finalize",
-              "fused_tot", "speedup", "check(cl1,cl2)");
-  for (auto& r : rows)
-    std::printf("%-6d | %8.1f %8.1f %8.1f %8.1f | %8.1f %8.1f %8.1f %8.1f %9.1f | %6.2fx %s,%s\n",
-                r.N, r.lt, r.gelu, r.colsum, r.base_sum, r.tr, r.fused1, r.fused2, r.fin,
-                r.fused_sum, r.base_sum / r.fused_sum, r.ok1 ? "PASS" : "FAIL",
-                r.ok2 ? "PASS" : "FAIL");
-  std::printf("(us, median of 30 reps; fused_tot = transpose + fused(cl=%d) + finalize; TF/s of "
-              "fused kernel at N=%d: cl1 %.0f, cl2 %.0f)\n", rows[0].cl, rows[0].N,
-              2.0 * rows[0].N * C * H / rows[0].fused1 * 1e-6,
-              rows[0].fused2 > 0 ? 2.0 * rows[0].N * C * H / rows[0].fused2 * 1e-6 : 0.0);
+  std::printf("\n%-6s | %8s %8s %8s %8s | %7s", "N", "lt_dgelu", "gelu", "colsum", "base_tot",
+              "transp");
+  for (int vi = 0; vi < kNumVariants; ++vi)
+    std::printf("  fus_%dx%d", kVariants[vi].cm, kVariants[vi].cn);
+  std::printf(" %8s %9s | %7s %s\n", "finalize", "fused_tot", "speedup", "checks(variants)");
+  for (auto& r : rows) {
+    std::printf("%-6d | %8.1f %8.1f %8.1f %8.1f | %7.1f", r.N, r.lt, r.gelu, r.colsum, r.base_sum,
+                r.tr);
+    for (int vi = 0; vi < kNumVariants; ++vi) std::printf(" %8.1f", r.fused[vi]);
+    std::printf(" %8.1f %9.1f | %6.2fx ", r.fin, r.fused_sum, r.base_sum / r.fused_sum);
+    for (int vi = 0; vi < kNumVariants; ++vi)
+      std::printf("%s%s", vi ? "," : "", r.okv[vi] ? "PASS" : "FAIL");
+    std::printf("\n");
+  }
+  std::printf("(us, median of 30 reps; fused_tot = transpose + fused(fastest passing variant, "
+              "%dx%d at N=%d) + finalize; fused TF/s at N=%d: %.0f)\n",
+              kVariants[rows[0].v].cm, kVariants[rows[0].v].cn, rows[0].N, rows[0].N,
+              2.0 * rows[0].N * C * H / rows[0].fused[rows[0].v] * 1e-6);
   std::printf("%s\n", all_ok ? "ALL CHECKS PASS" : "SOME CHECKS FAILED");
   return all_ok ? 0 : 3;
 }
