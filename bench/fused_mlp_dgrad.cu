@@ -45,7 +45,7 @@
 //     TMA + epilogue 295-300 | 252-253 | 253-255 | 258-259
 //     MMA only       180-202 (680-765 TF/s)
 //     TMA only       234     | 192-194 | 184-185 | 165-166  (A/B streaming; multicast cuts L2 reads)
-// Findings (for whoever continues; details in .scratch-gemm/):
+// Findings (for whoever continues):
 //   * The old "mainloop alone" diagnostic (220-237 us) never ran the wgmmas: ptxas removes
 //     wgmma whose accumulators are never read (it leaves a dummy HGMMA.64x8x16), so it timed
 //     TMA streaming only. Modes 1 and 3 now feed the accumulators into a never-taken store.
@@ -53,8 +53,8 @@
 //     peer's empty barrier: ptxas emits MEMBAR.ALL.CTA + MEMBAR.ALL.GPU before every such arrive.
 //     With the default (.release.cta) remote arrive the cluster variants run as fast as 1x1.
 //   * Multicast lowers TMA-only streaming time (234 -> 166 us) but not the full kernel: the
-//     fused kernel is not L2-bandwidth bound. Cycle counters (an instrumented build kept in
-//     .scratch-gemm/fused_helpers_variant.cu, PROF=1) show the consumers' mainloops are the
+//     fused kernel is not L2-bandwidth bound. Cycle counters (in an instrumented
+//     variant of the second round, not kept) show the consumers' mainloops are the
 //     critical path (the other consumer waits on order[] 15-30% of the time) and run ~45%
 //     slower than the MMA-only mainloop while the other warpgroup's epilogue and the pre/dh/g
 //     traffic run. Removing all GELU math (consumers and helpers) still left 280-315 us, so it
