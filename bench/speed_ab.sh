@@ -8,6 +8,7 @@
 #   memset RECIPE_GRAD_MEMSET=1: zero the gradients each step instead of first-write overwrite
 #   tune32 RECIPE_CUBLASLT_TUNE_CANDIDATES=32: time 32 heuristic algorithms per GEMM shape, not 8
 #   cudnn1 RECIPE_CUDNN_TUNE=0: keep cuDNN's first attention plan instead of timing all of them
+#   nofused RECIPE_CUDA_FUSED_MLP=0: fc2's backward as cuBLASLt DGELU + GELU rebuild + column sum
 #   bench/speed_ab.sh "new:4 8 16" "base:4 8 16" "bias:4 16" "tune:4 16"
 # Each argument is VARIANT:BATCHES; they run in the order given. Two more kinds of argument:
 #   ncu-bias:B   Nsight Compute, 2 steps at micro-batch B, only the bias-gradient kernels
@@ -101,6 +102,7 @@ for arg in "$@"; do
     memset) envs=(RECIPE_GRAD_MEMSET=1) ;;
     tune32) envs=(RECIPE_CUBLASLT_TUNE_CANDIDATES=32) ;;
     cudnn1) envs=(RECIPE_CUDNN_TUNE=0) ;;
+    nofused) envs=(RECIPE_CUDA_FUSED_MLP=0) ;;
     bias) envs=(RECIPE_CUBLASLT_TUNE=0) ;;
     tune) envs=(RECIPE_CUDA_BIAS_GRAD=epilogue) ;;
     new) envs=() ;;

@@ -65,13 +65,10 @@ void Model::layer_backward(Activations& A, int l, const LayerActs& a, bool dres_
   // gelu/norm levels keep no fc_act per layer: rebuild it from the saved fc_pre into the shared
   // buffer for fc2's weight gradient (deterministic, so bitwise what forward fed fc2 on the CPU; the
   // CUDA forward's fused epilogue rounds from f32, the recompute from the bf16 fc_pre, as llm.c).
+  // With GELU the rebuild is part of fc2's backward below (gelu_rebuild_linear_bwd), which a
+  // backend may fuse into the dinp GEMM.
   const bool lazy = recompute_ == Recompute::gelu || recompute_ == Recompute::norm;
-  if (lazy) {
-    if (s_.gelu)
-      be_.gelu_fwd(a.fc_act, a.fc_pre);
-    else
-      be_.swiglu_fwd(a.fc_act, a.fc_pre);
-  }
+  if (lazy && !s_.gelu) be_.swiglu_fwd(a.fc_act, a.fc_pre);
 
   // MLP: out = fc_out(act(fc_in(ln2)))
   // With GELU, fc_in's bias gradient Σ_rows dfc comes out of fc2's backward, which writes dfc
@@ -79,8 +76,13 @@ void Model::layer_backward(Activations& A, int l, const LayerActs& a, bool dres_
   const Tensor fc_in_bias_grad = s_.gelu ? g.fc_in.b : Tensor();
   if (s_.gelu) {
     // dfc = (dres·W2) ⊙ gelu'(pre_gelu): the dGELU epilogue of fc2's backward.
-    be_.linear_bwd(A.dfc, g.fc_out.w, dres_summed ? Tensor() : g.fc_out.b, dres, a.fc_act, p.fc_out.w,
-                   a.fc_pre, fc_in_bias_grad);
+    const Tensor fc_out_bias_grad = dres_summed ? Tensor() : g.fc_out.b;
+    if (lazy)
+      be_.gelu_rebuild_linear_bwd(A.dfc, a.fc_act, g.fc_out.w, fc_out_bias_grad, dres, p.fc_out.w,
+                                  a.fc_pre, fc_in_bias_grad);
+    else
+      be_.linear_bwd(A.dfc, g.fc_out.w, fc_out_bias_grad, dres, a.fc_act, p.fc_out.w, a.fc_pre,
+                     fc_in_bias_grad);
   } else {
     be_.linear_bwd(A.dfc_act, g.fc_out.w, dres_summed ? Tensor() : g.fc_out.b, dres, a.fc_act,
                    p.fc_out.w, Tensor(), Tensor());

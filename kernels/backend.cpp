@@ -18,6 +18,12 @@ void Backend::residual_norm_fwd(Tensor residual, Tensor out, Tensor mean, Tensor
     layernorm_fwd(out, mean, rstd, residual, weight, bias, eps);
 }
 
+void Backend::gelu_rebuild_linear_bwd(Tensor dinp, Tensor act, Tensor dweight, Tensor dbias,
+                                      Tensor dout, Tensor weight, Tensor pre, Tensor dinp_sum) {
+  gelu_fwd(act, pre);
+  linear_bwd(dinp, dweight, dbias, dout, act, weight, pre, dinp_sum);
+}
+
 void Backend::grad_norm_clip(Tensor out, Tensor grads, float clip, Tensor losses,
                              double loss_sum_limit) {
   if (out.dtype != DType::f32 || out.numel() != 2)

@@ -101,6 +101,11 @@ class Backend {
   // the linear whose output dinp is the gradient of (the dGELU_BGRAD epilogue on CUDA).
   virtual void linear_bwd(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp,
                           Tensor weight, Tensor dinp_gelu_aux, Tensor dinp_sum) = 0;
+  // The backward of a linear whose input act = gelu(pre) was not kept (trainer.recompute gelu or
+  // norm): act = gelu(pre), then linear_bwd(dinp, dweight, dbias, dout, act, weight, pre,
+  // dinp_sum). The default composes the two; backends may fuse the rebuild into the dinp GEMM.
+  virtual void gelu_rebuild_linear_bwd(Tensor dinp, Tensor act, Tensor dweight, Tensor dbias,
+                                       Tensor dout, Tensor weight, Tensor pre, Tensor dinp_sum);
 
   // ---- embeddings ----
   // out[N,C] = wte[tok - vocab_start] (zero row if the token is outside this shard's rows)

@@ -313,6 +313,35 @@ void CudaBackend::linear_bwd(Tensor dinp, Tensor dweight, Tensor dbias, Tensor d
   }
 }
 
+// The fused path writes dinp, act and dinp_sum in one kernel (gelu_fc2_backward.cu), then the
+// weight gradient reads the rebuilt act; otherwise the default's gelu_fwd + linear_bwd.
+void CudaBackend::gelu_rebuild_linear_bwd(Tensor dinp, Tensor act, Tensor dweight, Tensor dbias,
+                                          Tensor dout, Tensor weight, Tensor pre, Tensor dinp_sum) {
+  const char* op = "gelu_rebuild_linear_bwd";
+  if (dinp.defined() && weight.defined() && act.defined() && pre.defined() &&
+      dout.dtype == DType::bf16 && weight.dtype == DType::bf16 && dinp.dtype == DType::bf16 &&
+      act.dtype == DType::bf16 && pre.dtype == DType::bf16) {
+    const int64_t OC = weight.dim(0), IC = weight.dim(1), N = dout.numel() / OC;
+    expect_numel(op, "dout", dout, N * OC);
+    expect_numel(op, "dinp", dinp, N * IC);
+    expect_numel(op, "act", act, N * IC);
+    expect_numel(op, "pre", pre, N * IC);
+    expect_opt(op, "dinp_sum", dinp_sum, DType::f32);
+    if (dinp_sum.defined()) expect_numel(op, "dinp_sum", dinp_sum, IC);
+    if (cuda::gelu_fc2_dgrad_fused_fits(dinp.ptr, act.ptr, dout.ptr, weight.ptr, pre.ptr, N, OC, IC,
+                                        workspace())) {
+      const bool os = dinp_sum.defined() &&
+                      grad_writes_.whole_write(dinp_sum) == GradWriteTracker::Write::overwrite;
+      cuda::gelu_fc2_dgrad_fused(dinp.ptr, act.ptr, static_cast<float*>(ptr_or_null(dinp_sum)), os,
+                                 dout.ptr, weight.ptr, pre.ptr, N, OC, IC, workspace(), stream_);
+      ++fused_mlp_backward_calls_;
+      linear_bwd(Tensor(), dweight, dbias, dout, act, weight, Tensor(), Tensor());
+      return;
+    }
+  }
+  Backend::gelu_rebuild_linear_bwd(dinp, act, dweight, dbias, dout, weight, pre, dinp_sum);
+}
+
 // ---- embeddings ----
 
 void CudaBackend::embedding_fwd(Tensor out, Tensor tokens, Tensor wte, Tensor wpe, int T,

@@ -45,6 +45,8 @@ class CudaBackend final : public Backend {
   // keys where a candidate beat the heuristic's first choice.
   int64_t tuned_gemm_keys() const;
   int64_t tuned_gemm_keys_changed() const;
+  // gelu_rebuild_linear_bwd calls that ran the fused sm_90a kernel.
+  int64_t fused_mlp_backward_calls() const { return fused_mlp_backward_calls_; }
 
   Device device() const override { return Device::cuda; }
   DType act_dtype() const override { return DType::bf16; }
@@ -63,6 +65,8 @@ class CudaBackend final : public Backend {
   void linear_fwd(Tensor out, Tensor inp, Tensor weight, Tensor bias, Tensor pre_gelu) override;
   void linear_bwd(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp,
                   Tensor weight, Tensor dinp_gelu_aux, Tensor dinp_sum) override;
+  void gelu_rebuild_linear_bwd(Tensor dinp, Tensor act, Tensor dweight, Tensor dbias, Tensor dout,
+                               Tensor weight, Tensor pre, Tensor dinp_sum) override;
 
   void embedding_fwd(Tensor out, Tensor tokens, Tensor wte, Tensor wpe, int T,
                      int vocab_start) override;
@@ -133,6 +137,7 @@ class CudaBackend final : public Backend {
   bool deterministic_ = false;
   bool recording_ = false;
   bool memset_grads_ = false;
+  int64_t fused_mlp_backward_calls_ = 0;
   cudaStream_t stream_ = nullptr;
   void* cublas_workspace_ = nullptr;
   size_t cublas_workspace_bytes_ = 0;

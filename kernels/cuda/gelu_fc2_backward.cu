@@ -1,0 +1,628 @@
+// fc2's backward with the GELU rebuild fused into its dinp GEMM (sm_90a: TMA + wgmma), for
+// trainer.recompute levels that keep pre = fc_in's output but not act = gelu(pre):
+//   dh[N,H]   = (dy[N,C] · W2[C,H]) ⊙ gelu'(pre[N,H])   bf16, f32 accumulation, rounded once
+//   g[N,H]    = gelu(pre)                                bf16: fc2's weight-gradient input
+//   dbias[H] (=|+=) Σ_rows dh                            f32, the rounded dh, fixed order
+// One persistent kernel replaces cuBLASLt's DGELU GEMM, the GELU rebuild and the column sum
+// (bench/fused_mlp_dgrad.cu measures it: ~290 µs against ~350 µs at N = 16384, C = 1024).
+//
+// Layouts and work split (see fused_dgrad_kernel):
+//   - W2 [C,H] row-major is first transposed into W2T [H,C] so that both wgmma operands are
+//     K-major; dy, W2T and pre are read by TMA with 128-byte swizzle.
+//   - Tiles of 128 tokens × 128 H columns, K blocks of 64, a 5-stage shared-memory ring.
+//     Warpgroup 0 produces (one thread streams dy/W2T, one loads each tile's pre); warpgroups 1
+//     and 2 consume whole tiles in alternation (ping-pong), so one runs its epilogue while the
+//     other runs wgmma. One CTA per SM, tiles t = blockIdx.x + j·gridDim.x.
+//   - dbias: each tile writes its 128 column sums once into partial[N/128][H] (workspace); a
+//     finalize kernel sums the rows in order. No float atomics: bitwise repeatable.
+// The kernel is also written for 2-CTA clusters with TMA multicast (CM × CN); on the H100 they
+// measured no faster, so the launcher runs 1 × 1.
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <cudaTypedefs.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/cuda_kernels.hpp"
+
+namespace recipe::kernels::cuda {
+
+using bf16 = __nv_bfloat16;
+
+namespace {
+
+// ------------------------------------------------------------------------------------------
+// Fused kernel configuration
+// ------------------------------------------------------------------------------------------
+constexpr int BM = 128;               // tokens per tile (two m64 wgmma halves)
+constexpr int BN = 128;               // H columns per tile (wgmma n = 128)
+constexpr int BK = 64;                // 64 bf16 = 128 B rows: exactly one 128B-swizzle atom wide
+constexpr int STAGES = 5;
+constexpr int A_BYTES = BM * BK * 2;  // 16 KB
+constexpr int B_BYTES = BN * BK * 2;  // 16 KB
+constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
+constexpr int PRE_BYTES = BM * BN * 2;  // one consumer's pre tile, 32 KB
+constexpr int SMEM_BYTES =
+    1024 /*align slack*/ + STAGES * STAGE_BYTES + 2 * PRE_BYTES + (2 * STAGES + 6) * 8;
+constexpr int THREADS = 384;
+
+// The device helpers use sm_90a-only instructions (wgmma, setmaxnreg): they exist in the host
+// pass and the sm_90a pass; the portable compute_90 PTX gets a kernel that traps.
+#if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count));
+}
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)),
+               "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
+  asm volatile(
+      "{\n"
+      ".reg .pred P1;\n"
+      "WAIT_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n"
+      "@!P1 bra WAIT_%=;\n"
+      "}\n" ::"r"(smem_u32(bar)),
+      "r"(parity)
+      : "memory");
+}
+
+// 2D TMA load of box {64 (inner, K), rows} at coordinates (k, row); completes on bar.
+__device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, int k, int row,
+                                            uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3}], [%4];" ::"r"(smem_u32(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(k), "r"(row), "r"(smem_u32(bar))
+      : "memory");
+}
+
+// Multicast variant: the same box lands at the same CTA-relative smem offset in every CTA of
+// cta_mask, and complete_tx is signalled on the mbarrier at the same offset in each of them.
+__device__ __forceinline__ void tma_load_2d_mc(void* dst, const CUtensorMap* map, int k, int row,
+                                               uint64_t* bar, uint16_t cta_mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      ".multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(smem_u32(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(k), "r"(row), "r"(smem_u32(bar)), "h"(cta_mask)
+      : "memory");
+}
+// Arrive on the mbarrier at the same offset in CTA `cta` of this cluster. Default semantics
+// (.release.cta): it only has to order this warp's completed wgmma reads of the stage before the
+// peer's next TMA write into it. Do NOT write .release.cluster here: ptxas then emits
+// MEMBAR.ALL.CTA + MEMBAR.ALL.GPU before each arrive (measured 1.8x slower mainloop).
+__device__ __forceinline__ void mbar_arrive_cluster(uint64_t* bar, uint32_t cta) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_u32(bar)), "r"(cta));
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
+}
+__device__ __forceinline__ uint32_t cluster_ctarank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n"
+               "barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+// wgmma shared-memory descriptor for a K-major tile written by TMA with 128B swizzle:
+// rows of 128 B (64 bf16 of K), 8-row swizzle atoms of 1024 B stacked along M/N (SBO = 1024),
+// LBO unused for swizzled K-major (set to 1), layout type 1 = 128B swizzle (bits 62-63).
+// Stepping K by 16 elements inside the atom = advancing the start address by 32 B.
+__device__ __forceinline__ uint64_t make_desc(uint32_t saddr) {
+  return uint64_t((saddr & 0x3FFFF) >> 4) | (uint64_t(1) << 16) | (uint64_t(1024 >> 4) << 32) |
+         (uint64_t(1) << 62);
+}
+
+__device__ __forceinline__ void wgmma_fence() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wgmma_commit() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+#endif
+}
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+#endif
+}
+
+// D[64x128] += A[64x16] · B[128x16]ᵀ, both operands K-major in shared memory.
+// Accumulator layout (per warp w of the warpgroup, lane l, q = l%4, r = l/4):
+//   d[4j+0], d[4j+1] -> row 16w + r,     cols 8j + 2q, 8j + 2q + 1
+//   d[4j+2], d[4j+3] -> row 16w + r + 8, same cols               (j = 0..15)
+__device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t da, uint64_t db) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, "
+      "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, "
+      "%36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, "
+      "%53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+      "%64, %65, p, 1, 1, 0, 0;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]),
+        "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]),
+        "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
+        "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]),
+        "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]),
+        "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]),
+        "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]),
+        "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]),
+        "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(da), "l"(db), "r"(1));
+#endif
+}
+
+__device__ __forceinline__ float ex2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+__device__ __forceinline__ float rcp_approx(float x) {
+  float y;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// tanh-GELU and its derivative without tanh's cancellation at negative x:
+//   1 + tanh(u) = 2s, s = 1 / (1 + e), e = exp(-2u)   ->  gelu = x·s
+//   1 - tanh²(u) = 4 s (1 - s) = 4 s (e s)            ->  gelu' = s (1 + 2 x (e s) u')
+// e is clamped at 2^64 so e·s stays finite for very negative x (gelu, gelu' ~ 0 there).
+__device__ __forceinline__ void gelu_and_grad(float x, float& g, float& dg) {
+  constexpr float k0 = 0.7978845608028654f, k1 = 0.044715f, log2e = 1.4426950408889634f;
+  constexpr float c1 = -2.f * k0 * log2e, c2 = c1 * k1;
+  const float x2 = x * x;
+  const float z = fminf(x * fmaf(x2, c2, c1), 64.f);
+  const float e = ex2_approx(z);
+  const float s = rcp_approx(1.f + e);
+  g = x * s;
+  const float du2 = fmaf(x2, 6.f * k0 * k1, 2.f * k0);  // 2·u'(x)
+  const float t = x * (e * s) * du2;
+  dg = fmaf(s, t, s);
+}
+
+// 4x4 transpose of 32-bit words inside each lane quad: lane q word k <- lane k word q.
+// Converts between the wgmma accumulator layout (lane q holds cols 8j+2q,+1 of blocks j0..j0+3)
+// and the row-contiguous layout (lane q holds the 8 cols of block j0+q: one 16-byte access).
+__device__ __forceinline__ void quad_transpose(uint32_t (&w)[4], int lane) {
+  const bool hi = lane & 2;
+  uint32_t s0 = hi ? w[0] : w[2], s1 = hi ? w[1] : w[3];
+  uint32_t r0 = __shfl_xor_sync(0xffffffffu, s0, 2), r1 = __shfl_xor_sync(0xffffffffu, s1, 2);
+  if (hi) { w[0] = r0; w[1] = r1; } else { w[2] = r0; w[3] = r1; }
+  const bool odd = lane & 1;
+  s0 = odd ? w[0] : w[1];
+  s1 = odd ? w[2] : w[3];
+  r0 = __shfl_xor_sync(0xffffffffu, s0, 1);
+  r1 = __shfl_xor_sync(0xffffffffu, s1, 1);
+  if (odd) { w[0] = r0; w[2] = r1; } else { w[1] = r0; w[3] = r1; }
+}
+
+__device__ __forceinline__ uint32_t bf2_as_u32(__nv_bfloat162 v) {
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+__device__ __forceinline__ __nv_bfloat162 u32_as_bf2(uint32_t v) {
+  return *reinterpret_cast<__nv_bfloat162*>(&v);
+}
+
+// Epilogue of one 128x128 tile for one consumer warpgroup. Rows of this thread (tile-local):
+// 64m + 16w + r + 8h (m, h in {0,1}); column blocks processed four at a time (jg).
+// pre comes from shared memory (TMA-loaded a whole mainloop earlier by the pre producer):
+// two 64-column halves of [128 rows][128 B], 128B swizzle, so row R's 16-byte chunk ch sits at
+// half*16K + R*128 + ((ch ^ (R % 8)) * 16), and R % 8 == r for every row of this thread.
+template <bool PROXY_FENCE>
+__device__ __forceinline__ void tile_epilogue(float (&acc0)[64], float (&acc1)[64],
+                                              const uint8_t* pre_s, uint64_t* pre_empty,
+                                              bf16* __restrict__ dh, bf16* __restrict__ g,
+                                              float* __restrict__ partial, int rb, int cb, int H,
+                                              int wg_bar) {
+  const int tid = threadIdx.x & 127, w = tid >> 5, lane = tid & 31, q = lane & 3, r = lane >> 2;
+  const size_t row_base = size_t(rb) * BM + 16 * w + r;
+  const size_t col_base = size_t(cb) * BN + 8 * q;  // + 32 jg: this lane's 16-byte column chunk
+
+  float colv[4];  // this lane's warp-level column sum for each column group jg
+#pragma unroll
+  for (int jg = 0; jg < 4; ++jg) {
+    float cs[8];  // column sums: index 2*jj + e -> col 32jg + 8jj + 2q + e
+#pragma unroll
+    for (int i = 0; i < 8; ++i) cs[i] = 0.f;
+    const int ch = 4 * (jg & 1) + q;
+    const uint8_t* half = pre_s + (jg >> 1) * (BM * 128) + ((ch ^ r) << 4);
+#pragma unroll
+    for (int mh = 0; mh < 4; ++mh) {
+      const int m = mh >> 1, h = mh & 1;
+      float(&acc)[64] = m ? acc1 : acc0;
+      const int R = 64 * m + 16 * w + r + 8 * h;
+      const uint4 v = *reinterpret_cast<const uint4*>(half + R * 128);
+      uint32_t p[4] = {v.x, v.y, v.z, v.w};
+      quad_transpose(p, lane);
+      uint32_t dw[4], gw[4];
+#pragma unroll
+      for (int jj = 0; jj < 4; ++jj) {
+        const int j = 4 * jg + jj;
+        const float2 x = __bfloat1622float2(u32_as_bf2(p[jj]));
+        float g0, g1, d0, d1;
+        gelu_and_grad(x.x, g0, d0);
+        gelu_and_grad(x.y, g1, d1);
+        const __nv_bfloat162 db =
+            __floats2bfloat162_rn(acc[4 * j + 2 * h] * d0, acc[4 * j + 2 * h + 1] * d1);
+        dw[jj] = bf2_as_u32(db);
+        gw[jj] = bf2_as_u32(__floats2bfloat162_rn(g0, g1));
+        const float2 dr = __bfloat1622float2(db);  // dbias sums the rounded values
+        cs[2 * jj] += dr.x;
+        cs[2 * jj + 1] += dr.y;
+      }
+      quad_transpose(dw, lane);
+      quad_transpose(gw, lane);
+      const size_t off = (row_base + 64 * m + 8 * h) * H + col_base + 32 * jg;
+      *reinterpret_cast<uint4*>(dh + off) = make_uint4(dw[0], dw[1], dw[2], dw[3]);
+      *reinterpret_cast<uint4*>(g + off) = make_uint4(gw[0], gw[1], gw[2], gw[3]);
+    }
+    // Reduce-scatter the 8 column sums over the 8 lanes sharing q (lane bits 2..4): after three
+    // halving steps lane (q, r) holds the warp's 16-row sum of value index r.
+    const bool b4 = lane & 16, b3 = lane & 8, b2 = lane & 4;
+    float t4[4], t3[2];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float send = b4 ? cs[i] : cs[i + 4];
+      const float keep = b4 ? cs[i + 4] : cs[i];
+      t4[i] = keep + __shfl_xor_sync(0xffffffffu, send, 16);
+    }
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const float send = b3 ? t4[i] : t4[i + 2];
+      const float keep = b3 ? t4[i + 2] : t4[i];
+      t3[i] = keep + __shfl_xor_sync(0xffffffffu, send, 8);
+    }
+    const float send = b2 ? t3[0] : t3[1];
+    const float keep = b2 ? t3[1] : t3[0];
+    colv[jg] = keep + __shfl_xor_sync(0xffffffffu, send, 4);
+  }
+  // Cross-warp sum in fixed warp order, staged in the (now fully read) pre buffer as
+  // red[warp][128 cols]; each tile owns partial[rb][cb*128 .. +128].
+  float* red = reinterpret_cast<float*>(const_cast<uint8_t*>(pre_s));
+  asm volatile("bar.sync %0, 128;" ::"r"(wg_bar) : "memory");
+#pragma unroll
+  for (int jg = 0; jg < 4; ++jg) red[w * BN + 32 * jg + 8 * (r >> 1) + 2 * q + (r & 1)] = colv[jg];
+  asm volatile("bar.sync %0, 128;" ::"r"(wg_bar) : "memory");
+  const float s = (red[tid] + red[BN + tid]) + (red[2 * BN + tid] + red[3 * BN + tid]);
+  partial[size_t(rb) * H + size_t(cb) * BN + tid] = s;
+  // The next TMA load (async proxy) overwrites what this thread read and wrote (generic proxy).
+  if (PROXY_FENCE) asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  mbar_arrive(pre_empty);
+}
+
+#endif  // host or sm_90a
+
+// Clusters: CM x CN CTAs (1-D cluster of CM*CN, rank = mr + CM*nr). The cluster owns a
+// CM x CN block of tiles: CTA (mr, nr) computes tile (CM*grb + mr, CN*gcb + nr). The CN CTAs with
+// equal mr share the A (dy) tile, the CM CTAs with equal nr share the B (W2T) tile; each CTA
+// TMA-loads a 1/CN slice of A (BM/CN rows) and a 1/CM slice of B (BN/CM rows) with
+// .multicast::cluster to all sharers, so L2->SM reads per tile drop from 32 KB per K block to
+// 16/CN + 16/CM KB. Every ring stage of a CTA is written by itself and its CN-1 A-sharers and
+// CM-1 B-sharers, so its empty barrier counts 4 consumer warps x (CN + CM - 1) arrivals, and each
+// consumer warp releases a stage to exactly those CTAs (remote arrive through mapa).
+// The remote arrive uses the default .release.cta semantics: .release.cluster compiles to
+// MEMBAR.ALL.GPU before every arrive, which is what made the first 2-CTA version 1.8x slower.
+template <int CM, int CN>
+__global__ void __launch_bounds__(THREADS, 1)
+    fused_dgrad_kernel(const __grid_constant__ CUtensorMap tm_dy,
+                       const __grid_constant__ CUtensorMap tm_w2t,
+                       const __grid_constant__ CUtensorMap tm_pre, bf16* __restrict__ dh,
+                       bf16* __restrict__ g, float* __restrict__ partial, int N, int C, int H) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr int CL = CM * CN;
+  extern __shared__ uint8_t smem_raw[];
+  // Ring stage s: A tile [128 rows][64 K] at +0, B tile [128 cols][64 K] at +16 KB, each row
+  // 128 B with the TMA 128B swizzle (16-byte chunk c of row r stored at chunk c ^ (r % 8)).
+  // Then pre_buf[2] (one 32 KB pre tile per consumer), then the mbarriers.
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
+                                             ~uintptr_t(1023));
+  uint8_t* pre_buf = smem + STAGES * STAGE_BYTES;
+  uint64_t* full = reinterpret_cast<uint64_t*>(pre_buf + 2 * PRE_BYTES);
+  uint64_t* empty = full + STAGES;
+  // order[c]: consumer c may start the mainloop of its next tile once the other consumer has
+  // passed its full-barrier waits for the tile before it. Besides keeping the two mainloops
+  // back to back (ping-pong), this guarantees that every full[s] phase older than the one a
+  // consumer waits on has completed, so parity waits cannot alias two phases apart.
+  uint64_t* order = empty + STAGES;
+  uint64_t* pre_full = order + 2;   // pre tile of consumer c landed
+  uint64_t* pre_empty = order + 4;  // consumer c finished reading its pre tile (128 arrivals)
+
+  const int wg = threadIdx.x / 128;
+  const int row_blocks = N / BM, col_blocks = H / BN, kblocks = C / BK;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      mbar_init(&full[s], 1);   // producer's arrive.expect_tx; TMA bytes complete the phase
+      mbar_init(&empty[s], 4 * (CM + CN - 1));  // one arrive per consumer warp of each writer CTA
+    }
+    for (int c = 0; c < 2; ++c) {
+      mbar_init(&order[c], 1);
+      mbar_init(&pre_full[c], 1);
+      mbar_init(&pre_empty[c], 128);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  // Peer CTAs multicast into our ring and arrive on our empty barriers: all barriers of the
+  // cluster must be initialised before anyone starts, and nobody may exit while a peer still can.
+  if (CL > 1) cluster_sync(); else __syncthreads();
+  const uint32_t crank = CL > 1 ? cluster_ctarank() : 0;
+  const int mr = int(crank) % CM, nr = int(crank) / CM;
+  const int cluster_id = blockIdx.x / CL, num_clusters = gridDim.x / CL;
+  const int groups_per_row = col_blocks / CN, num_groups = (row_blocks / CM) * groups_per_row;
+  // j-th tile of this CTA: cluster tile group p = cluster_id + j * num_clusters
+  auto tile_of = [&](int j, int& rb, int& cb) {
+    const int p = cluster_id + j * num_clusters;
+    rb = (p / groups_per_row) * CM + mr;
+    cb = (p % groups_per_row) * CN + nr;
+    return p < num_groups;
+  };
+  // multicast masks: the CTAs sharing our A tile (same mr) / our B tile (same nr)
+  uint16_t mask_a = 0, mask_b = 0;
+#pragma unroll
+  for (int n = 0; n < CN; ++n) mask_a |= uint16_t(1u << (mr + CM * n));
+#pragma unroll
+  for (int m = 0; m < CM; ++m) mask_b |= uint16_t(1u << (m + CM * nr));
+
+  if (wg == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+    if (threadIdx.x == 0) {  // ring producer: A/B K blocks of every tile, in tile order
+      asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&tm_dy)) : "memory");
+      asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&tm_w2t)) : "memory");
+      uint32_t seq = 0;
+      int rb, cb;
+      for (int j = 0; tile_of(j, rb, cb); ++j) {
+        for (int kb = 0; kb < kblocks; ++kb, ++seq) {
+          const uint32_t s = seq % STAGES, n = seq / STAGES;
+          if (n > 0) mbar_wait(&empty[s], (n - 1) & 1);
+          uint8_t* st = smem + s * STAGE_BYTES;
+          mbar_arrive_expect_tx(&full[s], STAGE_BYTES);  // whole A + B tile, whoever loads it
+          if (CN > 1)  // our BM/CN-row slice of the A tile, to every CTA sharing it
+            tma_load_2d_mc(st + nr * (A_BYTES / CN), &tm_dy, kb * BK, rb * BM + nr * (BM / CN),
+                           &full[s], mask_a);
+          else
+            tma_load_2d(st, &tm_dy, kb * BK, rb * BM, &full[s]);
+          if (CM > 1)  // our BN/CM-row slice of the B tile, to every CTA sharing it
+            tma_load_2d_mc(st + A_BYTES + mr * (B_BYTES / CM), &tm_w2t, kb * BK,
+                           cb * BN + mr * (BN / CM), &full[s], mask_b);
+          else
+            tma_load_2d(st + A_BYTES, &tm_w2t, kb * BK, cb * BN, &full[s]);
+        }
+      }
+    } else if (threadIdx.x == 32) {  // pre producer: loads tile j's pre as soon as consumer
+                                     // j % 2 has finished the epilogue of tile j - 2
+      asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&tm_pre)) : "memory");
+      int rb, cb;
+      for (int j = 0; tile_of(j, rb, cb); ++j) {
+        const int c = j & 1, i = j >> 1;
+        if (i > 0) mbar_wait(&pre_empty[c], (i - 1) & 1);
+        uint8_t* dst = pre_buf + c * PRE_BYTES;
+        mbar_arrive_expect_tx(&pre_full[c], PRE_BYTES);
+        tma_load_2d(dst, &tm_pre, cb * BN, rb * BM, &pre_full[c]);
+        tma_load_2d(dst + BM * 128, &tm_pre, cb * BN + 64, rb * BM, &pre_full[c]);
+      }
+    }
+  } else {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+    const int c = wg - 1;  // consumer index: takes this CTA's tiles j = c, c+2, ...
+    const int lane = threadIdx.x & 31;
+    // a consumer warp releases ring stage s to every CTA that writes into it (see above)
+    auto release = [&](uint32_t s) {
+      if (lane != 0) return;
+      mbar_arrive(&empty[s]);
+#pragma unroll
+      for (int n = 0; n < CN; ++n)
+        if (n != nr) mbar_arrive_cluster(&empty[s], uint32_t(mr + CM * n));
+#pragma unroll
+      for (int m = 0; m < CM; ++m)
+        if (m != mr) mbar_arrive_cluster(&empty[s], uint32_t(m + CM * nr));
+    };
+    float acc0[64], acc1[64];
+    int rb, cb;
+    for (int j = c, i = 0; tile_of(j, rb, cb); j += 2, ++i) {
+#pragma unroll
+      for (int x = 0; x < 64; ++x) { acc0[x] = 0.f; acc1[x] = 0.f; }
+      if (j > 0) mbar_wait(&order[c], uint32_t(c == 0 ? i - 1 : i) & 1);
+      uint32_t seq = uint32_t(j) * kblocks;
+      for (int kb = 0; kb < kblocks; ++kb, ++seq) {
+        const uint32_t s = seq % STAGES, n = seq / STAGES;
+        mbar_wait(&full[s], n & 1);
+        const uint32_t a_addr = smem_u32(smem + s * STAGE_BYTES);
+        const uint64_t da0 = make_desc(a_addr), da1 = make_desc(a_addr + 64 * 128),
+                       db = make_desc(a_addr + A_BYTES);
+        wgmma_fence();
+#pragma unroll
+        for (int k = 0; k < BK / 16; ++k) {  // +32 B per K16 step = +2 in the >>4 address field
+          wgmma_m64n128k16(acc0, da0 + 2 * k, db + 2 * k);
+          wgmma_m64n128k16(acc1, da1 + 2 * k, db + 2 * k);
+        }
+        wgmma_commit();
+        if (kb == kblocks - 1 && (threadIdx.x & 127) == 0) mbar_arrive(&order[1 - c]);
+        if (kb > 0) {
+          wgmma_wait<1>();  // the previous K block's wgmmas are done: release its stage
+          release((seq - 1) % STAGES);
+        }
+      }
+      wgmma_wait<0>();
+      release((seq - 1) % STAGES);
+      mbar_wait(&pre_full[c], uint32_t(i) & 1);
+      tile_epilogue<true>(acc0, acc1, pre_buf + c * PRE_BYTES, &pre_empty[c], dh, g, partial, rb,
+                          cb, H, 1 + c);
+    }
+  }
+  if (CL > 1) {
+    __syncwarp();
+    cluster_sync();
+  }
+#else
+  __trap();  // built without sm_90a machine code: the launcher never starts it
+#endif
+}
+// dbias[h] = Σ_rb partial[rb][h], rows in fixed order (deterministic).
+__global__ void dbias_finalize_kernel(const float* __restrict__ partial, float* __restrict__ dbias,
+                                      int rows, int H, bool overwrite) {
+  const int h = blockIdx.x * blockDim.x + threadIdx.x;
+  if (h >= H) return;
+  // four interleaved chains (rows r % 4), combined in a fixed order: deterministic, and four
+  // independent loads in flight per iteration instead of one
+  float s0 = 0.f, s1 = 0.f, s2 = 0.f, s3 = 0.f;
+  int r = 0;
+#pragma unroll 2
+  for (; r + 4 <= rows; r += 4) {
+    s0 += partial[size_t(r) * H + h];
+    s1 += partial[size_t(r + 1) * H + h];
+    s2 += partial[size_t(r + 2) * H + h];
+    s3 += partial[size_t(r + 3) * H + h];
+  }
+  for (; r < rows; ++r) s0 += partial[size_t(r) * H + h];
+  const float s = (s0 + s1) + (s2 + s3);
+  dbias[h] = overwrite ? s : dbias[h] + s;
+}
+
+// W2 [C,H] -> W2T [H,C]: 64x64 tiles through shared memory, 16-byte global accesses.
+__global__ void transpose_kernel(const bf16* __restrict__ src, bf16* __restrict__ dst, int C,
+                                 int H) {
+  // rows of 66 bf16 = 33 words: the 8 rows one lane group reads per column land in 8 banks
+  __shared__ __align__(16) bf16 tile[64][66];
+  const int c0 = blockIdx.y * 64, h0 = blockIdx.x * 64;
+  for (int i = threadIdx.x; i < 64 * 8; i += blockDim.x) {
+    const int rr = i / 8, ch = i % 8;
+    uint4 v = *reinterpret_cast<const uint4*>(src + size_t(c0 + rr) * H + h0 + 8 * ch);
+    uint32_t* d = reinterpret_cast<uint32_t*>(&tile[rr][8 * ch]);
+    d[0] = v.x; d[1] = v.y; d[2] = v.z; d[3] = v.w;
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < 64 * 8; i += blockDim.x) {
+    const int hh = i / 8, ch = i % 8;
+    __align__(16) bf16 o[8];
+#pragma unroll
+    for (int k = 0; k < 8; ++k) o[k] = tile[8 * ch + k][hh];
+    *reinterpret_cast<uint4*>(dst + size_t(h0 + hh) * C + c0 + 8 * ch) =
+        *reinterpret_cast<uint4*>(o);
+  }
+}
+
+PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault,
+                                         &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess)
+      p = nullptr;
+    cudaGetLastError();
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
+  }();
+  return fn;
+}
+
+// Row-major bf16 [rows, cols], boxes of 64 columns (128 B) × box_rows rows, 128-byte swizzle.
+bool make_map(CUtensorMap& m, const void* ptr, uint64_t rows, uint64_t cols, uint32_t box_rows) {
+  cuuint64_t dims[2] = {cols, rows};
+  cuuint64_t strides[1] = {cols * 2};
+  cuuint32_t box[2] = {64, box_rows};
+  cuuint32_t estr[2] = {1, 1};
+  return tensor_map_encoder()(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(ptr), dims,
+                              strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                              CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+// sm_90a machine code runs only on compute capability 9.0; also the opt-in shared memory.
+int usable_sms() {
+  static int sms = [] {
+    int dev = 0, major = 0, minor = 0, count = 0, smem = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
+      cudaGetLastError();
+      return 0;
+    }
+    if (major != 9 || minor != 0 || smem < SMEM_BYTES || !tensor_map_encoder()) return 0;
+    if (cudaFuncSetAttribute(fused_dgrad_kernel<1, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             SMEM_BYTES) != cudaSuccess) {
+      cudaGetLastError();
+      return 0;
+    }
+    return count;
+  }();
+  return sms;
+}
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+
+}  // namespace
+
+bool gelu_fc2_dgrad_fused_fits(const void* dh, const void* g, const void* dy, const void* w2,
+                               const void* pre, int64_t N, int64_t C, int64_t H, Workspace ws) {
+  static const bool enabled = [] {
+    const char* e = std::getenv("RECIPE_CUDA_FUSED_MLP");
+    return !(e && std::string(e) == "0");
+  }();
+  if (!enabled || N <= 0 || N % BM || H % BN || C % BK || H % 64) return false;
+  if (N > (int64_t(1) << 30) || C > (int64_t(1) << 30) || H > (int64_t(1) << 30)) return false;
+  if (!aligned16(dh) || !aligned16(g) || !aligned16(dy) || !aligned16(w2) || !aligned16(pre))
+    return false;
+  if (usable_sms() == 0) return false;
+  const size_t w2t_bytes = size_t(C) * size_t(H) * 2, part_bytes = size_t(N / BM) * size_t(H) * 4;
+  return ((ws.used + 255) & ~size_t(255)) + w2t_bytes + 256 + part_bytes <= ws.bytes;
+}
+
+void gelu_fc2_dgrad_fused(void* dh, void* g, float* dbias, bool overwrite_dbias, const void* dy,
+                          const void* w2, const void* pre, int64_t N, int64_t C, int64_t H,
+                          Workspace ws, cudaStream_t s) {
+  if (!gelu_fc2_dgrad_fused_fits(dh, g, dy, w2, pre, N, C, H, ws))
+    throw std::logic_error("gelu_fc2_dgrad_fused: called for a shape that does not fit");
+  const int sms = usable_sms();
+  const size_t w2t_bytes = size_t(C) * size_t(H) * 2, part_bytes = size_t(N / BM) * size_t(H) * 4;
+  auto* w2t = static_cast<bf16*>(ws.take(w2t_bytes, "fused fc2 backward: W2 transposed"));
+  auto* partial = static_cast<float*>(ws.take(part_bytes, "fused fc2 backward: dbias partials"));
+  CUtensorMap tm_dy, tm_w2t, tm_pre;
+  if (!make_map(tm_dy, dy, uint64_t(N), uint64_t(C), BM) ||
+      !make_map(tm_w2t, w2t, uint64_t(H), uint64_t(C), BN) ||
+      !make_map(tm_pre, pre, uint64_t(N), uint64_t(H), BM))
+    throw std::runtime_error("gelu_fc2_dgrad_fused: cuTensorMapEncodeTiled rejected a tensor map");
+  transpose_kernel<<<dim3(unsigned(H / 64), unsigned(C / 64)), 256, 0, s>>>(
+      static_cast<const bf16*>(w2), w2t, int(C), int(H));
+  RECIPE_CUDA_CHECK_LAUNCH("fused fc2 backward: transpose");
+  const int64_t tiles = (N / BM) * (H / BN);
+  const unsigned grid = unsigned(tiles < sms ? tiles : sms);
+  fused_dgrad_kernel<1, 1><<<grid, THREADS, SMEM_BYTES, s>>>(
+      tm_dy, tm_w2t, tm_pre, static_cast<bf16*>(dh), static_cast<bf16*>(g), partial, int(N),
+      int(C), int(H));
+  RECIPE_CUDA_CHECK_LAUNCH("fused fc2 backward");
+  if (dbias) {
+    dbias_finalize_kernel<<<unsigned((H + 63) / 64), 64, 0, s>>>(partial, dbias, int(N / BM),
+                                                                 int(H), overwrite_dbias);
+    RECIPE_CUDA_CHECK_LAUNCH("fused fc2 backward: dbias");
+  }
+}
+
+}  // namespace recipe::kernels::cuda
