@@ -1,4 +1,6 @@
 // Prototype: fused MLP backward for the fc2 dgrad of GPT-2 medium (H100, sm_90a).
+// The engine runs the cleaned 1x1 kernel of this file from kernels/cuda/gelu_fc2_backward.cu;
+// this harness keeps the cluster variants, the diagnostic modes and the baseline comparison.
 //
 //   dh[N,H]  = (dy[N,C] · W2[C,H]) ⊙ gelu'(pre[N,H])   bf16, fp32 accumulate, rounded once
 //   g[N,H]   = gelu(pre)                                bf16 (input of the fc2 weight gradient)
