@@ -3,20 +3,33 @@
 //   dh[N,H]   = (dy[N,C] · W2[C,H]) ⊙ gelu'(pre[N,H])   bf16, f32 accumulation, rounded once
 //   g[N,H]    = gelu(pre)                                bf16: fc2's weight-gradient input
 //   dbias[H] (=|+=) Σ_rows dh                            f32, the rounded dh, fixed order
-// One persistent kernel replaces cuBLASLt's DGELU GEMM, the GELU rebuild and the column sum
-// (bench/fused_mlp_dgrad.cu measures it: ~290 µs against ~350 µs at N = 16384, C = 1024).
+// One persistent kernel, one launch, replaces cuBLASLt's DGELU GEMM, the GELU rebuild and the
+// column sum (bench/fused_mlp_dgrad.cu measures it against them).
 //
 // Layouts and work split (see fused_dgrad_kernel):
-//   - W2 [C,H] row-major is first transposed into W2T [H,C] so that both wgmma operands are
-//     K-major; dy, W2T and pre are read by TMA with 128-byte swizzle.
+//   - GEMM view: m = token (N), n = H column, k = C. A = dy [N,C] is K-major (C contiguous);
+//     B = W2 [C,H] is read as it is stored, N-major (H contiguous): wgmma's transposed-B mode
+//     (imm-trans-b = 1) with an MN-major 128B-swizzle descriptor, so no W2ᵀ copy is made.
+//     dy, W2 and pre are read by TMA with 128-byte swizzle.
 //   - Tiles of 128 tokens × 128 H columns, K blocks of 64, a 5-stage shared-memory ring.
-//     Warpgroup 0 produces (one thread streams dy/W2T, one loads each tile's pre); warpgroups 1
+//     Warpgroup 0 produces (one thread streams dy/W2, one loads each tile's pre); warpgroups 1
 //     and 2 consume whole tiles in alternation (ping-pong), so one runs its epilogue while the
 //     other runs wgmma. One CTA per SM, tiles t = blockIdx.x + j·gridDim.x.
-//   - dbias: each tile writes its 128 column sums once into partial[N/128][H] (workspace); a
-//     finalize kernel sums the rows in order. No float atomics: bitwise repeatable.
+//   - dbias, in the same launch and bitwise repeatable (no float atomics): each tile writes its
+//     128 column sums once into partial[N/128][H] (workspace), and a ticket thread of the CTA
+//     (warps 2 and 3 of the producer warpgroup, otherwise idle: one per consumer) fences and
+//     draws the tile's ticket for its column band, an integer atomic on band_tickets[H/128] (a
+//     __device__ array, zero at module load and reset to zero by each band's last arriver: no
+//     memset launch). The consumer whose tile drew the band's last ticket sums the band's N/128
+//     partial rows in a fixed order, one column per thread, at its next epilogue or at exit, and
+//     writes or adds dbias. The order is that of the former separate finalize kernel: dbias is
+//     bitwise what it was, whichever CTA finishes a band. The ticket thread keeps the GPU-scope
+//     fence (which waits for the tile's 64 KB of dh/g stores) and the atomic's round trip off the
+//     consumers, whose epilogue is on the critical path. The tickets are shared by every launch
+//     on the device, so launches must not overlap one another (the engine runs them on its one
+//     stream; the same rule as column_sum_accumulate's tickets).
 // The kernel is also written for 2-CTA clusters with TMA multicast (CM × CN); on the H100 they
-// measured no faster, so the launcher runs 1 × 1.
+// measured no faster, so the launcher runs 1 × 1 (CN > 1 would need a dy map with BM/CN-row boxes).
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -44,12 +57,20 @@ constexpr int BN = 128;               // H columns per tile (wgmma n = 128)
 constexpr int BK = 64;                // 64 bf16 = 128 B rows: exactly one 128B-swizzle atom wide
 constexpr int STAGES = 5;
 constexpr int A_BYTES = BM * BK * 2;  // 16 KB
-constexpr int B_BYTES = BN * BK * 2;  // 16 KB
+constexpr int B_BOX_BYTES = 64 * BK * 2;         // 8 KB: [64 K rows][64 H cols], 128 B rows
+constexpr int B_BYTES = (BN / 64) * B_BOX_BYTES;  // 16 KB: the B tile is BN / 64 such boxes
 constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
 constexpr int PRE_BYTES = BM * BN * 2;  // one consumer's pre tile, 32 KB
+// smem tail: 2·STAGES + 10 mbarriers, then one 8-byte slot per consumer for its dbias ticket
 constexpr int SMEM_BYTES =
-    1024 /*align slack*/ + STAGES * STAGE_BYTES + 2 * PRE_BYTES + (2 * STAGES + 6) * 8;
+    1024 /*align slack*/ + STAGES * STAGE_BYTES + 2 * PRE_BYTES + (2 * STAGES + 10) * 8 + 2 * 8;
 constexpr int THREADS = 384;
+// dbias tickets: one per 128-column band, so H ≤ 128 · kMaxBands (the fits check says so).
+constexpr int kMaxBands = 2048;
+
+// Zero when the module is loaded; every band's last arriver sets its ticket back to 0, so no
+// launch needs a memset (see the header: launches must not overlap one another).
+__device__ unsigned band_tickets[kMaxBands];
 
 // The device helpers use sm_90a-only instructions (wgmma, setmaxnreg): they exist in the host
 // pass and the sm_90a pass; the portable compute_90 PTX gets a kernel that traps.
@@ -120,13 +141,26 @@ __device__ __forceinline__ void cluster_sync() {
                "barrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
 
-// wgmma shared-memory descriptor for a K-major tile written by TMA with 128B swizzle:
-// rows of 128 B (64 bf16 of K), 8-row swizzle atoms of 1024 B stacked along M/N (SBO = 1024),
-// LBO unused for swizzled K-major (set to 1), layout type 1 = 128B swizzle (bits 62-63).
-// Stepping K by 16 elements inside the atom = advancing the start address by 32 B.
+// wgmma shared-memory descriptors (PTX ISA "matrix descriptor"): start address >> 4 (bits
+// 0-13), leading byte offset >> 4 (16-29), stride byte offset >> 4 (32-45), layout type 1 =
+// 128B swizzle (62-63). Both operands are written by TMA with 128B swizzle: 128-byte rows, the
+// 16-byte chunk c of row r stored at chunk c ^ (r % 8), atoms of 8 rows = 1024 B.
+//
+// K-major (A = dy): a row is 64 K values of one token; atoms of 8 rows stacked along M
+// (SBO = 1024), LBO unused for swizzled K-major (1). Stepping K by 16 inside the atom = +32 B.
 __device__ __forceinline__ uint64_t make_desc(uint32_t saddr) {
   return uint64_t((saddr & 0x3FFFF) >> 4) | (uint64_t(1) << 16) | (uint64_t(1024 >> 4) << 32) |
          (uint64_t(1) << 62);
+}
+// MN-major (B = W2 as stored): a row is 64 H values (128 B) of one k; the canonical MN-major
+// SW128 layout is ((64 n, m chunks), (8 k, k groups)) with the 64-n chunks LBO apart and the
+// 8-row k groups SBO apart (CUTLASS make_gmma_desc<Major::MN>: LBO = stride of the MN chunk,
+// SBO = stride of the 8-k group). Our B tile is BN/64 TMA boxes of [64 k][64 n] back to back:
+// LBO = one box (8 KB), SBO = 8 rows (1024 B). Stepping K by 16 = 16 rows = +2048 B, a whole
+// number of atoms, so the swizzle phase is unchanged.
+__device__ __forceinline__ uint64_t make_desc_mn(uint32_t saddr) {
+  return uint64_t((saddr & 0x3FFFF) >> 4) | (uint64_t(B_BOX_BYTES >> 4) << 16) |
+         (uint64_t(1024 >> 4) << 32) | (uint64_t(1) << 62);
 }
 
 __device__ __forceinline__ void wgmma_fence() {
@@ -146,7 +180,7 @@ __device__ __forceinline__ void wgmma_wait() {
 #endif
 }
 
-// D[64x128] += A[64x16] · B[128x16]ᵀ, both operands K-major in shared memory.
+// D[64x128] += A[64x16] · B[16x128], A K-major, B N-major (imm-trans-b = 1) in shared memory.
 // Accumulator layout (per warp w of the warpgroup, lane l, q = l%4, r = l/4):
 //   d[4j+0], d[4j+1] -> row 16w + r,     cols 8j + 2q, 8j + 2q + 1
 //   d[4j+2], d[4j+3] -> row 16w + r + 8, same cols               (j = 0..15)
@@ -161,7 +195,7 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t da, ui
       "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, "
       "%36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, "
       "%53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
-      "%64, %65, p, 1, 1, 0, 0;\n"
+      "%64, %65, p, 1, 1, 0, 1;\n"  // scale-a, scale-b, trans-a (K-major), trans-b (N-major)
       "}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
         "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]),
@@ -234,11 +268,46 @@ __device__ __forceinline__ __nv_bfloat162 u32_as_bf2(uint32_t v) {
 // pre comes from shared memory (TMA-loaded a whole mainloop earlier by the pre producer):
 // two 64-column halves of [128 rows][128 B], 128B swizzle, so row R's 16-byte chunk ch sits at
 // half*16K + R*128 + ((ch ^ (R % 8)) * 16), and R % 8 == r for every row of this thread.
+// dbias[h] (=|+=) Σ_rb partial[rb][h] for this thread's column h, rows in a fixed order: four
+// interleaved chains (row r goes to chain r % 4), combined as (s0 + s1) + (s2 + s3) — the order
+// of the former separate finalize kernel, so dbias is bitwise what it was. Loads are issued 16
+// at a time (4 per chain) so that the last arriver's tail is a few L2 round trips, not 128; the
+// adds stay in row order within each chain. __ldcg: the rows were written by other SMs.
+__device__ __forceinline__ void dbias_finalize_column(const float* __restrict__ partial,
+                                                      float* __restrict__ dbias, int rows, int H,
+                                                      int h, bool overwrite) {
+  const float* p = partial + h;
+  float s0 = 0.f, s1 = 0.f, s2 = 0.f, s3 = 0.f;
+  int r = 0;
+  for (; r + 16 <= rows; r += 16) {
+    float v[16];
+#pragma unroll
+    for (int i = 0; i < 16; ++i) v[i] = __ldcg(p + size_t(r + i) * H);
+#pragma unroll
+    for (int i = 0; i < 16; i += 4) {
+      s0 += v[i];
+      s1 += v[i + 1];
+      s2 += v[i + 2];
+      s3 += v[i + 3];
+    }
+  }
+  for (; r + 4 <= rows; r += 4) {
+    s0 += __ldcg(p + size_t(r) * H);
+    s1 += __ldcg(p + size_t(r + 1) * H);
+    s2 += __ldcg(p + size_t(r + 2) * H);
+    s3 += __ldcg(p + size_t(r + 3) * H);
+  }
+  for (; r < rows; ++r) s0 += __ldcg(p + size_t(r) * H);
+  const float s = (s0 + s1) + (s2 + s3);
+  dbias[h] = overwrite ? s : dbias[h] + s;
+}
+
 template <bool PROXY_FENCE>
 __device__ __forceinline__ void tile_epilogue(float (&acc0)[64], float (&acc1)[64],
                                               const uint8_t* pre_s, uint64_t* pre_empty,
                                               bf16* __restrict__ dh, bf16* __restrict__ g,
-                                              float* __restrict__ partial, int rb, int cb, int H,
+                                              float* __restrict__ partial, bool with_dbias,
+                                              uint64_t* part_ready, int rb, int cb, int H,
                                               int wg_bar) {
   const int tid = threadIdx.x & 127, w = tid >> 5, lane = tid & 31, q = lane & 3, r = lane >> 2;
   const size_t row_base = size_t(rb) * BM + 16 * w + r;
@@ -310,36 +379,61 @@ __device__ __forceinline__ void tile_epilogue(float (&acc0)[64], float (&acc1)[6
   for (int jg = 0; jg < 4; ++jg) red[w * BN + 32 * jg + 8 * (r >> 1) + 2 * q + (r & 1)] = colv[jg];
   asm volatile("bar.sync %0, 128;" ::"r"(wg_bar) : "memory");
   const float s = (red[tid] + red[BN + tid]) + (red[2 * BN + tid] + red[3 * BN + tid]);
-  partial[size_t(rb) * H + size_t(cb) * BN + tid] = s;
+  if (with_dbias) {
+    partial[size_t(rb) * H + size_t(cb) * BN + tid] = s;
+    mbar_arrive(part_ready);  // the ticket thread publishes it (fence) and takes the ticket
+  }
   // The next TMA load (async proxy) overwrites what this thread read and wrote (generic proxy).
   if (PROXY_FENCE) asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   mbar_arrive(pre_empty);
+}
+
+// Consumer side of the dbias tickets, for its previous tile (band pend_cb, its i-th tile): wait
+// until the ticket thread has drawn that tile's ticket (normally long done: it had a whole
+// mainloop), and if it was the band's last, sum the band with all 128 threads.
+__device__ __forceinline__ void dbias_check_pending(const float* __restrict__ partial,
+                                                    float* __restrict__ dbias, bool overwrite,
+                                                    uint64_t* ticket_done,
+                                                    const volatile int* last_flag, int pend_cb,
+                                                    int i, int row_blocks, int H) {
+  mbar_wait(ticket_done, uint32_t(i) & 1);
+  if (*last_flag) {  // every tile of band pend_cb has published its partial row
+    __threadfence();
+    dbias_finalize_column(partial, dbias, row_blocks, H, pend_cb * BN + (threadIdx.x & 127),
+                          overwrite);
+  }
 }
 
 #endif  // host or sm_90a
 
 // Clusters: CM x CN CTAs (1-D cluster of CM*CN, rank = mr + CM*nr). The cluster owns a
 // CM x CN block of tiles: CTA (mr, nr) computes tile (CM*grb + mr, CN*gcb + nr). The CN CTAs with
-// equal mr share the A (dy) tile, the CM CTAs with equal nr share the B (W2T) tile; each CTA
-// TMA-loads a 1/CN slice of A (BM/CN rows) and a 1/CM slice of B (BN/CM rows) with
+// equal mr share the A (dy) tile, the CM CTAs with equal nr share the B (W2) tile; each CTA
+// TMA-loads a 1/CN slice of A (BM/CN rows) and 1/CM of B's 64-column boxes with
 // .multicast::cluster to all sharers, so L2->SM reads per tile drop from 32 KB per K block to
 // 16/CN + 16/CM KB. Every ring stage of a CTA is written by itself and its CN-1 A-sharers and
 // CM-1 B-sharers, so its empty barrier counts 4 consumer warps x (CN + CM - 1) arrivals, and each
 // consumer warp releases a stage to exactly those CTAs (remote arrive through mapa).
 // The remote arrive uses the default .release.cta semantics: .release.cluster compiles to
 // MEMBAR.ALL.GPU before every arrive, which is what made the first 2-CTA version 1.8x slower.
+//
+// dbias == nullptr: no partials, no tickets (partial may be null too).
 template <int CM, int CN>
 __global__ void __launch_bounds__(THREADS, 1)
     fused_dgrad_kernel(const __grid_constant__ CUtensorMap tm_dy,
-                       const __grid_constant__ CUtensorMap tm_w2t,
+                       const __grid_constant__ CUtensorMap tm_w2,
                        const __grid_constant__ CUtensorMap tm_pre, bf16* __restrict__ dh,
-                       bf16* __restrict__ g, float* __restrict__ partial, int N, int C, int H) {
+                       bf16* __restrict__ g, float* __restrict__ partial,
+                       float* __restrict__ dbias, bool overwrite_dbias, int N, int C, int H) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int CL = CM * CN;
+  constexpr int B_BOXES = BN / 64;
+  static_assert(B_BOXES % CM == 0, "each B-sharing CTA multicasts whole 64-column boxes");
   extern __shared__ uint8_t smem_raw[];
-  // Ring stage s: A tile [128 rows][64 K] at +0, B tile [128 cols][64 K] at +16 KB, each row
-  // 128 B with the TMA 128B swizzle (16-byte chunk c of row r stored at chunk c ^ (r % 8)).
-  // Then pre_buf[2] (one 32 KB pre tile per consumer), then the mbarriers.
+  // Ring stage s: A tile [128 tokens][64 K] at +0 (K-major), then the B tile at +16 KB as
+  // B_BOXES boxes of [64 K rows][64 H cols] (N-major, box b = H columns 64b..64b+63 at +8 KB·b);
+  // every row 128 B with the TMA 128B swizzle (16-byte chunk c of row r at chunk c ^ (r % 8)).
+  // Then pre_buf[2] (one 32 KB pre tile per consumer), the mbarriers, the ticket flags.
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
                                              ~uintptr_t(1023));
   uint8_t* pre_buf = smem + STAGES * STAGE_BYTES;
@@ -352,6 +446,13 @@ __global__ void __launch_bounds__(THREADS, 1)
   uint64_t* order = empty + STAGES;
   uint64_t* pre_full = order + 2;   // pre tile of consumer c landed
   uint64_t* pre_empty = order + 4;  // consumer c finished reading its pre tile (128 arrivals)
+  // dbias tickets, per consumer c: part_ready[c] = its tile's partial row is stored (128
+  // arrivals); ticket_done[c] = the ticket thread drew that tile's ticket and wrote last_flag[c]
+  // (nonzero: it was the band's last, the consumer sums the band at its next epilogue or exit).
+  uint64_t* part_ready = order + 6;
+  uint64_t* ticket_done = order + 8;
+  int* last_flag = reinterpret_cast<int*>(order + 10);  // 2 slots of 8 B
+  const bool with_dbias = dbias != nullptr;
 
   const int wg = threadIdx.x / 128;
   const int row_blocks = N / BM, col_blocks = H / BN, kblocks = C / BK;
@@ -365,6 +466,8 @@ __global__ void __launch_bounds__(THREADS, 1)
       mbar_init(&order[c], 1);
       mbar_init(&pre_full[c], 1);
       mbar_init(&pre_empty[c], 128);
+      mbar_init(&part_ready[c], 128);
+      mbar_init(&ticket_done[c], 1);
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
@@ -393,7 +496,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
     if (threadIdx.x == 0) {  // ring producer: A/B K blocks of every tile, in tile order
       asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&tm_dy)) : "memory");
-      asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&tm_w2t)) : "memory");
+      asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&tm_w2)) : "memory");
       uint32_t seq = 0;
       int rb, cb;
       for (int j = 0; tile_of(j, rb, cb); ++j) {
@@ -407,11 +510,16 @@ __global__ void __launch_bounds__(THREADS, 1)
                            &full[s], mask_a);
           else
             tma_load_2d(st, &tm_dy, kb * BK, rb * BM, &full[s]);
-          if (CM > 1)  // our BN/CM-row slice of the B tile, to every CTA sharing it
-            tma_load_2d_mc(st + A_BYTES + mr * (B_BYTES / CM), &tm_w2t, kb * BK,
-                           cb * BN + mr * (BN / CM), &full[s], mask_b);
-          else
-            tma_load_2d(st + A_BYTES, &tm_w2t, kb * BK, cb * BN, &full[s]);
+          // B: W2 rows kb·64.. (K), H columns cb·128 + 64b.. : box b of the tile
+#pragma unroll
+          for (int b = mr * (B_BOXES / CM); b < (mr + 1) * (B_BOXES / CM); ++b) {
+            if (CM > 1)  // our 1/CM of the boxes, to every CTA sharing the B tile
+              tma_load_2d_mc(st + A_BYTES + b * B_BOX_BYTES, &tm_w2, cb * BN + 64 * b, kb * BK,
+                             &full[s], mask_b);
+            else
+              tma_load_2d(st + A_BYTES + b * B_BOX_BYTES, &tm_w2, cb * BN + 64 * b, kb * BK,
+                          &full[s]);
+          }
         }
       }
     } else if (threadIdx.x == 32) {  // pre producer: loads tile j's pre as soon as consumer
@@ -425,6 +533,26 @@ __global__ void __launch_bounds__(THREADS, 1)
         mbar_arrive_expect_tx(&pre_full[c], PRE_BYTES);
         tma_load_2d(dst, &tm_pre, cb * BN, rb * BM, &pre_full[c]);
         tma_load_2d(dst + BM * 128, &tm_pre, cb * BN + 64, rb * BM, &pre_full[c]);
+      }
+    } else if (with_dbias && (threadIdx.x == 64 || threadIdx.x == 96)) {
+      // Ticket thread of consumer c (otherwise idle warps): takes the band ticket of each of
+      // c's tiles once its partial row is stored, so that the GPU-scope fence and the atomic's
+      // round trip stay off the consumers' path.
+      const int c = (threadIdx.x - 64) / 32;
+      volatile int* flag = last_flag + 2 * c;
+      int rb, cb;
+      for (int j = c, i = 0; tile_of(j, rb, cb); j += 2, ++i) {
+        mbar_wait(&part_ready[c], uint32_t(i) & 1);  // acquire the 128 partial stores (CTA)
+        __threadfence();                             // ... and publish them at GPU scope
+        const bool last = atomicAdd(&band_tickets[cb], 1u) == unsigned(row_blocks - 1);
+        if (last) {
+          __threadfence();         // acquire side: every other tile's row is visible
+          band_tickets[cb] = 0;    // all of this launch's tickets of band cb are drawn
+        }
+        *flag = last;
+        mbar_arrive(&ticket_done[c]);
+        // part_ready phase i + 1 cannot complete before consumer c has waited on ticket_done
+        // phase i (start of its next epilogue), and it reads flag before that: no overrun.
       }
     }
   } else {
@@ -444,7 +572,9 @@ __global__ void __launch_bounds__(THREADS, 1)
     };
     float acc0[64], acc1[64];
     int rb, cb;
-    for (int j = c, i = 0; tile_of(j, rb, cb); j += 2, ++i) {
+    int pend_cb = -1;  // band of this consumer's previous tile, whose ticket result is pending
+    int i = 0;         // this consumer's tile count
+    for (int j = c; tile_of(j, rb, cb); j += 2, ++i) {
 #pragma unroll
       for (int x = 0; x < 64; ++x) { acc0[x] = 0.f; acc1[x] = 0.f; }
       if (j > 0) mbar_wait(&order[c], uint32_t(c == 0 ? i - 1 : i) & 1);
@@ -454,12 +584,13 @@ __global__ void __launch_bounds__(THREADS, 1)
         mbar_wait(&full[s], n & 1);
         const uint32_t a_addr = smem_u32(smem + s * STAGE_BYTES);
         const uint64_t da0 = make_desc(a_addr), da1 = make_desc(a_addr + 64 * 128),
-                       db = make_desc(a_addr + A_BYTES);
+                       db = make_desc_mn(a_addr + A_BYTES);
         wgmma_fence();
 #pragma unroll
-        for (int k = 0; k < BK / 16; ++k) {  // +32 B per K16 step = +2 in the >>4 address field
-          wgmma_m64n128k16(acc0, da0 + 2 * k, db + 2 * k);
-          wgmma_m64n128k16(acc1, da1 + 2 * k, db + 2 * k);
+        for (int k = 0; k < BK / 16; ++k) {
+          // K16 step: A +32 B (+2 in the >>4 address field), B +16 rows = +2048 B (+128)
+          wgmma_m64n128k16(acc0, da0 + 2 * k, db + 128 * k);
+          wgmma_m64n128k16(acc1, da1 + 2 * k, db + 128 * k);
         }
         wgmma_commit();
         if (kb == kblocks - 1 && (threadIdx.x & 127) == 0) mbar_arrive(&order[1 - c]);
@@ -470,63 +601,27 @@ __global__ void __launch_bounds__(THREADS, 1)
       }
       wgmma_wait<0>();
       release((seq - 1) % STAGES);
+      if (with_dbias && pend_cb >= 0)
+        dbias_check_pending(partial, dbias, overwrite_dbias, &ticket_done[c], last_flag + 2 * c,
+                            pend_cb, i - 1, row_blocks, H);
       mbar_wait(&pre_full[c], uint32_t(i) & 1);
-      tile_epilogue<true>(acc0, acc1, pre_buf + c * PRE_BYTES, &pre_empty[c], dh, g, partial, rb,
-                          cb, H, 1 + c);
+      tile_epilogue<true>(acc0, acc1, pre_buf + c * PRE_BYTES, &pre_empty[c], dh, g, partial,
+                          with_dbias, &part_ready[c], rb, cb, H, 1 + c);
+      pend_cb = cb;
     }
+    if (with_dbias && pend_cb >= 0)  // the last tile's ticket
+      dbias_check_pending(partial, dbias, overwrite_dbias, &ticket_done[c], last_flag + 2 * c,
+                          pend_cb, i - 1, row_blocks, H);
   }
   if (CL > 1) {
     __syncwarp();
     cluster_sync();
   }
 #else
+  (void)band_tickets;
   __trap();  // built without sm_90a machine code: the launcher never starts it
 #endif
 }
-// dbias[h] = Σ_rb partial[rb][h], rows in fixed order (deterministic).
-__global__ void dbias_finalize_kernel(const float* __restrict__ partial, float* __restrict__ dbias,
-                                      int rows, int H, bool overwrite) {
-  const int h = blockIdx.x * blockDim.x + threadIdx.x;
-  if (h >= H) return;
-  // four interleaved chains (rows r % 4), combined in a fixed order: deterministic, and four
-  // independent loads in flight per iteration instead of one
-  float s0 = 0.f, s1 = 0.f, s2 = 0.f, s3 = 0.f;
-  int r = 0;
-#pragma unroll 2
-  for (; r + 4 <= rows; r += 4) {
-    s0 += partial[size_t(r) * H + h];
-    s1 += partial[size_t(r + 1) * H + h];
-    s2 += partial[size_t(r + 2) * H + h];
-    s3 += partial[size_t(r + 3) * H + h];
-  }
-  for (; r < rows; ++r) s0 += partial[size_t(r) * H + h];
-  const float s = (s0 + s1) + (s2 + s3);
-  dbias[h] = overwrite ? s : dbias[h] + s;
-}
-
-// W2 [C,H] -> W2T [H,C]: 64x64 tiles through shared memory, 16-byte global accesses.
-__global__ void transpose_kernel(const bf16* __restrict__ src, bf16* __restrict__ dst, int C,
-                                 int H) {
-  // rows of 66 bf16 = 33 words: the 8 rows one lane group reads per column land in 8 banks
-  __shared__ __align__(16) bf16 tile[64][66];
-  const int c0 = blockIdx.y * 64, h0 = blockIdx.x * 64;
-  for (int i = threadIdx.x; i < 64 * 8; i += blockDim.x) {
-    const int rr = i / 8, ch = i % 8;
-    uint4 v = *reinterpret_cast<const uint4*>(src + size_t(c0 + rr) * H + h0 + 8 * ch);
-    uint32_t* d = reinterpret_cast<uint32_t*>(&tile[rr][8 * ch]);
-    d[0] = v.x; d[1] = v.y; d[2] = v.z; d[3] = v.w;
-  }
-  __syncthreads();
-  for (int i = threadIdx.x; i < 64 * 8; i += blockDim.x) {
-    const int hh = i / 8, ch = i % 8;
-    __align__(16) bf16 o[8];
-#pragma unroll
-    for (int k = 0; k < 8; ++k) o[k] = tile[8 * ch + k][hh];
-    *reinterpret_cast<uint4*>(dst + size_t(h0 + hh) * C + c0 + 8 * ch) =
-        *reinterpret_cast<uint4*>(o);
-  }
-}
-
 PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
   static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
     void* p = nullptr;
@@ -541,7 +636,9 @@ PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
   return fn;
 }
 
-// Row-major bf16 [rows, cols], boxes of 64 columns (128 B) × box_rows rows, 128-byte swizzle.
+// Row-major bf16 [rows, cols], boxes of 64 columns (128 B) × box_rows rows, 128-byte swizzle:
+// dy [N,C] in boxes of 64 C × 128 tokens, W2 [C,H] in boxes of 64 H × 64 C, pre [N,H] in boxes
+// of 64 H × 128 tokens.
 bool make_map(CUtensorMap& m, const void* ptr, uint64_t rows, uint64_t cols, uint32_t box_rows) {
   cuuint64_t dims[2] = {cols, rows};
   cuuint64_t strides[1] = {cols * 2};
@@ -586,13 +683,13 @@ bool gelu_fc2_dgrad_fused_fits(const void* dh, const void* g, const void* dy, co
     const char* e = std::getenv("RECIPE_CUDA_FUSED_MLP");
     return !(e && std::string(e) == "0");
   }();
-  if (!enabled || N <= 0 || N % BM || H % BN || C % BK || H % 64) return false;
+  if (!enabled || N <= 0 || N % BM || H % BN || C % BK || H / BN > kMaxBands) return false;
   if (N > (int64_t(1) << 30) || C > (int64_t(1) << 30) || H > (int64_t(1) << 30)) return false;
   if (!aligned16(dh) || !aligned16(g) || !aligned16(dy) || !aligned16(w2) || !aligned16(pre))
     return false;
   if (usable_sms() == 0) return false;
-  const size_t w2t_bytes = size_t(C) * size_t(H) * 2, part_bytes = size_t(N / BM) * size_t(H) * 4;
-  return ((ws.used + 255) & ~size_t(255)) + w2t_bytes + 256 + part_bytes <= ws.bytes;
+  const size_t part_bytes = size_t(N / BM) * size_t(H) * 4;  // dbias partials (taken always)
+  return ((ws.used + 255) & ~size_t(255)) + part_bytes <= ws.bytes;
 }
 
 void gelu_fc2_dgrad_fused(void* dh, void* g, float* dbias, bool overwrite_dbias, const void* dy,
@@ -601,28 +698,20 @@ void gelu_fc2_dgrad_fused(void* dh, void* g, float* dbias, bool overwrite_dbias,
   if (!gelu_fc2_dgrad_fused_fits(dh, g, dy, w2, pre, N, C, H, ws))
     throw std::logic_error("gelu_fc2_dgrad_fused: called for a shape that does not fit");
   const int sms = usable_sms();
-  const size_t w2t_bytes = size_t(C) * size_t(H) * 2, part_bytes = size_t(N / BM) * size_t(H) * 4;
-  auto* w2t = static_cast<bf16*>(ws.take(w2t_bytes, "fused fc2 backward: W2 transposed"));
+  const size_t part_bytes = size_t(N / BM) * size_t(H) * 4;
   auto* partial = static_cast<float*>(ws.take(part_bytes, "fused fc2 backward: dbias partials"));
-  CUtensorMap tm_dy, tm_w2t, tm_pre;
+  CUtensorMap tm_dy, tm_w2, tm_pre;
   if (!make_map(tm_dy, dy, uint64_t(N), uint64_t(C), BM) ||
-      !make_map(tm_w2t, w2t, uint64_t(H), uint64_t(C), BN) ||
+      !make_map(tm_w2, w2, uint64_t(C), uint64_t(H), BK) ||
       !make_map(tm_pre, pre, uint64_t(N), uint64_t(H), BM))
     throw std::runtime_error("gelu_fc2_dgrad_fused: cuTensorMapEncodeTiled rejected a tensor map");
-  transpose_kernel<<<dim3(unsigned(H / 64), unsigned(C / 64)), 256, 0, s>>>(
-      static_cast<const bf16*>(w2), w2t, int(C), int(H));
-  RECIPE_CUDA_CHECK_LAUNCH("fused fc2 backward: transpose");
   const int64_t tiles = (N / BM) * (H / BN);
   const unsigned grid = unsigned(tiles < sms ? tiles : sms);
+  // One launch: GEMM, GELU rebuild and dbias (finalized by each band's last tile).
   fused_dgrad_kernel<1, 1><<<grid, THREADS, SMEM_BYTES, s>>>(
-      tm_dy, tm_w2t, tm_pre, static_cast<bf16*>(dh), static_cast<bf16*>(g), partial, int(N),
-      int(C), int(H));
+      tm_dy, tm_w2, tm_pre, static_cast<bf16*>(dh), static_cast<bf16*>(g), partial, dbias,
+      overwrite_dbias, int(N), int(C), int(H));
   RECIPE_CUDA_CHECK_LAUNCH("fused fc2 backward");
-  if (dbias) {
-    dbias_finalize_kernel<<<unsigned((H + 63) / 64), 64, 0, s>>>(partial, dbias, int(N / BM),
-                                                                 int(H), overwrite_dbias);
-    RECIPE_CUDA_CHECK_LAUNCH("fused fc2 backward: dbias");
-  }
 }
 
 }  // namespace recipe::kernels::cuda
