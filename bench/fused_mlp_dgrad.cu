@@ -49,7 +49,38 @@
 //     Variants measured: tickets taken by the consumer right after its tile (every thread
 //     __threadfence + atomic on the epilogue path): 313.8 / 167.3 / 92.3 us; taken one tile
 //     later by the consumer: 5-30 us slower still; by an idle producer-warpgroup thread (kept).
-//   * Next: 128 x 256 tiles (m64n256): -20% shared-memory bytes and -25% L2 reads per FLOP.
+//   * Round 7 (Nsight Compute at N = 16384, ncu's locked ~1.4 GHz; same-call interleaved A/B).
+//     Before: 505.7k cycles, tensor pipe 50.7% of elapsed. Warp-state samples: consumers spent
+//     ~54% of their time in the epilogue and ~46% in the mainloop, i.e. the epilogue (one warp
+//     per SMSP, ~3.4k instructions per tile and warp: 12 SHFL + ~24 SEL of quad transposes per
+//     8 elements, CPI ~4) was longer than the other consumer's mainloop, and the mainloop itself
+//     spent ~120 instructions per K block rebuilding 64-bit wgmma descriptors (R2UR, 64-bit adds,
+//     generic->shared conversions) because threadIdx.x / 128 is not known to be warp-uniform.
+//     HGMMA m64n128k16 = 12 shared wavefronts per warp: the mainloop alone wants ~160 B/clk of
+//     shared memory (96 operand reads + 64 TMA writes) against 128, so ~80% tensor is the ceiling
+//     of this 128x128 ping-pong shape. Diagnostics (checks fail): no MUFU 309 us (MUFU is not the
+//     limit), no shuffles 285, no dh/g stores 286, vs 301-316 for the kernel then.
+//     Changes, each measured: epilogue with ldmatrix (accumulator layout directly) + stmatrix of
+//     dh in place + TMA store, g via stmatrix staging + TMA store (4-stage ring to make room):
+//     308 -> 287 us; warpgroup index via __shfl_sync (descriptors/stages in uniform registers,
+//     32-bit descriptor arithmetic): -> 276; gelu' with e·s = 1 - s (no clamp, 2 fewer ops):
+//     -> 274 (noise level); profile then: consumers waited on full barriers ~29% of the mainloop
+//     (TMA latency: the ring was 4 deep). g back to direct 16-byte stores (quad transpose) so
+//     that 5 stages fit again, producer loop without divisions/generic addresses: 264 us
+//     (same code with 4 stages: 275). Final, 3 interleaved runs per binary in one call:
+//     N = 16384: 313 (300.5-321.5) -> 261.5 (260.4-262.2); 8192: 168 (165.5-174.5) -> 144
+//     (143.6-144.8, one outlier 155 with cuBLASLt also slow in that run); 4096: 89 (86.6-91.9)
+//     -> 78.5 us. Profile after: 395.6k cycles, tensor pipe 64.8%, consumers wait on full
+//     barriers ~17% of the mainloop, L2 sector throughput from the SMs 83% of peak (the TMA
+//     reads of dy/W2), epilogue ~0.6 of the mainloop. 168 registers, no spills.
+//     Tried without gain: wgmma wait_group 2 (release one K block later; ptxas injects its own
+//     warpgroup waits: 320 us); one pre buffer shared by both consumers (epilogues serialized)
+//     to afford a 6-stage ring: 268-276; same with 5 stages and g staged: 262-278 (erratic);
+//     2-CTA clusters (B multicast, the old generic producer path) on top of the final kernel:
+//     284-293 (66 clusters fit); ldmatrix alone on the old epilogue: no gain (322, noisy).
+//   * Next: the shared-memory ceiling of 128x128 ping-pong tiles (larger tiles need a cooperative
+//     256x128 CTA tile, which loses the epilogue overlap); multicast with a lean producer loop to
+//     relieve L2 (83% busy).
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -516,16 +547,16 @@ int run(int argc, char** argv) {
       gelu_fc2_dgrad_fused(dh_out, g_f, dbias_out, overwrite, dy, W2, pre, N, C, H, wsf, stream);
     };
     // The same kernel launched plainly, on the harness's own partial and dbias buffers.
-    CUtensorMap tm_dy, tm_w2, tm_pre;
+    CUtensorMap tm_dy, tm_w2, tm_pre, tm_dh;
     if (!make_map(tm_dy, dy, N, C, BM) || !make_map(tm_w2, W2, C, H, BK) ||
-        !make_map(tm_pre, pre, N, H, BM)) {
+        !make_map(tm_pre, pre, N, H, BM) || !make_map(tm_dh, dh_f, N, H, DH_BOX_ROWS)) {
       std::fprintf(stderr, "tensor map encoding failed\n");
       return 1;
     }
     const int tiles = (N / BM) * (H / BN), grid = std::min(tiles, sms);
     auto kernel_run = [&] {
       fused_dgrad_kernel<1, 1><<<grid, THREADS, SMEM_BYTES, stream>>>(
-          tm_dy, tm_w2, tm_pre, dh_f, g_f, partial, dbias_k, true, N, C, H);
+          tm_dy, tm_w2, tm_pre, tm_dh, g_f, partial, dbias_k, true, N, C, H);
     };
     auto bits_equal = [&](const float* a, const float* b) {
       return std::memcmp(a, b, size_t(H) * 4) == 0;

@@ -15,6 +15,21 @@
 //     Warpgroup 0 produces (one thread streams dy/W2, one loads each tile's pre); warpgroups 1
 //     and 2 consume whole tiles in alternation (ping-pong), so one runs its epilogue while the
 //     other runs wgmma. One CTA per SM, tiles t = blockIdx.x + j·gridDim.x.
+//   - Epilogue (tile_epilogue): pre is read from shared memory with ldmatrix, which hands each
+//     lane exactly the wgmma accumulator layout (no shuffles); dh is written back with stmatrix
+//     over the pre it replaces and leaves by TMA store (16 x 64 boxes, one per warp and block);
+//     g, which has no room in shared memory next to a 5-stage ring, goes out as 16-byte stores
+//     after a lane-quad transpose.
+//   - Why this shape (Nsight Compute, H100, N = 16384): the mainloop is bound by shared-memory
+//     bandwidth (each m64n128k16 reads 6 KB of operands: 12 wavefronts per warp, plus 32 KB of
+//     TMA writes per K block: ~160 B/clk at full MMA rate against 128 available) and by TMA
+//     latency (consumers wait on full barriers: fewer than 5 stages cost ~10 us); the epilogue
+//     must stay shorter than the other consumer's mainloop. The warpgroup index is broadcast
+//     with __shfl_sync so that tiles, ring stages and wgmma descriptors live in uniform
+//     registers (ptxas otherwise rebuilt 64-bit descriptors with R2UR around every wgmma).
+//     Measured effect of these (harness history, round 7): 313 -> 261.5 us at N = 16384, tensor
+//     pipe 50.7% -> 64.8% of elapsed cycles; what is left is the shared-memory ceiling above,
+//     full-barrier waits (~17% of the mainloop) with L2 serving the SMs at 83% of its peak.
 //   - dbias, in the same launch and bitwise repeatable (no float atomics): each tile writes its
 //     128 column sums once into partial[N/128][H] (workspace), and a ticket thread of the CTA
 //     (warps 2 and 3 of the producer warpgroup, otherwise idle: one per consumer) fences and
@@ -24,12 +39,13 @@
 //     partial rows in a fixed order, one column per thread, at its next epilogue or at exit, and
 //     writes or adds dbias. The order is that of the former separate finalize kernel: dbias is
 //     bitwise what it was, whichever CTA finishes a band. The ticket thread keeps the GPU-scope
-//     fence (which waits for the tile's 64 KB of dh/g stores) and the atomic's round trip off the
+//     fence (which waits for the tile's partial-row stores) and the atomic's round trip off the
 //     consumers, whose epilogue is on the critical path. The tickets are shared by every launch
 //     on the device, so launches must not overlap one another (the engine runs them on its one
 //     stream; the same rule as column_sum_accumulate's tickets).
 // The kernel is also written for 2-CTA clusters with TMA multicast (CM × CN); on the H100 they
-// measured no faster, so the launcher runs 1 × 1 (CN > 1 would need a dy map with BM/CN-row boxes).
+// measured no faster (2 x 1 on top of this version: 284-293 us), so the launcher runs 1 × 1 (CN > 1 would need a dy map with BM/CN-row boxes;
+// CM × CN > 1 takes the generic producer path, not the 1 × 1 fast path).
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -61,9 +77,12 @@ constexpr int B_BOX_BYTES = 64 * BK * 2;         // 8 KB: [64 K rows][64 H cols]
 constexpr int B_BYTES = (BN / 64) * B_BOX_BYTES;  // 16 KB: the B tile is BN / 64 such boxes
 constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
 constexpr int PRE_BYTES = BM * BN * 2;  // one consumer's pre tile, 32 KB
-// smem tail: 2·STAGES + 10 mbarriers, then one 8-byte slot per consumer for its dbias ticket
-constexpr int SMEM_BYTES =
-    1024 /*align slack*/ + STAGES * STAGE_BYTES + 2 * PRE_BYTES + (2 * STAGES + 10) * 8 + 2 * 8;
+constexpr int DH_BOX_ROWS = 16;         // dh TMA-store box: 16 rows x 64 columns (one warp's block)
+static_assert(DH_BOX_ROWS == 16 && BM == 128 && BN == 128, "tile_epilogue's warp blocks");
+// smem: ring 160 KB + 2 pre/dh tiles 64 KB (= 224 KB of the 227 KB a block may have), then
+// 2·STAGES + 10 mbarriers and one 8-byte slot per consumer for its dbias ticket
+constexpr int SMEM_BYTES = 1024 /*align slack*/ + STAGES * STAGE_BYTES + 2 * PRE_BYTES +
+                           (2 * STAGES + 10) * 8 + 2 * 8;
 constexpr int THREADS = 384;
 // dbias tickets: one per 128-column band, so H ≤ 128 · kMaxBands (the fits check says so).
 constexpr int kMaxBands = 2048;
@@ -90,6 +109,20 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t by
 __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
 }
+__device__ __forceinline__ void mbar_arrive_u32(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_wait_u32(uint32_t bar, uint32_t parity) {
+  asm volatile(
+      "{\n"
+      ".reg .pred P1;\n"
+      "WAIT_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n"
+      "@!P1 bra WAIT_%=;\n"
+      "}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
 __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
   asm volatile(
       "{\n"
@@ -110,6 +143,51 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, i
       " [%0], [%1, {%2, %3}], [%4];" ::"r"(smem_u32(dst)),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(k), "r"(row), "r"(smem_u32(bar))
       : "memory");
+}
+
+// 2D TMA store (bulk async-group) of the smem box at src to coordinates (col, row).
+__device__ __forceinline__ void tma_store_2d(const CUtensorMap* map, const void* src, int col,
+                                             int row) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];" ::"l"(
+          reinterpret_cast<uint64_t>(map)),
+      "r"(smem_u32(src)), "r"(col), "r"(row)
+      : "memory");
+}
+__device__ __forceinline__ void bulk_commit() {
+  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
+}
+template <int N>
+__device__ __forceinline__ void bulk_wait() {
+  asm volatile("cp.async.bulk.wait_group %0;" ::"n"(N) : "memory");
+}
+__device__ __forceinline__ void ldsm_x4(uint32_t a, uint32_t (&r)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a)
+               : "memory");
+}
+__device__ __forceinline__ void stsm_x4(uint32_t a, const uint32_t (&r)[4]) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(a),
+               "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
+               : "memory");
+}
+
+__device__ __forceinline__ void tma_load_2d_u32(uint32_t dst, const CUtensorMap* map, int c0,
+                                                int c1, uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3}], [%4];" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
+      : "memory");
+}
+__device__ __forceinline__ void mbar_arrive_expect_tx_u32(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
+               : "memory");
 }
 
 // Multicast variant: the same box lands at the same CTA-relative smem offset in every CTA of
@@ -146,11 +224,14 @@ __device__ __forceinline__ void cluster_sync() {
 // 128B swizzle (62-63). Both operands are written by TMA with 128B swizzle: 128-byte rows, the
 // 16-byte chunk c of row r stored at chunk c ^ (r % 8), atoms of 8 rows = 1024 B.
 //
+// Both builders take the address field (shared address >> 4); LBO and the high word are
+// constants. The K16 steps add to the address field only and never carry out of it (shared
+// memory < 256 KB), so the mainloop steps descriptors with 32-bit adds on that field.
+//
 // K-major (A = dy): a row is 64 K values of one token; atoms of 8 rows stacked along M
 // (SBO = 1024), LBO unused for swizzled K-major (1). Stepping K by 16 inside the atom = +32 B.
-__device__ __forceinline__ uint64_t make_desc(uint32_t saddr) {
-  return uint64_t((saddr & 0x3FFFF) >> 4) | (uint64_t(1) << 16) | (uint64_t(1024 >> 4) << 32) |
-         (uint64_t(1) << 62);
+__device__ __forceinline__ uint64_t desc_k(uint32_t addr4) {
+  return (uint64_t((1024 >> 4) | (1u << 30)) << 32) | uint64_t(addr4 | (1u << 16));
 }
 // MN-major (B = W2 as stored): a row is 64 H values (128 B) of one k; the canonical MN-major
 // SW128 layout is ((64 n, m chunks), (8 k, k groups)) with the 64-n chunks LBO apart and the
@@ -158,9 +239,9 @@ __device__ __forceinline__ uint64_t make_desc(uint32_t saddr) {
 // SBO = stride of the 8-k group). Our B tile is BN/64 TMA boxes of [64 k][64 n] back to back:
 // LBO = one box (8 KB), SBO = 8 rows (1024 B). Stepping K by 16 = 16 rows = +2048 B, a whole
 // number of atoms, so the swizzle phase is unchanged.
-__device__ __forceinline__ uint64_t make_desc_mn(uint32_t saddr) {
-  return uint64_t((saddr & 0x3FFFF) >> 4) | (uint64_t(B_BOX_BYTES >> 4) << 16) |
-         (uint64_t(1024 >> 4) << 32) | (uint64_t(1) << 62);
+__device__ __forceinline__ uint64_t desc_mn(uint32_t addr4) {
+  return (uint64_t((1024 >> 4) | (1u << 30)) << 32) |
+         uint64_t(addr4 | ((B_BOX_BYTES >> 4) << 16));
 }
 
 __device__ __forceinline__ void wgmma_fence() {
@@ -225,24 +306,23 @@ __device__ __forceinline__ float rcp_approx(float x) {
 
 // tanh-GELU and its derivative without tanh's cancellation at negative x:
 //   1 + tanh(u) = 2s, s = 1 / (1 + e), e = exp(-2u)   ->  gelu = x·s
-//   1 - tanh²(u) = 4 s (1 - s) = 4 s (e s)            ->  gelu' = s (1 + 2 x (e s) u')
-// e is clamped at 2^64 so e·s stays finite for very negative x (gelu, gelu' ~ 0 there).
+//   1 - tanh²(u) = 4 s (1 - s)                        ->  gelu' = s (1 + 2 x (1 - s) u')
+// (e·s = 1 - s). For very negative x, e overflows to inf and s = 0 exactly: gelu = gelu' = 0,
+// with no clamp and no inf·0. Two MUFU ops (ex2, rcp) and 9 FP32 ops per element.
 __device__ __forceinline__ void gelu_and_grad(float x, float& g, float& dg) {
   constexpr float k0 = 0.7978845608028654f, k1 = 0.044715f, log2e = 1.4426950408889634f;
   constexpr float c1 = -2.f * k0 * log2e, c2 = c1 * k1;
   const float x2 = x * x;
-  const float z = fminf(x * fmaf(x2, c2, c1), 64.f);
-  const float e = ex2_approx(z);
+  const float e = ex2_approx(x * fmaf(x2, c2, c1));
   const float s = rcp_approx(1.f + e);
   g = x * s;
-  const float du2 = fmaf(x2, 6.f * k0 * k1, 2.f * k0);  // 2·u'(x)
-  const float t = x * (e * s) * du2;
-  dg = fmaf(s, t, s);
+  const float xdu2 = x * fmaf(x2, 6.f * k0 * k1, 2.f * k0);  // 2·x·u'(x)
+  dg = fmaf(s * (1.f - s), xdu2, s);
 }
 
 // 4x4 transpose of 32-bit words inside each lane quad: lane q word k <- lane k word q.
-// Converts between the wgmma accumulator layout (lane q holds cols 8j+2q,+1 of blocks j0..j0+3)
-// and the row-contiguous layout (lane q holds the 8 cols of block j0+q: one 16-byte access).
+// Converts the wgmma accumulator layout (lane q holds cols 8j+2q,+1 of blocks j0..j0+3) into
+// the row-contiguous layout (lane q holds the 8 cols of block j0+q: one 16-byte store).
 __device__ __forceinline__ void quad_transpose(uint32_t (&w)[4], int lane) {
   const bool hi = lane & 2;
   uint32_t s0 = hi ? w[0] : w[2], s1 = hi ? w[1] : w[3];
@@ -263,11 +343,6 @@ __device__ __forceinline__ __nv_bfloat162 u32_as_bf2(uint32_t v) {
   return *reinterpret_cast<__nv_bfloat162*>(&v);
 }
 
-// Epilogue of one 128x128 tile for one consumer warpgroup. Rows of this thread (tile-local):
-// 64m + 16w + r + 8h (m, h in {0,1}); column blocks processed four at a time (jg).
-// pre comes from shared memory (TMA-loaded a whole mainloop earlier by the pre producer):
-// two 64-column halves of [128 rows][128 B], 128B swizzle, so row R's 16-byte chunk ch sits at
-// half*16K + R*128 + ((ch ^ (R % 8)) * 16), and R % 8 == r for every row of this thread.
 // dbias[h] (=|+=) Σ_rb partial[rb][h] for this thread's column h, rows in a fixed order: four
 // interleaved chains (row r goes to chain r % 4), combined as (s0 + s1) + (s2 + s3) — the order
 // of the former separate finalize kernel, so dbias is bitwise what it was. Loads are issued 16
@@ -302,89 +377,125 @@ __device__ __forceinline__ void dbias_finalize_column(const float* __restrict__ 
   dbias[h] = overwrite ? s : dbias[h] + s;
 }
 
-template <bool PROXY_FENCE>
+// Reduce-scatter 8 column sums over the 8 lanes sharing q (lane bits 2..4): after three
+// halving steps lane (q, r) holds the warp's 16-row sum of value index r.
+__device__ __forceinline__ float warp_colsum(const float (&cs)[8], int lane) {
+  const bool b4 = lane & 16, b3 = lane & 8, b2 = lane & 4;
+  float t4[4], t3[2];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float send = b4 ? cs[i] : cs[i + 4];
+    const float keep = b4 ? cs[i + 4] : cs[i];
+    t4[i] = keep + __shfl_xor_sync(0xffffffffu, send, 16);
+  }
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const float send = b3 ? t4[i] : t4[i + 2];
+    const float keep = b3 ? t4[i + 2] : t4[i];
+    t3[i] = keep + __shfl_xor_sync(0xffffffffu, send, 8);
+  }
+  const float send = b2 ? t3[0] : t3[1];
+  const float keep = b2 ? t3[1] : t3[0];
+  return keep + __shfl_xor_sync(0xffffffffu, send, 4);
+}
+
+// Epilogue of one 128x128 tile for one consumer warpgroup (its accumulators acc0 = rows 0-63,
+// acc1 = rows 64-127). Warp w owns rows 16w..16w+15 and 64+16w..64+16w+15 and works in four
+// blocks (column half hf, row half m) of 16 rows x 64 columns; lane (r, q) = (lane/4, lane%4).
+// pre_s: this consumer's pre tile, TMA-loaded a whole mainloop earlier by the pre producer, as
+// two 64-column halves of [128 rows][128 B] with 128B swizzle: row R's 16-byte chunk ch sits at
+// hf*16K + R*128 + ((ch ^ (R % 8)) * 16).
+//   - ldmatrix.x4 reads four 8x8 bf16 matrices (the four 8-column blocks of one 32-column group
+//     jg, 8 rows): lane (r, q) receives row r, columns 2q, 2q+1 of each, which is exactly the
+//     accumulator layout of acc[4j + 2h], acc[4j + 2h + 1] (j = 4jg + block, h = row half of 8).
+//     Lane l supplies the address of row l % 8 of matrix l / 8: conflict-free under the swizzle.
+//   - dh goes back with stmatrix to the same addresses (in place: the warp has just read them),
+//     then lane 0 TMA-stores the warp's 16x64 block (fence.proxy.async first: the copy engine
+//     reads what the generic proxy wrote). Full 128-byte lines, no shuffles.
+//   - g goes out directly: a lane-quad transpose gives each lane 8 contiguous columns, one
+//     16-byte store (there is no shared memory left to stage it next to a 5-stage ring).
+//   - Column sums of the rounded dh per jg in the order (m,h) = (0,0), (0,1), (1,0), (1,1),
+//     reduce-scattered within the warp, then summed over the 4 warps in fixed order through
+//     shared memory (each warp's own read-out block, once its TMA stores have read it).
 __device__ __forceinline__ void tile_epilogue(float (&acc0)[64], float (&acc1)[64],
-                                              const uint8_t* pre_s, uint64_t* pre_empty,
-                                              bf16* __restrict__ dh, bf16* __restrict__ g,
+                                              uint8_t* pre_s, uint64_t* pre_empty,
+                                              const CUtensorMap* tm_dh, bf16* __restrict__ g,
                                               float* __restrict__ partial, bool with_dbias,
                                               uint64_t* part_ready, int rb, int cb, int H,
                                               int wg_bar) {
   const int tid = threadIdx.x & 127, w = tid >> 5, lane = tid & 31, q = lane & 3, r = lane >> 2;
-  const size_t row_base = size_t(rb) * BM + 16 * w + r;
-  const size_t col_base = size_t(cb) * BN + 8 * q;  // + 32 jg: this lane's 16-byte column chunk
-
+  const uint32_t pre_a = smem_u32(pre_s);
   float colv[4];  // this lane's warp-level column sum for each column group jg
 #pragma unroll
-  for (int jg = 0; jg < 4; ++jg) {
-    float cs[8];  // column sums: index 2*jj + e -> col 32jg + 8jj + 2q + e
+  for (int hf = 0; hf < 2; ++hf) {
+    float cs[2][8];  // column sums of jg = 2hf + jgl: index 2*jj + e -> col 32jg + 8jj + 2q + e
 #pragma unroll
-    for (int i = 0; i < 8; ++i) cs[i] = 0.f;
-    const int ch = 4 * (jg & 1) + q;
-    const uint8_t* half = pre_s + (jg >> 1) * (BM * 128) + ((ch ^ r) << 4);
+    for (int i = 0; i < 8; ++i) { cs[0][i] = 0.f; cs[1][i] = 0.f; }
 #pragma unroll
-    for (int mh = 0; mh < 4; ++mh) {
-      const int m = mh >> 1, h = mh & 1;
+    for (int m = 0; m < 2; ++m) {
       float(&acc)[64] = m ? acc1 : acc0;
-      const int R = 64 * m + 16 * w + r + 8 * h;
-      const uint4 v = *reinterpret_cast<const uint4*>(half + R * 128);
-      uint32_t p[4] = {v.x, v.y, v.z, v.w};
-      quad_transpose(p, lane);
-      uint32_t dw[4], gw[4];
 #pragma unroll
-      for (int jj = 0; jj < 4; ++jj) {
-        const int j = 4 * jg + jj;
-        const float2 x = __bfloat1622float2(u32_as_bf2(p[jj]));
-        float g0, g1, d0, d1;
-        gelu_and_grad(x.x, g0, d0);
-        gelu_and_grad(x.y, g1, d1);
-        const __nv_bfloat162 db =
-            __floats2bfloat162_rn(acc[4 * j + 2 * h] * d0, acc[4 * j + 2 * h + 1] * d1);
-        dw[jj] = bf2_as_u32(db);
-        gw[jj] = bf2_as_u32(__floats2bfloat162_rn(g0, g1));
-        const float2 dr = __bfloat1622float2(db);  // dbias sums the rounded values
-        cs[2 * jj] += dr.x;
-        cs[2 * jj + 1] += dr.y;
+      for (int jgl = 0; jgl < 2; ++jgl) {
+        const int jg = 2 * hf + jgl;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          // this lane's ldmatrix/stmatrix row: row (lane & 7) of matrix lane >> 3, i.e. chunk
+          // 4 jgl + (lane >> 3) of tile row 64m + 16w + 8h + (lane & 7), swizzled by row % 8
+          const uint32_t sw = uint32_t((4 * jgl + (lane >> 3)) ^ (lane & 7)) << 4;
+          const uint32_t pa =
+              pre_a + hf * (BM * 128) + (64 * m + 16 * w + 8 * h + (lane & 7)) * 128 + sw;
+          uint32_t p[4], dw[4], gw[4];
+          ldsm_x4(pa, p);
+#pragma unroll
+          for (int jj = 0; jj < 4; ++jj) {
+            const int j = 4 * jg + jj;
+            const float2 x = __bfloat1622float2(u32_as_bf2(p[jj]));
+            float g0, g1, d0, d1;
+            gelu_and_grad(x.x, g0, d0);
+            gelu_and_grad(x.y, g1, d1);
+            const __nv_bfloat162 db =
+                __floats2bfloat162_rn(acc[4 * j + 2 * h] * d0, acc[4 * j + 2 * h + 1] * d1);
+            dw[jj] = bf2_as_u32(db);
+            gw[jj] = bf2_as_u32(__floats2bfloat162_rn(g0, g1));
+            const float2 dr = __bfloat1622float2(db);  // dbias sums the rounded values
+            cs[jgl][2 * jj] += dr.x;
+            cs[jgl][2 * jj + 1] += dr.y;
+          }
+          stsm_x4(pa, dw);
+          quad_transpose(gw, lane);  // lane q: the 8 columns of block 4 jg + q
+          *reinterpret_cast<uint4*>(
+              g + (size_t(rb) * BM + 64 * m + 16 * w + 8 * h + r) * H + size_t(cb) * BN +
+              32 * jg + 8 * q) = make_uint4(gw[0], gw[1], gw[2], gw[3]);
+        }
       }
-      quad_transpose(dw, lane);
-      quad_transpose(gw, lane);
-      const size_t off = (row_base + 64 * m + 8 * h) * H + col_base + 32 * jg;
-      *reinterpret_cast<uint4*>(dh + off) = make_uint4(dw[0], dw[1], dw[2], dw[3]);
-      *reinterpret_cast<uint4*>(g + off) = make_uint4(gw[0], gw[1], gw[2], gw[3]);
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+      __syncwarp();
+      if (lane == 0) {  // the warp's 16 x 64 block of dh
+        tma_store_2d(tm_dh, pre_s + hf * (BM * 128) + (64 * m + 16 * w) * 128, cb * BN + 64 * hf,
+                     rb * BM + 64 * m + 16 * w);
+        bulk_commit();
+      }
     }
-    // Reduce-scatter the 8 column sums over the 8 lanes sharing q (lane bits 2..4): after three
-    // halving steps lane (q, r) holds the warp's 16-row sum of value index r.
-    const bool b4 = lane & 16, b3 = lane & 8, b2 = lane & 4;
-    float t4[4], t3[2];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const float send = b4 ? cs[i] : cs[i + 4];
-      const float keep = b4 ? cs[i + 4] : cs[i];
-      t4[i] = keep + __shfl_xor_sync(0xffffffffu, send, 16);
-    }
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const float send = b3 ? t4[i] : t4[i + 2];
-      const float keep = b3 ? t4[i + 2] : t4[i];
-      t3[i] = keep + __shfl_xor_sync(0xffffffffu, send, 8);
-    }
-    const float send = b2 ? t3[0] : t3[1];
-    const float keep = b2 ? t3[1] : t3[0];
-    colv[jg] = keep + __shfl_xor_sync(0xffffffffu, send, 4);
+    colv[2 * hf] = warp_colsum(cs[0], lane);
+    colv[2 * hf + 1] = warp_colsum(cs[1], lane);
   }
-  // Cross-warp sum in fixed warp order, staged in the (now fully read) pre buffer as
-  // red[warp][128 cols]; each tile owns partial[rb][cb*128 .. +128].
-  float* red = reinterpret_cast<float*>(const_cast<uint8_t*>(pre_s));
-  asm volatile("bar.sync %0, 128;" ::"r"(wg_bar) : "memory");
+  // Cross-warp sum in fixed warp order. Warp w stages its 128 column sums (512 B) in its own
+  // block (rows 16w.. of the first column half) once its TMA stores have read the block.
+  if (lane == 0) bulk_wait_read<0>();
+  __syncwarp();
+  float* red = reinterpret_cast<float*>(pre_s);
+  constexpr int RS = 16 * 128 / 4;  // floats between two warps' rows of red (one 2 KB block)
 #pragma unroll
-  for (int jg = 0; jg < 4; ++jg) red[w * BN + 32 * jg + 8 * (r >> 1) + 2 * q + (r & 1)] = colv[jg];
+  for (int jg = 0; jg < 4; ++jg)
+    red[w * RS + 32 * jg + 8 * (r >> 1) + 2 * q + (r & 1)] = colv[jg];
   asm volatile("bar.sync %0, 128;" ::"r"(wg_bar) : "memory");
-  const float s = (red[tid] + red[BN + tid]) + (red[2 * BN + tid] + red[3 * BN + tid]);
+  const float s = (red[tid] + red[RS + tid]) + (red[2 * RS + tid] + red[3 * RS + tid]);
   if (with_dbias) {
     partial[size_t(rb) * H + size_t(cb) * BN + tid] = s;
     mbar_arrive(part_ready);  // the ticket thread publishes it (fence) and takes the ticket
   }
-  // The next TMA load (async proxy) overwrites what this thread read and wrote (generic proxy).
-  if (PROXY_FENCE) asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  // The next TMA load (async proxy) overwrites the pre buffer that this thread wrote.
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   mbar_arrive(pre_empty);
 }
 
@@ -417,13 +528,15 @@ __device__ __forceinline__ void dbias_check_pending(const float* __restrict__ pa
 // The remote arrive uses the default .release.cta semantics: .release.cluster compiles to
 // MEMBAR.ALL.GPU before every arrive, which is what made the first 2-CTA version 1.8x slower.
 //
+// dh is written through tm_dh (TMA stores from shared memory), g through the pointer.
 // dbias == nullptr: no partials, no tickets (partial may be null too).
 template <int CM, int CN>
 __global__ void __launch_bounds__(THREADS, 1)
     fused_dgrad_kernel(const __grid_constant__ CUtensorMap tm_dy,
                        const __grid_constant__ CUtensorMap tm_w2,
-                       const __grid_constant__ CUtensorMap tm_pre, bf16* __restrict__ dh,
-                       bf16* __restrict__ g, float* __restrict__ partial,
+                       const __grid_constant__ CUtensorMap tm_pre,
+                       const __grid_constant__ CUtensorMap tm_dh, bf16* __restrict__ g,
+                       float* __restrict__ partial,
                        float* __restrict__ dbias, bool overwrite_dbias, int N, int C, int H) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int CL = CM * CN;
@@ -433,7 +546,8 @@ __global__ void __launch_bounds__(THREADS, 1)
   // Ring stage s: A tile [128 tokens][64 K] at +0 (K-major), then the B tile at +16 KB as
   // B_BOXES boxes of [64 K rows][64 H cols] (N-major, box b = H columns 64b..64b+63 at +8 KB·b);
   // every row 128 B with the TMA 128B swizzle (16-byte chunk c of row r at chunk c ^ (r % 8)).
-  // Then pre_buf[2] (one 32 KB pre tile per consumer), the mbarriers, the ticket flags.
+  // Then pre_buf[2] (one 32 KB pre tile per consumer, same layout as two [128][64] boxes; the
+  // epilogue overwrites it with dh for the TMA stores), the mbarriers, the ticket flags.
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
                                              ~uintptr_t(1023));
   uint8_t* pre_buf = smem + STAGES * STAGE_BYTES;
@@ -445,7 +559,7 @@ __global__ void __launch_bounds__(THREADS, 1)
   // consumer waits on has completed, so parity waits cannot alias two phases apart.
   uint64_t* order = empty + STAGES;
   uint64_t* pre_full = order + 2;   // pre tile of consumer c landed
-  uint64_t* pre_empty = order + 4;  // consumer c finished reading its pre tile (128 arrivals)
+  uint64_t* pre_empty = order + 4;  // consumer c is done with its pre/dh tile (128 arrivals)
   // dbias tickets, per consumer c: part_ready[c] = its tile's partial row is stored (128
   // arrivals); ticket_done[c] = the ticket thread drew that tile's ticket and wrote last_flag[c]
   // (nonzero: it was the band's last, the consumer sums the band at its next epilogue or exit).
@@ -454,7 +568,11 @@ __global__ void __launch_bounds__(THREADS, 1)
   int* last_flag = reinterpret_cast<int*>(order + 10);  // 2 slots of 8 B
   const bool with_dbias = dbias != nullptr;
 
-  const int wg = threadIdx.x / 128;
+  // __shfl_sync makes the warpgroup index (and what derives from it: tile, stage, descriptors)
+  // provably warp-uniform, so the compiler keeps them in uniform registers (with threadIdx.x /
+  // 128 it rebuilt every 64-bit wgmma descriptor in vector registers + R2UR: ~120 instructions
+  // per K block instead of ~50, and a slower mainloop).
+  const int wg = __shfl_sync(0xffffffffu, int(threadIdx.x / 128), 0);
   const int row_blocks = N / BM, col_blocks = H / BN, kblocks = C / BK;
 
   if (threadIdx.x == 0) {
@@ -497,28 +615,48 @@ __global__ void __launch_bounds__(THREADS, 1)
     if (threadIdx.x == 0) {  // ring producer: A/B K blocks of every tile, in tile order
       asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&tm_dy)) : "memory");
       asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&tm_w2)) : "memory");
-      uint32_t seq = 0;
       int rb, cb;
-      for (int j = 0; tile_of(j, rb, cb); ++j) {
-        for (int kb = 0; kb < kblocks; ++kb, ++seq) {
-          const uint32_t s = seq % STAGES, n = seq / STAGES;
-          if (n > 0) mbar_wait(&empty[s], (n - 1) & 1);
-          uint8_t* st = smem + s * STAGE_BYTES;
-          mbar_arrive_expect_tx(&full[s], STAGE_BYTES);  // whole A + B tile, whoever loads it
-          if (CN > 1)  // our BM/CN-row slice of the A tile, to every CTA sharing it
-            tma_load_2d_mc(st + nr * (A_BYTES / CN), &tm_dy, kb * BK, rb * BM + nr * (BM / CN),
-                           &full[s], mask_a);
-          else
-            tma_load_2d(st, &tm_dy, kb * BK, rb * BM, &full[s]);
-          // B: W2 rows kb·64.. (K), H columns cb·128 + 64b.. : box b of the tile
-#pragma unroll
-          for (int b = mr * (B_BOXES / CM); b < (mr + 1) * (B_BOXES / CM); ++b) {
-            if (CM > 1)  // our 1/CM of the boxes, to every CTA sharing the B tile
-              tma_load_2d_mc(st + A_BYTES + b * B_BOX_BYTES, &tm_w2, cb * BN + 64 * b, kb * BK,
-                             &full[s], mask_b);
+      if (CL == 1) {
+        // One thread issues every TMA of the ring, so its loop is kept short: shared-window
+        // addresses computed once, stage and phase advanced by counters, no divisions.
+        const uint32_t sb = smem_u32(smem), fb = smem_u32(full), eb = smem_u32(empty);
+        uint32_t st = 0, ph = 0;
+        bool wrapped = false;  // the ring has been filled once: wait for the consumers' release
+        for (int j = 0; tile_of(j, rb, cb); ++j) {
+          const int arow = rb * BM, bcol = cb * BN;
+          for (int kb = 0; kb < kblocks; ++kb) {
+            if (wrapped) mbar_wait_u32(eb + 8 * st, ph ^ 1);
+            const uint32_t dst = sb + st * STAGE_BYTES, bar = fb + 8 * st;
+            mbar_arrive_expect_tx_u32(bar, STAGE_BYTES);
+            tma_load_2d_u32(dst, &tm_dy, kb * BK, arow, bar);
+            tma_load_2d_u32(dst + A_BYTES, &tm_w2, bcol, kb * BK, bar);
+            tma_load_2d_u32(dst + A_BYTES + B_BOX_BYTES, &tm_w2, bcol + 64, kb * BK, bar);
+            if (++st == STAGES) { st = 0; ph ^= 1; wrapped = true; }
+          }
+        }
+      } else {  // clusters: multicast slices of A and B (see above the kernel)
+        uint32_t seq = 0;
+        for (int j = 0; tile_of(j, rb, cb); ++j) {
+          for (int kb = 0; kb < kblocks; ++kb, ++seq) {
+            const uint32_t s = seq % STAGES, n = seq / STAGES;
+            if (n > 0) mbar_wait(&empty[s], (n - 1) & 1);
+            uint8_t* st = smem + s * STAGE_BYTES;
+            mbar_arrive_expect_tx(&full[s], STAGE_BYTES);  // whole A + B tile, whoever loads it
+            if (CN > 1)  // our BM/CN-row slice of the A tile, to every CTA sharing it
+              tma_load_2d_mc(st + nr * (A_BYTES / CN), &tm_dy, kb * BK,
+                             rb * BM + nr * (BM / CN), &full[s], mask_a);
             else
-              tma_load_2d(st + A_BYTES + b * B_BOX_BYTES, &tm_w2, cb * BN + 64 * b, kb * BK,
-                          &full[s]);
+              tma_load_2d(st, &tm_dy, kb * BK, rb * BM, &full[s]);
+            // B: W2 rows kb·64.. (K), H columns cb·128 + 64b.. : box b of the tile
+#pragma unroll
+            for (int b = mr * (B_BOXES / CM); b < (mr + 1) * (B_BOXES / CM); ++b) {
+              if (CM > 1)  // our 1/CM of the boxes, to every CTA sharing the B tile
+                tma_load_2d_mc(st + A_BYTES + b * B_BOX_BYTES, &tm_w2, cb * BN + 64 * b,
+                               kb * BK, &full[s], mask_b);
+              else
+                tma_load_2d(st + A_BYTES + b * B_BOX_BYTES, &tm_w2, cb * BN + 64 * b, kb * BK,
+                            &full[s]);
+            }
           }
         }
       }
@@ -559,9 +697,12 @@ __global__ void __launch_bounds__(THREADS, 1)
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
     const int c = wg - 1;  // consumer index: takes this CTA's tiles j = c, c+2, ...
     const int lane = threadIdx.x & 31;
+    const uint32_t smem_base = smem_u32(smem), full_u32 = smem_u32(full),
+                   empty_u32 = smem_u32(empty);
     // a consumer warp releases ring stage s to every CTA that writes into it (see above)
     auto release = [&](uint32_t s) {
       if (lane != 0) return;
+      if (CL == 1) { mbar_arrive_u32(empty_u32 + 8 * s); return; }
       mbar_arrive(&empty[s]);
 #pragma unroll
       for (int n = 0; n < CN; ++n)
@@ -578,40 +719,46 @@ __global__ void __launch_bounds__(THREADS, 1)
 #pragma unroll
       for (int x = 0; x < 64; ++x) { acc0[x] = 0.f; acc1[x] = 0.f; }
       if (j > 0) mbar_wait(&order[c], uint32_t(c == 0 ? i - 1 : i) & 1);
-      uint32_t seq = uint32_t(j) * kblocks;
-      for (int kb = 0; kb < kblocks; ++kb, ++seq) {
-        const uint32_t s = seq % STAGES, n = seq / STAGES;
-        mbar_wait(&full[s], n & 1);
-        const uint32_t a_addr = smem_u32(smem + s * STAGE_BYTES);
-        const uint64_t da0 = make_desc(a_addr), da1 = make_desc(a_addr + 64 * 128),
-                       db = make_desc_mn(a_addr + A_BYTES);
+      // ring position of this tile's first K block; then stage and phase advance by counters
+      const uint32_t seq0 = uint32_t(j) * kblocks;
+      uint32_t st = seq0 % STAGES, ph = (seq0 / STAGES) & 1, st_prev = 0;
+      for (int kb = 0; kb < kblocks; ++kb) {
+        mbar_wait_u32(full_u32 + 8 * st, ph);
+        const uint32_t a4 = ((smem_base + st * STAGE_BYTES) & 0x3FFFF) >> 4;  // address field
         wgmma_fence();
 #pragma unroll
         for (int k = 0; k < BK / 16; ++k) {
-          // K16 step: A +32 B (+2 in the >>4 address field), B +16 rows = +2048 B (+128)
-          wgmma_m64n128k16(acc0, da0 + 2 * k, db + 128 * k);
-          wgmma_m64n128k16(acc1, da1 + 2 * k, db + 128 * k);
+          // K16 step: A +32 B (+2 in the >>4 address field), B +16 rows = +2048 B (+128);
+          // acc1's A rows start 64 rows (8 KB, +512) after acc0's
+          const uint64_t db = desc_mn(a4 + A_BYTES / 16 + 128 * k);
+          wgmma_m64n128k16(acc0, desc_k(a4 + 2 * k), db);
+          wgmma_m64n128k16(acc1, desc_k(a4 + (64 * 128) / 16 + 2 * k), db);
         }
         wgmma_commit();
         if (kb == kblocks - 1 && (threadIdx.x & 127) == 0) mbar_arrive(&order[1 - c]);
         if (kb > 0) {
-          wgmma_wait<1>();  // the previous K block's wgmmas are done: release its stage
-          release((seq - 1) % STAGES);
+          // The previous K block's wgmmas are done: release its stage. (Waiting one block
+          // later, wait_group 2, made ptxas insert its own waits around the wgmmas: slower.)
+          wgmma_wait<1>();
+          release(st_prev);
         }
+        st_prev = st;
+        if (++st == STAGES) { st = 0; ph ^= 1; }
       }
       wgmma_wait<0>();
-      release((seq - 1) % STAGES);
+      release(st_prev);
       if (with_dbias && pend_cb >= 0)
         dbias_check_pending(partial, dbias, overwrite_dbias, &ticket_done[c], last_flag + 2 * c,
                             pend_cb, i - 1, row_blocks, H);
       mbar_wait(&pre_full[c], uint32_t(i) & 1);
-      tile_epilogue<true>(acc0, acc1, pre_buf + c * PRE_BYTES, &pre_empty[c], dh, g, partial,
-                          with_dbias, &part_ready[c], rb, cb, H, 1 + c);
+      tile_epilogue(acc0, acc1, pre_buf + c * PRE_BYTES, &pre_empty[c], &tm_dh, g, partial,
+                    with_dbias, &part_ready[c], rb, cb, H, 1 + c);
       pend_cb = cb;
     }
     if (with_dbias && pend_cb >= 0)  // the last tile's ticket
       dbias_check_pending(partial, dbias, overwrite_dbias, &ticket_done[c], last_flag + 2 * c,
                           pend_cb, i - 1, row_blocks, H);
+    if (lane == 0) bulk_wait<0>();  // this warp's dh TMA stores are complete before exit
   }
   if (CL > 1) {
     __syncwarp();
@@ -638,7 +785,7 @@ PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
 
 // Row-major bf16 [rows, cols], boxes of 64 columns (128 B) × box_rows rows, 128-byte swizzle:
 // dy [N,C] in boxes of 64 C × 128 tokens, W2 [C,H] in boxes of 64 H × 64 C, pre [N,H] in boxes
-// of 64 H × 128 tokens.
+// of 64 H × 128 tokens (loads); dh [N,H] in boxes of 64 H × 16 tokens (stores).
 bool make_map(CUtensorMap& m, const void* ptr, uint64_t rows, uint64_t cols, uint32_t box_rows) {
   cuuint64_t dims[2] = {cols, rows};
   cuuint64_t strides[1] = {cols * 2};
@@ -700,17 +847,18 @@ void gelu_fc2_dgrad_fused(void* dh, void* g, float* dbias, bool overwrite_dbias,
   const int sms = usable_sms();
   const size_t part_bytes = size_t(N / BM) * size_t(H) * 4;
   auto* partial = static_cast<float*>(ws.take(part_bytes, "fused fc2 backward: dbias partials"));
-  CUtensorMap tm_dy, tm_w2, tm_pre;
+  CUtensorMap tm_dy, tm_w2, tm_pre, tm_dh;
   if (!make_map(tm_dy, dy, uint64_t(N), uint64_t(C), BM) ||
       !make_map(tm_w2, w2, uint64_t(C), uint64_t(H), BK) ||
-      !make_map(tm_pre, pre, uint64_t(N), uint64_t(H), BM))
+      !make_map(tm_pre, pre, uint64_t(N), uint64_t(H), BM) ||
+      !make_map(tm_dh, dh, uint64_t(N), uint64_t(H), DH_BOX_ROWS))
     throw std::runtime_error("gelu_fc2_dgrad_fused: cuTensorMapEncodeTiled rejected a tensor map");
   const int64_t tiles = (N / BM) * (H / BN);
   const unsigned grid = unsigned(tiles < sms ? tiles : sms);
   // One launch: GEMM, GELU rebuild and dbias (finalized by each band's last tile).
   fused_dgrad_kernel<1, 1><<<grid, THREADS, SMEM_BYTES, s>>>(
-      tm_dy, tm_w2, tm_pre, static_cast<bf16*>(dh), static_cast<bf16*>(g), partial, dbias,
-      overwrite_dbias, int(N), int(C), int(H));
+      tm_dy, tm_w2, tm_pre, tm_dh, static_cast<bf16*>(g), partial, dbias, overwrite_dbias,
+      int(N), int(C), int(H));
   RECIPE_CUDA_CHECK_LAUNCH("fused fc2 backward");
 }
 
