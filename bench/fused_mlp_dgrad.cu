@@ -96,14 +96,7 @@
 
 #include "kernels/cuda/gelu_fc2_backward.cu"
 
-#define CK(x)                                                                          \
-  do {                                                                                 \
-    auto s_ = (x);                                                                     \
-    if (s_ != 0) {                                                                     \
-      std::fprintf(stderr, "%s:%d: %s -> %d\n", __FILE__, __LINE__, #x, int(s_));     \
-      std::exit(1);                                                                    \
-    }                                                                                  \
-  } while (0)
+#include "bench/bench_check.h"
 #define CKL()                                                                          \
   do {                                                                                 \
     cudaError_t e_ = cudaGetLastError();                                               \
