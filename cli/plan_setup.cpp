@@ -218,7 +218,7 @@ std::string recipe_executable() {
   return "recipe";
 }
 
-std::string experiment_name(const dsl::Plan& plan, const std::string& spec) {
+std::string experiment_name(const plan::Plan& plan, const std::string& spec) {
   if (!plan.experiment.name.empty()) return plan.experiment.name;
   std::string stem = fs::path(spec).stem().string();
   return stem.empty() ? "default" : stem;

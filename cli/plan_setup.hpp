@@ -77,6 +77,6 @@ std::vector<std::string> similar_presets(const std::string& spec);
 std::string recipe_executable();
 
 // experiment.name, or the spec's preset/file stem when the recipe leaves it empty.
-std::string experiment_name(const dsl::Plan& plan, const std::string& spec);
+std::string experiment_name(const plan::Plan& plan, const std::string& spec);
 
 }  // namespace recipe::cli

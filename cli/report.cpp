@@ -17,18 +17,18 @@ std::string fmt(const char* format, double v) {
   return buf;
 }
 
-int dp_of(const dsl::Plan& p) {
+int dp_of(const plan::Plan& p) {
   if (p.parallelism.dp > 0) return p.parallelism.dp;
   int denom = std::max(1, p.parallelism.tp) * std::max(1, p.parallelism.cp) * std::max(1, p.parallelism.pp);
   return std::max(1, p.parallelism.world_size / denom);
 }
 
-int world_of(const dsl::Plan& p) {
+int world_of(const plan::Plan& p) {
   if (p.parallelism.world_size > 0) return p.parallelism.world_size;
   return std::max(1, p.parallelism.tp) * std::max(1, p.parallelism.cp) * std::max(1, p.parallelism.pp) * dp_of(p);
 }
 
-std::string rank_kind(const dsl::Plan& p, int n) {
+std::string rank_kind(const plan::Plan& p, int n) {
   std::string what = p.trainer.device == "cuda" ? "GPU" : "CPU rank";
   return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
 }
@@ -46,28 +46,28 @@ std::string human_count(double n) {
 
 std::string gib(int64_t bytes) { return fmt("%.2f GiB", static_cast<double>(bytes) / double(1ull << 30)); }
 
-std::string layout(const dsl::Plan& p) {
+std::string layout(const plan::Plan& p) {
   std::ostringstream s;
   s << "tp " << p.parallelism.tp << " x cp " << p.parallelism.cp << " x dp " << dp_of(p) << " x pp "
     << p.parallelism.pp;
   return s.str();
 }
 
-std::string model_shape(const dsl::Plan& p) {
+std::string model_shape(const plan::Plan& p) {
   std::ostringstream s;
   s << p.model.arch << " " << human_count(static_cast<double>(p.model.num_params)) << " params, "
     << p.model.num_layers << " layers x " << p.model.hidden_size << " hidden, seq " << p.model.seq_length;
   return s.str();
 }
 
-std::string default_parallelism(const dsl::Plan& p) {
+std::string default_parallelism(const plan::Plan& p) {
   std::ostringstream s;
   s << "tp" << p.parallelism.tp << " pp" << p.parallelism.pp << " cp" << p.parallelism.cp;
   if (p.parallelism.dp > 0) s << " dp" << p.parallelism.dp;
   return s.str();
 }
 
-std::string validate_summary(const dsl::Plan& p) {
+std::string validate_summary(const plan::Plan& p) {
   int world = world_of(p);
   int per_node = exec::ranks_per_node(p);
   int nodes = std::max(1, (world + per_node - 1) / per_node);
@@ -79,7 +79,7 @@ std::string validate_summary(const dsl::Plan& p) {
   return s.str();
 }
 
-void print_plan_summary(std::ostream& out, const dsl::Plan& p) {
+void print_plan_summary(std::ostream& out, const plan::Plan& p) {
   const auto& m = p.model;
   int world = world_of(p);
   int per_node = exec::ranks_per_node(p);
@@ -105,7 +105,7 @@ void print_plan_summary(std::ostream& out, const dsl::Plan& p) {
       << "\n";
 }
 
-void print_rank_map(std::ostream& out, const dsl::Plan& p) {
+void print_rank_map(std::ostream& out, const plan::Plan& p) {
   auto ranks = exec::rank_map(p);
   out << "Rank map (" << ranks.size() << (ranks.size() == 1 ? " rank" : " ranks")
       << "; Megatron order: tp fastest, then cp, dp, pp):\n";
@@ -121,7 +121,7 @@ void print_rank_map(std::ostream& out, const dsl::Plan& p) {
   }
 }
 
-void print_memory(std::ostream& out, const dsl::Plan& p) {
+void print_memory(std::ostream& out, const plan::Plan& p) {
   const auto& mem = p.memory;
   out << "Memory per rank (estimate, most loaded rank):\n";
   auto row = [&](const char* name, int64_t bytes) {

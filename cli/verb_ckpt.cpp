@@ -8,8 +8,8 @@
 #include "checkpoint/checkpoint.hpp"
 #include "cli/exit_codes.hpp"
 #include "cli/verbs.hpp"
-#include "core/hf_convert.hpp"
-#include "core/model_shape.hpp"
+#include "checkpoint/hf/hf_convert.hpp"
+#include "core/model/model_shape.hpp"
 
 namespace fs = std::filesystem;
 
@@ -48,7 +48,7 @@ std::string resolve_checkpoint(const std::string& path, std::ostream& err, int& 
 
 // The plan --recipe and the overrides describe; nullopt after printing the problem. Violations
 // outside model.* (cluster size, batch divisibility) do not matter for a conversion.
-std::optional<dsl::Plan> recipe_plan(const CkptArgs& a, std::ostream& err) {
+std::optional<plan::Plan> recipe_plan(const CkptArgs& a, std::ostream& err) {
   PlanFlags flags;
   flags.spec = a.recipe;
   flags.overrides = a.overrides;

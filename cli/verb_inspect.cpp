@@ -40,7 +40,7 @@ int run_list(std::ostream& out, std::ostream& err) {
   for (const auto& name : presets) {
     try {
       dsl::ConfigTree tree = dsl::load_recipe(name);
-      const dsl::Plan plan = dsl::resolve(tree, facts).plan;
+      const plan::Plan plan = dsl::resolve(tree, facts).plan;
       std::string shape = std::to_string(plan.model.num_layers) + " x " + std::to_string(plan.model.hidden_size);
       std::string mode = plan.mode == "finetune" ? "  (finetune, " + plan.peft.kind + ")" : "";
       std::snprintf(line, sizeof(line), "%-*s  %-5s %9s  %-16s %6d  %s%s\n", int(width), name.c_str(),
@@ -59,7 +59,7 @@ int run_show(const PlanFlags& flags, const std::string& format, std::ostream& ou
   auto loaded = load_plan(flags, "", facts, err);
   if (!loaded) return kExitInvalidRecipe;
   if (!report_resolution(loaded->resolved, err)) return kExitInvalidRecipe;
-  const dsl::Plan& plan = loaded->resolved.plan;
+  const plan::Plan& plan = loaded->resolved.plan;
   if (format == "json")
     out << dsl::to_json(plan) << "\n";
   else if (format == "lua")
@@ -78,7 +78,7 @@ int run_validate(const PlanFlags& flags, std::ostream& out, std::ostream& err) {
     err << "INVALID: " << n << (n == 1 ? " violation" : " violations") << " in " << flags.spec << "\n";
     return kExitInvalidRecipe;
   }
-  const dsl::Plan& plan = loaded->resolved.plan;
+  const plan::Plan& plan = loaded->resolved.plan;
   out << "OK: " << flags.spec << ": " << validate_summary(plan) << "\n";
   return kExitOk;
 }

@@ -16,12 +16,12 @@
 
 #include "cli/exit_codes.hpp"
 #include "cli/verbs.hpp"
-#include "executors/plot_png.hpp"
-#include "executors/plot_svg.hpp"
-#include "executors/runs_diff.hpp"
-#include "executors/runs_index.hpp"
+#include "runs/plot_png.hpp"
+#include "runs/plot_svg.hpp"
+#include "runs/runs_diff.hpp"
+#include "runs/runs_index.hpp"
 #include "executors/slurm_executor.hpp"
-#include "executors/tensorboard_writer.hpp"
+#include "runs/tensorboard_writer.hpp"
 
 namespace fs = std::filesystem;
 

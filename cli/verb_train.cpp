@@ -10,14 +10,14 @@
 #include "cli/exit_codes.hpp"
 #include "cli/report.hpp"
 #include "cli/verbs.hpp"
-#include "core/parallel_bootstrap.hpp"
+#include "core/parallel/parallel_bootstrap.hpp"
 #include "executors/host_info.hpp"
 #include "executors/launch.hpp"
 #include "executors/local_executor.hpp"
 #include "executors/mpi_executor.hpp"
 #include "executors/rank_env.hpp"
 #include "executors/slurm_executor.hpp"
-#include "executors/run_dir.hpp"
+#include "runs/run_dir.hpp"
 
 namespace fs = std::filesystem;
 
@@ -52,7 +52,7 @@ bool on_path(const std::string& name) {
 }
 
 // Exit 4 unless this build and host can run (or launch) the plan.
-int check_runnable_here(const dsl::Plan& plan, const kernels::GpuInfo& gpu, std::ostream& err) {
+int check_runnable_here(const plan::Plan& plan, const kernels::GpuInfo& gpu, std::ostream& err) {
   // (executors) Slurm and mpi ranks run on other hosts: their GPUs are checked there, by the worker.
   bool ranks_here = plan.executor.kind == "local";
   if (ranks_here && plan.trainer.device == "cuda" && !usable_gpu(gpu)) {
@@ -90,7 +90,7 @@ struct RankRole {
   int world = 1;
 };
 
-int run_in_dir(const dsl::Plan& plan, const std::string& run_dir, std::ostream& out, std::ostream& err,
+int run_in_dir(const plan::Plan& plan, const std::string& run_dir, std::ostream& out, std::ostream& err,
                const RankRole& role = {}) {
   // (executors) slurm: submit launch.sh; mpi, or local with several ranks: mpirun under a process
   // group (executors/mpi_executor); local world 1: in this process.
@@ -154,7 +154,7 @@ int run_train(const PlanFlags& flags, const std::string& mode, bool dry_run, std
   }
   if (!report_resolution(loaded->resolved, err)) return kExitInvalidRecipe;
 
-  dsl::Plan plan = loaded->resolved.plan;
+  plan::Plan plan = loaded->resolved.plan;
   plan.experiment.name = experiment_name(plan, flags.spec);
   if (loaded->requested_device == "auto" && plan.trainer.device == "cpu" && !facts.has_gpu) {
     err << "note: no CUDA GPU found: running on CPU"
@@ -205,7 +205,7 @@ int run_train(const PlanFlags& flags, const std::string& mode, bool dry_run, std
 
 int run_resume(const std::string& run_dir, std::ostream& out, std::ostream& err) {
   kernels::GpuInfo gpu = kernels::query_gpus();
-  dsl::Plan plan;
+  plan::Plan plan;
   try {
     plan = dsl::load_resolved_plan((fs::path(run_dir) / "resolved.toml").string(), detected_facts(gpu));
   } catch (const dsl::RecipeError& e) {
@@ -248,7 +248,7 @@ int run_worker(const std::string& run_dir, std::ostream& out, std::ostream& err)
     return kExitUsage;
   }
   kernels::GpuInfo gpu = kernels::query_gpus();
-  dsl::Plan plan;
+  plan::Plan plan;
   try {
     // The launcher checked the GPUs per node before starting the ranks; here each rank sees only
     // its own GPU (pin_local_rank_gpu), so re-resolve as a plan for this node, not against it.

@@ -1,6 +1,6 @@
-// Public face of dsl/: recipes (Lua, TOML, presets) → one config tree → overrides → resolved Plan.
+// Public face of dsl/: recipes (Lua, TOML, presets) → one config tree → overrides → resolved plan::Plan.
 //
-// The config tree is a nlohmann::ordered_json object whose top-level keys are the Plan sections
+// The config tree is a nlohmann::ordered_json object whose top-level keys are the plan::Plan sections
 // (model, data, optimizer, ...) plus the optional top-level keys `preset` (TOML only) and `mode`.
 // Beside it, `origins` maps a dotted key path ("parallelism.tp") to where its value was set, so
 // resolver errors can cite file:line or the override that set it.
@@ -14,7 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "dsl/plan.hpp"
+#include "plan/plan.hpp"
 
 namespace recipe::dsl {
 
@@ -73,7 +73,7 @@ struct Violation {
 };
 
 struct ResolveResult {
-  Plan plan;                        // filled as far as possible even when invalid
+  plan::Plan plan;                        // filled as far as possible even when invalid
   std::vector<Violation> violations;
   std::vector<std::string> warnings;
   bool ok() const { return violations.empty(); }
@@ -87,12 +87,12 @@ std::string format_violations(const std::vector<Violation>& violations);
 // Serialization of a resolved plan. TOML is the run-dir format (`resolved.toml`), and loading it
 // back with load_recipe + resolve yields the identical Plan (derived values are recomputed and
 // written as comments/`[derived]` tables that the loader ignores).
-std::string to_toml(const Plan& plan);
-std::string to_json(const Plan& plan);
-std::string to_lua(const Plan& plan);
-nlohmann::ordered_json plan_to_tree(const Plan& plan);  // recipe keys only (no derived values)
+std::string to_toml(const plan::Plan& plan);
+std::string to_json(const plan::Plan& plan);
+std::string to_lua(const plan::Plan& plan);
+nlohmann::ordered_json plan_to_tree(const plan::Plan& plan);  // recipe keys only (no derived values)
 
-// Reads a run dir's resolved.toml back into a Plan; throws RecipeError if it no longer resolves.
-Plan load_resolved_plan(const std::string& resolved_toml_path, const ExecutorFacts& facts);
+// Reads a run dir's resolved.toml back into a plan::Plan; throws RecipeError if it no longer resolves.
+plan::Plan load_resolved_plan(const std::string& resolved_toml_path, const ExecutorFacts& facts);
 
 }  // namespace recipe::dsl

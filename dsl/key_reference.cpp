@@ -7,10 +7,10 @@
 namespace recipe::dsl {
 namespace {
 
-// Defaults are the values of a default-constructed Plan: plan.hpp's initializers are the only
+// Defaults are the values of a default-constructed plan::Plan: plan.hpp's initializers are the only
 // place a default is written down.
 std::string default_of(const FieldInfo& f) {
-  static const Plan defaults;
+  static const plan::Plan defaults;
   const auto v = f.get(defaults);
   if (v.is_string()) return v.get<std::string>().empty() ? "\"\"" : "\"" + v.get<std::string>() + "\"";
   return v.dump();

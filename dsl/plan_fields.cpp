@@ -216,7 +216,7 @@ struct Codec<Blend> {
 };
 
 template <class S, class T>
-FieldInfo field(const char* section, const char* key, S Plan::*sec, T S::*member, std::string doc,
+FieldInfo field(const char* section, const char* key, S plan::Plan::*sec, T S::*member, std::string doc,
                 std::vector<std::string> allowed = {}) {
   FieldInfo f;
   f.section = section;
@@ -224,35 +224,35 @@ FieldInfo field(const char* section, const char* key, S Plan::*sec, T S::*member
   f.type = Codec<T>::type;
   f.doc = std::move(doc);
   f.allowed = std::move(allowed);
-  f.get = [sec, member](const Plan& p) { return Codec<T>::write((p.*sec).*member); };
-  f.set = [sec, member](Plan& p, const json& v) { return Codec<T>::read(v, (p.*sec).*member); };
+  f.get = [sec, member](const plan::Plan& p) { return Codec<T>::write((p.*sec).*member); };
+  f.set = [sec, member](plan::Plan& p, const json& v) { return Codec<T>::read(v, (p.*sec).*member); };
   return f;
 }
 
 template <class T>
-FieldInfo top_level(const char* key, T Plan::*member, std::string doc, std::vector<std::string> allowed) {
+FieldInfo top_level(const char* key, T plan::Plan::*member, std::string doc, std::vector<std::string> allowed) {
   FieldInfo f;
   f.key = key;
   f.type = Codec<T>::type;
   f.doc = std::move(doc);
   f.allowed = std::move(allowed);
-  f.get = [member](const Plan& p) { return Codec<T>::write(p.*member); };
-  f.set = [member](Plan& p, const json& v) { return Codec<T>::read(v, p.*member); };
+  f.get = [member](const plan::Plan& p) { return Codec<T>::write(p.*member); };
+  f.set = [member](plan::Plan& p, const json& v) { return Codec<T>::read(v, p.*member); };
   return f;
 }
 
 std::vector<FieldInfo> build_fields() {
-  using P = Plan;
-  using M = ModelConfig;
-  using D = DataConfig;
-  using O = OptimizerConfig;
-  using S = ScheduleConfig;
-  using T = TrainerConfig;
-  using Par = ParallelismConfig;
-  using C = CheckpointConfig;
-  using Pe = PeftConfig;
-  using E = ExecutorConfig;
-  using X = ExperimentConfig;
+  using P = plan::Plan;
+  using M = plan::ModelConfig;
+  using D = plan::DataConfig;
+  using O = plan::OptimizerConfig;
+  using S = plan::ScheduleConfig;
+  using T = plan::TrainerConfig;
+  using Par = plan::ParallelismConfig;
+  using C = plan::CheckpointConfig;
+  using Pe = plan::PeftConfig;
+  using E = plan::ExecutorConfig;
+  using X = plan::ExperimentConfig;
   std::vector<FieldInfo> f;
   f.push_back(top_level("mode", &P::mode, "what the run does: pretrain from scratch or finetune a loaded model",
                         {"pretrain", "finetune"}));

@@ -1,4 +1,4 @@
-// The one table of recipe keys. Reading a config tree into a Plan, unknown-key detection, writing a
+// The one table of recipe keys. Reading a config tree into a plan::Plan, unknown-key detection, writing a
 // plan back out (TOML/JSON/Lua) and the recipe reference in docs/ all walk this list, so a key added
 // to plan.hpp needs exactly one line in plan_fields.cpp.
 #pragma once
@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "dsl/plan.hpp"
+#include "plan/plan.hpp"
 
 namespace recipe::dsl {
 
@@ -38,10 +38,10 @@ struct FieldInfo {
 
   std::string path() const { return section.empty() ? key : section + "." + key; }
   // The value in a plan, as a config-tree value (what a recipe would write).
-  std::function<nlohmann::ordered_json(const Plan&)> get;
+  std::function<nlohmann::ordered_json(const plan::Plan&)> get;
   // Stores a tree value into the plan. Returns the type error ("must be an integer, got \"ten\"",
   // without the path) and leaves the plan unchanged when the value has the wrong shape.
-  std::function<std::optional<std::string>(Plan&, const nlohmann::ordered_json&)> set;
+  std::function<std::optional<std::string>(plan::Plan&, const nlohmann::ordered_json&)> set;
 };
 
 // Every recipe key, grouped by section in plan.hpp order, `mode` first.

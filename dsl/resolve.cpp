@@ -1,4 +1,4 @@
-// resolve(): config tree + executor facts → a fully derived, fully checked Plan. The steps live in
+// resolve(): config tree + executor facts → a fully derived, fully checked plan::Plan. The steps live in
 // resolve_fields.cpp, resolve_derive.cpp and resolve_checks.cpp; this file orders them.
 #include <charconv>
 #include <numeric>

@@ -71,8 +71,8 @@ bool valid_split(const std::string& split) {
 
 // TP sizes (≤ 8, one NVLink domain) that satisfy every TP rule and fit the world.
 std::vector<std::string> valid_tp_choices(const ResolveContext& ctx) {
-  const Plan& p = ctx.plan();
-  const ModelConfig& m = p.model;
+  const plan::Plan& p = ctx.plan();
+  const plan::ModelConfig& m = p.model;
   std::vector<std::string> out;
   for (int t = 1; t <= 8; ++t) {
     if (t == p.parallelism.tp) continue;
@@ -95,8 +95,8 @@ std::string tp_fix(const ResolveContext& ctx) {
 }  // namespace
 
 void check_ranges(ResolveContext& ctx) {
-  Plan& p = ctx.plan();
-  const ModelConfig& m = p.model;
+  plan::Plan& p = ctx.plan();
+  const plan::ModelConfig& m = p.model;
   auto shape = [&](bool ok) { ctx.shape_ok = ctx.shape_ok && ok; };
 
   shape(require(ctx, "model.num_layers", m.num_layers, m.num_layers >= 1, "must be at least 1"));
@@ -118,7 +118,7 @@ void check_ranges(ResolveContext& ctx) {
     require(ctx, "model.rope_theta", m.rope_theta, m.rope_theta > 0 && std::isfinite(m.rope_theta), "must be positive");
   require(ctx, "model.init_std", m.init_std, m.init_std > 0 && std::isfinite(m.init_std), "must be positive");
 
-  const OptimizerConfig& o = p.optimizer;
+  const plan::OptimizerConfig& o = p.optimizer;
   require(ctx, "optimizer.lr", o.lr, o.lr > 0 && std::isfinite(o.lr), "must be positive", "e.g. lr=3e-4");
   require(ctx, "optimizer.min_lr", o.min_lr, o.min_lr >= 0, "must not be negative");
   if (o.lr > 0 && o.min_lr >= 0)
@@ -131,12 +131,12 @@ void check_ranges(ResolveContext& ctx) {
   require(ctx, "optimizer.weight_decay", o.weight_decay, o.weight_decay >= 0, "must not be negative");
   require(ctx, "optimizer.clip_grad", o.clip_grad, o.clip_grad >= 0, "must not be negative (0 disables clipping)");
 
-  const ScheduleConfig& s = p.schedule;
+  const plan::ScheduleConfig& s = p.schedule;
   require(ctx, "schedule.warmup_steps", s.warmup_steps, s.warmup_steps >= 0, "must not be negative");
   require(ctx, "schedule.decay_steps", s.decay_steps, s.decay_steps >= 0,
           "must not be negative (0 = trainer.max_steps)");
 
-  const TrainerConfig& t = p.trainer;
+  const plan::TrainerConfig& t = p.trainer;
   require(ctx, "trainer.max_steps", t.max_steps, t.max_steps >= 1, "must be at least 1");
   shape(require(ctx, "trainer.micro_batch_size", t.micro_batch_size, t.micro_batch_size >= 1, "must be at least 1"));
   shape(require(ctx, "trainer.global_batch_size", t.global_batch_size, t.global_batch_size >= 0,
@@ -147,24 +147,24 @@ void check_ranges(ResolveContext& ctx) {
     require(ctx, "trainer.eval_iters", t.eval_iters, t.eval_iters >= 1, "must be at least 1 when eval_interval > 0");
   require(ctx, "trainer.cpu_threads", t.cpu_threads, t.cpu_threads >= 0, "must not be negative (0 = OpenBLAS default)");
 
-  const ParallelismConfig& par = p.parallelism;
+  const plan::ParallelismConfig& par = p.parallelism;
   shape(require(ctx, "parallelism.tp", par.tp, par.tp >= 1, "must be at least 1"));
   shape(require(ctx, "parallelism.pp", par.pp, par.pp >= 1, "must be at least 1"));
   shape(require(ctx, "parallelism.cp", par.cp, par.cp >= 1, "must be at least 1"));
   shape(require(ctx, "parallelism.dp", par.dp, par.dp >= 0, "must be at least 0 (0 = world / (tp·pp·cp))"));
 
-  const CheckpointConfig& c = p.checkpoint;
+  const plan::CheckpointConfig& c = p.checkpoint;
   require(ctx, "checkpoint.save_interval", c.save_interval, c.save_interval >= 0, "must not be negative");
   require(ctx, "checkpoint.keep_last", c.keep_last, c.keep_last >= 0, "must not be negative (0 = keep all)");
 
-  const PeftConfig& pe = p.peft;
+  const plan::PeftConfig& pe = p.peft;
   if (pe.kind == "lora") {
     require(ctx, "peft.rank", pe.rank, pe.rank >= 1, "must be at least 1", "typical ranks are 8 to 64");
     require(ctx, "peft.alpha", pe.alpha, pe.alpha > 0, "must be positive", "commonly alpha = 2·rank");
     require(ctx, "peft.dropout", pe.dropout, pe.dropout >= 0 && pe.dropout < 1, "must be in [0, 1)");
   }
 
-  const ExecutorConfig& e = p.executor;
+  const plan::ExecutorConfig& e = p.executor;
   shape(require(ctx, "executor.nodes", e.nodes, e.nodes >= 1, "must be at least 1"));
   shape(require(ctx, "executor.gpus_per_node", e.gpus_per_node, e.gpus_per_node >= 0,
                 "must be at least 0 (0 = all visible GPUs)"));
@@ -176,7 +176,7 @@ void check_ranges(ResolveContext& ctx) {
     ctx.violation("executor.time", "executor.time=\"" + e.time + "\" is not a Slurm time limit",
                   "use minutes, HH:MM:SS or D-HH:MM:SS, e.g. \"04:00:00\"");
 
-  const DataConfig& d = p.data;
+  const plan::DataConfig& d = p.data;
   if (!valid_split(d.split))
     ctx.violation("data.split", "data.split=\"" + d.split + "\" is not 1 to 3 non-negative proportions",
                   "write train,valid,test proportions such as \"98,2,0\"");
@@ -193,7 +193,7 @@ void check_ranges(ResolveContext& ctx) {
     if (!(sum > 0)) ctx.violation("data.blend", "data.blend weights sum to " + fmt_double(sum), "give at least one positive weight");
   }
 
-  const ExperimentConfig& x = p.experiment;
+  const plan::ExperimentConfig& x = p.experiment;
   if (x.name.find('/') != std::string::npos || x.name == "." || x.name == "..")
     ctx.violation("experiment.name", "experiment.name=\"" + x.name + "\" must be a plain folder name",
                   "use letters, digits, '-' and '_' without '/'");
@@ -201,11 +201,11 @@ void check_ranges(ResolveContext& ctx) {
 }
 
 void check_relations(ResolveContext& ctx) {
-  Plan& p = ctx.plan();
-  const ModelConfig& m = p.model;
-  const ParallelismConfig& par = p.parallelism;
-  const TrainerConfig& t = p.trainer;
-  const ExecutorConfig& ex = p.executor;
+  plan::Plan& p = ctx.plan();
+  const plan::ModelConfig& m = p.model;
+  const plan::ParallelismConfig& par = p.parallelism;
+  const plan::TrainerConfig& t = p.trainer;
+  const plan::ExecutorConfig& ex = p.executor;
   const ExecutorFacts& facts = ctx.facts;
 
   // Device and executor.
@@ -369,7 +369,7 @@ void check_relations(ResolveContext& ctx) {
   }
 
   // Schedule.
-  const ScheduleConfig& s = p.schedule;
+  const plan::ScheduleConfig& s = p.schedule;
   // A short run of a preset with a long warmup (decay_steps derived from max_steps) is fine, as in
   // Megatron: the run simply ends inside warmup. Only an explicit decay_steps shorter than warmup is
   // a contradiction.
@@ -382,7 +382,7 @@ void check_relations(ResolveContext& ctx) {
              ": the run ends before warmup does");
 
   // PEFT.
-  const PeftConfig& pe = p.peft;
+  const plan::PeftConfig& pe = p.peft;
   if (pe.kind == "lora") {
     if (pe.target_modules.empty())
       ctx.violation("peft.target_modules", "peft.target_modules is empty; LoRA needs at least one linear to adapt",
@@ -401,7 +401,7 @@ void check_relations(ResolveContext& ctx) {
     ctx.warn("mode=finetune without checkpoint.load: training starts from randomly initialized weights");
 
   // Data.
-  const DataConfig& d = p.data;
+  const plan::DataConfig& d = p.data;
   if (!d.path.empty() && d.blend.size() >= 1 && !(d.blend.size() == 1 && d.blend.front().second == d.path))
     ctx.violation("data.path", "data.path=\"" + d.path + "\" and data.blend are both set",
                   "set data.path for one dataset, or data.blend for several, not both");

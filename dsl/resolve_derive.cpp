@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "dsl/model_size.hpp"
+#include "plan/model_size.hpp"
 #include "dsl/resolve_internal.hpp"
 
 namespace recipe::dsl::detail {
@@ -25,8 +25,8 @@ std::string name_from_source(const std::string& source) {
 }  // namespace
 
 void derive_execution(ResolveContext& ctx) {
-  Plan& p = ctx.plan();
-  ExecutorConfig& ex = p.executor;
+  plan::Plan& p = ctx.plan();
+  plan::ExecutorConfig& ex = p.executor;
   const ExecutorFacts& f = ctx.facts;
   if (f.nodes > 0) {
     ex.nodes = f.nodes;
@@ -62,7 +62,7 @@ void derive_execution(ResolveContext& ctx) {
   }
   p.parallelism.world_size = ctx.world;
 
-  ParallelismConfig& par = p.parallelism;
+  plan::ParallelismConfig& par = p.parallelism;
   const int64_t model_parallel =
       static_cast<int64_t>(std::max(1, par.tp)) * std::max(1, par.pp) * std::max(1, par.cp);
   if (par.dp == 0) {
@@ -75,8 +75,8 @@ void derive_execution(ResolveContext& ctx) {
 }
 
 void derive_model(ResolveContext& ctx) {
-  Plan& p = ctx.plan();
-  ModelConfig& m = p.model;
+  plan::Plan& p = ctx.plan();
+  plan::ModelConfig& m = p.model;
   if (m.num_kv_heads == 0) m.num_kv_heads = m.num_attention_heads;
   if (m.num_attention_heads > 0) m.head_dim = m.hidden_size / m.num_attention_heads;
   if (m.ffn_hidden_size == 0 && m.hidden_size > 0) {
@@ -104,7 +104,7 @@ void derive_model(ResolveContext& ctx) {
     m.flops_per_token = training_flops_per_token(m, m.num_params);
   }
 
-  TrainerConfig& t = p.trainer;
+  plan::TrainerConfig& t = p.trainer;
   const int64_t per_step = static_cast<int64_t>(t.micro_batch_size) * p.parallelism.dp;
   if (t.global_batch_size == 0 && per_step > 0 && per_step <= INT32_MAX) t.global_batch_size = static_cast<int>(per_step);
   if (per_step > 0) t.num_micro_batches = static_cast<int>(t.global_batch_size / per_step);
@@ -114,7 +114,7 @@ void derive_model(ResolveContext& ctx) {
   // written-out resolved.toml (which states decay_steps explicitly) must still resolve.
   if (p.schedule.decay_steps == 0) p.schedule.decay_steps = std::max(t.max_steps, p.schedule.warmup_steps);
 
-  DataConfig& d = p.data;
+  plan::DataConfig& d = p.data;
   if (d.blend.empty() && !d.path.empty()) d.blend = {{1.0, d.path}};
   double sum = 0;
   bool non_negative = true;

@@ -1,4 +1,4 @@
-// Config tree → Plan: every key read with its type, unknown and derived keys reported with
+// Config tree → plan::Plan: every key read with its type, unknown and derived keys reported with
 // suggestions, enum-like strings checked against their choices.
 #include <algorithm>
 
@@ -62,7 +62,7 @@ void read_value(ResolveContext& ctx, const FieldInfo& field, const json& value) 
       ctx.violation(path, path + "=\"" + v + "\" is not one of " + join_or(field.allowed) + did_you_mean(v, field.allowed),
                     "use one of " + join_or(field.allowed));
       // Keep the default so derived values stay meaningful.
-      field.set(ctx.plan(), field.get(Plan{}));
+      field.set(ctx.plan(), field.get(plan::Plan{}));
     }
   }
 }

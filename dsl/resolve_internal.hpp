@@ -1,4 +1,4 @@
-// Shared state of one resolve() call, split over resolve_fields.cpp (tree → Plan), resolve_derive.cpp
+// Shared state of one resolve() call, split over resolve_fields.cpp (tree → plan::Plan), resolve_derive.cpp
 // (derived values) and resolve_checks.cpp (validation). Internal to dsl/.
 #pragma once
 
@@ -26,8 +26,8 @@ struct ResolveContext {
   bool dp_auto = false;     // parallelism.dp was 0 and the resolver derived it
   int world = 1;            // ranks the executor will start
 
-  Plan& plan() { return out.plan; }
-  const Plan& plan() const { return out.plan; }
+  plan::Plan& plan() { return out.plan; }
+  const plan::Plan& plan() const { return out.plan; }
   bool was_set(const std::string& path) const { return set_paths.count(path) > 0; }
 
   // Where the value at `path` came from: executor facts, the tree's origins (the path itself or

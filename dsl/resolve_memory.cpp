@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "dsl/gpu_catalog.hpp"
-#include "dsl/memory_estimate.hpp"
+#include "plan/memory_estimate.hpp"
 #include "dsl/resolve_internal.hpp"
 #include "dsl/suggest.hpp"
 
@@ -15,8 +15,8 @@ namespace {
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 // The plan with other tp/pp, its dependent derived values recomputed (padded vocab, dp, micro-batches).
-Plan with_parallel(const Plan& p, int world, int tp, int pp) {
-  Plan q = p;
+plan::Plan with_parallel(const plan::Plan& p, int world, int tp, int pp) {
+  plan::Plan q = p;
   q.parallelism.tp = tp;
   q.parallelism.pp = pp;
   q.parallelism.layers_per_stage.clear();
@@ -28,15 +28,15 @@ Plan with_parallel(const Plan& p, int world, int tp, int pp) {
   return q;
 }
 
-bool tp_fits_model(const ModelConfig& m, int t) {
+bool tp_fits_model(const plan::ModelConfig& m, int t) {
   return m.num_attention_heads % t == 0 && (m.num_kv_heads % t == 0 || t % m.num_kv_heads == 0) &&
          m.ffn_hidden_size % t == 0;
 }
 
 std::string remedies(const ResolveContext& ctx, double device_bytes) {
-  const Plan& p = ctx.plan();
+  const plan::Plan& p = ctx.plan();
   const int world = ctx.world, tp = p.parallelism.tp, pp = p.parallelism.pp, cp = p.parallelism.cp;
-  std::vector<std::pair<std::string, Plan>> options;
+  std::vector<std::pair<std::string, plan::Plan>> options;
   for (int t = tp * 2; t <= 8; t *= 2)
     if (tp_fits_model(p.model, t) && world % (t * pp * cp) == 0) {
       options.emplace_back("parallelism.tp=" + std::to_string(t), with_parallel(p, world, t, pp));
@@ -48,23 +48,23 @@ std::string remedies(const ResolveContext& ctx, double device_bytes) {
       break;
     }
   if (!p.parallelism.zero1 && p.parallelism.dp > 1) {
-    Plan q = p;
+    plan::Plan q = p;
     q.parallelism.zero1 = true;
     options.emplace_back("parallelism.zero1=true", q);
   }
   // The cheaper recompute level first (rebuilds norm outputs and the MLP activation only).
   if (p.trainer.recompute == "none" || p.trainer.recompute == "gelu") {
-    Plan q = p;
+    plan::Plan q = p;
     q.trainer.recompute = "norm";
     options.emplace_back("trainer.recompute=\"norm\"", q);
   }
   if (p.trainer.recompute != "full") {
-    Plan q = p;
+    plan::Plan q = p;
     q.trainer.recompute = "full";
     options.emplace_back("trainer.recompute=\"full\"", q);
   }
   if (p.trainer.micro_batch_size > 1) {
-    Plan q = p;
+    plan::Plan q = p;
     q.trainer.micro_batch_size = 1;
     q.trainer.num_micro_batches = q.trainer.global_batch_size / std::max(1, p.parallelism.dp);
     options.emplace_back("trainer.micro_batch_size=1", q);
@@ -74,17 +74,17 @@ std::string remedies(const ResolveContext& ctx, double device_bytes) {
     text = "estimated per rank with ";
     for (std::size_t i = 0; i < options.size(); ++i) {
       const double total = static_cast<double>(estimate_memory(options[i].second).total);
-      text += (i ? "; " : "") + options[i].first + ": " + format_bytes(total) +
+      text += (i ? "; " : "") + options[i].first + ": " + plan::format_bytes(total) +
               (total <= device_bytes ? " (fits)" : "");
     }
   }
   // Model state that no activation trick removes: tells how many ranks it must be spread over.
-  const MemoryEstimate& e = p.memory;
+  const plan::MemoryEstimate& e = p.memory;
   const double state = static_cast<double>(e.weights + e.gradients + e.optimizer) * tp * pp;
   const int64_t min_ranks = static_cast<int64_t>(std::ceil(state / (0.8 * device_bytes)));
   if (min_ranks > 1) {
     if (!text.empty()) text += ". ";
-    text += "Weights, gradients and Adam state total " + format_bytes(state) + ": spread them over ≥ " +
+    text += "Weights, gradients and Adam state total " + plan::format_bytes(state) + ": spread them over ≥ " +
             std::to_string(min_ranks) + " GPUs with tp·pp (and parallelism.zero1=true), i.e. more GPUs if needed";
   }
   return text.empty() ? "lower trainer.micro_batch_size or model size" : text;
@@ -93,12 +93,12 @@ std::string remedies(const ResolveContext& ctx, double device_bytes) {
 }  // namespace
 
 void derive_and_check_memory(ResolveContext& ctx) {
-  Plan& p = ctx.plan();
+  plan::Plan& p = ctx.plan();
   if (!ctx.shape_ok) return;
   p.memory = estimate_memory(p);
   if (p.trainer.device != "cuda") return;  // host memory is not checked: CPU runs are small by nature
 
-  ExecutorConfig& ex = p.executor;
+  plan::ExecutorConfig& ex = p.executor;
   const ExecutorFacts& facts = ctx.facts;
   double gib = 0;
   std::string device;
@@ -143,8 +143,8 @@ void derive_and_check_memory(ResolveContext& ctx) {
   const double device_bytes = gib * kGiB;
   if (static_cast<double>(p.memory.total) > device_bytes)
     ctx.violation("memory",
-                  "estimated memory per rank " + format_bytes(static_cast<double>(p.memory.total)) + " exceeds " +
-                      format_bytes(device_bytes) + " of " + device + " (tp=" + std::to_string(p.parallelism.tp) +
+                  "estimated memory per rank " + plan::format_bytes(static_cast<double>(p.memory.total)) + " exceeds " +
+                      plan::format_bytes(device_bytes) + " of " + device + " (tp=" + std::to_string(p.parallelism.tp) +
                       ", pp=" + std::to_string(p.parallelism.pp) + ", dp=" + std::to_string(p.parallelism.dp) +
                       ", micro_batch_size=" + std::to_string(p.trainer.micro_batch_size) + "): " +
                       describe_memory(p.memory),

@@ -1,4 +1,4 @@
-// Plan → recipe-key tree → TOML (the run dir's resolved.toml), JSON, or a Lua recipe. Every key is
+// plan::Plan → recipe-key tree → TOML (the run dir's resolved.toml), JSON, or a Lua recipe. Every key is
 // written with its resolved value, so the output re-resolves to the identical plan on its own; the
 // derived values ride along for humans in a `derived` table that the resolver ignores.
 #include <charconv>
@@ -8,7 +8,7 @@
 #include <toml++/toml.h>
 
 #include "dsl/dsl.hpp"
-#include "dsl/model_size.hpp"
+#include "plan/model_size.hpp"
 #include "dsl/plan_fields.hpp"
 
 namespace recipe::dsl {
@@ -17,7 +17,7 @@ using json = nlohmann::ordered_json;
 
 namespace {
 
-json derived_json(const Plan& p) {
+json derived_json(const plan::Plan& p) {
   json d = json::object();
   d["head_dim"] = p.model.head_dim;
   d["padded_vocab_size"] = p.model.padded_vocab_size;
@@ -164,7 +164,7 @@ void write_lua(std::ostream& os, const json& v, int indent) {
 }
 
 // The tree a resolved plan is written as: its source, then every recipe key.
-json full_tree(const Plan& plan) {
+json full_tree(const plan::Plan& plan) {
   json tree = json::object();
   if (!plan.source.empty()) tree["source"] = plan.source;
   const json keys = plan_to_tree(plan);
@@ -174,7 +174,7 @@ json full_tree(const Plan& plan) {
 
 }  // namespace
 
-json plan_to_tree(const Plan& plan) {
+json plan_to_tree(const plan::Plan& plan) {
   json tree = json::object();
   for (const auto& field : plan_fields()) {
     if (field.section.empty())
@@ -185,7 +185,7 @@ json plan_to_tree(const Plan& plan) {
   return tree;
 }
 
-std::string to_toml(const Plan& plan) {
+std::string to_toml(const plan::Plan& plan) {
   toml::table table = to_toml_table(full_tree(plan));
   table.insert_or_assign("derived", to_toml_table(derived_json(plan)));
   std::ostringstream os;
@@ -196,13 +196,13 @@ std::string to_toml(const Plan& plan) {
   return os.str();
 }
 
-std::string to_json(const Plan& plan) {
+std::string to_json(const plan::Plan& plan) {
   json tree = full_tree(plan);
   tree["derived"] = derived_json(plan);
   return tree.dump(2) + "\n";
 }
 
-std::string to_lua(const Plan& plan) {
+std::string to_lua(const plan::Plan& plan) {
   std::ostringstream os;
   os << "-- Resolved recipe plan" << (plan.source.empty() ? "" : " of " + plan.source)
      << "; every key is explicit.\n";
@@ -213,7 +213,7 @@ std::string to_lua(const Plan& plan) {
   return os.str();
 }
 
-Plan load_resolved_plan(const std::string& resolved_toml_path, const ExecutorFacts& facts) {
+plan::Plan load_resolved_plan(const std::string& resolved_toml_path, const ExecutorFacts& facts) {
   ConfigTree tree = load_recipe(resolved_toml_path);
   ResolveResult result = resolve(tree, facts);
   if (!result.ok())

@@ -9,7 +9,7 @@
 namespace recipe::dsl::load_detail {
 
 // A .toml recipe: optional top-level `preset = "name"` (loaded first, the TOML merged over it) and
-// `mode`, then one table per Plan section. A `[derived]` table (written into resolved.toml) is
+// `mode`, then one table per plan::Plan section. A `[derived]` table (written into resolved.toml) is
 // dropped; any other key is kept for the resolver to judge.
 ConfigTree load_toml_file(const std::string& path, const std::vector<std::string>& search_path);
 

@@ -15,7 +15,7 @@ using Json = nlohmann::ordered_json;
 std::string join_path(const std::string& prefix, const std::string& key);
 
 // Lua tables have no order, so every loader puts keys in one canonical order, which makes trees from
-// different sources comparable with ==: `mode`, then the Plan sections in Plan order, then any other
+// different sources comparable with ==: `mode`, then the plan::Plan sections in plan::Plan order, then any other
 // top-level key; keys inside a section sorted by name.
 void canonicalize(Json& root);
 

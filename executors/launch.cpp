@@ -10,9 +10,9 @@ namespace recipe::exec {
 
 namespace {
 
-bool is_gpu_plan(const dsl::Plan& plan) { return plan.trainer.device == "cuda"; }
+bool is_gpu_plan(const plan::Plan& plan) { return plan.trainer.device == "cuda"; }
 
-int world_of(const dsl::Plan& plan) {
+int world_of(const plan::Plan& plan) {
   const auto& p = plan.parallelism;
   if (p.world_size > 0) return p.world_size;
   return std::max(1, p.tp) * std::max(1, p.cp) * std::max(1, p.pp) * std::max(1, p.dp);
@@ -23,7 +23,7 @@ std::vector<std::string> worker_argv(const std::string& exe, const std::string& 
 }
 
 // Options every mpirun line shares: environment forwarding, MCA parameters, user extras.
-void append_mpirun_common(std::vector<std::string>& argv, const dsl::Plan& plan) {
+void append_mpirun_common(std::vector<std::string>& argv, const plan::Plan& plan) {
   for (const auto& [key, value] : plan.executor.env) {
     argv.push_back("-x");
     argv.push_back(key);
@@ -36,13 +36,13 @@ void append_mpirun_common(std::vector<std::string>& argv, const dsl::Plan& plan)
   for (const auto& extra : plan.executor.mpirun_args) argv.push_back(extra);
 }
 
-std::string env_exports(const dsl::Plan& plan) {
+std::string env_exports(const plan::Plan& plan) {
   std::string out;
   for (const auto& [key, value] : plan.executor.env) out += "export " + key + "=" + shell_quote(value) + "\n";
   return out;
 }
 
-std::string shell_script(const dsl::Plan& plan, const std::vector<std::string>& argv) {
+std::string shell_script(const plan::Plan& plan, const std::vector<std::string>& argv) {
   std::string s = "#!/bin/sh\n";
   s += "# Starts the workers of this run; written by `recipe`. Running it again repeats the run\n";
   s += "# in this directory from its resolved.toml.\n";
@@ -52,7 +52,7 @@ std::string shell_script(const dsl::Plan& plan, const std::vector<std::string>& 
   return s;
 }
 
-std::string sbatch_script(const dsl::Plan& plan, const std::string& run_dir, const std::string& exe,
+std::string sbatch_script(const plan::Plan& plan, const std::string& run_dir, const std::string& exe,
                           int nodes, int per_node) {
   const auto& ex = plan.executor;
   std::string name = plan.experiment.name.empty() ? "recipe" : plan.experiment.name;
@@ -124,7 +124,7 @@ std::string sbatch_script(const dsl::Plan& plan, const std::string& run_dir, con
 
 }  // namespace
 
-int ranks_per_node(const dsl::Plan& plan) {
+int ranks_per_node(const plan::Plan& plan) {
   int world = world_of(plan);
   int nodes = std::max(1, plan.executor.nodes);
   int per_node = is_gpu_plan(plan) ? plan.executor.gpus_per_node : plan.executor.cpu_ranks;
@@ -133,7 +133,7 @@ int ranks_per_node(const dsl::Plan& plan) {
   return std::max(1, per_node);
 }
 
-RankPlacement place_rank(int rank, const dsl::ParallelismConfig& par, int per_node, bool gpu) {
+RankPlacement place_rank(int rank, const plan::ParallelismConfig& par, int per_node, bool gpu) {
   int tp = std::max(1, par.tp), cp = std::max(1, par.cp);
   int dp = std::max(1, par.dp);
   RankPlacement r;
@@ -149,10 +149,10 @@ RankPlacement place_rank(int rank, const dsl::ParallelismConfig& par, int per_no
   return r;
 }
 
-std::vector<RankPlacement> rank_map(const dsl::Plan& plan) {
+std::vector<RankPlacement> rank_map(const plan::Plan& plan) {
   int world = world_of(plan);
   int per_node = ranks_per_node(plan);
-  dsl::ParallelismConfig par = plan.parallelism;
+  plan::ParallelismConfig par = plan.parallelism;
   if (par.dp <= 0)
     par.dp = std::max(1, world / (std::max(1, par.tp) * std::max(1, par.cp) * std::max(1, par.pp)));
   std::vector<RankPlacement> out;
@@ -161,7 +161,7 @@ std::vector<RankPlacement> rank_map(const dsl::Plan& plan) {
   return out;
 }
 
-LaunchCommand launch_command(const dsl::Plan& plan, const std::string& run_dir,
+LaunchCommand launch_command(const plan::Plan& plan, const std::string& run_dir,
                              const std::string& recipe_exe) {
   LaunchCommand cmd;
   const std::string script_path = run_dir + "/launch.sh";

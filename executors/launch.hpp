@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "dsl/plan.hpp"
+#include "plan/plan.hpp"
 
 namespace recipe::exec {
 
@@ -22,13 +22,13 @@ struct RankPlacement {
 
 // Ranks started on each node: GPUs per node for CUDA plans, executor.cpu_ranks for CPU plans
 // (never fewer than needed to fit world_size on executor.nodes nodes).
-int ranks_per_node(const dsl::Plan& plan);
+int ranks_per_node(const plan::Plan& plan);
 
 // Coordinates of `rank` in a world laid out as tp × cp × dp × pp.
-RankPlacement place_rank(int rank, const dsl::ParallelismConfig& par, int ranks_per_node, bool gpu);
+RankPlacement place_rank(int rank, const plan::ParallelismConfig& par, int ranks_per_node, bool gpu);
 
 // Every rank of the plan's world, in rank order.
-std::vector<RankPlacement> rank_map(const dsl::Plan& plan);
+std::vector<RankPlacement> rank_map(const plan::Plan& plan);
 
 // The command an executor runs to start the plan's workers, as argv and as a shell line.
 // `script` is the full text of the run dir's launch.sh (a POSIX shell script for local/mpi, an
@@ -40,7 +40,7 @@ struct LaunchCommand {
   std::string script;             // launch.sh content
   std::string submit;             // how launch.sh is submitted
 };
-LaunchCommand launch_command(const dsl::Plan& plan, const std::string& run_dir,
+LaunchCommand launch_command(const plan::Plan& plan, const std::string& run_dir,
                              const std::string& recipe_exe);
 
 // Single-quotes `s` for a POSIX shell when it contains anything but [A-Za-z0-9_./=:,+@%-].

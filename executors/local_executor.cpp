@@ -11,10 +11,10 @@
 #include <iostream>
 #include <sstream>
 
-#include "core/stop_request.hpp"
-#include "executors/run_dir.hpp"
+#include "core/train/stop_request.hpp"
+#include "runs/run_dir.hpp"
 #include "executors/tee_stream.hpp"
-#include "executors/tensorboard_writer.hpp"
+#include "runs/tensorboard_writer.hpp"
 
 namespace fs = std::filesystem;
 
@@ -135,7 +135,7 @@ std::string summary_line(const core::TrainResult& r, const std::string& run_dir)
 
 }  // namespace
 
-LocalRunResult run_local(const dsl::Plan& plan, const std::string& run_dir, const LocalRunOptions& opts) {
+LocalRunResult run_local(const plan::Plan& plan, const std::string& run_dir, const LocalRunOptions& opts) {
   std::ostream& out = opts.out ? *opts.out : std::cout;
   std::ostream& err = opts.err ? *opts.err : std::cerr;
   LocalRunResult result;

@@ -6,8 +6,8 @@
 #include <ostream>
 #include <string>
 
-#include "core/trainer.hpp"
-#include "dsl/plan.hpp"
+#include "core/train/trainer.hpp"
+#include "plan/plan.hpp"
 
 namespace recipe::exec {
 
@@ -45,7 +45,7 @@ struct LocalRunResult {
 
 // Runs core::train for `plan` in `run_dir` (which must exist, with logs/), keeping status.json
 // current (running → completed | failed) and printing a final summary line.
-LocalRunResult run_local(const dsl::Plan& plan, const std::string& run_dir, const LocalRunOptions& opts);
+LocalRunResult run_local(const plan::Plan& plan, const std::string& run_dir, const LocalRunOptions& opts);
 
 // Exit status of a process killed by an interrupt, as shells report it (128 + SIGINT).
 inline constexpr int kInterruptedExitCode = 130;

@@ -9,21 +9,21 @@
 #include "executors/launcher_failure.hpp"
 #include "executors/local_executor.hpp"
 #include "executors/process_group.hpp"
-#include "executors/run_dir.hpp"
-#include "executors/tensorboard_writer.hpp"
+#include "runs/run_dir.hpp"
+#include "runs/tensorboard_writer.hpp"
 
 namespace fs = std::filesystem;
 
 namespace recipe::exec {
 
-std::vector<std::string> mpirun_argv(const dsl::Plan& plan, const std::string& run_dir, const std::string& recipe_exe) {
+std::vector<std::string> mpirun_argv(const plan::Plan& plan, const std::string& run_dir, const std::string& recipe_exe) {
   std::vector<std::string> argv = launch_command(plan, run_dir, recipe_exe).argv;
   // launch.sh keeps plain output for a person running it; the executor adds --tag-output.
   if (!argv.empty() && argv[0] == "mpirun") argv.insert(argv.begin() + 1, "--tag-output");
   return argv;
 }
 
-MultiRankResult run_mpirun(const dsl::Plan& plan, const std::string& run_dir, const std::string& recipe_exe,
+MultiRankResult run_mpirun(const plan::Plan& plan, const std::string& run_dir, const std::string& recipe_exe,
                            const MultiRankOptions& opts) {
   std::ostream& out = opts.out ? *opts.out : std::cout;
   std::ostream& err = opts.err ? *opts.err : std::cerr;

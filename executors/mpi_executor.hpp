@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "dsl/plan.hpp"
+#include "plan/plan.hpp"
 
 namespace recipe::exec {
 
@@ -30,9 +30,9 @@ struct MultiRankResult {
 // The argv actually run: launch_command's mpirun argv plus --tag-output (so lines can be routed
 // to their rank). Open MPI refuses to run as root without OMPI_ALLOW_RUN_AS_ROOT*; those are
 // set in the environment rather than the argv so launch.sh stays the same for every user.
-std::vector<std::string> mpirun_argv(const dsl::Plan& plan, const std::string& run_dir, const std::string& recipe_exe);
+std::vector<std::string> mpirun_argv(const plan::Plan& plan, const std::string& run_dir, const std::string& recipe_exe);
 
-MultiRankResult run_mpirun(const dsl::Plan& plan, const std::string& run_dir, const std::string& recipe_exe,
+MultiRankResult run_mpirun(const plan::Plan& plan, const std::string& run_dir, const std::string& recipe_exe,
                            const MultiRankOptions& opts);
 
 }  // namespace recipe::exec

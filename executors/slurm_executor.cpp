@@ -8,8 +8,8 @@
 #include <filesystem>
 #include <sstream>
 
-#include "executors/run_dir.hpp"
-#include "executors/runs_index.hpp"
+#include "runs/run_dir.hpp"
+#include "runs/runs_index.hpp"
 
 namespace fs = std::filesystem;
 

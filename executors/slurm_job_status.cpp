@@ -6,7 +6,7 @@
 
 #include "executors/launcher_failure.hpp"
 #include "executors/local_executor.hpp"
-#include "executors/tensorboard_writer.hpp"
+#include "runs/tensorboard_writer.hpp"
 
 namespace fs = std::filesystem;
 

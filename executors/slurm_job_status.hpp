@@ -13,7 +13,7 @@
 #include <ostream>
 #include <string>
 
-#include "executors/run_dir.hpp"
+#include "runs/run_dir.hpp"
 
 namespace recipe::exec {
 

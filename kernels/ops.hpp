@@ -38,7 +38,7 @@ struct BackendOptions {
   bool deterministic = false;  // CUDA: deterministic attention backward and reductions
   int cpu_threads = 0;         // CPU: OpenBLAS threads, 0 = library default
   // CUDA: bytes of the backend's own workspace (scratch of reductions, cuDNN attention, GEMM
-  // algorithm timing); 0 = 256 MiB. train() passes dsl::cuda_workspace_bytes(plan); the
+  // algorithm timing); 0 = 256 MiB. train() passes plan::cuda_workspace_bytes(plan); the
   // environment variable RECIPE_CUDA_WORKSPACE_MB overrides either.
   size_t workspace_bytes = 0;
 };

@@ -26,7 +26,7 @@ struct BlendEntry {
   std::string prefix;
 };
 
-std::vector<BlendEntry> blend_of(const dsl::DataConfig& data) {
+std::vector<BlendEntry> blend_of(const plan::DataConfig& data) {
   std::vector<BlendEntry> entries;
   for (const auto& [w, prefix] : data.blend) entries.push_back({w, prefix});
   if (entries.empty() && !data.path.empty()) entries.push_back({1.0, data.path});
@@ -72,7 +72,7 @@ uint64_t dataset_seed(int seed, size_t index, Split split) {
 
 // The blend's GPT datasets for one split. Training needs every dataset to yield samples; validation
 // keeps those that do, since a small dataset's 2% may hold no full sample. nullptr: no samples at all.
-std::unique_ptr<SampleSource> make_indexed_source(const dsl::Plan& plan, Split split) {
+std::unique_ptr<SampleSource> make_indexed_source(const plan::Plan& plan, Split split) {
   const auto& data = plan.data;
   const auto entries = blend_of(data);
   const std::string field = data.blend.empty() ? "data.path" : "data.blend";
@@ -94,19 +94,19 @@ std::unique_ptr<SampleSource> make_indexed_source(const dsl::Plan& plan, Split s
   return std::make_unique<BlendedSource>(std::move(parts));
 }
 
-int64_t global_batch(const dsl::Plan& plan) {
+int64_t global_batch(const plan::Plan& plan) {
   if (plan.trainer.global_batch_size > 0) return plan.trainer.global_batch_size;
   return static_cast<int64_t>(plan.trainer.micro_batch_size) * std::max(1, plan.parallelism.dp);
 }
 
-void check_kind(const dsl::DataConfig& data) {
+void check_kind(const plan::DataConfig& data) {
   if (data.kind != "mock" && data.kind != "indexed")
     throw std::runtime_error("data.kind=\"" + data.kind + "\" is not a data source; use \"mock\" or \"indexed\"");
 }
 
 }  // namespace
 
-std::unique_ptr<SampleSource> make_train_source(const dsl::Plan& plan) {
+std::unique_ptr<SampleSource> make_train_source(const plan::Plan& plan) {
   check_kind(plan.data);
   if (plan.data.kind == "mock") {
     return std::make_unique<MockSource>(plan.model.seq_length, plan.model.vocab_size,
@@ -118,7 +118,7 @@ std::unique_ptr<SampleSource> make_train_source(const dsl::Plan& plan) {
   return source;
 }
 
-std::unique_ptr<SampleSource> make_valid_source(const dsl::Plan& plan) {
+std::unique_ptr<SampleSource> make_valid_source(const plan::Plan& plan) {
   check_kind(plan.data);
   if (plan.data.kind == "mock") {
     if (plan.trainer.eval_interval <= 0) return nullptr;

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "dsl/plan.hpp"
+#include "plan/plan.hpp"
 
 namespace recipe::data {
 
@@ -27,9 +27,9 @@ class SampleSource {
 
 // The training stream described by plan.data (kind "mock" or "indexed"). Throws std::runtime_error
 // with an actionable message (missing files and how to create them, token ids beyond the vocabulary).
-std::unique_ptr<SampleSource> make_train_source(const dsl::Plan& plan);
+std::unique_ptr<SampleSource> make_train_source(const plan::Plan& plan);
 // The validation stream, or nullptr when there is none: mock data without evaluation
 // (trainer.eval_interval = 0), or indexed data whose split gives validation nothing.
-std::unique_ptr<SampleSource> make_valid_source(const dsl::Plan& plan);
+std::unique_ptr<SampleSource> make_valid_source(const plan::Plan& plan);
 
 }  // namespace recipe::data

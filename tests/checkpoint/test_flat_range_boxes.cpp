@@ -5,6 +5,8 @@
 
 #include "checkpoint/checkpoint.hpp"
 
+TEST_SUITE_BEGIN("checkpoint");
+
 using recipe::ckpt::Box;
 using recipe::ckpt::CheckpointError;
 using recipe::ckpt::flat_range_boxes;
@@ -133,3 +135,5 @@ TEST_CASE("flat_range_boxes: property: boxes enumerate exactly the flat range, i
     CHECK(enumerate(held, boxes) == iota(a, b));
   }
 }
+
+TEST_SUITE_END();

@@ -5,7 +5,9 @@
 
 #include "checkpoint/checkpoint.hpp"
 #include "tests/checkpoint/ckpt_test_util.hpp"
-#include "tests/data/temp_dir.hpp"
+#include "tests/core/data/temp_dir.hpp"
+
+TEST_SUITE_BEGIN("checkpoint");
 
 using namespace recipe::ckpt;
 using namespace recipe::ckpt::testing;
@@ -130,3 +132,5 @@ TEST_CASE("find_checkpoint resolves run dirs, checkpoints dirs and checkpoints")
                          CheckpointError);
   }
 }
+
+TEST_SUITE_END();

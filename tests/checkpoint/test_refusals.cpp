@@ -6,7 +6,9 @@
 
 #include "checkpoint/checkpoint.hpp"
 #include "tests/checkpoint/ckpt_test_util.hpp"
-#include "tests/data/temp_dir.hpp"
+#include "tests/core/data/temp_dir.hpp"
+
+TEST_SUITE_BEGIN("checkpoint");
 
 using namespace recipe::ckpt;
 using namespace recipe::ckpt::testing;
@@ -165,3 +167,5 @@ TEST_CASE("checkpoint reader refuses partial or corrupt checkpoints, naming the 
                          CheckpointError);
   }
 }
+
+TEST_SUITE_END();

@@ -8,7 +8,9 @@
 #include "checkpoint/checkpoint.hpp"
 #include "kernels/tensor.hpp"
 #include "tests/checkpoint/ckpt_test_util.hpp"
-#include "tests/data/temp_dir.hpp"
+#include "tests/core/data/temp_dir.hpp"
+
+TEST_SUITE_BEGIN("checkpoint");
 
 using namespace recipe::ckpt;
 using namespace recipe::ckpt::testing;
@@ -290,3 +292,5 @@ TEST_CASE("shard files put wider dtypes first so every chunk is aligned to its e
   CHECK(read_bytes(r, "e", whole({3}), DType::bf16) == e.bytes);
   CHECK(read_bytes(r, "w", whole({2, 5}), DType::f32) == w.bytes);
 }
+
+TEST_SUITE_END();

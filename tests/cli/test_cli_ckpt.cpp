@@ -7,6 +7,8 @@
 #include "cli/exit_codes.hpp"
 #include "cli_test_util.hpp"
 
+TEST_SUITE_BEGIN("cli");
+
 using namespace recipe;
 using namespace recipe::cli::testing;
 namespace fs = std::filesystem;
@@ -107,3 +109,5 @@ TEST_CASE("ckpt errors: missing paths, a directory without a checkpoint, no HF f
   auto bad_format = run({"ckpt", "export", tmp.str(), "-o", (tmp.path() / "hf").string(), "--format", "gguf"});
   CHECK(bad_format.code == cli::kExitUsage);
 }
+
+TEST_SUITE_END();

@@ -15,6 +15,8 @@
 #include "cli_test_util.hpp"
 #include "kernels/ops.hpp"
 
+TEST_SUITE_BEGIN("cli");
+
 using namespace recipe;
 using namespace recipe::cli::testing;
 namespace fs = std::filesystem;
@@ -176,3 +178,5 @@ TEST_CASE("SIGINT marks the run interrupted and exits 130") {
   CHECK(st["state"] == "interrupted");
   CHECK(st["exit_code"] == 130);
 }
+
+TEST_SUITE_END();

@@ -11,6 +11,8 @@
 #include "dsl/dsl.hpp"
 #include "kernels/ops.hpp"
 
+TEST_SUITE_BEGIN("cli");
+
 using namespace recipe;
 using namespace recipe::cli::testing;
 namespace fs = std::filesystem;
@@ -255,3 +257,5 @@ TEST_CASE("--dry-run and show plan a GPU recipe on a host without a GPU") {
     CHECK(dir_is_empty(tmp.path()));
   }
 }
+
+TEST_SUITE_END();

@@ -9,6 +9,8 @@
 #include "dsl/key_reference.hpp"
 #include "dsl/plan_fields.hpp"
 
+TEST_SUITE_BEGIN("cli");
+
 TEST_CASE("docs/recipes.md equals `recipe keys --format markdown`") {
   std::ifstream in(RECIPE_SOURCE_DIR "/docs/recipes.md");
   REQUIRE_MESSAGE(in.good(), "docs/recipes.md is missing");
@@ -19,3 +21,5 @@ TEST_CASE("docs/recipes.md equals `recipe keys --format markdown`") {
                 "docs/recipes.md is stale: regenerate it with `build/bin/recipe keys --format markdown > docs/recipes.md`");
   for (const auto& f : recipe::dsl::plan_fields()) CHECK(ss.str().find("`" + f.path() + "`") != std::string::npos);
 }
+
+TEST_SUITE_END();

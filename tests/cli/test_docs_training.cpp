@@ -8,6 +8,8 @@
 
 #include "cli_test_util.hpp"
 
+TEST_SUITE_BEGIN("cli");
+
 using namespace recipe;
 using namespace recipe::cli::testing;
 namespace fs = std::filesystem;
@@ -37,3 +39,5 @@ TEST_CASE("gpt_tiny on the repository's docs: validation loss falls") {
   CHECK(val.back() < val.front() - 0.4);  // measured 3.80 -> 3.06 (ln 256 = 5.5 at init)
   CHECK(val.back() < 3.5);
 }
+
+TEST_SUITE_END();

@@ -5,12 +5,14 @@
 
 #include "executors/launch.hpp"
 
+TEST_SUITE_BEGIN("cli");
+
 using namespace recipe;
 
 namespace {
 
-dsl::Plan plan_with(int tp, int cp, int dp, int pp, int nodes, int gpus_per_node, std::string device = "cuda") {
-  dsl::Plan p;
+plan::Plan plan_with(int tp, int cp, int dp, int pp, int nodes, int gpus_per_node, std::string device = "cuda") {
+  plan::Plan p;
   p.parallelism.tp = tp;
   p.parallelism.cp = cp;
   p.parallelism.dp = dp;
@@ -108,3 +110,5 @@ TEST_CASE("shell quoting") {
   CHECK(exec::shell_quote("a b") == "'a b'");
   CHECK(exec::shell_quote("it's") == "'it'\\''s'");
 }
+
+TEST_SUITE_END();

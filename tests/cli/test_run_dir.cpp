@@ -12,8 +12,10 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_test_util.hpp"
-#include "executors/run_dir.hpp"
+#include "runs/run_dir.hpp"
 #include "executors/tee_stream.hpp"
+
+TEST_SUITE_BEGIN("cli");
 
 using namespace recipe;
 using recipe::cli::testing::read_text;
@@ -127,3 +129,5 @@ TEST_CASE("the log tee writes redrawn progress lines as plain lines") {
   CHECK(terminal.str() == "\rstep 1 loss 5.0\x1b[K\rstep 2 loss 4.0\x1b[K\ndone\n");
   CHECK(read_text(log) == "step 1 loss 5.0\nstep 2 loss 4.0\ndone\n");
 }
+
+TEST_SUITE_END();

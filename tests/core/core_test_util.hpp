@@ -8,15 +8,15 @@
 #include <vector>
 
 #include "core/data/sample_source.hpp"
-#include "core/param_store.hpp"
-#include "core/rng.hpp"
-#include "dsl/plan.hpp"
+#include "core/model/param_store.hpp"
+#include "core/model/rng.hpp"
+#include "plan/plan.hpp"
 #include "kernels/ops.hpp"
 
 namespace recipe::test {
 
 // What dsl's resolver derives, for a plan built field by field.
-inline void fill_derived(dsl::Plan& p) {
+inline void fill_derived(plan::Plan& p) {
   auto& m = p.model;
   if (m.num_kv_heads == 0) m.num_kv_heads = m.num_attention_heads;
   if (m.head_dim == 0) m.head_dim = m.hidden_size / m.num_attention_heads;
@@ -38,8 +38,8 @@ inline void fill_derived(dsl::Plan& p) {
 
 // gpt_tiny: 2 layers, hidden 64, 4 heads, vocab 256, seq 64, micro 8 = global 8, lr 1e-3 with
 // 10 warmup steps and cosine decay to 1e-4, no weight decay, fp32, mock fixed batch, seed 1234.
-inline dsl::Plan gpt_tiny_plan() {
-  dsl::Plan p;
+inline plan::Plan gpt_tiny_plan() {
+  plan::Plan p;
   p.source = "test:gpt_tiny";
   auto& m = p.model;
   m.arch = "gpt";
@@ -74,11 +74,11 @@ inline dsl::Plan gpt_tiny_plan() {
 }
 
 // llama_tiny: RMSNorm, RoPE, SwiGLU, GQA (4 query heads, 2 kv heads), untied, no biases.
-inline dsl::Plan llama_tiny_plan() {
-  dsl::Plan p = gpt_tiny_plan();
+inline plan::Plan llama_tiny_plan() {
+  plan::Plan p = gpt_tiny_plan();
   p.source = "test:llama_tiny";
   auto& m = p.model;
-  m = dsl::ModelConfig{};
+  m = plan::ModelConfig{};
   m.arch = "llama";
   m.num_layers = 2;
   m.hidden_size = 64;
@@ -115,7 +115,7 @@ class RandomTokens : public data::SampleSource {
   int64_t period_;
 };
 
-inline std::unique_ptr<data::SampleSource> random_tokens(const dsl::Plan& p, uint64_t seed = 7,
+inline std::unique_ptr<data::SampleSource> random_tokens(const plan::Plan& p, uint64_t seed = 7,
                                                          int64_t period = 0) {
   return std::make_unique<RandomTokens>(p.model.seq_length, p.model.vocab_size, seed, period);
 }

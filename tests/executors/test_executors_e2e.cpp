@@ -13,11 +13,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "executors/run_dir.hpp"
-#include "executors/runs_diff.hpp"
-#include "executors/runs_index.hpp"
+#include "runs/run_dir.hpp"
+#include "runs/runs_diff.hpp"
+#include "runs/runs_index.hpp"
 #include "executors/slurm_executor.hpp"
 #include "tests/executors/exec_test_util.hpp"
+
+TEST_SUITE_BEGIN("executors");
 
 namespace fs = std::filesystem;
 using namespace recipe::exec;
@@ -375,3 +377,5 @@ TEST_CASE("SIGUSR1 stops a local run with a checkpoint; `runs resume` finishes i
     stop_and_resume(tmp.path(), write_tiny_dp2_recipe(tmp.path()), "tiny_dp2", true);
   }
 }
+
+TEST_SUITE_END();

@@ -3,9 +3,11 @@
 #include <doctest/doctest.h>
 
 #include "executors/launcher_failure.hpp"
-#include "executors/run_dir.hpp"
+#include "runs/run_dir.hpp"
 #include "executors/slurm_job_status.hpp"
 #include "tests/executors/exec_test_util.hpp"
+
+TEST_SUITE_BEGIN("executors");
 
 using namespace recipe::exec;
 using namespace recipe::exec::testing;
@@ -104,3 +106,5 @@ TEST_CASE("the Slurm job's start and end records own status.json") {
   CHECK(st.steps == 5);
   CHECK(st.message == "done: 5 steps");
 }
+
+TEST_SUITE_END();

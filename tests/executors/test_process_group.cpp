@@ -10,6 +10,8 @@
 #include "executors/process_group.hpp"
 #include "tests/executors/exec_test_util.hpp"
 
+TEST_SUITE_BEGIN("executors");
+
 using namespace recipe::exec;
 using namespace recipe::exec::testing;
 
@@ -192,3 +194,5 @@ TEST_CASE("a real mpirun world: a dying rank ends the run with a non-zero exit")
   CHECK(term.str().find("[rank 1] hello from 1") != std::string::npos);
   CHECK(read_text(tmp.path() / "logs" / "rank-0.log").find("hello from 0") != std::string::npos);
 }
+
+TEST_SUITE_END();

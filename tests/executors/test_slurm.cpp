@@ -7,16 +7,18 @@
 #include <thread>
 
 #include "executors/launch.hpp"
-#include "executors/runs_index.hpp"
+#include "runs/runs_index.hpp"
 #include "executors/slurm_executor.hpp"
 #include "tests/executors/exec_test_util.hpp"
+
+TEST_SUITE_BEGIN("executors");
 
 using namespace recipe::exec;
 using namespace recipe::exec::testing;
 using recipe::cli::testing::run;
 
 TEST_CASE("the sbatch script carries the executor section") {
-  recipe::dsl::Plan plan;
+  recipe::plan::Plan plan;
   plan.trainer.device = "cuda";
   plan.parallelism.tp = 2;
   plan.parallelism.dp = 8;
@@ -108,3 +110,5 @@ TEST_CASE("a real single-node Slurm: submit, observe a failing rank, cancel") {
   auto st3 = run({"runs", "status", "exp/run-2", "--experiments-dir", exp.string()});
   CHECK(st3.out.find("exp/run-2: interrupted") != std::string::npos);
 }
+
+TEST_SUITE_END();

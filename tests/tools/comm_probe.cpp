@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "core/parallel_bootstrap.hpp"
+#include "core/parallel/parallel_bootstrap.hpp"
 #include "kernels/ops.hpp"
 
 namespace {

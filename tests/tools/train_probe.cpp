@@ -23,9 +23,9 @@
 #include <vector>
 
 #include "checkpoint/checkpoint.hpp"
-#include "core/checkpointing.hpp"
-#include "core/parallel_bootstrap.hpp"
-#include "core/trainer.hpp"
+#include "core/train/checkpointing.hpp"
+#include "core/parallel/parallel_bootstrap.hpp"
+#include "core/train/trainer.hpp"
 #include "dsl/dsl.hpp"
 
 using namespace recipe;
@@ -64,7 +64,7 @@ int main(int argc, char** argv) {
       std::cerr << dsl::format_violations(rr.violations);
       return 3;
     }
-    const dsl::Plan& plan = rr.plan;
+    const plan::Plan& plan = rr.plan;
     // trainer.device=cuda (the GPU parity tests): one GPU per local rank.
     const kernels::Device device = plan.trainer.device == "cuda" ? kernels::Device::cuda : kernels::Device::cpu;
     kernels::BackendOptions bo;

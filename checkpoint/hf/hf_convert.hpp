@@ -1,0 +1,103 @@
+// Our checkpoints ↔ Hugging Face `transformers` model directories (config.json + safetensors).
+//
+// Two HF architectures compute exactly what the engine computes, and only those are written:
+//
+//   gpt2 (GPT2LMHeadModel): LayerNorm with biases, tanh-GELU MLP ("gelu_new"), learned positions,
+//     biases in every linear, kv_heads == heads, head_dim·heads == hidden. GPT-2's Conv1D stores
+//     weights [in, out] (y = x·W + b), the transpose of our [out, in] (nn.Linear); c_attn is
+//     q|k|v concatenated along the output dim: c_attn.weight = [q;k;v]ᵀ, shape [C, 3C].
+//   llama (LlamaForCausalLM): RMSNorm, SwiGLU (down(silu(gate)·up)), RoPE with HF's rotate-half
+//     pairing (i with i + D/2, angle t·θ^(-2i/D): the engine's kernels/cpu/rope.cpp, so q_proj and
+//     k_proj need no head-dim permutation), GQA with q head h reading kv head h / (Hq/Hkv) (HF's
+//     repeat_kv). Biases map to attention_bias / mlp_bias.
+//
+// Any other feature mix (a GPT without biases, RMSNorm with GELU, ...) has no HF class that
+// computes the same function, and is refused naming the features.
+//
+// Vocabulary: our embedding (and lm_head) has padded_vocab rows; HF gets the first vocab_size rows
+// (the padded rows never receive a gradient and the loss masks their logits, so trimming changes
+// nothing the model computes). Import fills the padded rows with zeros.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "checkpoint/checkpoint.hpp"
+#include "core/model/model_shape.hpp"
+#include "plan/plan.hpp"
+
+namespace recipe::core::hf {
+
+enum class Family { gpt2, llama };
+const char* model_type(Family f);  // "gpt2" / "llama" (config.json's model_type)
+
+// The HF architecture that computes what a model of this shape computes; throws
+// std::invalid_argument listing what has no HF equivalent.
+Family family_of(const ModelShape& s);
+
+// One tensor of the HF model and the tensors of ours it is made of.
+struct TensorSpec {
+  std::string hf_name;                 // "transformer.h.0.attn.c_attn.weight"
+  std::vector<int64_t> hf_shape;
+  std::vector<std::string> parts;      // ours, concatenated along dim 0 (q|k|v), in our orientation
+  bool transpose = false;              // HF stores the 2-D concatenation transposed (Conv1D)
+  bool vocab_rows = false;             // dim 0 is the padded vocabulary: HF has the first `vocab` rows
+};
+
+// Every tensor of the HF model, in the HF module order.
+std::vector<TensorSpec> tensor_specs(const ModelShape& s);
+
+// config.json for the shape ("torch_dtype" from `dtype`).
+nlohmann::ordered_json make_config(const ModelShape& s, ckpt::DType dtype);
+
+// Where config.json disagrees with the shape, one line each naming both values, e.g.
+// "n_embd is 768 in config.json, the recipe has model.hidden_size=512". Throws
+// std::invalid_argument when model_type is missing or not gpt2/llama, or when config.json asks
+// for something the engine does not compute (rope_scaling, another activation).
+std::vector<std::string> config_mismatches(const nlohmann::json& config, const ModelShape& s);
+
+struct ExportOptions {
+  std::string out_dir;                  // created if missing; may hold only files export writes
+  ckpt::DType dtype = ckpt::DType::f32;  // f32 is exact; bf16 rounds to nearest even
+};
+
+struct ExportResult {
+  std::string out_dir;
+  std::string model_type;
+  int tensors = 0;
+  uint64_t bytes = 0;                   // model.safetensors
+  std::vector<std::string> files;       // written, absolute paths
+};
+
+// Reads `checkpoint_dir` (any saving layout) whole tensor by tensor and writes
+// <out_dir>/model.safetensors + config.json. `shape` is the checkpoint's model (its plan.toml);
+// the checkpoint's tensors must match it. Throws std::runtime_error (ckpt::CheckpointError for
+// broken files) naming the file and the fix.
+ExportResult export_checkpoint(const std::string& checkpoint_dir, const ModelShape& shape,
+                               const ExportOptions& options);
+
+struct ImportOptions {
+  std::string checkpoints_dir;  // step-0/ and `latest` are written here
+  std::string plan_toml;        // stored as the checkpoint's plan.toml
+  std::string source;           // recorded in common.json "imported_from" (default: the HF dir)
+};
+
+struct ImportResult {
+  std::string checkpoint_dir;   // <checkpoints_dir>/step-0
+  std::string model_type;
+  int tensors = 0;              // HF tensors read
+  std::vector<std::string> unused;  // HF tensors that are no weight of ours (buffers such as inv_freq)
+};
+
+// Reads an HF model directory (config.json + model.safetensors or an index and its shards; F32,
+// BF16 or F16) into a step-0 checkpoint of the model `plan` describes. Refuses, listing every
+// problem: std::invalid_argument when config.json describes another model than the recipe (or
+// the recipe has no HF equivalent), std::runtime_error / ckpt::CheckpointError for missing or
+// misshapen tensors and unreadable files. Loading it with
+// checkpoint.load and mode="finetune" starts training from these weights.
+ImportResult import_checkpoint(const std::string& hf_dir, const plan::Plan& plan, const ImportOptions& options);
+
+}  // namespace recipe::core::hf

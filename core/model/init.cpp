@@ -1,0 +1,64 @@
+#include "core/model/init.hpp"
+
+#include <algorithm>
+#include <thread>
+#include <vector>
+
+#include "core/model/rng.hpp"
+
+namespace recipe::core {
+
+void init_values(const ParamSpec& p, uint64_t seed, int64_t first, int64_t count, float* out) {
+  switch (p.init) {
+    case InitKind::zeros:
+      std::fill(out, out + count, 0.0f);
+      return;
+    case InitKind::ones:
+      std::fill(out, out + count, 1.0f);
+      return;
+    case InitKind::normal:
+    case InitKind::normal_output: {
+      const uint64_t key = rng::stream_key(seed, p.name);
+      for (int64_t i = 0; i < count; ++i)
+        out[i] = float(p.init_std * rng::normal(key, uint64_t(p.global_index(first + i))));
+      return;
+    }
+  }
+}
+
+void init_params(ParamStore& store, uint64_t seed) {
+  kernels::Backend& be = store.backend();
+  constexpr int64_t kChunk = int64_t(1) << 20;
+  std::vector<float> host(static_cast<size_t>(kChunk));
+  const unsigned hw = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
+
+  be.zero(store.master());  // alignment gaps stay zero
+  for (const ParamSpec& p : store.layout().params) {
+    for (int64_t first = 0; first < p.numel; first += kChunk) {
+      const int64_t count = std::min(kChunk, p.numel - first);
+      // Normal draws cost ~20 ns each: split large chunks over threads (values do not depend on it).
+      const int64_t nthreads = p.init == InitKind::zeros || p.init == InitKind::ones || count < 65536
+                                   ? 1
+                                   : int64_t(hw);
+      if (nthreads == 1) {
+        init_values(p, seed, first, count, host.data());
+      } else {
+        std::vector<std::thread> pool;
+        const int64_t per = (count + nthreads - 1) / nthreads;
+        for (int64_t t = 0; t < nthreads; ++t) {
+          const int64_t b = t * per, n = std::min(per, count - b);
+          if (n <= 0) break;
+          pool.emplace_back([&, b, n] { init_values(p, seed, first + b, n, host.data() + b); });
+        }
+        for (auto& th : pool) th.join();
+      }
+      be.from_host(store.master_span(p.offset + first, count), host.data());
+    }
+  }
+  store.sync_compute();
+  store.zero_grads();
+  be.zero(store.adam_m());
+  be.zero(store.adam_v());
+}
+
+}  // namespace recipe::core

@@ -1,0 +1,156 @@
+// GPT / Llama decoder with explicit forward and backward over one micro-batch.
+//
+// One block structure serves both families; the plan's fields choose the parts: LayerNorm or
+// RMSNorm, learned positions or RoPE, GELU MLP (fc1/fc2) or SwiGLU (gate|up, down), biases,
+// tied or untied classifier, MHA or GQA. Pre-norm:
+//   x = embed(tokens) (+ positions)
+//   per layer: x2 = x + proj(attention(rope(qkv(norm1(x)))));  x = x2 + mlp(norm2(x2))
+//   logits = final_norm(x) · Wᵀ   (W = embedding.word.weight when tied, else lm_head.weight)
+// The classifier runs in row chunks: logits → loss → dlogits in place → dW, d(final_norm out),
+// so the full [N, Vp] logits never exist.
+//
+// Parameters come from a ParamStore (compute dtype); gradients accumulate (+=) into its f32 grads.
+//
+// Parallelism (the ParamLayout says which part of the model this rank holds):
+// - Tensor parallel (Megatron): q|k|v, fc1 and gate|up are column-parallel (this rank's heads / FFN
+//   columns), proj, fc2 and down row-parallel (their partial outputs are summed over the TP group;
+//   the replicated bias is added by TP rank 0 only); the word embedding and the classifier are
+//   vocab-parallel (partial embeddings summed; the loss combines row max and Σexp over the group).
+//   The input gradients of column-parallel linears are summed over the group before the norm
+//   backward. Norms, positions and row-parallel biases are replicated; their gradients come out
+//   equal on every TP rank.
+// - Pipeline parallel: this rank runs the stage's layers only. A stage's input is the residual
+//   stream [N, C] received from the previous stage (stage_input); its output the residual stream after
+//   its last layer (stage_output). Backward mirrors it with stage_output_grad / stage_input_grad.
+//   `slots` activation sets let 1F1B keep several micro-batches in flight.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "core/model/activations.hpp"
+#include "core/model/model_shape.hpp"
+#include "core/parallel/parallel_state.hpp"
+#include "core/model/param_store.hpp"
+#include "kernels/ops.hpp"
+
+namespace recipe::core {
+
+// "none" | "gelu" | "norm" | "full" (see core/activations.hpp); throws std::invalid_argument
+// naming trainer.recompute otherwise.
+Recompute parse_recompute(const std::string& s);
+const char* recompute_name(Recompute r);
+
+// The shape of the part of the model one rank computes: its stage's layer count and its TP share of
+// heads, KV heads (one when KV heads are replicated), FFN columns and vocabulary rows.
+ModelShape local_shape(const ModelShape& global, const ParamLayout& layout);
+
+class Model {
+ public:
+  // `tp`: the tensor-parallel group (nullptr or a group of one: no TP); it must match the layout's
+  // tp_size. `slots`: activation sets (micro-batches in flight at once), ≥ 1.
+  Model(const ModelShape& shape, int micro_batch, Recompute recompute, kernels::Backend& backend,
+        ParamStore& params, Comm* tp = nullptr, int slots = 1);
+  ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  const ModelShape& shape() const { return s_; }
+  const ModelShape& local() const { return ls_; }
+  int micro_batch() const { return B_; }
+  int64_t rows() const { return N_; }  // tokens per micro-batch (B·T)
+  int slots() const { return int(acts_.size()); }
+  bool first_stage() const { return first_stage_; }
+  bool last_stage() const { return last_stage_; }
+  size_t activation_bytes() const { return arena_bytes_; }
+  Recompute recompute() const { return recompute_; }
+  // What the arena holds, by buffer name (every slot together).
+  const std::vector<ArenaEntry>& activation_breakdown() const { return arena_entries_; }
+
+  // ---- one micro-batch through this stage (pipeline API) ----
+  // `tokens`: host int32 [B, T+1] (row b = one sample); inputs are [:, :T], targets [:, 1:].
+  void load_tokens(int slot, const int32_t* tokens);
+  // [N, C] act dtype. Non-first stages: the caller fills stage_input before forward. Non-last
+  // stages: stage_output is valid after forward; the caller fills stage_output_grad before backward.
+  // Non-first stages: stage_input_grad is valid after backward.
+  kernels::Tensor stage_input(int slot) const;
+  kernels::Tensor stage_output(int slot) const;
+  kernels::Tensor stage_output_grad(int slot) const;
+  kernels::Tensor stage_input_grad(int slot) const;
+  // The slot's device token ids, i32 [N] (first stage: inputs; last stage: targets), as
+  // load_tokens leaves them; a recorded (CUDA-graph) step uploads into them directly.
+  kernels::Tensor input_tokens(int slot) const { return acts_.at(size_t(slot)).inputs; }
+  kernels::Tensor target_tokens(int slot) const { return acts_.at(size_t(slot)).targets; }
+  // Last stage: `losses` (device f32 [N]) receives the per-token losses; with `with_grad` the
+  // classifier's backward runs here too, scaled by `dloss` (the weight of one token's loss in the
+  // objective, e.g. 1/tokens in the global batch). Other stages ignore both.
+  void forward(int slot, bool with_grad, kernels::Tensor losses, float dloss);
+  // Gradients accumulate into the ParamStore. The phase hook (if set) is called with each
+  // ParamSpec::ready_phase value once the gradients of that phase are final for this micro-batch
+  // (0 … num_layers; the embedding phase num_layers+1 is left to the caller, who sums the tied
+  // embedding over the embedding group first).
+  void backward(int slot);
+  void set_phase_hook(std::function<void(int)> hook) { phase_hook_ = std::move(hook); }
+
+  // ---- one stage holding the whole model (no pipeline) ----
+  void forward_backward(const int32_t* tokens, kernels::Tensor losses, float dloss);
+  void forward_loss(const int32_t* tokens, kernels::Tensor losses);
+
+ private:
+  struct Norm { kernels::Tensor w, b; };
+  struct Linear { kernels::Tensor w, b; };
+  struct LayerParams { Norm norm1, norm2; Linear qkv, proj, fc_in, fc_out; };
+  struct Params {
+    std::vector<LayerParams> layers;  // this stage's, local index
+    kernels::Tensor word, position, classifier;
+    Norm final_norm;
+  };
+  struct LossScratch { kernels::Tensor rowmax, sums; };  // vocab-parallel loss, [chunk], [2, chunk]
+
+  Params bind_params(bool grads) const;
+  void tp_sum(kernels::Tensor t);
+  kernels::Tensor row_bias(const kernels::Tensor& b) const;  // the bias a row-parallel linear adds here
+
+  // transformer_block.cpp
+  void norm_fwd(kernels::Tensor out, kernels::Tensor mean, kernels::Tensor rstd, kernels::Tensor inp,
+                const Norm& n);
+  // dinp_sum (optional, LayerNorm only): += Σ_rows dinp after the backward (see layernorm_bwd).
+  void norm_bwd(kernels::Tensor dinp, const Norm& dn, kernels::Tensor dout, kernels::Tensor inp,
+                const Norm& n, kernels::Tensor mean, kernels::Tensor rstd, kernels::Tensor dinp_sum);
+  // The gradient of layer l's fc_out bias when the norm backward that produces d(layer l's
+  // output) should also produce it (LayerNorm models with biases), else undefined.
+  kernels::Tensor fc_out_bias_grad_from_norm(int l) const;
+  void residual_norm(kernels::Tensor residual, kernels::Tensor out, kernels::Tensor mean,
+                     kernels::Tensor rstd, kernels::Tensor a, kernels::Tensor b, const Norm& n);
+  // From a.ln1 to a.fc_act (everything but the MLP output projection).
+  void layer_forward_body(Activations& A, int l, const LayerActs& a);
+  // dres_summed: the column sum of d(layer output), fc_out's bias gradient, was already added by
+  // the norm backward that produced it.
+  void layer_backward(Activations& A, int l, const LayerActs& a, bool dres_summed);
+  void classifier(Activations& A, const LossScratch& ls, bool with_grad, kernels::Tensor losses, float dloss);
+  void cross_entropy(const LossScratch& ls, kernels::Tensor losses, kernels::Tensor logits,
+                     kernels::Tensor targets, bool with_grad, float dloss);
+
+  ModelShape s_, ls_;
+  int B_;
+  int64_t N_;
+  Recompute recompute_;
+  kernels::Backend& be_;
+  ParamStore& store_;
+  Comm* tp_;
+  int tp_rank_ = 0, tp_size_ = 1;
+  int first_layer_ = 0;
+  bool first_stage_ = true, last_stage_ = true;
+  int vocab_start_ = 0, valid_cols_ = 0;
+  Params w_, g_;
+  void* arena_ = nullptr;
+  size_t arena_bytes_ = 0;
+  std::vector<ArenaEntry> arena_entries_;
+  std::vector<Activations> acts_;
+  std::vector<LossScratch> loss_scratch_;
+  std::vector<int32_t> host_inputs_, host_targets_;
+  std::function<void(int)> phase_hook_;
+};
+
+}  // namespace recipe::core

@@ -1,0 +1,95 @@
+// Where every parameter lives: its global name and shape, the slice this rank holds (TP shard),
+// and its place in the flat buffers of the ParamStore.
+//
+// Flat buffer layout (element offsets, the same for master weights, compute copy, grads, Adam m/v):
+//
+//   [ decay group ............................ ][ no-decay group ....................... ]
+//     embeddings (if optimizer.decay_embeddings)   embeddings (otherwise)
+//     per layer: q|k|v, proj, fc1 | gate|up, fc2 | down
+//     lm_head (untied; follows decay_embeddings)   per layer: norm weights/biases, linear biases
+//                                                  final_norm
+//
+// so AdamW runs as two calls, one per group. Tensors that one GEMM reads together are "packs"
+// placed back to back without gaps: q,k,v weights ([Hq·D + 2·Hkv·D, C] as one matrix), their
+// biases, and Llama's gate,up weights ([2F, C]) and biases. Each pack starts on a 64-element
+// boundary (256 bytes of f32) for vectorized device access; the gaps are zero and stay zero.
+//
+// Pipeline stages hold only their layers (global layer numbers keep their names); the first stage
+// adds the embeddings, the last the final norm and the classifier, and with tied embeddings the last
+// stage holds its own copy of embedding.word.weight (kept equal to the first stage's by summing the
+// two gradients over the embedding group).
+//
+// TP sharding (column-parallel: dim 0 of q/k/v/fc1/gate/up and their biases, vocab rows of the
+// embedding and lm_head; row-parallel: dim 1 of proj/fc2/down). Norms, positions and row-parallel
+// biases are replicated. When tp > kv_heads each rank holds the one kv head its q heads use.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/model/model_shape.hpp"
+#include "plan/plan.hpp"
+
+namespace recipe::core {
+
+enum class InitKind { normal, normal_output, zeros, ones };
+const char* init_kind_name(InitKind k);
+
+struct ParamSpec {
+  std::string name;                   // global, HF-like: "layers.3.attention.q.weight"
+  std::vector<int64_t> global_shape;
+  int shard_dim = -1;                 // -1: not sharded (this rank holds the full tensor)
+  int64_t shard_begin = 0;            // first index along shard_dim held by this rank
+  int64_t shard_size = 0;             // extent along shard_dim held by this rank
+  std::vector<int64_t> local_shape;   // global_shape with shard_dim replaced by shard_size
+  int64_t offset = 0;                 // first element in the flat buffers
+  int64_t numel = 0;                  // local element count
+  bool weight_decay = false;
+  InitKind init = InitKind::normal;
+  double init_std = 0;                // normal kinds only
+  // When the gradient is final in a backward pass, as a count of backward "phases": 0 = the
+  // classifier and final norm (first to finish), 1 + (last_layer - l) for layer l, and one past the
+  // stage's first layer for the embeddings (last to finish). Buckets of the DP reduction start when
+  // all their tensors are final.
+  int ready_phase = 0;
+  bool tp_replicated() const { return shard_dim < 0; }
+
+  // Global flat (row-major) index of local element i; the init RNG is keyed by it.
+  int64_t global_index(int64_t local) const;
+};
+
+struct ParamLayout {
+  std::vector<ParamSpec> params;
+  int64_t decay_begin = 0, decay_numel = 0;      // [decay_begin, decay_begin+decay_numel)
+  int64_t nodecay_begin = 0, nodecay_numel = 0;
+  int64_t total_numel = 0;                       // including alignment gaps
+  int tp_size = 1, tp_rank = 0;
+  int first_layer = 0, num_layers = 0;           // the pipeline stage's layers (global numbers)
+  bool first_stage = true, last_stage = true;
+  int64_t align = 64;                            // pack alignment in elements (see LayoutOptions)
+  int num_phases() const { return num_layers + 2; }
+
+  const ParamSpec* find(std::string_view name) const;
+  const ParamSpec& get(std::string_view name) const;  // throws std::out_of_range naming it
+  int64_t num_params() const;                         // local, without gaps
+};
+
+constexpr int64_t kParamAlign = 64;
+
+struct LayoutOptions {
+  int tp_size = 1, tp_rank = 0;
+  int first_layer = 0, num_layers = -1;  // -1: every layer (one pipeline stage)
+  bool first_stage = true, last_stage = true;
+  // Every pack (and each group's end) starts on a multiple of this many elements. ZeRO-1 uses
+  // kParamAlign·dp, so any run of whole packs splits into dp equal, aligned chunks.
+  int64_t align = kParamAlign;
+};
+
+ParamLayout build_param_layout(const ModelShape& shape, const plan::OptimizerConfig& opt,
+                               const LayoutOptions& options);
+ParamLayout build_param_layout(const ModelShape& shape, const plan::OptimizerConfig& opt,
+                               int tp_size = 1, int tp_rank = 0);
+
+}  // namespace recipe::core

@@ -1,0 +1,75 @@
+#include "core/model/param_store.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace recipe::core {
+
+using kernels::DType;
+using kernels::Tensor;
+
+ParamStore::ParamStore(kernels::Backend& backend, ParamLayout layout, int64_t state_numel)
+    : backend_(backend), layout_(std::move(layout)), compute_dtype_(backend.act_dtype()) {
+  const size_t n = size_t(layout_.total_numel);
+  if (n == 0) throw std::invalid_argument("ParamStore: the model has no parameters");
+  state_numel_ = state_numel < 0 ? layout_.total_numel : state_numel;
+  auto get = [&](DType t, size_t count) {
+    void* p = backend_.alloc(std::max<size_t>(count, 1) * kernels::dtype_size(t));
+    bytes_ += count * kernels::dtype_size(t);
+    return p;
+  };
+  try {
+    master_ = get(DType::f32, n);
+    compute_ = compute_dtype_ == DType::f32 ? master_ : get(compute_dtype_, n);
+    grads_ = get(DType::f32, n);
+    m_ = get(DType::f32, size_t(state_numel_));
+    v_ = get(DType::f32, size_t(state_numel_));
+  } catch (...) {  // out of device memory part-way: give back what was taken
+    for (void* p : {master_, grads_, m_, v_})
+      if (p) backend_.free(p);
+    if (compute_ && compute_ != master_) backend_.free(compute_);
+    throw;
+  }
+}
+
+ParamStore::~ParamStore() {
+  for (void* p : {master_, grads_, m_, v_}) backend_.free(p);
+  if (compute_ != master_) backend_.free(compute_);
+}
+
+Tensor ParamStore::span(void* base, DType t, int64_t offset, int64_t n) const {
+  if (offset < 0 || n < 0 || offset + n > layout_.total_numel)
+    throw std::out_of_range("ParamStore: span outside the flat buffer");
+  return Tensor(static_cast<char*>(base) + size_t(offset) * kernels::dtype_size(t), t,
+                backend_.device(), {n});
+}
+
+Tensor ParamStore::state_span(void* base, int64_t offset, int64_t n) const {
+  if (offset < 0 || n < 0 || offset + n > state_numel_)
+    throw std::out_of_range("ParamStore: span outside the optimizer state");
+  return Tensor(static_cast<char*>(base) + size_t(offset) * sizeof(float), DType::f32, backend_.device(), {n});
+}
+
+Tensor ParamStore::shaped(void* base, DType t, const ParamSpec& p) const {
+  Tensor x = span(base, t, p.offset, p.numel);
+  x.ndim = int(p.local_shape.size());
+  for (int i = 0; i < x.ndim; ++i) x.dims[i] = p.local_shape[i];
+  return x;
+}
+
+void ParamStore::zero_grads() { backend_.zero(grads()); }
+
+void ParamStore::begin_grad_writes() {
+  std::vector<kernels::Tensor> g;
+  g.reserve(layout_.params.size());
+  for (const ParamSpec& p : layout_.params) g.push_back(grad_span(p.offset, p.numel));
+  backend_.begin_grad_writes(g);
+}
+
+void ParamStore::end_grad_writes() { backend_.end_grad_writes(); }
+
+void ParamStore::sync_compute() {
+  if (!compute_is_master()) backend_.cast(compute(), master());
+}
+
+}  // namespace recipe::core

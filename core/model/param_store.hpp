@@ -1,0 +1,82 @@
+// The flat parameter buffers of one rank, allocated once through the backend:
+//   master  f32        the weights the optimizer updates
+//   compute act_dtype  what forward/backward read; on a backend whose act_dtype is f32 this IS
+//                      the master buffer (no copy); otherwise AdamW rewrites it after each update
+//   grads   f32        accumulated over micro-batches, zeroed once per step
+//   adam_m, adam_v f32
+// The first four share the element offsets of the ParamLayout. The Adam moments do too, unless the
+// optimizer state is sharded (ZeRO-1): then they hold only this rank's `state_numel` elements,
+// laid out as the optimizer's segments say (core/optimizer.hpp).
+#pragma once
+
+#include "core/model/param_layout.hpp"
+#include "kernels/ops.hpp"
+
+namespace recipe::core {
+
+class ParamStore {
+ public:
+  // state_numel < 0: full Adam moments (layout().total_numel each).
+  ParamStore(kernels::Backend& backend, ParamLayout layout, int64_t state_numel = -1);
+  ~ParamStore();
+  ParamStore(const ParamStore&) = delete;
+  ParamStore& operator=(const ParamStore&) = delete;
+
+  const ParamLayout& layout() const { return layout_; }
+  kernels::Backend& backend() const { return backend_; }
+  bool compute_is_master() const { return compute_ == master_; }
+  kernels::DType compute_dtype() const { return compute_dtype_; }
+
+  // Whole buffers, 1-D over layout().total_numel.
+  kernels::Tensor master() const { return span(master_, kernels::DType::f32, 0, layout_.total_numel); }
+  kernels::Tensor compute() const { return span(compute_, compute_dtype_, 0, layout_.total_numel); }
+  kernels::Tensor grads() const { return span(grads_, kernels::DType::f32, 0, layout_.total_numel); }
+  kernels::Tensor adam_m() const { return state_span(m_, 0, state_numel_); }
+  kernels::Tensor adam_v() const { return state_span(v_, 0, state_numel_); }
+  int64_t state_numel() const { return state_numel_; }
+
+  // 1-D views of [offset, offset+n) of each buffer.
+  kernels::Tensor master_span(int64_t offset, int64_t n) const { return span(master_, kernels::DType::f32, offset, n); }
+  kernels::Tensor compute_span(int64_t offset, int64_t n) const { return span(compute_, compute_dtype_, offset, n); }
+  kernels::Tensor grad_span(int64_t offset, int64_t n) const { return span(grads_, kernels::DType::f32, offset, n); }
+  // Offsets into the Adam state (equal to layout offsets unless the state is sharded).
+  kernels::Tensor m_span(int64_t offset, int64_t n) const { return state_span(m_, offset, n); }
+  kernels::Tensor v_span(int64_t offset, int64_t n) const { return state_span(v_, offset, n); }
+
+  // One parameter, with its local shape.
+  kernels::Tensor weight(const ParamSpec& p) const { return shaped(compute_, compute_dtype_, p); }
+  kernels::Tensor master(const ParamSpec& p) const { return shaped(master_, kernels::DType::f32, p); }
+  kernels::Tensor grad(const ParamSpec& p) const { return shaped(grads_, kernels::DType::f32, p); }
+  kernels::Tensor weight(std::string_view name) const { return weight(layout_.get(name)); }
+  kernels::Tensor master(std::string_view name) const { return master(layout_.get(name)); }
+  kernels::Tensor grad(std::string_view name) const { return grad(layout_.get(name)); }
+
+  void zero_grads();
+  // A step's gradients: from begin on, every parameter's gradient reads as zero to the backward
+  // ops (Backend::begin_grad_writes: the CUDA backend skips the memset and lets each first write
+  // overwrite); after end they hold the step's sums. The alignment gaps between parameters are
+  // never written by an op and stay zero from allocation.
+  void begin_grad_writes();
+  void end_grad_writes();
+  // Refresh the compute copy from the master weights (after init, load, or a test's edit).
+  void sync_compute();
+  size_t bytes() const { return bytes_; }
+
+ private:
+  kernels::Tensor span(void* base, kernels::DType t, int64_t offset, int64_t n) const;
+  kernels::Tensor state_span(void* base, int64_t offset, int64_t n) const;
+  kernels::Tensor shaped(void* base, kernels::DType t, const ParamSpec& p) const;
+
+  kernels::Backend& backend_;
+  ParamLayout layout_;
+  kernels::DType compute_dtype_;
+  void* master_ = nullptr;
+  void* compute_ = nullptr;
+  void* grads_ = nullptr;
+  void* m_ = nullptr;
+  void* v_ = nullptr;
+  size_t bytes_ = 0;
+  int64_t state_numel_ = 0;
+};
+
+}  // namespace recipe::core

@@ -1,0 +1,242 @@
+// Trainer state ↔ sharded checkpoint (see checkpointing.hpp for who writes what).
+#include "core/train/checkpointing.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <exception>
+#include <filesystem>
+#include <sstream>
+#include <stdexcept>
+#include <vector>
+
+#include "checkpoint/checkpoint.hpp"
+
+namespace fs = std::filesystem;
+
+namespace recipe::core {
+
+namespace {
+
+const std::string kExpAvg = "optimizer.exp_avg.";
+const std::string kExpAvgSq = "optimizer.exp_avg_sq.";
+
+// Every rank learns whether any rank failed; the failing ranks rethrow their own error, the others
+// a pointer to it. Doubles as a barrier.
+void agree(Comm& world, std::exception_ptr error, const std::string& what) {
+  const double failed = world.all_reduce_max(error ? double(world.rank() + 1) : 0.0);
+  if (error) std::rethrow_exception(error);
+  if (failed > 0)
+    throw std::runtime_error(what + " failed on rank " + std::to_string(int(failed) - 1) +
+                             " (its log says why)");
+}
+
+// The box of the global tensor this rank's buffer holds (its TP shard, or all of it).
+ckpt::Box held_box(const ParamSpec& p) {
+  ckpt::Box b;
+  b.offsets.assign(p.global_shape.size(), 0);
+  b.sizes = p.local_shape;
+  if (p.shard_dim >= 0) b.offsets[size_t(p.shard_dim)] = p.shard_begin;
+  return b;
+}
+
+bool is_tied_copy(const ParamSpec& p, const ModelShape& shape, const ParallelState& par) {
+  return shape.tied && par.sizes().pp > 1 && !par.first_stage() && p.name == "embedding.word.weight";
+}
+
+std::vector<float> download(kernels::Backend& backend, kernels::Tensor t) {
+  std::vector<float> host(size_t(t.numel()));
+  if (!host.empty()) backend.to_host(host.data(), t);
+  return host;
+}
+
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::string r = "[";
+  for (size_t i = 0; i < s.size(); ++i) r += (i ? "," : "") + std::to_string(s[i]);
+  return r + "]";
+}
+
+nlohmann::json common_json(const Trainer& t, ParallelState& par) {
+  const plan::Plan& plan = t.plan();
+  nlohmann::json c;
+  c["step"] = t.steps_done();
+  c["consumed_samples"] = t.consumed_samples();
+  c["global_batch_size"] = t.global_batch();
+  c["seed"] = plan.trainer.seed;
+  c["data_seed"] = plan.data.seed;
+  c["last_loss"] = std::isfinite(t.last_loss()) ? t.last_loss() : 0.0;
+  c["model"] = {{"arch", plan.model.arch},
+                {"layers", t.shape().layers},
+                {"hidden", t.shape().hidden},
+                {"vocab_size", t.shape().vocab},
+                {"padded_vocab", t.shape().padded_vocab}};
+  c["saved_with"] = {{"tp", par.sizes().tp},
+                     {"pp", par.sizes().pp},
+                     {"dp", par.sizes().dp},
+                     {"zero1", t.grad_sync().zero1()},
+                     {"world", par.world_size()}};
+  return c;
+}
+
+}  // namespace
+
+std::string save_checkpoint(Trainer& trainer, const SaveOptions& options) {
+  ParallelState& par = trainer.parallel();
+  Comm& world = par.world();
+  const std::string final_dir = (fs::path(options.dir) / ckpt::step_dir_name(trainer.steps_done())).string();
+  const std::string staging = ckpt::staging_dir_of(final_dir);
+
+  std::exception_ptr err;
+  if (world.rank() == 0) {
+    try {
+      std::error_code ec;
+      fs::remove_all(staging, ec);  // a crashed earlier attempt at this step
+      fs::create_directories(staging);
+    } catch (...) {
+      err = std::current_exception();
+    }
+  }
+  agree(world, err, "creating the checkpoint directory " + staging);
+
+  try {
+    ParamStore& store = trainer.params();
+    const ParamLayout& layout = store.layout();
+    const RankCoords& rc = par.coords();
+    const bool zero1 = trainer.grad_sync().zero1();
+    std::vector<ckpt::SavePiece> pieces;
+    std::vector<float> master, m, v;
+    if (zero1 || rc.dp == 0) {
+      kernels::Backend& be = store.backend();
+      master = download(be, store.master());
+      m = download(be, store.adam_m());
+      v = download(be, store.adam_v());
+      const std::vector<AdamSegment> segments = trainer.grad_sync().optimizer_segments(layout);
+      for (const ParamSpec& p : layout.params) {
+        if (p.tp_replicated() && rc.tp != 0) continue;
+        if (is_tied_copy(p, trainer.shape(), par)) continue;
+        const ckpt::Box box = held_box(p);
+        for (const AdamSegment& s : segments) {
+          const int64_t b = std::max(s.offset, p.offset), e = std::min(s.offset + s.numel, p.offset + p.numel);
+          if (b >= e) continue;
+          const int64_t state_at = s.state_offset + (b - s.offset);
+          auto piece = [&](const std::string& name, const float* data) {
+            ckpt::SavePiece sp;
+            sp.name = name;
+            sp.global_shape = p.global_shape;
+            sp.held = box;
+            sp.flat_begin = b - p.offset;
+            sp.flat_end = e - p.offset;
+            sp.dtype = ckpt::DType::f32;
+            sp.data = data;
+            pieces.push_back(std::move(sp));
+          };
+          piece(p.name, master.data() + b);
+          piece(kExpAvg + p.name, m.data() + state_at);
+          piece(kExpAvgSq + p.name, v.data() + state_at);
+        }
+      }
+    }
+    ckpt::write_shard(staging, par.world_rank(), pieces);
+    err = nullptr;
+  } catch (...) {
+    err = std::current_exception();
+  }
+  agree(world, err, "writing the checkpoint shards");
+
+  if (world.rank() == 0) {
+    try {
+      ckpt::CommitOptions co;
+      co.world_size = par.world_size();
+      co.common = common_json(trainer, par);
+      co.plan_toml = options.plan_toml;
+      co.keep_last = options.keep_last;
+      ckpt::commit(staging, final_dir, co);
+    } catch (...) {
+      err = std::current_exception();
+    }
+  }
+  agree(world, err, "committing the checkpoint");
+  return final_dir;
+}
+
+LoadResult load_checkpoint(Trainer& trainer, const std::string& checkpoint_dir, LoadMode mode) {
+  ParallelState& par = trainer.parallel();
+  LoadResult result;
+  result.dir = checkpoint_dir;
+  std::exception_ptr err;
+  try {
+    const ckpt::CheckpointReader reader(checkpoint_dir);
+    const nlohmann::json& common = reader.common();
+    result.step = common.value("step", int64_t(0));
+    if (mode == LoadMode::resume) {
+      const int64_t saved_batch = common.value("global_batch_size", int64_t(0));
+      if (saved_batch != trainer.global_batch())
+        throw std::runtime_error("checkpoint " + checkpoint_dir + " was saved with trainer.global_batch_size=" +
+                                 std::to_string(saved_batch) + ", this plan has " +
+                                 std::to_string(trainer.global_batch()) +
+                                 ": resuming needs the same global batch (set it back, or start a new run "
+                                 "with mode=\"finetune\" and checkpoint.load to take only the weights)");
+      if (result.step > int64_t(trainer.plan().trainer.max_steps))
+        throw std::runtime_error("checkpoint " + checkpoint_dir + " is at step " + std::to_string(result.step) +
+                                 ", past trainer.max_steps=" + std::to_string(trainer.plan().trainer.max_steps) +
+                                 ": raise trainer.max_steps to train further");
+    }
+
+    ParamStore& store = trainer.params();
+    const ParamLayout& layout = store.layout();
+    // Shape check first, all mismatches at once.
+    std::vector<std::string> problems;
+    for (const ParamSpec& p : layout.params) {
+      const ckpt::TensorInfo* info = reader.find(p.name);
+      if (!info)
+        problems.push_back(p.name + " is missing");
+      else if (info->global_shape != p.global_shape)
+        problems.push_back(p.name + " is " + shape_str(info->global_shape) + " there, " + shape_str(p.global_shape) +
+                           " here");
+    }
+    if (!problems.empty()) {
+      std::ostringstream m;
+      m << "checkpoint " << checkpoint_dir << " does not fit this model (" << problems.size() << " tensor"
+        << (problems.size() == 1 ? "" : "s") << "): ";
+      for (size_t i = 0; i < problems.size() && i < 6; ++i) m << (i ? "; " : "") << problems[i];
+      if (problems.size() > 6) m << "; and " << problems.size() - 6 << " more";
+      m << ". Its plan is in " << (fs::path(checkpoint_dir) / "plan.toml").string()
+        << ": use the same model.* settings (parallelism may differ)";
+      throw std::runtime_error(m.str());
+    }
+
+    kernels::Backend& be = store.backend();
+    std::vector<float> host(size_t(layout.total_numel), 0.0f);  // gaps stay zero
+    for (const ParamSpec& p : layout.params)
+      reader.read(p.name, held_box(p), ckpt::DType::f32, host.data() + p.offset);
+    be.from_host(store.master(), host.data());
+    store.sync_compute();
+
+    bool have_moments = mode == LoadMode::resume;
+    for (const ParamSpec& p : layout.params)
+      if (!reader.find(kExpAvg + p.name) || !reader.find(kExpAvgSq + p.name)) have_moments = false;
+    if (have_moments) {
+      const std::vector<AdamSegment> segments = trainer.grad_sync().optimizer_segments(layout);
+      std::vector<float> state(size_t(store.state_numel()), 0.0f);
+      for (const std::string& prefix : {kExpAvg, kExpAvgSq}) {
+        // Whole local tensors into a layout-indexed buffer, then the segments' runs into the state.
+        for (const ParamSpec& p : layout.params) {
+          bool needed = false;
+          for (const AdamSegment& s : segments)
+            needed = needed || (s.offset < p.offset + p.numel && p.offset < s.offset + s.numel);
+          if (needed) reader.read(prefix + p.name, held_box(p), ckpt::DType::f32, host.data() + p.offset);
+        }
+        for (const AdamSegment& s : segments)
+          std::copy_n(host.data() + s.offset, s.numel, state.data() + s.state_offset);
+        be.from_host(prefix == kExpAvg ? store.adam_m() : store.adam_v(), state.data());
+      }
+      result.optimizer_restored = true;
+    }
+    if (mode == LoadMode::resume) trainer.restore_steps_done(int(result.step));
+  } catch (...) {
+    err = std::current_exception();
+  }
+  agree(par.world(), err, "loading checkpoint " + checkpoint_dir);
+  return result;
+}
+
+}  // namespace recipe::core

@@ -1,0 +1,53 @@
+// Saving a Trainer's state as a sharded checkpoint (checkpoint/checkpoint.hpp) and loading one
+// into a Trainer of any parallel layout.
+//
+// What each rank writes (every parameter exactly once over the world):
+//   <name>                      f32 master weights
+//   optimizer.exp_avg.<name>    f32 Adam first moment
+//   optimizer.exp_avg_sq.<name> f32 Adam second moment
+// restricted to the flat runs this rank's optimizer updates (its AdamW segments: the whole buffer,
+// or its ZeRO-1 chunks), by DP rank 0 only without ZeRO-1, by TP rank 0 only for TP-replicated
+// tensors, and never the last pipeline stage's copy of a tied embedding (stage 0 writes it).
+// Under ZeRO-1 the owned chunks are exactly where the master weights are current, so nothing is
+// gathered before saving.
+//
+// Loading reads, for every local parameter, the box of the global tensor this rank holds (its TP
+// shard) and, for the Adam moments, the runs of its own segments; the saved layout does not matter.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/train/trainer.hpp"
+
+namespace recipe::core {
+
+struct SaveOptions {
+  std::string dir;          // the checkpoints directory (step-<N>/ and `latest` go in it)
+  std::string plan_toml;    // the resolved plan, stored beside the shards
+  int keep_last = 0;        // prune to the newest N (0 = keep all)
+};
+
+// Collective over the world: every rank must call it after the same step. Returns the path of the
+// committed checkpoint (`<dir>/step-<steps_done>`). Throws std::runtime_error on every rank when
+// any rank fails (the failing rank's message names the file).
+std::string save_checkpoint(Trainer& trainer, const SaveOptions& options);
+
+enum class LoadMode {
+  resume,        // weights, Adam moments and progress (step): the run continues where it stopped
+  weights_only,  // weights; moments zero, step 0 (fine-tuning from a pretrained checkpoint)
+};
+
+struct LoadResult {
+  std::string dir;               // the checkpoint read
+  int64_t step = 0;              // the step it was saved at
+  bool optimizer_restored = false;
+};
+
+// Collective over the world. Loads `checkpoint_dir` (a directory with metadata.json) into the
+// trainer: its master weights (and compute copy), and in resume mode the moments and the step
+// count. Refuses, on every rank, a checkpoint of another model shape (naming the tensors that
+// differ) or, in resume mode, one saved with another global batch size.
+LoadResult load_checkpoint(Trainer& trainer, const std::string& checkpoint_dir, LoadMode mode);
+
+}  // namespace recipe::core

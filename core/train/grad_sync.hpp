@@ -1,0 +1,80 @@
+// Data-parallel gradient reduction in buckets, overlapped with the backward pass, and the ZeRO-1
+// partition of the optimizer state.
+//
+// Buckets are contiguous runs of the flat gradient buffer inside one weight-decay group, made of
+// whole backward phases (ParamSpec::ready_phase): the layers finish last-to-first, so the runs are
+// merged in buffer order until a bucket reaches the target size. During the step's last
+// micro-batch, backward reports each finished phase; every bucket whose tensors are all final is
+// started at once (an asynchronous all-reduce, or reduce-scatter under ZeRO-1) while backward goes
+// on. Buckets start in list order on every rank, so the collectives match across the DP group.
+//
+// ZeRO-1: the layout aligns every pack to kParamAlign·dp elements, so each bucket splits into dp
+// equal chunks; DP rank r owns chunk r of every bucket. After the reduce-scatter only the owned
+// chunks hold summed gradients; AdamW updates those (its moments stored back to back,
+// bucket by bucket) and an all-gather per bucket brings every rank the updated weights.
+#pragma once
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "core/train/optimizer.hpp"
+#include "core/parallel/parallel_state.hpp"
+#include "core/model/param_layout.hpp"
+#include "core/model/param_store.hpp"
+
+namespace recipe::core {
+
+struct GradBucket {
+  int64_t begin = 0, numel = 0;
+  int ready_phase = 0;
+  bool decay = false;
+};
+
+// Buckets of at least `target_elems` elements (except at group ends and the last one); 0 = one
+// bucket per phase run.
+std::vector<GradBucket> make_grad_buckets(const ParamLayout& layout, int64_t target_elems);
+
+class GradSync {
+ public:
+  // `dp`: the data-parallel group (size 1: nothing to reduce, but ZeRO-1 bookkeeping still works).
+  GradSync(const ParamLayout& layout, Comm& dp, bool zero1, int64_t target_elems);
+
+  const std::vector<GradBucket>& buckets() const { return buckets_; }
+  bool zero1() const { return zero1_; }
+  // Adam moment elements this rank stores: the whole buffer, or its chunks under ZeRO-1.
+  int64_t state_numel() const;
+
+  // Per step: begin() before the last micro-batch's backward; on_phase(p) as backward finishes
+  // phase p (starts the buckets that became final); finish() starts the rest and waits for all.
+  void begin();
+  void on_phase(ParamStore& store, int phase);
+  void finish(ParamStore& store);
+
+  // The AdamW segments of this rank (whole groups, or the owned chunk of every bucket).
+  std::vector<AdamSegment> optimizer_segments(const ParamLayout& layout) const;
+  // ZeRO-1, after AdamW: every rank gets the updated weights of every bucket (the compute copy;
+  // on a backend whose compute copy is the master, that is the master). No-op otherwise.
+  void gather_weights(ParamStore& store);
+  // ZeRO-1 with a separate compute copy (bf16 on CUDA): the f32 master weights are current only
+  // in this rank's chunks after a step; this all-gathers them (for checkpoints and inspection, not
+  // every step). No-op otherwise.
+  void gather_masters(ParamStore& store);
+
+  // [begin, end) ranges of the flat buffer whose squared gradients this rank contributes to the
+  // global norm, so that the sum over the whole world counts every parameter exactly once:
+  // TP-replicated tensors only on TP rank 0, the tied embedding copy of the last pipeline stage
+  // not at all (stage 0 counts it), and the DP replicas only on DP rank 0 (without ZeRO-1) or only
+  // in the owned chunks (with it).
+  std::vector<std::pair<int64_t, int64_t>> norm_ranges(const ParamLayout& layout, const RankCoords& coords,
+                                                       bool tied) const;
+
+ private:
+  void start(ParamStore& store, size_t i);
+  std::vector<GradBucket> buckets_;
+  Comm& dp_;
+  bool zero1_;
+  std::vector<bool> started_;  // this step
+};
+
+}  // namespace recipe::core

@@ -1,0 +1,209 @@
+// The training loop: data → model forward/backward over the micro-batches of a step → gradient
+// reduction → clip + AdamW → metrics. `Trainer` is one rank's state (parameters, model, optimizer,
+// data streams) stepped by the caller; `train()` runs a whole training from a plan with progress
+// output, metrics.jsonl/timing.jsonl, validation and the NaN/inf guard.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "core/data/sample_source.hpp"
+#include "core/train/grad_sync.hpp"
+#include "core/model/model.hpp"
+#include "core/train/optimizer.hpp"
+#include "core/parallel/parallel_state.hpp"
+#include "core/model/param_store.hpp"
+#include "plan/plan.hpp"
+#include "kernels/ops.hpp"
+
+namespace recipe::core {
+
+struct TrainOptions {
+  std::string run_dir;            // metrics.jsonl, timing.jsonl written here; "" = write nothing
+  std::ostream* log = nullptr;    // progress lines (nullptr = std::cout)
+  bool interactive = false;       // true: redraw one progress line (\r) on a terminal; false: plain lines
+  // The parallel world (nullptr: train() bootstraps it from the plan and the launcher).
+  ParallelState* parallel = nullptr;
+  // The resolved plan as TOML (the run dir's resolved.toml), stored in every checkpoint.
+  std::string plan_toml;
+};
+
+struct TrainResult {
+  int steps_done = 0;
+  double first_loss = 0, last_loss = 0;
+  double last_val_loss = -1;      // -1 = never evaluated
+  double tokens_per_sec = 0;      // mean over steps after the first 10% (≥1)
+  double mean_step_ms = 0;
+  size_t peak_memory_bytes = 0;
+  bool diverged = false;          // NaN/inf guard fired
+  std::string message;            // human summary / failure reason
+  int resumed_from_step = -1;     // the checkpoint step a resumed run continued from; -1 = fresh
+  std::string last_checkpoint;    // the newest checkpoint this run saved ("" = none)
+  int stop_signal = 0;            // != 0: stopped early on this signal (after saving a checkpoint)
+};
+
+// Runs the whole training described by the plan (plan.trainer.device is "cpu" or "cuda"; "auto"
+// picks CUDA when a GPU is usable).
+//
+// Checkpoints go to checkpoint.dir (default <run dir>/checkpoints; none without either) every
+// checkpoint.save_interval steps, after the last step (checkpoint.save_final), and when a stop is
+// requested (core/stop_request.hpp). A run whose checkpoint dir already holds one resumes from its
+// `latest` (a requeued or resubmitted job); otherwise checkpoint.load, if set, is loaded: resumed
+// for mode="pretrain", weights only for mode="finetune". Setup problems (bad plan values, missing data files, no GPU)
+// throw std::runtime_error / std::invalid_argument with an actionable message; a diverging run
+// returns with diverged = true and the reason in `message`.
+TrainResult train(const plan::Plan& plan, const TrainOptions& opts);
+
+struct StepResult {
+  int step = 0;                   // 1-based number of the step just taken
+  double loss = 0;                // mean loss over the global batch
+  double lr = 0, grad_norm = 0, clip_factor = 1;
+  int64_t consumed_samples = 0;   // after this step
+  bool finite = true;             // false: diverged (see below), weights not updated
+};
+
+// The divergence guard: a step whose loss or grad norm is NaN/inf, or whose loss exceeds
+// 100·ln(vocab) (uniform guessing scores ln(vocab); no healthy run gets near 100× that, while a
+// run with an absurd learning rate reaches 1e10+ long before it overflows), is not applied.
+double divergence_loss_limit(int vocab_size);
+
+class Trainer {
+ public:
+  // Data streams from the plan (data::make_train_source / make_valid_source). `parallel` may be
+  // null: the single-process world.
+  Trainer(const plan::Plan& plan, kernels::Backend& backend, ParallelState* parallel = nullptr);
+  // Explicit data streams (tests, tools); `valid` may be null.
+  Trainer(const plan::Plan& plan, kernels::Backend& backend, ParallelState* parallel,
+          std::unique_ptr<data::SampleSource> train, std::unique_ptr<data::SampleSource> valid);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  // One optimizer step over the global batch of step steps_done().
+  StepResult step();
+  // Zeroes the gradients and accumulates those of the global batch of step `s` (no update), reduced
+  // over data parallelism (under ZeRO-1 only this rank's chunks hold the sums). Returns the mean
+  // loss. step() is this plus the optimizer.
+  double compute_gradients(int s);
+  // Mean loss over the global batch of step `s`, forward only (gradients untouched).
+  double compute_loss(int s);
+  // Mean loss over trainer.eval_iters micro-batches of the validation stream (the same samples at
+  // every evaluation). Throws std::logic_error when there is no validation stream.
+  double evaluate();
+  bool has_validation() const { return valid_ != nullptr; }
+
+  int steps_done() const { return steps_done_; }
+  // Continue from `steps` completed steps (a resumed checkpoint): the next step() is step
+  // `steps`, with its learning rate, Adam bias correction and data samples.
+  void restore_steps_done(int steps) { steps_done_ = steps; }
+  int64_t consumed_samples() const { return int64_t(steps_done_) * global_batch_; }
+  double last_loss() const { return last_loss_; }
+  int num_micro_batches() const { return num_micro_; }
+  int64_t global_batch() const { return global_batch_; }
+  int64_t tokens_per_step() const { return global_batch_ * int64_t(shape_.seq); }
+  double flops_per_token() const { return flops_per_token_; }
+
+  const plan::Plan& plan() const { return plan_; }
+  const ModelShape& shape() const { return shape_; }
+  kernels::Backend& backend() const { return backend_; }
+  ParamStore& params() { return *params_; }
+  Model& model() { return *model_; }
+  const Optimizer& optimizer() const { return *optimizer_; }
+  const GradSync& grad_sync() const { return *grad_sync_; }
+  // Makes every rank's f32 master weights whole again (ZeRO-1 with a bf16 compute copy keeps them
+  // current only in this rank's chunks); call before reading or saving whole master tensors.
+  void gather_master_weights() { grad_sync_->gather_masters(*params_); }
+  // Global L2 norm of the reduced gradients (every parameter counted once over the world).
+  double global_grad_norm();
+  // True when step() runs without waiting for the host between backward and AdamW (CUDA, one DP
+  // rank): the clip factor and the divergence guard are computed on the device
+  // (Backend::grad_norm_clip) and the step's one wait is the read-back of loss and norm.
+  // RECIPE_HOST_CLIP=1 in the environment forces the host path (for A/B timing).
+  bool device_step() const { return device_step_; }
+  // True once step() replays the whole device step (token upload, forward/backward of every
+  // micro-batch, norm + clip + guard, AdamW) as one CUDA-graph launch: trainer.cuda_graph on the
+  // device step. The first step runs uncaptured as the warm-up (cuBLASLt algorithm timing, cuDNN
+  // graph building), the second is captured and every later one is a replay. Per-step values
+  // reach the graph through memory: the tokens and the lr / Adam bias corrections are written to
+  // page-locked staging that the graph's copy nodes read. Off with RECIPE_CUDA_GRAPH=0 or
+  // RECIPE_PHASE_TIMING=1 in the environment, and after a failed capture (one stderr line says
+  // why; the step then runs uncaptured).
+  bool graph_active() const { return graph_ != nullptr; }
+  int graph_steps() const { return graph_steps_; }  // steps run as a graph launch so far
+  // Why the step is not captured ("" while it is, or while the capture is still to come).
+  const std::string& graph_status() const { return graph_status_; }
+  // With RECIPE_PHASE_TIMING=1 in the environment, step() synchronizes between phases and times
+  // them (this perturbs the step slightly); "" otherwise. One line per phase, mean ms per step.
+  std::string phase_report() const;
+  ParallelState& parallel() { return *parallel_; }
+
+ private:
+  int64_t first_sample(int s, int m) const;
+  // Forward (and with_grad: backward) of every micro-batch of step s through this pipeline stage
+  // (1F1B when pp > 1), gradients reduced over DP at the end. Returns this rank's share of the
+  // loss sum (the last stage's TP rank 0 holds it; 0 elsewhere).
+  double run_micro_batches(const data::SampleSource& src, const std::function<int64_t(int)>& sample_of,
+                           bool with_grad, int count);
+  void forward_micro(const data::SampleSource& src, int64_t first_sample, int m, bool with_grad, float dloss);
+  void backward_micro(int m, int count);
+  int slot_of(int m) const { return m % model_->slots(); }
+  double world_loss_sum(double local);
+  void read_micro_batch(const data::SampleSource& src, int64_t first_sample);
+  double sum_losses(int64_t count);
+  StepResult step_on_device();
+  void phase_mark(int phase);
+  // The graph path: tokens of step s and its AdamW scalars into the page-locked staging; the
+  // step's work reading only device memory and the staging (run eagerly or recorded).
+  void stage_step_inputs(int s);
+  void enqueue_recordable_step();
+  void capture_step();
+
+  bool device_step_ = false;
+  void* norm_clip_buf_ = nullptr;  // f32 [2]: ‖g‖, clip factor (NaN = skip)
+  kernels::Tensor norm_clip_;
+  bool phase_timing_ = false;
+  double phase_ms_[4] = {0, 0, 0, 0};  // fwd+bwd, norm+clip+AdamW, read-back, forward alone
+  int phase_steps_ = 0;
+  double phase_t0_ = 0;
+
+  bool graph_wanted_ = false;   // cuda_graph on the device step, not switched off
+  bool graph_warm_ = false;     // the warm-up step ran (uncaptured)
+  std::unique_ptr<kernels::RecordedWork> graph_;
+  int graph_steps_ = 0;
+  std::string graph_status_;
+  int32_t* staging_tokens_ = nullptr;  // page-locked i32 [num_micro, 2, N]: inputs, targets per micro-batch
+  float* staging_schedule_ = nullptr;  // page-locked f32 [3]: Optimizer::device_schedule(step)
+  void* schedule_buf_ = nullptr;       // device copy of it, read by AdamW
+  kernels::Tensor schedule_;
+
+  plan::Plan plan_;
+  kernels::Backend& backend_;
+  std::unique_ptr<ParallelState> owned_parallel_;
+  ParallelState* parallel_;
+  ModelShape shape_;
+  std::unique_ptr<data::SampleSource> train_, valid_;
+  std::unique_ptr<ParamStore> params_;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<Optimizer> optimizer_;
+  int micro_ = 0, dp_ = 1, dp_rank_ = 0, num_micro_ = 1;
+  int pp_ = 1, pp_rank_ = 0;
+  bool loss_holder_ = true;  // the last stage's TP rank 0: its per-token losses are the ones summed
+  std::unique_ptr<GradSync> grad_sync_;
+  std::vector<AdamSegment> adam_segments_;
+  std::vector<std::pair<int64_t, int64_t>> norm_ranges_;
+  int64_t global_batch_ = 0;
+  double flops_per_token_ = 0;
+  void* losses_buf_ = nullptr;   // f32 [num_micro, B·T] (device)
+  kernels::Tensor losses_;
+  std::vector<float> host_losses_;
+  std::vector<int32_t> host_tokens_;  // [micro, T+1]
+  int steps_done_ = 0;
+  double last_loss_ = 0;
+};
+
+}  // namespace recipe::core

@@ -1,0 +1,175 @@
+#include "plan/memory_estimate.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "plan/model_size.hpp"
+
+namespace recipe::plan {
+
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+// What every CUDA rank allocates besides parameters, activations and the backend's workspace
+// (cuda_workspace_bytes): the cuBLASLt workspace (32 MiB). NCCL buffers and the CUDA context are
+// not in the engine's peak.
+constexpr int64_t kCublasWorkspace = 32LL * 1024 * 1024;
+
+int64_t div_ceil(int64_t a, int64_t b) { return b > 0 ? (a + b - 1) / b : a; }
+int64_t align256(int64_t n) { return (n + 255) / 256 * 256; }
+
+// The engine's activation arena on one rank, buffer for buffer (core/activations.cpp carves it;
+// tests/core/test_recompute.cpp checks the two agree): `layers` saved layer sets, one shared
+// transient region, per-slot final-norm/gradient buffers, `slots` micro-batches in flight.
+// N = micro_batch · seq tokens (context and sequence parallelism do not split activations in this
+// version); TP splits heads, KV heads (one when replicated), FFN and vocabulary.
+int64_t arena_bytes(const Plan& p, int layers, int slots, bool last_stage) {
+  const ModelConfig& m = p.model;
+  const int tp = std::max(1, p.parallelism.tp);
+  const std::string& level = p.trainer.recompute;
+  const int64_t es = (p.trainer.precision == "fp32" || p.trainer.device == "cpu") ? 4 : 2;
+  const int64_t B = p.trainer.micro_batch_size, T = m.seq_length, N = B * T, C = m.hidden_size;
+  const int64_t D = m.head_dim > 0 ? m.head_dim : C / std::max(1, m.num_attention_heads);
+  const int64_t heads = m.num_attention_heads / tp;
+  const int64_t kv = m.num_kv_heads % tp == 0 ? m.num_kv_heads / tp : 1;
+  const int64_t q = heads * D, qkv = (heads + 2 * kv) * D;
+  const bool gelu = m.activation == "gelu", layernorm = m.norm == "layernorm";
+  const int64_t F = m.ffn_hidden_size / tp, FI = gelu ? F : 2 * F;
+  const int64_t Vl = m.padded_vocab_size / tp;
+  // The transient region: logits chunk | fc_act, dfc (+ dfc_act), proj_out | datty, dqkv. The
+  // logits chunk fills what the layers' buffers need anyway, at least 64 MiB (core/activations).
+  const bool shared_act = level != "none";
+  const int64_t fc_act_end = shared_act ? align256(N * F * es) : 0;
+  const int64_t dfc_act_off = align256(fc_act_end + N * FI * es);
+  const int64_t mlp_end = gelu ? dfc_act_off : dfc_act_off + N * F * es;
+  const int64_t layers_region = std::max({mlp_end, fc_act_end + N * C * es, align256(N * q * es) + N * qkv * es});
+  const int64_t chunk = classifier_chunk_rows(N, Vl, es, layers_region);
+  const int64_t region = std::max(layers_region, chunk * Vl * es);
+  const int64_t nc = align256(N * C * es), stat = align256(N * 4);
+  // One layer's full set without the residual; `ln`/`act` say whether ln1, ln2 and fc_act are its own.
+  auto layer_set = [&](bool ln, bool act) {
+    return (ln ? 2 * nc : 0) + (layernorm ? 4 : 2) * stat + align256(N * qkv * es) + align256(N * q * es) +
+           align256(heads * N * 4) + nc + align256(N * FI * es) + (act ? align256(N * F * es) : 0);
+  };
+  int64_t shared = align256(region);
+  if (level == "norm") shared += nc;
+  if (level == "full") shared += layer_set(true, false);
+  int64_t per_layer;
+  if (level == "full")
+    per_layer = nc;
+  else
+    per_layer = nc + layer_set(level != "norm", level == "none");
+  const int64_t per_slot = 4 * nc + (layernorm ? 2 : 1) * stat + 2 * align256(N * 4);
+  int64_t loss_scratch = 0;
+  if (tp > 1 && last_stage) loss_scratch = align256(chunk * 4) + align256(2 * chunk * 4);
+  return shared + slots * (layers * per_layer + per_slot + loss_scratch);
+}
+
+}  // namespace
+
+int64_t cuda_workspace_bytes(const Plan& plan) {
+  const ModelConfig& m = plan.model;
+  const int tp = std::max(1, plan.parallelism.tp);
+  const int64_t N = int64_t(plan.trainer.micro_batch_size) * m.seq_length;
+  const int64_t D = m.head_dim > 0 ? m.head_dim : m.hidden_size / std::max(1, m.num_attention_heads);
+  const int64_t heads = m.num_attention_heads / tp;
+  const int64_t kv = m.num_kv_heads % tp == 0 ? m.num_kv_heads / tp : 1;
+  const int64_t mib = 1024 * 1024;
+  const int64_t need = N * (heads + 2 * kv) * D * 4 + 16 * mib;
+  return std::max<int64_t>(64 * mib, (need + mib - 1) / mib * mib);
+}
+
+int64_t classifier_chunk_rows(int64_t rows, int64_t padded_vocab, int64_t elem_bytes, int64_t room_bytes) {
+  constexpr int64_t kMinBudget = int64_t(256) << 20;
+  const int64_t per_row = std::max<int64_t>(1, padded_vocab * elem_bytes);
+  const int64_t most = std::clamp<int64_t>(std::max(kMinBudget, room_bytes) / per_row, 1, std::max<int64_t>(1, rows));
+  const int64_t chunks = div_ceil(rows, most);
+  return std::max<int64_t>(1, div_ceil(rows, std::max<int64_t>(1, chunks)));
+}
+
+std::vector<int> stage_layer_counts(const Plan& plan) {
+  const int pp = std::max(1, plan.parallelism.pp);
+  if (static_cast<int>(plan.parallelism.layers_per_stage.size()) == pp) return plan.parallelism.layers_per_stage;
+  std::vector<int> counts(pp, plan.model.num_layers / pp);
+  for (int s = 0; s < plan.model.num_layers % pp; ++s) ++counts[s];
+  return counts;
+}
+
+MemoryEstimate estimate_stage_memory(const Plan& plan, int stage) {
+  const ModelConfig& m = plan.model;
+  const auto& par = plan.parallelism;
+  const int tp = std::max(1, par.tp), pp = std::max(1, par.pp);
+  const int dp = std::max(1, par.dp);
+  const auto counts = stage_layer_counts(plan);
+  const int layers = stage >= 0 && stage < static_cast<int>(counts.size()) ? counts[stage] : 0;
+  const bool first = stage == 0, last = stage == pp - 1;
+
+  // Parameters this rank holds.
+  const LayerParams lp = layer_params(m);
+  int64_t params = layers * (div_ceil(lp.sharded, tp) + lp.replicated);
+  const int64_t vocab_shard = word_embedding_params(m, m.padded_vocab_size) / tp;
+  if (first) params += vocab_shard + position_embedding_params(m);
+  // The last stage holds the head; tied with pp > 1 it is a second copy of the embedding (Megatron).
+  if (last) params += final_norm_params(m) + ((!m.tie_embeddings || pp > 1) ? vocab_shard : 0);
+
+  const bool bf16 = plan.trainer.precision == "bf16";
+  const bool lora = plan.peft.kind == "lora";
+  // Trainable parameters on this rank: everything, or only this stage's share of the adapters.
+  int64_t trainable = params;
+  if (lora) {
+    const int64_t adapters = m.num_layers > 0 ? lora_trainable_params(plan) / m.num_layers : 0;
+    trainable = layers * div_ceil(adapters, tp);
+  }
+
+  MemoryEstimate e;
+  // bf16: a bf16 compute copy (2 B) + fp32 master (4 B) per trainable param; frozen LoRA base
+  // weights need only the compute copy.
+  if (bf16)
+    e.weights = (lora ? params * 2 + trainable * 6 : params * 6);
+  else
+    e.weights = (lora ? params + trainable : params) * 4;
+  e.gradients = trainable * 4;
+  e.optimizer = trainable * 8;
+  if (par.zero1) e.optimizer = div_ceil(e.optimizer, dp);
+
+  // Activations: the engine's arena. 1F1B keeps (pp - stage) micro-batches in flight on a stage,
+  // at most all of them.
+  const int64_t in_flight =
+      pp == 1 ? 1 : std::max<int64_t>(1, std::min<int64_t>(pp - stage, std::max(1, plan.trainer.num_micro_batches)));
+  e.activations = arena_bytes(plan, layers, static_cast<int>(in_flight), last);
+  // Workspaces, and the trainer's per-token loss buffer (f32, one row per micro-batch).
+  e.workspace = cuda_workspace_bytes(plan) + kCublasWorkspace +
+                static_cast<int64_t>(std::max(1, plan.trainer.num_micro_batches)) *
+                    plan.trainer.micro_batch_size * m.seq_length * 4;
+  e.total = e.weights + e.gradients + e.optimizer + e.activations + e.workspace;
+  return e;
+}
+
+MemoryEstimate estimate_memory(const Plan& plan) {
+  MemoryEstimate worst;
+  for (int s = 0; s < std::max(1, plan.parallelism.pp); ++s) {
+    const MemoryEstimate e = estimate_stage_memory(plan, s);
+    if (s == 0 || e.total > worst.total) worst = e;
+  }
+  return worst;
+}
+
+std::string format_bytes(double bytes) {
+  char buf[64];
+  const double gib = bytes / (kMiB * 1024.0);
+  if (gib >= 1024.0)
+    std::snprintf(buf, sizeof buf, "%.2f TiB", gib / 1024.0);
+  else if (gib >= 1.0)
+    std::snprintf(buf, sizeof buf, "%.1f GiB", gib);
+  else
+    std::snprintf(buf, sizeof buf, "%.1f MiB", bytes / kMiB);
+  return buf;
+}
+
+std::string describe_memory(const MemoryEstimate& m) {
+  return "weights " + format_bytes(m.weights) + " + gradients " + format_bytes(m.gradients) + " + optimizer " +
+         format_bytes(m.optimizer) + " + activations " + format_bytes(m.activations) + " + workspace " +
+         format_bytes(m.workspace) + " = " + format_bytes(m.total);
+}
+
+}  // namespace recipe::plan

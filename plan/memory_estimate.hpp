@@ -1,0 +1,43 @@
+// Per-rank memory estimate of a resolved plan: what the most loaded pipeline stage holds on one
+// rank. Used by the resolver's "fits the device" check and shown in resolved.toml's [derived].
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "plan/plan.hpp"
+
+namespace recipe::plan {
+
+// Needs the plan's derived shape values (head_dim, ffn, padded vocab, dp, num_micro_batches).
+MemoryEstimate estimate_memory(const Plan& plan);
+
+// Estimate of one pipeline stage (0 = first, holds the embedding; pp-1 = last, holds the head).
+MemoryEstimate estimate_stage_memory(const Plan& plan, int stage);
+
+// Bytes of the CUDA backend's own workspace for this plan (the scratch of reductions, cuDNN
+// attention and GEMM algorithm timing; see kernels::BackendOptions::workspace_bytes): room for the
+// f32 accumulators of one micro-batch's attention gradients on one rank (rows × (q + 2·kv) × 4 B)
+// plus 16 MiB, at least 64 MiB, in whole MiB. train() creates the backend with it, so this estimate
+// and the engine's allocation are the same number.
+int64_t cuda_workspace_bytes(const Plan& plan);
+
+// Rows per chunk of the classifier (logits → loss → dlogits → gradients, chunk by chunk): as few
+// chunks as fit logits of at most max(room_bytes, 256 MiB), all of equal size but the last. Each
+// chunk's weight-gradient GEMM reads and writes the whole f32 [vocab, hidden] gradient, so fewer
+// chunks are faster; room_bytes is what the layers' transient buffers hold anyway.
+int64_t classifier_chunk_rows(int64_t rows, int64_t padded_vocab, int64_t elem_bytes, int64_t room_bytes);
+
+// Layers held by each pipeline stage: parallelism.layers_per_stage, or an even split (the first
+// stages take the remainder).
+std::vector<int> stage_layer_counts(const Plan& plan);
+
+// "1.27 TiB", "79.6 GiB", "312.0 MiB".
+std::string format_bytes(double bytes);
+
+// "weights 12.1 GiB + gradients 8.0 GiB + optimizer 16.1 GiB + activations 3.2 GiB + workspace
+//  0.6 GiB = 40.0 GiB"
+std::string describe_memory(const MemoryEstimate& m);
+
+}  // namespace recipe::plan

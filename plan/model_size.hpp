@@ -1,0 +1,41 @@
+// Parameter and FLOP counts of the model a plan describes. Needs the resolved model shape
+// (head_dim, num_kv_heads, ffn_hidden_size and padded_vocab_size filled in).
+#pragma once
+
+#include <cstdint>
+
+#include "plan/plan.hpp"
+
+namespace recipe::plan {
+
+// One transformer block's parameters, split the way tensor parallelism shards them.
+struct LayerParams {
+  int64_t sharded = 0;     // split over TP ranks: linear weights, column-parallel biases
+  int64_t replicated = 0;  // held whole by every TP rank: norms, row-parallel output biases
+  int64_t total() const { return sharded + replicated; }
+};
+LayerParams layer_params(const ModelConfig& m);
+
+// Word embedding of `vocab` rows (the padded vocab is what gets allocated).
+int64_t word_embedding_params(const ModelConfig& m, int64_t vocab);
+int64_t position_embedding_params(const ModelConfig& m);  // learned positions only
+int64_t final_norm_params(const ModelConfig& m);
+
+// All parameters with a vocabulary of `vocab` rows; a tied head is counted once.
+int64_t count_params(const ModelConfig& m, int64_t vocab);
+
+// 6·N + 12·L·h·S: weights fwd+bwd plus the attention score/context matmuls (Megatron/BENCH.md).
+double training_flops_per_token(const ModelConfig& m, int64_t num_params);
+
+// LoRA adapters' parameters: Σ over adapted linears of rank·(in + out), all layers; 0 without LoRA.
+// Linears as the model fuses them: qkv (h → h + 2·kv·head_dim), proj (h → h), fc1 (h → f, or
+// h → 2f for swiglu's fused gate+up), fc2 (f → h).
+int64_t lora_trainable_params(const Plan& plan);
+
+// in/out features of one adaptable linear by its target-module name ("qkv", ...); {0, 0} if unknown.
+struct LinearShape {
+  int64_t in = 0, out = 0;
+};
+LinearShape adaptable_linear_shape(const ModelConfig& m, const std::string& module);
+
+}  // namespace recipe::plan

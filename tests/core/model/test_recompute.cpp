@@ -1,0 +1,163 @@
+// trainer.recompute levels (none, gelu, norm, full) on the CPU: the same training bit for bit, an
+// activation arena that shrinks by the buffers each level stops keeping, and a memory estimate
+// (dsl) that is the engine's arena byte for byte.
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "core/model/activations.hpp"
+#include "core/model/model.hpp"
+#include "core/train/trainer.hpp"
+#include "plan/memory_estimate.hpp"
+#include "tests/core/core_test_util.hpp"
+
+TEST_SUITE_BEGIN("core/model");
+
+using namespace recipe;
+using namespace recipe::core;
+
+namespace {
+
+const char* const kLevels[] = {"none", "gelu", "norm", "full"};
+
+struct Run {
+  std::vector<double> losses, grad_norms;
+  std::vector<float> master;
+  size_t activation_bytes = 0;
+};
+
+Run train(plan::Plan plan, const std::string& level, int steps) {
+  plan.trainer.recompute = level;
+  auto be = test::cpu_backend();
+  // One fixed batch (period = global batch): the loss falls within 10 steps.
+  Trainer tr(plan, *be, nullptr, test::random_tokens(plan, 5, plan.trainer.global_batch_size), nullptr);
+  Run r;
+  for (int i = 0; i < steps; ++i) {
+    const StepResult s = tr.step();
+    REQUIRE(s.finite);
+    r.losses.push_back(s.loss);
+    r.grad_norms.push_back(s.grad_norm);
+  }
+  r.master = test::to_host(*be, tr.params().master());
+  r.activation_bytes = tr.model().activation_bytes();
+  return r;
+}
+
+size_t sum_bytes(const std::vector<ArenaEntry>& entries) {
+  size_t n = 0;
+  for (const auto& e : entries) n += e.bytes * size_t(e.count);
+  return n;
+}
+
+int64_t count_of(const std::vector<ArenaEntry>& entries, const std::string& name) {
+  int64_t n = 0;
+  for (const auto& e : entries)
+    if (e.name == name) n += e.count;
+  return n;
+}
+
+size_t aligned(int64_t bytes) { return size_t((bytes + 255) / 256 * 256); }
+
+plan::Plan tiny(bool llama, int layers) {
+  plan::Plan p = llama ? test::llama_tiny_plan() : test::gpt_tiny_plan();
+  p.model.num_layers = layers;
+  test::fill_derived(p);
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("recompute: every level trains gpt_tiny and llama_tiny bit for bit like none") {
+  for (bool llama : {false, true}) {
+    CAPTURE(llama);
+    const plan::Plan plan = tiny(llama, 3);
+    const Run none = train(plan, "none", 10);
+    CHECK(none.losses.back() < none.losses.front());
+    for (const char* level : {"gelu", "norm", "full"}) {
+      CAPTURE(level);
+      const Run r = train(plan, level, 10);
+      REQUIRE(r.losses.size() == none.losses.size());
+      CHECK(std::memcmp(r.losses.data(), none.losses.data(), none.losses.size() * sizeof(double)) == 0);
+      CHECK(std::memcmp(r.grad_norms.data(), none.grad_norms.data(), none.grad_norms.size() * sizeof(double)) == 0);
+      REQUIRE(r.master.size() == none.master.size());
+      CHECK(std::memcmp(r.master.data(), none.master.data(), none.master.size() * sizeof(float)) == 0);
+      CHECK(r.activation_bytes < none.activation_bytes);
+    }
+  }
+}
+
+TEST_CASE("recompute: the arena sheds one [N, ffn] per layer (gelu) and two [N, C] per layer (norm)") {
+  for (bool llama : {false, true}) {
+    CAPTURE(llama);
+    const plan::Plan plan = tiny(llama, 4);
+    const ModelShape s = model_shape(plan);
+    const int B = plan.trainer.micro_batch_size, L = s.layers;
+    const int64_t N = int64_t(B) * s.seq;
+    const size_t fc_act = aligned(N * s.ffn * 4), ln = aligned(N * s.hidden * 4);
+    auto breakdown = [&](Recompute r) { return activation_breakdown(s, B, r, kernels::DType::f32); };
+    const auto none = breakdown(Recompute::none), gelu = breakdown(Recompute::gelu),
+               norm = breakdown(Recompute::norm), full = breakdown(Recompute::full);
+    CHECK(count_of(none, "fc_act") == L);
+    CHECK(count_of(gelu, "fc_act") == 0);
+    CHECK(count_of(gelu, "ln1") == L);
+    CHECK(count_of(norm, "ln1") == 0);
+    CHECK(count_of(norm, "ln2") == 0);
+    CHECK(count_of(norm, "ln (shared, recomputed)") == 1);
+    CHECK(count_of(full, "residual") == L);
+    CHECK(count_of(full, "fc_pre") == 1);  // the scratch set
+    // The shared fc_act sits inside the transient region, which it may enlarge by at most itself.
+    CHECK(sum_bytes(none) - sum_bytes(gelu) >= size_t(L - 1) * fc_act);
+    CHECK(sum_bytes(none) - sum_bytes(gelu) <= size_t(L) * fc_act);
+    CHECK(sum_bytes(gelu) - sum_bytes(norm) == size_t(2 * L - 1) * ln);
+    CHECK(sum_bytes(full) < sum_bytes(norm));
+
+    // The model's arena is exactly what the breakdown lists.
+    for (Recompute r : {Recompute::none, Recompute::gelu, Recompute::norm, Recompute::full}) {
+      CAPTURE(recompute_name(r));
+      plan::Plan p = plan;
+      p.trainer.recompute = recompute_name(r);
+      auto be = test::cpu_backend();
+      Trainer tr(p, *be, nullptr, test::random_tokens(p), nullptr);
+      CHECK(tr.model().activation_bytes() == sum_bytes(breakdown(r)));
+      CHECK(sum_bytes(tr.model().activation_breakdown()) == tr.model().activation_bytes());
+    }
+  }
+}
+
+TEST_CASE("recompute: the dsl memory estimate is the engine's arena, per level, stage and slot count") {
+  for (bool llama : {false, true}) {
+    CAPTURE(llama);
+    for (const char* level : kLevels) {
+      CAPTURE(level);
+      plan::Plan plan = tiny(llama, 4);
+      plan.trainer.recompute = level;
+      const ModelShape s = model_shape(plan);
+      const Recompute r = parse_recompute(level);
+      const size_t one = sum_bytes(activation_breakdown(s, plan.trainer.micro_batch_size, r, kernels::DType::f32));
+      CHECK(plan::estimate_memory(plan).activations == int64_t(one));
+
+      // Two pipeline stages of two layers, 4 micro-batches: stage 0 keeps 2 in flight, stage 1 one.
+      plan::Plan pp = plan;
+      pp.parallelism.pp = 2;
+      pp.trainer.global_batch_size = 4 * pp.trainer.micro_batch_size;
+      test::fill_derived(pp);
+      ModelShape half = s;
+      half.layers = 2;
+      CHECK(plan::estimate_stage_memory(pp, 0).activations ==
+            int64_t(sum_bytes(activation_breakdown(half, pp.trainer.micro_batch_size, r, kernels::DType::f32, 2))));
+      CHECK(plan::estimate_stage_memory(pp, 1).activations ==
+            int64_t(sum_bytes(activation_breakdown(half, pp.trainer.micro_batch_size, r, kernels::DType::f32, 1))));
+    }
+  }
+}
+
+TEST_CASE("recompute: names round-trip and a wrong one names the key and the choices") {
+  for (const char* level : kLevels) CHECK(std::string(recompute_name(parse_recompute(level))) == level);
+  CHECK_THROWS_WITH_AS(parse_recompute("selective"), doctest::Contains("\"gelu\""), std::invalid_argument);
+  CHECK(std::string(plan::TrainerConfig{}.recompute) == "gelu");
+}
+
+TEST_SUITE_END();

@@ -1,0 +1,141 @@
+// Trainer ↔ checkpoint in one process: resumed equals uninterrupted (bitwise, fp32 CPU), a
+// weights-only load starts fresh, and checkpoints of another model or batch are refused.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "checkpoint/checkpoint.hpp"
+#include "core/train/checkpointing.hpp"
+#include "core/train/trainer.hpp"
+#include "tests/core/core_test_util.hpp"
+#include "tests/core/data/temp_dir.hpp"
+
+TEST_SUITE_BEGIN("core/train");
+
+using namespace recipe;
+using recipe::data::testing::TempDir;
+
+namespace {
+
+std::vector<double> run_steps(core::Trainer& t, int n) {
+  std::vector<double> losses;
+  for (int i = 0; i < n; ++i) {
+    const core::StepResult r = t.step();
+    REQUIRE(r.finite);
+    losses.push_back(r.loss);
+  }
+  return losses;
+}
+
+// Trains `t` for `n` steps and saves it into the checkpoints dir `dir`; returns the checkpoint.
+std::string train_and_save(core::Trainer& t, int n, const std::string& dir) {
+  run_steps(t, n);
+  core::SaveOptions so;
+  so.dir = dir;
+  return core::save_checkpoint(t, so);
+}
+
+std::vector<float> masters(core::Trainer& t) { return test::to_host(t.backend(), t.params().master()); }
+std::vector<float> moments(core::Trainer& t) { return test::to_host(t.backend(), t.params().adam_v()); }
+
+void check_resume(plan::Plan plan) {
+  plan.trainer.max_steps = 12;
+  plan.optimizer.weight_decay = 0.1;
+  auto be = test::cpu_backend();
+  core::Trainer whole(plan, *be);
+  const std::vector<double> all = run_steps(whole, 12);
+
+  TempDir dir;
+  std::string saved;
+  {
+    core::Trainer first(plan, *be);
+    const std::vector<double> head = run_steps(first, 5);
+    for (size_t i = 0; i < head.size(); ++i) CHECK(head[i] == all[i]);
+    core::SaveOptions so;
+    so.dir = dir / "checkpoints";
+    so.plan_toml = "# test plan\n";
+    saved = core::save_checkpoint(first, so);
+  }
+  CHECK(saved == dir / "checkpoints/step-5");
+  CHECK(ckpt::find_checkpoint(dir / "checkpoints") == saved);
+
+  core::Trainer resumed(plan, *be);
+  const core::LoadResult lr = core::load_checkpoint(resumed, saved, core::LoadMode::resume);
+  CHECK(lr.step == 5);
+  CHECK(lr.optimizer_restored);
+  CHECK(resumed.steps_done() == 5);
+  const std::vector<double> tail = run_steps(resumed, 7);
+  for (size_t i = 0; i < tail.size(); ++i) CHECK_MESSAGE(tail[i] == all[5 + i], "step " << 6 + i);
+  CHECK(masters(resumed) == masters(whole));
+  CHECK(moments(resumed) == moments(whole));
+}
+
+}  // namespace
+
+TEST_CASE("gpt_tiny: a run resumed from a checkpoint continues bitwise like an uninterrupted one") {
+  check_resume(test::gpt_tiny_plan());
+}
+
+TEST_CASE("llama_tiny: a run resumed from a checkpoint continues bitwise like an uninterrupted one") {
+  check_resume(test::llama_tiny_plan());
+}
+
+TEST_CASE("a weights-only load takes the weights and starts at step 0 with fresh moments") {
+  plan::Plan plan = test::gpt_tiny_plan();
+  plan.trainer.max_steps = 10;
+  auto be = test::cpu_backend();
+  TempDir dir;
+  core::Trainer first(plan, *be);
+  const std::string saved = train_and_save(first, 3, dir.path.string());
+
+  core::Trainer tuned(plan, *be);
+  const std::vector<float> before = masters(tuned);
+  const core::LoadResult lr = core::load_checkpoint(tuned, saved, core::LoadMode::weights_only);
+  CHECK(lr.step == 3);
+  CHECK_FALSE(lr.optimizer_restored);
+  CHECK(tuned.steps_done() == 0);
+  CHECK(masters(tuned) == masters(first));
+  CHECK(masters(tuned) != before);
+  for (float v : moments(tuned)) REQUIRE(v == 0.0f);
+}
+
+TEST_CASE("a checkpoint of another model shape is refused, naming the tensors that differ") {
+  plan::Plan small = test::gpt_tiny_plan();
+  small.trainer.max_steps = 4;
+  auto be = test::cpu_backend();
+  TempDir dir;
+  core::Trainer t(small, *be);
+  const std::string saved = train_and_save(t, 1, dir.path.string());
+
+  plan::Plan wide = small;
+  wide.model.hidden_size = 128;
+  wide.model.ffn_hidden_size = 0;
+  test::fill_derived(wide);
+  core::Trainer other(wide, *be);
+  try {
+    core::load_checkpoint(other, saved, core::LoadMode::resume);
+    FAIL("a checkpoint of another shape loaded");
+  } catch (const std::runtime_error& e) {
+    const std::string m = e.what();
+    INFO(m);
+    CHECK(m.find("does not fit this model") != std::string::npos);
+    CHECK(m.find("layers.0.mlp.fc1.weight is [256,64] there, [512,128] here") != std::string::npos);
+    CHECK(m.find("(30 tensors)") != std::string::npos);
+    CHECK(m.find("and 24 more") != std::string::npos);
+    CHECK(m.find("plan.toml") != std::string::npos);
+  }
+
+  plan::Plan bigger_batch = small;
+  bigger_batch.trainer.global_batch_size = 16;
+  test::fill_derived(bigger_batch);
+  core::Trainer b(bigger_batch, *be);
+  try {
+    core::load_checkpoint(b, saved, core::LoadMode::resume);
+    FAIL("a checkpoint of another global batch resumed");
+  } catch (const std::runtime_error& e) {
+    CHECK(std::string(e.what()).find("global_batch_size=8, this plan has 16") != std::string::npos);
+  }
+}
+
+TEST_SUITE_END();

@@ -1,0 +1,125 @@
+// The factory presets: listed, loadable, equal to their TOML twins, with the values the docs promise.
+#include <algorithm>
+#include <filesystem>
+
+#include "temp_recipes.hpp"
+
+TEST_SUITE_BEGIN("dsl");
+
+using namespace recipe::dsl;
+using recipe::dsl::test::recipe_error_of;
+using recipe::dsl::test::ScopedEnv;
+using recipe::dsl::test::source_dir;
+
+namespace {
+
+const std::vector<std::string> kFactoryPresets = {"gpt3_125m",  "gpt3_1p3b",  "gpt3_345m",      "gpt_tiny",
+                                                  "llama3_70b", "llama3_70b_lora", "llama3_8b", "llama3_8b_lora",
+                                                  "llama_tiny"};
+
+}  // namespace
+
+TEST_CASE("list_presets shows the factory presets, sorted, without _building blocks") {
+  ScopedEnv no_path("RECIPE_PATH", std::nullopt);
+  auto presets = list_presets();
+  CHECK(std::is_sorted(presets.begin(), presets.end()));
+  for (const auto& name : kFactoryPresets) CHECK(std::count(presets.begin(), presets.end(), name) == 1);
+  for (const auto& name : presets) CHECK(name.front() != '_');
+}
+
+TEST_CASE("every preset loads to the same tree as its TOML twin in examples/toml") {
+  ScopedEnv no_path("RECIPE_PATH", std::nullopt);
+  auto presets = list_presets();
+  REQUIRE(presets.size() >= kFactoryPresets.size());
+  for (const auto& name : presets) {
+    CAPTURE(name);
+    const std::string twin = source_dir() + "/examples/toml/" + name + ".toml";
+    REQUIRE(std::filesystem::exists(twin));
+    ConfigTree from_lua = load_recipe(name);
+    ConfigTree from_toml = load_recipe(twin);
+    // dump() also tells 1 from 1.0 (== on json values compares numbers by value).
+    CHECK(from_lua.root.dump(2) == from_toml.root.dump(2));
+    CHECK(from_lua.source == name);
+    CHECK(from_toml.source == twin);
+    CHECK(from_lua.root["experiment"]["name"] == name);
+  }
+}
+
+TEST_CASE("gpt3_345m is the benchmark workload") {
+  ConfigTree t = load_recipe("gpt3_345m");
+  const auto& m = t.root["model"];
+  CHECK(m["arch"] == "gpt");
+  CHECK(m["num_layers"] == 24);
+  CHECK(m["hidden_size"] == 1024);
+  CHECK(m["num_attention_heads"] == 16);
+  CHECK(m["ffn_hidden_size"] == 4096);
+  CHECK(m["seq_length"] == 1024);
+  CHECK(m["vocab_size"] == 50257);
+  CHECK(m["position_embedding"] == "learned");
+  CHECK(m["activation"] == "gelu");
+  CHECK(m["tie_embeddings"] == true);
+  CHECK(m["bias"] == true);
+  CHECK(t.root["trainer"]["precision"] == "bf16");
+  CHECK(t.root["trainer"]["micro_batch_size"] == 4);
+  CHECK(t.root["trainer"]["max_steps"] == 100);
+  CHECK(t.root["data"]["kind"] == "mock");
+  CHECK(t.root["data"]["fixed_batch"] == true);
+  CHECK(t.root["optimizer"]["lr"].get<double>() == doctest::Approx(3e-4));
+  CHECK(t.root["optimizer"]["min_lr"].is_number_float());
+  CHECK(t.root["optimizer"]["weight_decay"].get<double>() == doctest::Approx(0.1));
+  CHECK(t.root["optimizer"]["beta2"].get<double>() == doctest::Approx(0.95));
+  CHECK(t.root["optimizer"]["clip_grad"].get<double>() == doctest::Approx(1.0));
+  CHECK(t.root["schedule"]["warmup_steps"] == 10);
+  CHECK_FALSE(t.root.contains("mode"));
+}
+
+TEST_CASE("llama presets: architecture and layout") {
+  ConfigTree tiny = load_recipe("llama_tiny");
+  CHECK(tiny.root["model"]["arch"] == "llama");
+  CHECK(tiny.root["model"]["num_kv_heads"] == 2);
+  CHECK(tiny.root["model"]["ffn_hidden_size"] == 176);
+  CHECK(tiny.root["model"]["tie_embeddings"] == false);
+  CHECK(tiny.root["trainer"]["device"] == "cpu");  // inherited from gpt_tiny
+  CHECK(tiny.root["trainer"]["max_steps"] == 200);
+
+  ConfigTree big = load_recipe("llama3_70b");
+  CHECK(big.root["model"]["num_layers"] == 80);
+  CHECK(big.root["model"]["rope_theta"].get<double>() == doctest::Approx(500000.0));
+  CHECK(big.root["parallelism"]["tp"] == 8);
+  CHECK(big.root["parallelism"]["pp"] == 4);
+  CHECK(big.root["parallelism"]["zero1"] == true);
+  CHECK(big.root["trainer"]["recompute"] == "full");
+  CHECK(big.root["executor"]["nodes"] == 4);
+  CHECK(big.root["executor"]["gpus_per_node"] == 8);
+
+  ConfigTree lora = load_recipe("llama3_70b_lora");
+  CHECK(lora.root["mode"] == "finetune");
+  CHECK(lora.root["peft"]["kind"] == "lora");
+  CHECK(lora.root["peft"]["target_modules"] == nlohmann::ordered_json({"qkv", "proj", "fc1", "fc2"}));
+  CHECK(lora.root["model"]["num_layers"] == 80);  // built on llama3_70b
+  CHECK(lora.root["experiment"]["name"] == "llama3_70b_lora");
+}
+
+TEST_CASE("the example recipes load") {
+  ConfigTree from_preset = load_recipe(source_dir() + "/examples/gpt_tiny_from_preset.toml");
+  CHECK(from_preset.root["model"]["num_layers"] == 4);
+  CHECK(from_preset.root["model"]["vocab_size"] == 256);  // from the preset
+  CHECK_FALSE(from_preset.root.contains("preset"));
+
+  ConfigTree wiki = load_recipe(source_dir() + "/examples/wiki.lua");
+  CHECK(wiki.root["data"]["blend"] == nlohmann::ordered_json({0.7, "data/wiki_text", 0.3, "data/code_text"}));
+  CHECK(wiki.root["model"]["num_layers"] == 24);
+  CHECK(wiki.root["schedule"]["warmup_steps"] == 200);
+}
+
+TEST_CASE("an unknown preset name gets suggestions") {
+  ScopedEnv no_path("RECIPE_PATH", std::nullopt);
+  CHECK(recipe_error_of([] { load_recipe("gpt3_354m"); }) ==
+        "unknown preset 'gpt3_354m'; did you mean 'gpt3_345m'? (recipe list shows all)");
+  std::string far = recipe_error_of([] { load_recipe("completely_different"); });
+  CHECK(far == "unknown preset 'completely_different' (recipe list shows all)");
+  CHECK(recipe_error_of([] { load_recipe("nowhere/x.lua"); }) == "no such recipe file: nowhere/x.lua");
+  CHECK(recipe_error_of([] { load_recipe("nowhere.toml"); }) == "no such recipe file: nowhere.toml");
+}
+
+TEST_SUITE_END();

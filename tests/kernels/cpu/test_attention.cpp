@@ -1,0 +1,133 @@
+// CPU causal attention on packed qkv: forward (out and lse) against an explicit T×T softmax in
+// double, gradients by central differences for MHA and GQA (Hkv = Hq/2 and 1, T not a power of
+// two), and bitwise determinism (repeat calls and different thread counts).
+#include <doctest/doctest.h>
+
+#include <cstring>
+
+#include "kernels/cpu/cpu_backend.hpp"
+#include "tests/kernels/cpu/cpu_test_util.hpp"
+
+TEST_SUITE_BEGIN("kernels/cpu");
+
+using namespace recipe::kernels;
+using namespace recipe::kernels::test;
+
+namespace {
+struct Shape {
+  int B, T, Hq, Hkv, D;
+  int64_t row() const { return int64_t(Hq + 2 * Hkv) * D; }
+  int64_t qkv_numel() const { return int64_t(B) * T * row(); }
+  int64_t out_numel() const { return int64_t(B) * T * Hq * D; }
+  int64_t lse_numel() const { return int64_t(B) * Hq * T; }
+};
+
+// Explicit softmax(QKᵀ/√D + causal mask)·V in double.
+void reference(const Shape& s, const std::vector<float>& qkv, std::vector<double>& out, std::vector<double>& lse) {
+  out.assign(s.out_numel(), 0.0);
+  lse.assign(s.lse_numel(), 0.0);
+  const double scale = 1.0 / std::sqrt(double(s.D));
+  for (int b = 0; b < s.B; ++b)
+    for (int h = 0; h < s.Hq; ++h) {
+      int g = h / (s.Hq / s.Hkv);
+      std::vector<double> scores(size_t(s.T) * s.T, -INFINITY);
+      auto at = [&](int t, int64_t off) { return &qkv[(int64_t(b) * s.T + t) * s.row() + off]; };
+      for (int i = 0; i < s.T; ++i)
+        for (int j = 0; j <= i; ++j) {
+          double d = 0;
+          for (int k = 0; k < s.D; ++k)
+            d += double(at(i, int64_t(h) * s.D)[k]) * at(j, int64_t(s.Hq + g) * s.D)[k];
+          scores[i * s.T + j] = d * scale;
+        }
+      for (int i = 0; i < s.T; ++i) {
+        double m = -INFINITY, z = 0;
+        for (int j = 0; j < s.T; ++j) m = std::max(m, scores[i * s.T + j]);
+        for (int j = 0; j < s.T; ++j) z += std::exp(scores[i * s.T + j] - m);
+        lse[(int64_t(b) * s.Hq + h) * s.T + i] = m + std::log(z);
+        for (int j = 0; j < s.T; ++j) {
+          double p = std::exp(scores[i * s.T + j] - m) / z;
+          for (int k = 0; k < s.D; ++k)
+            out[(int64_t(b) * s.T + i) * s.Hq * s.D + h * s.D + k] += p * at(j, int64_t(s.Hq + s.Hkv + g) * s.D)[k];
+        }
+      }
+    }
+}
+
+struct Run {
+  std::vector<float> out, lse;
+};
+
+Run forward(Backend& be, const Shape& s, std::vector<float>& qkv) {
+  Run r{std::vector<float>(s.out_numel()), std::vector<float>(s.lse_numel())};
+  be.attention_fwd(view(r.out, {s.B, s.T, s.Hq * s.D}), view(r.lse, {s.B, s.Hq, s.T}),
+                   view(qkv, {s.B, s.T, s.row()}), s.B, s.T, s.Hq, s.Hkv, s.D);
+  return r;
+}
+
+std::vector<float> backward(Backend& be, const Shape& s, std::vector<float>& qkv, Run& fwd, std::vector<float>& dout,
+                            float fill = 0.0f) {
+  std::vector<float> dqkv(s.qkv_numel(), fill);
+  be.attention_bwd(view(dqkv, {s.B, s.T, s.row()}), view(dout, {s.B, s.T, s.Hq * s.D}),
+                   view(qkv, {s.B, s.T, s.row()}), view(fwd.out, {s.B, s.T, s.Hq * s.D}),
+                   view(fwd.lse, {s.B, s.Hq, s.T}), s.B, s.T, s.Hq, s.Hkv, s.D);
+  return dqkv;
+}
+}  // namespace
+
+TEST_CASE("cpu attention_fwd matches an explicit causal softmax in double") {
+  auto be = make_cpu_backend();
+  for (Shape s : {Shape{2, 7, 4, 4, 12}, Shape{2, 7, 4, 2, 12}, Shape{1, 13, 4, 1, 8}, Shape{1, 5, 2, 2, 3}}) {
+    CAPTURE(s.T);
+    CAPTURE(s.Hkv);
+    CAPTURE(s.D);
+    auto qkv = randn(s.qkv_numel(), 100 + s.Hkv, 1.0f);
+    auto r = forward(*be, s, qkv);
+    std::vector<double> out, lse;
+    reference(s, qkv, out, lse);
+    double worst_out = 0, worst_lse = 0;
+    for (size_t i = 0; i < out.size(); ++i) worst_out = std::max(worst_out, std::fabs(r.out[i] - out[i]));
+    for (size_t i = 0; i < lse.size(); ++i) worst_lse = std::max(worst_lse, std::fabs(r.lse[i] - lse[i]));
+    CHECK(worst_out < 2e-6);
+    CHECK(worst_lse < 2e-6);
+  }
+}
+
+TEST_CASE("cpu attention_bwd gradients match finite differences (MHA, GQA, MQA)") {
+  auto be = make_cpu_backend();
+  for (Shape s : {Shape{2, 7, 4, 4, 6}, Shape{2, 7, 4, 2, 12}, Shape{2, 7, 4, 1, 6}}) {
+    CAPTURE(s.Hkv);
+    CAPTURE(s.D);
+    auto qkv = randn(s.qkv_numel(), 200 + s.Hkv, 0.8f), r = randn(s.out_numel(), 300 + s.Hkv);
+    auto fwd = forward(*be, s, qkv);
+    auto dqkv = backward(*be, s, qkv, fwd, r, 55.0f);  // 55s must be overwritten, not added to
+    auto objective = [&] { return weighted_sum(forward(*be, s, qkv).out, r); };
+    check_gradient("attention dqkv", qkv, dqkv, objective);
+  }
+}
+
+TEST_CASE("cpu attention_bwd is bitwise deterministic across calls and thread counts") {
+  // Big enough that the CPU backend splits the work over threads.
+  Shape s{2, 64, 4, 2, 16};
+  auto qkv = randn(s.qkv_numel(), 7, 0.8f), r = randn(s.out_numel(), 8);
+  auto one = make_cpu_backend(BackendOptions{.cpu_threads = 1});
+  auto three = make_cpu_backend(BackendOptions{.cpu_threads = 3});
+  auto f1 = forward(*one, s, qkv), f3 = forward(*three, s, qkv);
+  CHECK(std::memcmp(f1.out.data(), f3.out.data(), f1.out.size() * 4) == 0);
+  CHECK(std::memcmp(f1.lse.data(), f3.lse.data(), f1.lse.size() * 4) == 0);
+  auto d1 = backward(*one, s, qkv, f1, r);
+  auto d1_again = backward(*one, s, qkv, f1, r);
+  auto d3 = backward(*three, s, qkv, f3, r);
+  CHECK(std::memcmp(d1.data(), d1_again.data(), d1.size() * 4) == 0);
+  CHECK(std::memcmp(d1.data(), d3.data(), d1.size() * 4) == 0);
+}
+
+TEST_CASE("cpu attention rejects a kv head count that does not divide the q heads") {
+  auto be = make_cpu_backend();
+  Shape s{1, 3, 4, 3, 4};
+  std::vector<float> qkv(s.qkv_numel()), out(s.out_numel()), lse(s.lse_numel());
+  CHECK_THROWS_WITH_AS(be->attention_fwd(view(out, {int64_t(out.size())}), view(lse, {int64_t(lse.size())}),
+                                         view(qkv, {int64_t(qkv.size())}), s.B, s.T, s.Hq, s.Hkv, s.D),
+                       doctest::Contains("Hkv dividing Hq"), std::invalid_argument);
+}
+
+TEST_SUITE_END();

@@ -1,0 +1,235 @@
+// CUDA vs CPU: attention (cuDNN and the own kernels, GQA, fwd/bwd, deterministic backward),
+// embeddings (deterministic backward), cross-entropy, AdamW, sum_squares, memory ops.
+#include <cstdlib>
+
+#include "tests/kernels/cuda/cuda_test_util.hpp"
+
+#ifdef RECIPE_WITH_CUDA
+#include "kernels/cuda/cuda_backend.hpp"
+#endif
+
+TEST_SUITE_BEGIN("kernels/cuda");
+
+using namespace recipe::kernels;
+using namespace recipe::kernels::testing;
+
+namespace {
+
+struct AttnCase {
+  int B, T, Hq, Hkv, D;
+};
+
+// A CUDA backend whose attention always takes the own kernels.
+Backend& fallback_backend() {
+  static std::unique_ptr<Backend> b = [] {
+    setenv("RECIPE_CUDA_ATTENTION", "fallback", 1);
+    auto p = make_cuda_backend();
+    unsetenv("RECIPE_CUDA_ATTENTION");
+    return p;
+  }();
+  return *b;
+}
+Backend& deterministic_backend() {
+  static std::unique_ptr<Backend> b = [] {
+    BackendOptions o;
+    o.deterministic = true;
+    return make_cuda_backend(o);
+  }();
+  return *b;
+}
+
+void check_attention(Backend& gpu, const AttnCase& a, uint32_t seed) {
+  Rng r(seed);
+  const int64_t row = int64_t(a.Hq + 2 * a.Hkv) * a.D, N = int64_t(a.B) * a.T;
+  auto qkv = make_dual(Kind::act, {a.B, a.T, row}, r.normal(N * row), cpu_backend(), gpu);
+  auto out = make_dual(Kind::act, {a.B, a.T, int64_t(a.Hq) * a.D},
+                       std::vector<float>(N * a.Hq * a.D, 9.f), cpu_backend(), gpu);
+  auto lse = make_dual(Kind::f32, {a.B, a.Hq, a.T}, std::vector<float>(size_t(a.B) * a.Hq * a.T, 9.f),
+                       cpu_backend(), gpu);
+  cpu_backend().attention_fwd(out.c, lse.c, qkv.c, a.B, a.T, a.Hq, a.Hkv, a.D);
+  gpu.attention_fwd(out.g, lse.g, qkv.g, a.B, a.T, a.Hq, a.Hkv, a.D);
+  CHECK_CLOSE(out, kBf16Tol);
+  CHECK_CLOSE(lse, 1e-3);
+  // Backward from the GPU's own forward results on both sides (bf16-rounded out), so the two
+  // backward passes see identical inputs.
+  std::vector<float> out_g = read(gpu, out.g), lse_g = read(gpu, lse.g);
+  auto out2 = make_dual(Kind::act, {a.B, a.T, int64_t(a.Hq) * a.D}, out_g, cpu_backend(), gpu);
+  auto lse2 = make_dual(Kind::f32, {a.B, a.Hq, a.T}, lse_g, cpu_backend(), gpu);
+  auto dout = make_dual(Kind::act, {a.B, a.T, int64_t(a.Hq) * a.D}, r.normal(N * a.Hq * a.D),
+                        cpu_backend(), gpu);
+  auto dqkv = make_dual(Kind::act, {a.B, a.T, row}, std::vector<float>(N * row, 9.f), cpu_backend(), gpu);
+  cpu_backend().attention_bwd(dqkv.c, dout.c, qkv.c, out2.c, lse2.c, a.B, a.T, a.Hq, a.Hkv, a.D);
+  gpu.attention_bwd(dqkv.g, dout.g, qkv.g, out2.g, lse2.g, a.B, a.T, a.Hq, a.Hkv, a.D);
+  CHECK_CLOSE(dqkv, 2e-2);
+}
+
+const AttnCase kAttnCases[] = {{2, 128, 8, 2, 64}, {1, 77, 4, 4, 32}, {2, 256, 4, 1, 128},
+                               {1, 1024, 16, 16, 64}, {3, 33, 6, 3, 64}};
+
+}  // namespace
+
+TEST_CASE("cuda attention (default path: cuDNN when available) vs CPU, GQA" * doctest::skip(!has_gpu())) {
+  for (const auto& a : kAttnCases) {
+    CAPTURE(a.B); CAPTURE(a.T); CAPTURE(a.Hq); CAPTURE(a.Hkv); CAPTURE(a.D);
+    check_attention(gpu_backend(), a, uint32_t(a.T * 7 + a.D));
+  }
+#ifdef RECIPE_WITH_CUDA
+  auto& cb = dynamic_cast<cuda::CudaBackend&>(gpu_backend());
+  MESSAGE("attention calls: cuDNN " << cb.cudnn_attention_calls() << ", own kernels "
+                                    << cb.fallback_attention_calls() << " (cuDNN enabled: "
+                                    << cb.cudnn_attention_enabled() << ")");
+#ifdef RECIPE_WITH_CUDNN
+  CHECK(cb.cudnn_attention_calls() > 0);
+#endif
+#endif
+}
+
+TEST_CASE("cuda attention own kernels vs CPU, GQA" * doctest::skip(!has_gpu())) {
+  for (const auto& a : kAttnCases) {
+    CAPTURE(a.B); CAPTURE(a.T); CAPTURE(a.Hq); CAPTURE(a.Hkv); CAPTURE(a.D);
+    check_attention(fallback_backend(), a, uint32_t(a.T * 13 + a.D));
+  }
+#ifdef RECIPE_WITH_CUDA
+  auto& cb = dynamic_cast<cuda::CudaBackend&>(fallback_backend());
+  CHECK(cb.cudnn_attention_calls() == 0);
+  CHECK(cb.fallback_attention_calls() > 0);
+#endif
+}
+
+TEST_CASE("cuda attention backward is bitwise repeatable in deterministic mode" * doctest::skip(!has_gpu())) {
+  for (Backend* gpu : {&deterministic_backend(), &fallback_backend()}) {
+    const int B = 2, T = 512, Hq = 8, Hkv = 4, D = 64;
+    const int64_t row = int64_t(Hq + 2 * Hkv) * D, N = int64_t(B) * T;
+    Rng r(77);
+    auto qkv = make_dual(Kind::act, {B, T, row}, r.normal(N * row), cpu_backend(), *gpu);
+    auto out = make_dual(Kind::act, {B, T, int64_t(Hq) * D}, std::vector<float>(N * Hq * D, 0.f), cpu_backend(), *gpu);
+    auto lse = make_dual(Kind::f32, {B, Hq, T}, std::vector<float>(size_t(B) * Hq * T, 0.f), cpu_backend(), *gpu);
+    auto dout = make_dual(Kind::act, {B, T, int64_t(Hq) * D}, r.normal(N * Hq * D), cpu_backend(), *gpu);
+    auto dqkv = make_dual(Kind::act, {B, T, row}, std::vector<float>(N * row, 0.f), cpu_backend(), *gpu);
+    gpu->attention_fwd(out.g, lse.g, qkv.g, B, T, Hq, Hkv, D);
+    gpu->attention_bwd(dqkv.g, dout.g, qkv.g, out.g, lse.g, B, T, Hq, Hkv, D);
+    auto first = read_bytes(*gpu, dqkv.g);
+    for (int rep = 0; rep < 3; ++rep) {
+      gpu->zero(dqkv.g);
+      gpu->attention_bwd(dqkv.g, dout.g, qkv.g, out.g, lse.g, B, T, Hq, Hkv, D);
+      CHECK(read_bytes(*gpu, dqkv.g) == first);
+    }
+  }
+}
+
+TEST_CASE("cuda embedding forward/backward, sharded vocab, deterministic dwte" * doctest::skip(!has_gpu())) {
+  const int B = 4, T = 64, C = 96, V = 50, vocab_start = 10, rows = 30;  // shard holds tokens 10..39
+  const int64_t N = int64_t(B) * T;
+  Rng r(21);
+  auto tokens = make_dual(Kind::i32, {N}, r.uniform_int(N, 0, V - 1));  // many repeats, some out of shard
+  auto wte = make_dual(Kind::act, {rows, C}, r.normal(rows * C));
+  auto wpe = make_dual(Kind::act, {T, C}, r.normal(T * C));
+  auto out = make_dual(Kind::act, {N, C}, std::vector<float>(N * C, 4.f));
+  cpu_backend().embedding_fwd(out.c, tokens.c, wte.c, wpe.c, T, vocab_start);
+  gpu_backend().embedding_fwd(out.g, tokens.g, wte.g, wpe.g, T, vocab_start);
+  CHECK_CLOSE(out, kBf16Tol);
+
+  auto dout = make_dual(Kind::act, {N, C}, r.normal(N * C));
+  std::vector<float> dwte0 = r.normal(rows * C), dwpe0 = r.normal(T * C);
+  auto dwte = make_dual(Kind::f32, {rows, C}, dwte0);
+  auto dwpe = make_dual(Kind::f32, {T, C}, dwpe0);
+  cpu_backend().embedding_bwd(dwte.c, dwpe.c, dout.c, tokens.c, T, vocab_start);
+  gpu_backend().embedding_bwd(dwte.g, dwpe.g, dout.g, tokens.g, T, vocab_start);
+  CHECK_CLOSE(dwte, 1e-5);
+  CHECK_CLOSE(dwpe, 1e-5);
+  auto first = read_bytes(gpu_backend(), dwte.g);
+  for (int rep = 0; rep < 3; ++rep) {
+    gpu_backend().from_host(dwte.g, dwte0.data());
+    gpu_backend().embedding_bwd(dwte.g, Tensor(), dout.g, tokens.g, T, vocab_start);
+    CHECK(read_bytes(gpu_backend(), dwte.g) == first);
+  }
+}
+
+TEST_CASE("cuda cross-entropy: padding columns, ignored targets, in-place dlogits" * doctest::skip(!has_gpu())) {
+  for (int64_t Vp : {1000, 50304, 77}) {
+    CAPTURE(Vp);
+    const int64_t N = 37;
+    const int vocab = int(Vp) - 3;
+    Rng r{uint32_t(Vp)};
+    std::vector<float> tg = r.uniform_int(N, 0, vocab - 1);
+    tg[3] = -1;
+    tg[10] = -100;
+    auto targets = make_dual(Kind::i32, {N}, tg);
+    auto logits = make_dual(Kind::act, {N, Vp}, r.normal(N * Vp, 3.f));
+    auto losses = make_dual(Kind::f32, {N}, std::vector<float>(N, 5.f));
+    cpu_backend().cross_entropy(losses.c, logits.c, targets.c, vocab, 1.f, false);
+    gpu_backend().cross_entropy(losses.g, logits.g, targets.g, vocab, 1.f, false);
+    CHECK_CLOSE(losses, 1e-3);
+    const float dloss = 1.f / float(N);
+    cpu_backend().cross_entropy(losses.c, logits.c, targets.c, vocab, dloss, true);
+    gpu_backend().cross_entropy(losses.g, logits.g, targets.g, vocab, dloss, true);
+    CHECK_CLOSE(losses, 1e-3);
+    CHECK_CLOSE(logits, kBf16Tol);
+    auto lg = read(gpu_backend(), logits.g);
+    auto ls = read(gpu_backend(), losses.g);
+    CHECK(ls[3] == 0.f);
+    double pad = 0, ignored = 0;
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t j = vocab; j < Vp; ++j) pad += std::abs(lg[n * Vp + j]);
+    for (int64_t j = 0; j < Vp; ++j) ignored += std::abs(lg[3 * Vp + j]) + std::abs(lg[10 * Vp + j]);
+    CHECK(pad == 0.0);
+    CHECK(ignored == 0.0);
+  }
+}
+
+TEST_CASE("cuda adamw with bias correction, grad scale and the bf16 compute copy" * doctest::skip(!has_gpu())) {
+  const int64_t n = 100003;
+  Rng r(3);
+  auto master = make_dual(Kind::f32, {n}, r.normal(n));
+  auto grad = make_dual(Kind::f32, {n}, r.normal(n, 0.1f));
+  auto m = make_dual(Kind::f32, {n}, r.normal(n, 0.01f));
+  auto v = make_dual(Kind::f32, {n}, [&] { auto x = r.normal(n, 0.001f); for (auto& e : x) e = e * e; return x; }());
+  auto copy = make_dual(Kind::act, {n}, std::vector<float>(n, 0.f));
+  for (int step = 1; step <= 3; ++step) {
+    AdamWArgs a{3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, step, 0.5f};
+    cpu_backend().adamw(master.c, grad.c, m.c, v.c, copy.c, a);
+    gpu_backend().adamw(master.g, grad.g, m.g, v.g, copy.g, a);
+  }
+  CHECK_CLOSE(master, 1e-6);
+  CHECK_CLOSE(m, 1e-5);
+  CHECK_CLOSE(v, 1e-5);
+  CHECK_CLOSE(copy, kBf16Tol);
+}
+
+TEST_CASE("cuda sum_squares matches the CPU and is bitwise repeatable" * doctest::skip(!has_gpu())) {
+  for (int64_t n : {1, 1000, 3 * 1000 * 1000 + 7}) {
+    CAPTURE(n);
+    Rng r{uint32_t(n)};
+    auto x = make_dual(Kind::f32, {n}, r.normal(n));
+    double c = cpu_backend().sum_squares(x.c), g = gpu_backend().sum_squares(x.g);
+    CHECK(std::abs(g - c) <= 1e-9 * std::abs(c));
+    for (int rep = 0; rep < 3; ++rep) {
+      double g2 = gpu_backend().sum_squares(x.g);
+      CHECK(std::memcmp(&g, &g2, sizeof g) == 0);
+    }
+  }
+}
+
+TEST_CASE("cuda memory: zero-filled alloc, copy, zero, peak tracking" * doctest::skip(!has_gpu())) {
+  Backend& g = gpu_backend();
+  size_t before = g.peak_memory_bytes();
+  Tensor t = alloc_on(g, DType::f32, {1 << 20});
+  CHECK(g.peak_memory_bytes() >= before);
+  CHECK(g.peak_memory_bytes() >= size_t(4) << 20);
+  auto zeros = read(g, t);
+  bool all_zero = true;
+  for (float x : zeros) all_zero = all_zero && x == 0.f;
+  CHECK(all_zero);
+  Rng r(1);
+  auto vals = r.normal(1 << 20);
+  g.from_host(t, vals.data());
+  Tensor u = alloc_on(g, DType::f32, {1 << 20});
+  g.copy(u, t);
+  CHECK(read(g, u) == vals);
+  g.zero(u);
+  CHECK(read(g, u)[12345] == 0.f);
+  g.free(t.ptr);
+  g.free(u.ptr);
+}
+
+TEST_SUITE_END();
