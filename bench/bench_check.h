@@ -6,11 +6,11 @@
 #include <cstdio>
 #include <cstdlib>
 
-#define CK(x)                                                                        \
-  do {                                                                               \
-    auto s_ = (x);                                                                   \
-    if (s_ != 0) {                                                                   \
-      std::fprintf(stderr, "%s:%d: %s -> %d\n", __FILE__, __LINE__, #x, int(s_));   \
-      std::exit(1);                                                                  \
-    }                                                                                \
+#define CK(x)                                                                     \
+  do {                                                                            \
+    auto s_ = (x);                                                                \
+    if (s_ != 0) {                                                                \
+      std::fprintf(stderr, "%s:%d: %s -> %d\n", __FILE__, __LINE__, #x, int(s_)); \
+      std::exit(1);                                                               \
+    }                                                                             \
   } while (0)

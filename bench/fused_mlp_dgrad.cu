@@ -97,20 +97,19 @@
 #include "kernels/cuda/gelu_fc2_backward.cu"
 
 #include "bench/bench_check.h"
-#define CKL()                                                                          \
-  do {                                                                                 \
-    cudaError_t e_ = cudaGetLastError();                                               \
-    if (e_ != cudaSuccess) {                                                           \
+#define CKL()                                                                                  \
+  do {                                                                                         \
+    cudaError_t e_ = cudaGetLastError();                                                       \
+    if (e_ != cudaSuccess) {                                                                   \
       std::fprintf(stderr, "%s:%d: launch: %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                    \
-    }                                                                                  \
+      std::exit(1);                                                                            \
+    }                                                                                          \
   } while (0)
 
 // A named namespace, not an anonymous one: the engine's .cu above has its own anonymous
 // namespace, and nvcc's kernel stubs cannot tell two of them apart in one file.
 namespace harness {
 using namespace recipe::kernels::cuda;
-
 
 // ------------------------------------------------------------------------------------------
 // Baseline kernels (steps 2 and 3)
@@ -122,8 +121,7 @@ __device__ __forceinline__ float gelu_ref_f(float x) {
 }
 
 __global__ void gelu_kernel(const bf16* __restrict__ in, bf16* __restrict__ out, size_t n8) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n8;
-       i += size_t(gridDim.x) * blockDim.x) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n8; i += size_t(gridDim.x) * blockDim.x) {
     uint4 v = __ldg(reinterpret_cast<const uint4*>(in) + i);
     uint32_t w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
@@ -137,8 +135,7 @@ __global__ void gelu_kernel(const bf16* __restrict__ in, bf16* __restrict__ out,
 
 // Column sums: block = 8 column lanes (8 cols = 16 B each) x 32 row lanes, 64 columns per block;
 // grid.y = row chunks of 512 rows; writes partial[chunk][col] (fixed order), finalize sums chunks.
-__global__ void colsum_partial_kernel(const bf16* __restrict__ src, float* __restrict__ partial,
-                                      int rows, int H) {
+__global__ void colsum_partial_kernel(const bf16* __restrict__ src, float* __restrict__ partial, int rows, int H) {
   __shared__ float fold[32][64 + 1];
   const int tx = threadIdx.x & 7, ty = threadIdx.x >> 3;
   const int col = blockIdx.x * 64 + 8 * tx;
@@ -167,8 +164,8 @@ __global__ void colsum_partial_kernel(const bf16* __restrict__ src, float* __res
 // dbias[h] (=|+=) Σ_r partial[r][h], rows in fixed order: the engine's former finalize kernel,
 // kept here for the baseline's column sum and as the reference of the fused kernel's in-kernel
 // finalize, which must give the same bits from the same partials.
-__global__ void ref_finalize_kernel(const float* __restrict__ partial, float* __restrict__ dbias,
-                                    int rows, int H, bool overwrite) {
+__global__ void ref_finalize_kernel(const float* __restrict__ partial, float* __restrict__ dbias, int rows, int H,
+                                    bool overwrite) {
   const int h = blockIdx.x * blockDim.x + threadIdx.x;
   if (h >= H) return;
   float s0 = 0.f, s1 = 0.f, s2 = 0.f, s3 = 0.f;
@@ -189,12 +186,15 @@ __global__ void ref_finalize_kernel(const float* __restrict__ partial, float* __
 // Reference and checking kernels (not timed)
 // ------------------------------------------------------------------------------------------
 __device__ __forceinline__ uint32_t hash32(uint32_t x) {
-  x ^= x >> 16; x *= 0x7feb352dU; x ^= x >> 15; x *= 0x846ca68bU; x ^= x >> 16;
+  x ^= x >> 16;
+  x *= 0x7feb352dU;
+  x ^= x >> 15;
+  x *= 0x846ca68bU;
+  x ^= x >> 16;
   return x;
 }
 __global__ void fill_normal_kernel(bf16* p, size_t n, uint32_t seed, float scale) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
-       i += size_t(gridDim.x) * blockDim.x) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
     uint32_t a = hash32(uint32_t(i) * 2u + 0x9e3779b9u * seed + uint32_t(i >> 31));
     uint32_t b = hash32(a ^ (uint32_t(i) * 2u + 1u) ^ (seed * 0x85ebca6bu));
     float u1 = (a >> 8) * (1.f / 16777216.f) + (0.5f / 16777216.f);
@@ -204,16 +204,14 @@ __global__ void fill_normal_kernel(bf16* p, size_t n, uint32_t seed, float scale
   }
 }
 __global__ void poison_kernel(uint16_t* p, size_t n) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
-       i += size_t(gridDim.x) * blockDim.x)
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
     p[i] = 0x7fc1;  // bf16 NaN
 }
 
 // fp32 reference: rdh = (dy·W2) · gelu'(pre), rg = gelu(pre); GEMM in fp32 from bf16 inputs,
 // GELU math in double. 64x64 output tile per 256-thread block, 4x4 per thread.
-__global__ void ref_kernel(const bf16* __restrict__ dy, const bf16* __restrict__ W2,
-                           const bf16* __restrict__ pre, float* __restrict__ rdh,
-                           float* __restrict__ rg, int N, int C, int H) {
+__global__ void ref_kernel(const bf16* __restrict__ dy, const bf16* __restrict__ W2, const bf16* __restrict__ pre,
+                           float* __restrict__ rdh, float* __restrict__ rg, int N, int C, int H) {
   __shared__ float As[16][64 + 1];
   __shared__ float Bs[16][64];
   const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
@@ -233,7 +231,10 @@ __global__ void ref_kernel(const bf16* __restrict__ dy, const bf16* __restrict__
     for (int k = 0; k < 16; ++k) {
       float a[4], b[4];
 #pragma unroll
-      for (int i = 0; i < 4; ++i) { a[i] = As[k][ty + 16 * i]; b[i] = Bs[k][tx + 16 * i]; }
+      for (int i = 0; i < 4; ++i) {
+        a[i] = As[k][ty + 16 * i];
+        b[i] = Bs[k][tx + 16 * i];
+      }
 #pragma unroll
       for (int i = 0; i < 4; ++i)
 #pragma unroll
@@ -262,20 +263,22 @@ struct CmpStats {
 };
 __global__ void sumsq_kernel(const float* __restrict__ r, size_t n, CmpStats* st) {
   double s = 0;
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
-       i += size_t(gridDim.x) * blockDim.x)
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
     s += double(r[i]) * r[i];
   atomicAdd(&st->sumsq_ref, s);
 }
 // ratio = |f - r| / (rel·|r| + abs_floor); bad if ratio > 1 or f is NaN.
-__global__ void compare_kernel(const bf16* __restrict__ f, const float* __restrict__ r, size_t n,
-                               float rel, float abs_floor, CmpStats* st) {
+__global__ void compare_kernel(const bf16* __restrict__ f, const float* __restrict__ r, size_t n, float rel,
+                               float abs_floor, CmpStats* st) {
   unsigned long long bad = 0, nan = 0;
   float mr = 0.f, ma = 0.f;
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
-       i += size_t(gridDim.x) * blockDim.x) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
     const float x = __bfloat162float(f[i]), y = r[i];
-    if (!(x == x)) { ++nan; ++bad; continue; }
+    if (!(x == x)) {
+      ++nan;
+      ++bad;
+      continue;
+    }
     const float d = fabsf(x - y), ratio = d / (rel * fabsf(y) + abs_floor);
     if (ratio > 1.f) ++bad;
     mr = fmaxf(mr, ratio);
@@ -287,27 +290,23 @@ __global__ void compare_kernel(const bf16* __restrict__ f, const float* __restri
   atomicMax(&st->max_abs_bits, __float_as_uint(ma));
 }
 // Column sums in double of bf16-rounded values (of a float or bf16 matrix).
-__global__ void colsum_ref_f(const float* __restrict__ m, double* __restrict__ out, int rows,
-                             int H) {
+__global__ void colsum_ref_f(const float* __restrict__ m, double* __restrict__ out, int rows, int H) {
   const int h = blockIdx.x * blockDim.x + threadIdx.x;
   if (h >= H) return;
   double s = 0;
   for (int r = 0; r < rows; ++r) s += double(__bfloat162float(__float2bfloat16(m[size_t(r) * H + h])));
   out[h] = s;
 }
-__global__ void colsum_ref_b(const bf16* __restrict__ m, double* __restrict__ out, int rows,
-                             int H) {
+__global__ void colsum_ref_b(const bf16* __restrict__ m, double* __restrict__ out, int rows, int H) {
   const int h = blockIdx.x * blockDim.x + threadIdx.x;
   if (h >= H) return;
   double s = 0;
   for (int r = 0; r < rows; ++r) s += double(__bfloat162float(m[size_t(r) * H + h]));
   out[h] = s;
 }
-__global__ void count_diff_kernel(const uint4* a, const uint4* b, size_t n16,
-                                  unsigned long long* cnt) {
+__global__ void count_diff_kernel(const uint4* a, const uint4* b, size_t n16, unsigned long long* cnt) {
   unsigned long long c = 0;
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n16;
-       i += size_t(gridDim.x) * blockDim.x) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n16; i += size_t(gridDim.x) * blockDim.x) {
     uint4 x = a[i], y = b[i];
     c += (x.x != y.x) + (x.y != y.y) + (x.z != y.z) + (x.w != y.w);
   }
@@ -320,7 +319,10 @@ float median_us(const std::function<void()>& f, cudaStream_t s, int reps = 30) {
   std::vector<cudaEvent_t> ev(reps + 1);
   for (auto& e : ev) CK(cudaEventCreate(&e));
   CK(cudaEventRecord(ev[0], s));
-  for (int i = 0; i < reps; ++i) { f(); CK(cudaEventRecord(ev[i + 1], s)); }
+  for (int i = 0; i < reps; ++i) {
+    f();
+    CK(cudaEventRecord(ev[i + 1], s));
+  }
   CK(cudaEventSynchronize(ev[reps]));
   CKL();
   std::vector<float> t(reps);
@@ -356,8 +358,7 @@ CheckResult check(const bf16* f, const float* r, size_t n, CmpStats* st) {
 }
 
 // dbias errors against a double reference: relative L2 and max |diff| / rms(ref).
-void vec_err(const std::vector<float>& f, const std::vector<double>& r, double& rel_l2,
-             double& max_over_rms) {
+void vec_err(const std::vector<float>& f, const std::vector<double>& r, double& rel_l2, double& max_over_rms) {
   double num = 0, den = 0, mx = 0;
   for (size_t i = 0; i < r.size(); ++i) {
     const double d = double(f[i]) - r[i];
@@ -384,8 +385,7 @@ int run(int argc, char** argv) {
   const int Nmax = *std::max_element(Ns.begin(), Ns.end());
   for (int N : Ns)
     if (N % BM || H % BN || C % BK || N <= 0) {
-      std::fprintf(stderr, "unsupported shape N=%d C=%d H=%d (need N%%%d, H%%%d, C%%%d == 0)\n",
-                   N, C, H, BM, BN, BK);
+      std::fprintf(stderr, "unsupported shape N=%d C=%d H=%d (need N%%%d, H%%%d, C%%%d == 0)\n", N, C, H, BM, BN, BK);
       return 2;
     }
 
@@ -472,21 +472,17 @@ int run(int argc, char** argv) {
     cudaDataType_t aux_t = CUDA_R_16BF;
     int64_t aux_ld = H;
     const void* aux_p = pre;
-    CK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, &aux_t,
-                                      sizeof(aux_t)));
-    CK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld,
-                                      sizeof(aux_ld)));
-    CK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux_p,
-                                      sizeof(aux_p)));
+    CK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, &aux_t, sizeof(aux_t)));
+    CK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)));
+    CK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux_p, sizeof(aux_p)));
     cublasLtMatrixLayout_t la, lb, ld;
-    CK(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, H, C, H));   // W2 as col-major [H, C]
-    CK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, C, N, C));   // dy as col-major [C, N]
-    CK(cublasLtMatrixLayoutCreate(&ld, CUDA_R_16BF, H, N, H));   // dh as col-major [H, N]
+    CK(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, H, C, H));  // W2 as col-major [H, C]
+    CK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, C, N, C));  // dy as col-major [C, N]
+    CK(cublasLtMatrixLayoutCreate(&ld, CUDA_R_16BF, H, N, H));  // dh as col-major [H, N]
     cublasLtMatmulPreference_t pref;
     CK(cublasLtMatmulPreferenceCreate(&pref));
     uint64_t wsb = ws_bytes;
-    CK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb,
-                                            sizeof(wsb)));
+    CK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof(wsb)));
     cublasLtMatmulHeuristicResult_t res[8];
     int nres = 0;
     CK(cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, ld, ld, pref, 8, res, &nres));
@@ -496,28 +492,35 @@ int run(int argc, char** argv) {
     for (int i = 0; i < nres; ++i) {
       if (res[i].state != CUBLAS_STATUS_SUCCESS) continue;
       auto run = [&] {
-        cublasLtMatmul(lt, desc, &alpha, W2, la, dy, lb, &beta, dh_b, ld, dh_b, ld, &res[i].algo,
-                       ws, ws_bytes, stream);
+        cublasLtMatmul(lt, desc, &alpha, W2, la, dy, lb, &beta, dh_b, ld, dh_b, ld, &res[i].algo, ws, ws_bytes, stream);
       };
       run();
-      if (cudaStreamSynchronize(stream) != cudaSuccess) { cudaGetLastError(); continue; }
+      if (cudaStreamSynchronize(stream) != cudaSuccess) {
+        cudaGetLastError();
+        continue;
+      }
       const float us = median_us(run, stream, 10);
-      if (us < best_us) { best_us = us; best = i; }
+      if (us < best_us) {
+        best_us = us;
+        best = i;
+      }
     }
-    if (best < 0) { std::fprintf(stderr, "no cuBLASLt algo\n"); return 1; }
+    if (best < 0) {
+      std::fprintf(stderr, "no cuBLASLt algo\n");
+      return 1;
+    }
     auto lt_run = [&] {
-      CK(cublasLtMatmul(lt, desc, &alpha, W2, la, dy, lb, &beta, dh_b, ld, dh_b, ld,
-                        &res[best].algo, ws, ws_bytes, stream));
+      CK(cublasLtMatmul(lt, desc, &alpha, W2, la, dy, lb, &beta, dh_b, ld, dh_b, ld, &res[best].algo, ws, ws_bytes,
+                        stream));
     };
-    auto gelu_run = [&] {
-      gelu_kernel<<<prop.multiProcessorCount * 8, 256, 0, stream>>>(pre, g_b, nh / 8);
-    };
+    auto gelu_run = [&] { gelu_kernel<<<prop.multiProcessorCount * 8, 256, 0, stream>>>(pre, g_b, nh / 8); };
     auto colsum_run = [&] {
       colsum_partial_kernel<<<dim3(H / 64, (N + 511) / 512), 256, 0, stream>>>(dh_b, part_b, N, H);
-      ref_finalize_kernel<<<H / 256, 256, 0, stream>>>(part_b, dbias_b, (N + 511) / 512, H,
-                                                       true);
+      ref_finalize_kernel<<<H / 256, 256, 0, stream>>>(part_b, dbias_b, (N + 511) / 512, H, true);
     };
-    lt_run(); gelu_run(); colsum_run();
+    lt_run();
+    gelu_run();
+    colsum_run();
     CK(cudaStreamSynchronize(stream));
     CKL();
     CheckResult cb_dh = check(dh_b, rdh, nh, st), cb_g = check(g_b, rg, nh, st);
@@ -525,10 +528,10 @@ int run(int argc, char** argv) {
     CK(cudaMemcpy(h_db.data(), dbias_b, H * 4, cudaMemcpyDeviceToHost));
     double b_rel, b_mx;
     vec_err(h_db, h_csref, b_rel, b_mx);
-    std::printf("N=%d baseline (algo %d of %d): dh bad=%llu max_abs=%.3g max_ratio=%.3f | g bad=%llu "
-                "max_ratio=%.3f | dbias relL2=%.2e max/rms=%.2e\n",
-                N, best, nres, cb_dh.bad, cb_dh.max_abs, cb_dh.max_ratio, cb_g.bad, cb_g.max_ratio,
-                b_rel, b_mx);
+    std::printf(
+        "N=%d baseline (algo %d of %d): dh bad=%llu max_abs=%.3g max_ratio=%.3f | g bad=%llu "
+        "max_ratio=%.3f | dbias relL2=%.2e max/rms=%.2e\n",
+        N, best, nres, cb_dh.bad, cb_dh.max_abs, cb_dh.max_ratio, cb_g.bad, cb_g.max_ratio, b_rel, b_mx);
 
     // ---------------- fused ----------------
     // The engine's launcher (what gelu_rebuild_linear_bwd runs): one kernel launch.
@@ -541,23 +544,21 @@ int run(int argc, char** argv) {
     };
     // The same kernel launched plainly, on the harness's own partial and dbias buffers.
     CUtensorMap tm_dy, tm_w2, tm_pre, tm_dh;
-    if (!make_map(tm_dy, dy, N, C, BM) || !make_map(tm_w2, W2, C, H, BK) ||
-        !make_map(tm_pre, pre, N, H, BM) || !make_map(tm_dh, dh_f, N, H, DH_BOX_ROWS)) {
+    if (!make_map(tm_dy, dy, N, C, BM) || !make_map(tm_w2, W2, C, H, BK) || !make_map(tm_pre, pre, N, H, BM) ||
+        !make_map(tm_dh, dh_f, N, H, DH_BOX_ROWS)) {
       std::fprintf(stderr, "tensor map encoding failed\n");
       return 1;
     }
     const int tiles = (N / BM) * (H / BN), grid = std::min(tiles, sms);
     auto kernel_run = [&] {
-      fused_dgrad_kernel<1, 1><<<grid, THREADS, SMEM_BYTES, stream>>>(
-          tm_dy, tm_w2, tm_pre, tm_dh, g_f, partial, dbias_k, true, N, C, H);
+      fused_dgrad_kernel<1, 1>
+          <<<grid, THREADS, SMEM_BYTES, stream>>>(tm_dy, tm_w2, tm_pre, tm_dh, g_f, partial, dbias_k, true, N, C, H);
     };
-    auto bits_equal = [&](const float* a, const float* b) {
-      return std::memcmp(a, b, size_t(H) * 4) == 0;
-    };
+    auto bits_equal = [&](const float* a, const float* b) { return std::memcmp(a, b, size_t(H) * 4) == 0; };
     auto count_diff = [&](const bf16* a, const bf16* b) {
       CK(cudaMemset(cnt, 0, 8));
-      count_diff_kernel<<<1024, 256>>>(reinterpret_cast<const uint4*>(a),
-                                       reinterpret_cast<const uint4*>(b), nh / 8, cnt);
+      count_diff_kernel<<<1024, 256>>>(reinterpret_cast<const uint4*>(a), reinterpret_cast<const uint4*>(b), nh / 8,
+                                       cnt);
       CKL();
       unsigned long long n = 0;
       CK(cudaMemcpy(&n, cnt, 8, cudaMemcpyDeviceToHost));
@@ -622,35 +623,42 @@ int run(int argc, char** argv) {
     // 6. Every band's last arriver reset its ticket.
     std::vector<unsigned> h_tickets(kMaxBands);
     CK(cudaMemcpyFromSymbol(h_tickets.data(), band_tickets, sizeof(unsigned) * kMaxBands));
-    const bool tickets_ok =
-        std::all_of(h_tickets.begin(), h_tickets.end(), [](unsigned t) { return t == 0; });
+    const bool tickets_ok = std::all_of(h_tickets.begin(), h_tickets.end(), [](unsigned t) { return t == 0; });
     Row rw;
     rw.N = N;
-    rw.ok = cf_dh.bad == 0 && cf_g.bad == 0 && f_rel <= 1e-3 && o_rel <= 1e-5 && det && acc_ok &&
-            null_ok && fin_ok && tickets_ok;
+    rw.ok = cf_dh.bad == 0 && cf_g.bad == 0 && f_rel <= 1e-3 && o_rel <= 1e-5 && det && acc_ok && null_ok && fin_ok &&
+            tickets_ok;
     all_ok = all_ok && rw.ok;
-    std::printf("N=%d fused: dh bad=%llu nan=%llu max_abs=%.3g (rms %.3g) max_ratio=%.3f | "
-                "g bad=%llu nan=%llu max_abs=%.3g max_ratio=%.3f | dbias vs ref relL2=%.2e "
-                "max/rms=%.2e, vs own dh relL2=%.2e | deterministic=%d accumulate=%d "
-                "no-dbias=%d ==old-finalize=%d tickets0=%d -> %s\n",
-                N, cf_dh.bad, cf_dh.nan, cf_dh.max_abs, cf_dh.rms, cf_dh.max_ratio, cf_g.bad,
-                cf_g.nan, cf_g.max_abs, cf_g.max_ratio, f_rel, f_mx, o_rel, int(det), int(acc_ok),
-                int(null_ok), int(fin_ok), int(tickets_ok), rw.ok ? "PASS" : "FAIL");
+    std::printf(
+        "N=%d fused: dh bad=%llu nan=%llu max_abs=%.3g (rms %.3g) max_ratio=%.3f | "
+        "g bad=%llu nan=%llu max_abs=%.3g max_ratio=%.3f | dbias vs ref relL2=%.2e "
+        "max/rms=%.2e, vs own dh relL2=%.2e | deterministic=%d accumulate=%d "
+        "no-dbias=%d ==old-finalize=%d tickets0=%d -> %s\n",
+        N, cf_dh.bad, cf_dh.nan, cf_dh.max_abs, cf_dh.rms, cf_dh.max_ratio, cf_g.bad, cf_g.nan, cf_g.max_abs,
+        cf_g.max_ratio, f_rel, f_mx, o_rel, int(det), int(acc_ok), int(null_ok), int(fin_ok), int(tickets_ok),
+        rw.ok ? "PASS" : "FAIL");
 
     // ---------------- timing ----------------
     rw.lt = median_us(lt_run, stream);
     rw.gelu = median_us(gelu_run, stream);
     rw.colsum = median_us(colsum_run, stream);
-    rw.base_sum = median_us([&] { lt_run(); gelu_run(); colsum_run(); }, stream);
+    rw.base_sum = median_us(
+        [&] {
+          lt_run();
+          gelu_run();
+          colsum_run();
+        },
+        stream);
     rw.kernel = median_us(kernel_run, stream);
     rw.fused_sum = median_us(fused_run, stream);
     CK(cudaStreamSynchronize(stream));
     CKL();
     rows.push_back(rw);
-    std::printf("N=%d timing (median us): lt_dgelu %.1f (%.0f TF/s) gelu %.1f colsum %.1f | "
-                "base chain %.1f || fused kernel %.1f (%.0f TF/s) | fused chain %.1f\n",
-                N, rw.lt, flops / rw.lt * 1e-6, rw.gelu, rw.colsum, rw.base_sum, rw.kernel,
-                flops / rw.kernel * 1e-6, rw.fused_sum);
+    std::printf(
+        "N=%d timing (median us): lt_dgelu %.1f (%.0f TF/s) gelu %.1f colsum %.1f | "
+        "base chain %.1f || fused kernel %.1f (%.0f TF/s) | fused chain %.1f\n",
+        N, rw.lt, flops / rw.lt * 1e-6, rw.gelu, rw.colsum, rw.base_sum, rw.kernel, flops / rw.kernel * 1e-6,
+        rw.fused_sum);
 
     cublasLtMatmulPreferenceDestroy(pref);
     cublasLtMatrixLayoutDestroy(la);
@@ -659,14 +667,14 @@ int run(int argc, char** argv) {
     cublasLtMatmulDescDestroy(desc);
   }
 
-  std::printf("\n%-6s | %8s %8s %8s %8s | %8s %9s | %7s %s\n", "N", "lt_dgelu", "gelu",
-              "colsum", "base_tot", "fused", "fused_tot", "speedup", "checks");
+  std::printf("\n%-6s | %8s %8s %8s %8s | %8s %9s | %7s %s\n", "N", "lt_dgelu", "gelu", "colsum", "base_tot", "fused",
+              "fused_tot", "speedup", "checks");
   for (auto& r : rows)
-    std::printf("%-6d | %8.1f %8.1f %8.1f %8.1f | %8.1f %9.1f | %6.2fx  %s\n", r.N, r.lt, r.gelu,
-                r.colsum, r.base_sum, r.kernel, r.fused_sum, r.base_sum / r.fused_sum,
-                r.ok ? "PASS" : "FAIL");
-  std::printf("(us, median of 30 reps; fused = the kernel launched plainly, fused_tot = the "
-              "engine's launcher: the same kernel, one launch)\n");
+    std::printf("%-6d | %8.1f %8.1f %8.1f %8.1f | %8.1f %9.1f | %6.2fx  %s\n", r.N, r.lt, r.gelu, r.colsum, r.base_sum,
+                r.kernel, r.fused_sum, r.base_sum / r.fused_sum, r.ok ? "PASS" : "FAIL");
+  std::printf(
+      "(us, median of 30 reps; fused = the kernel launched plainly, fused_tot = the "
+      "engine's launcher: the same kernel, one launch)\n");
   std::printf("%s\n", all_ok ? "ALL CHECKS PASS" : "SOME CHECKS FAILED");
   return all_ok ? 0 : 3;
 }

@@ -38,8 +38,7 @@ int cfg(const cublasLtMatmulAlgo_t& a, cublasLtMatmulAlgoConfigAttributes_t attr
   int v = 0;
   size_t w = 0;
   uint32_t u = 0;
-  if (cublasLtMatmulAlgoConfigGetAttribute(&a, attr, &u, sizeof(u), &w) == CUBLAS_STATUS_SUCCESS)
-    v = int(u);
+  if (cublasLtMatmulAlgoConfigGetAttribute(&a, attr, &u, sizeof(u), &w) == CUBLAS_STATUS_SUCCESS) v = int(u);
   return v;
 }
 
@@ -95,8 +94,7 @@ int main(int argc, char** argv) {
     cublasOperation_t tb = cs.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
     CK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
     CK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-    CK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &cs.epilogue,
-                                      sizeof(cs.epilogue)));
+    CK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &cs.epilogue, sizeof(cs.epilogue)));
     if (cs.epilogue == CUBLASLT_EPILOGUE_BIAS || cs.epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS) {
       cudaDataType_t bt = CUDA_R_16BF;
       CK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof(bt)));
@@ -118,8 +116,7 @@ int main(int argc, char** argv) {
     const float alpha = 1.f, beta = 0.f;
     auto time_algo = [&](const cublasLtMatmulAlgo_t& a, int reps) -> float {
       auto launch = [&] {
-        return cublasLtMatmul(lt, desc, &alpha, A, la, B, lb, &beta, D, ld, D, ld, &a, ws, ws_bytes,
-                              stream);
+        return cublasLtMatmul(lt, desc, &alpha, A, la, B, lb, &beta, D, ld, D, ld, &a, ws, ws_bytes, stream);
       };
       if (launch() != CUBLAS_STATUS_SUCCESS) return -1.f;
       if (cudaStreamSynchronize(stream) != cudaSuccess) return -1.f;
@@ -163,21 +160,20 @@ int main(int argc, char** argv) {
 
     // 2. Every algorithm id × tile × stages × cluster × swizzle × custom option that checks.
     int ids[512], n_ids = 0;
-    CK(cublasLtMatmulAlgoGetIds(lt, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_16BF, CUDA_R_16BF,
-                                CUDA_R_16BF, CUDA_R_16BF, 512, ids, &n_ids));
+    CK(cublasLtMatmulAlgoGetIds(lt, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_16BF, CUDA_R_16BF, CUDA_R_16BF, CUDA_R_16BF,
+                                512, ids, &n_ids));
     int checked = 0, timed = 0;
     for (int ii = 0; ii < n_ids && timed < max_timed; ++ii) {
       cublasLtMatmulAlgo_t algo;
-      if (cublasLtMatmulAlgoInit(lt, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_16BF, CUDA_R_16BF,
-                                 CUDA_R_16BF, CUDA_R_16BF, ids[ii], &algo) != CUBLAS_STATUS_SUCCESS)
+      if (cublasLtMatmulAlgoInit(lt, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_16BF, CUDA_R_16BF, CUDA_R_16BF, CUDA_R_16BF,
+                                 ids[ii], &algo) != CUBLAS_STATUS_SUCCESS)
         continue;
       size_t w = 0;
       // Array capabilities: a first call with size 0 reports the bytes needed.
       auto cap_array = [&](cublasLtMatmulAlgoCapAttributes_t attr) {
         size_t bytes = 0;
         std::vector<uint32_t> v;
-        if (cublasLtMatmulAlgoCapGetAttribute(&algo, attr, nullptr, 0, &bytes) != CUBLAS_STATUS_SUCCESS)
-          return v;
+        if (cublasLtMatmulAlgoCapGetAttribute(&algo, attr, nullptr, 0, &bytes) != CUBLAS_STATUS_SUCCESS) return v;
         v.resize(bytes / 4 + 1);
         if (bytes == 0 ||
             cublasLtMatmulAlgoCapGetAttribute(&algo, attr, v.data(), bytes, &bytes) != CUBLAS_STATUS_SUCCESS)
@@ -189,7 +185,8 @@ int main(int argc, char** argv) {
       std::vector<uint32_t> stages = cap_array(CUBLASLT_ALGO_CAP_STAGES_IDS);
       int nt = int(tiles.size()), ns = int(stages.size());
       int32_t custom_max = 0, swz = 0;
-      cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_CUSTOM_OPTION_MAX, &custom_max, sizeof(custom_max), &w);
+      cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_CUSTOM_OPTION_MAX, &custom_max, sizeof(custom_max),
+                                        &w);
       cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_CTA_SWIZZLING_SUPPORT, &swz, sizeof(swz), &w);
       if (nt == 0) tiles = {CUBLASLT_MATMUL_TILE_UNDEFINED}, nt = 1;
       if (ns == 0) stages = {CUBLASLT_MATMUL_STAGES_UNDEFINED}, ns = 1;
@@ -224,14 +221,14 @@ int main(int argc, char** argv) {
     }
     // Re-time the 12 fastest found by the search with more repetitions.
     std::sort(all.begin() + long(n_heur), all.end(), [](const Timed& x, const Timed& y) { return x.us < y.us; });
-    std::printf("\n== %s  m=%lld n=%lld k=%lld  (algo ids %d, configs checked %d, timed %d)\n", cs.name,
-                (long long)m, (long long)n, (long long)k, n_ids, checked, timed);
+    std::printf("\n== %s  m=%lld n=%lld k=%lld  (algo ids %d, configs checked %d, timed %d)\n", cs.name, (long long)m,
+                (long long)n, (long long)k, n_ids, checked, timed);
     std::printf("heuristic #1: %.1f us = %.0f TFLOP/s\n", heur1, heur1 > 0 ? flops / heur1 * 1e-6 : 0.0);
     std::sort(all.begin(), all.begin() + long(n_heur), [](const Timed& x, const Timed& y) { return x.us < y.us; });
     auto print = [&](const Timed& t) {
       std::printf("  %-14s %8.1f us %5.0f TFLOP/s  id=%d tile=%d stages=%d cluster=%d swizzle=%d custom=%d splitk=%d\n",
-                  t.source.c_str(), t.us, flops / t.us * 1e-6, t.id, t.tile, t.stages, t.cluster,
-                  t.swizzle, t.custom, t.splitk);
+                  t.source.c_str(), t.us, flops / t.us * 1e-6, t.id, t.tile, t.stages, t.cluster, t.swizzle, t.custom,
+                  t.splitk);
     };
     std::printf("best of the heuristic list (%zu):\n", n_heur);
     for (size_t i = 0; i < std::min<size_t>(n_heur, 4); ++i) print(all[i]);

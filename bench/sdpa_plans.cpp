@@ -37,16 +37,30 @@ std::shared_ptr<fe::graph::Graph> make_graph(int64_t B, int64_t T, int64_t H, in
   auto Q = tensor("Q", kQ, qkv_stride), K = tensor("K", kK, qkv_stride), V = tensor("V", kV, qkv_stride);
   const float scale = 1.f / std::sqrt(float(D));
   if (!backward) {
-    auto [O, S] = g->sdpa(Q, K, V,
-                          fe::graph::SDPA_attributes().set_name("f").set_generate_stats(true).set_attn_scale(scale).set_causal_mask(true));
+    auto [O, S] = g->sdpa(
+        Q, K, V,
+        fe::graph::SDPA_attributes().set_name("f").set_generate_stats(true).set_attn_scale(scale).set_causal_mask(
+            true));
     O->set_output(true).set_uid(kO).set_dim({B, H, T, D}).set_stride(o_stride);
-    S->set_output(true).set_uid(kStats).set_data_type(fe::DataType_t::FLOAT).set_dim({B, H, T, 1}).set_stride({H * T, T, 1, 1});
+    S->set_output(true)
+        .set_uid(kStats)
+        .set_data_type(fe::DataType_t::FLOAT)
+        .set_dim({B, H, T, 1})
+        .set_stride({H * T, T, 1, 1});
   } else {
     auto O = tensor("O", kO, o_stride), dO = tensor("dO", kdO, o_stride);
-    auto S = g->tensor(fe::graph::Tensor_attributes().set_name("S").set_uid(kStats).set_dim({B, H, T, 1}).set_stride({H * T, T, 1, 1}).set_data_type(fe::DataType_t::FLOAT));
-    auto [dQ, dK, dV] = g->sdpa_backward(
-        Q, K, V, O, dO, S,
-        fe::graph::SDPA_backward_attributes().set_name("b").set_attn_scale(scale).set_causal_mask(true).set_deterministic_algorithm(deterministic));
+    auto S = g->tensor(fe::graph::Tensor_attributes()
+                           .set_name("S")
+                           .set_uid(kStats)
+                           .set_dim({B, H, T, 1})
+                           .set_stride({H * T, T, 1, 1})
+                           .set_data_type(fe::DataType_t::FLOAT));
+    auto [dQ, dK, dV] = g->sdpa_backward(Q, K, V, O, dO, S,
+                                         fe::graph::SDPA_backward_attributes()
+                                             .set_name("b")
+                                             .set_attn_scale(scale)
+                                             .set_causal_mask(true)
+                                             .set_deterministic_algorithm(deterministic));
     dQ->set_output(true).set_uid(kdQ).set_dim({B, H, T, D}).set_stride(qkv_stride);
     dK->set_output(true).set_uid(kdK).set_dim({B, H, T, D}).set_stride(qkv_stride);
     dV->set_output(true).set_uid(kdV).set_dim({B, H, T, D}).set_stride(qkv_stride);
@@ -62,8 +76,8 @@ int main(int argc, char** argv) {
   const int64_t H = argc > 3 ? std::atoll(argv[3]) : 16, D = argc > 4 ? std::atoll(argv[4]) : 64;
   cudnnHandle_t h;
   if (cudnnCreate(&h) != CUDNN_STATUS_SUCCESS) return 1;
-  std::printf("cuDNN %zu, B=%lld T=%lld H=%lld D=%lld\n", cudnnGetVersion(), (long long)B, (long long)T,
-              (long long)H, (long long)D);
+  std::printf("cuDNN %zu, B=%lld T=%lld H=%lld D=%lld\n", cudnnGetVersion(), (long long)B, (long long)T, (long long)H,
+              (long long)D);
   const size_t n = size_t(B * T * 3 * H * D);
   void *qkv, *dqkv, *o, *dout, *stats, *ws;
   cudaMalloc(&qkv, n * 2);
@@ -100,8 +114,10 @@ int main(int argc, char** argv) {
                   step(g->create_execution_plans({mode}), "create_execution_plans") &&
                   step(g->check_support(h), "check_support") &&
                   step(g->build_plans(h, fe::BuildPlanPolicy_t::ALL), "build_plans");
-        const char* mname = mode == fe::HeurMode_t::A ? "A" : mode == fe::HeurMode_t::B ? "B"
-                            : mode == fe::HeurMode_t::FALLBACK ? "FALLBACK" : "OPENSOURCE";
+        const char* mname = mode == fe::HeurMode_t::A          ? "A"
+                            : mode == fe::HeurMode_t::B        ? "B"
+                            : mode == fe::HeurMode_t::FALLBACK ? "FALLBACK"
+                                                               : "OPENSOURCE";
         std::printf("%s%s mode %s: ", backward ? "backward" : "forward", det ? " (deterministic)" : "", mname);
         if (!ok) {
           std::printf("unavailable (%s)\n", why.substr(0, 160).c_str());
@@ -112,8 +128,8 @@ int main(int argc, char** argv) {
         auto* base = static_cast<char*>(qkv);
         auto* dbase = static_cast<char*>(dqkv);
         const size_t hb = size_t(D) * 2;
-        std::unordered_map<int64_t, void*> pack{{kQ, base}, {kK, base + H * hb}, {kV, base + 2 * H * hb},
-                                                {kO, o}, {kStats, stats}};
+        std::unordered_map<int64_t, void*> pack{
+            {kQ, base}, {kK, base + H * hb}, {kV, base + 2 * H * hb}, {kO, o}, {kStats, stats}};
         if (backward) {
           pack[kdO] = dout;
           pack[kdQ] = dbase;

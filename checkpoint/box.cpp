@@ -61,8 +61,8 @@ namespace {
 // spans dims >= dim, where the dims before `dim` are fixed at the global indices in `prefix`.
 // A run that starts mid-row gives a partial head row (recursively cut), then whole rows as one
 // box, then a partial tail row: at most two partial rows per dim.
-void append_range_boxes(const Box& held, size_t dim, std::vector<int64_t>& prefix, int64_t begin,
-                        int64_t end, std::vector<Box>& out) {
+void append_range_boxes(const Box& held, size_t dim, std::vector<int64_t>& prefix, int64_t begin, int64_t end,
+                        std::vector<Box>& out) {
   if (begin >= end) return;
   const size_t ndim = held.sizes.size();
   auto rows = [&](int64_t row_begin, int64_t row_count) {
@@ -106,15 +106,14 @@ void append_range_boxes(const Box& held, size_t dim, std::vector<int64_t>& prefi
 std::vector<Box> flat_range_boxes(const Box& held, int64_t begin, int64_t end) {
   if (held.offsets.size() != held.sizes.size())
     throw CheckpointError("flat_range_boxes: box " + box_to_string(held) + " has " +
-                          std::to_string(held.offsets.size()) + " offsets but " +
-                          std::to_string(held.sizes.size()) + " sizes");
+                          std::to_string(held.offsets.size()) + " offsets but " + std::to_string(held.sizes.size()) +
+                          " sizes");
   for (int64_t s : held.sizes)
     if (s < 0) throw CheckpointError("flat_range_boxes: negative size in box sizes " + shape_to_string(held.sizes));
   const int64_t numel = held.numel();
   if (begin < 0 || end < begin || end > numel)
     throw CheckpointError("flat_range_boxes: range [" + std::to_string(begin) + ", " + std::to_string(end) +
-                          ") is not inside the " + std::to_string(numel) + " elements of box " +
-                          box_to_string(held));
+                          ") is not inside the " + std::to_string(numel) + " elements of box " + box_to_string(held));
   std::vector<Box> out;
   if (begin == end) return out;
   if (held.sizes.empty()) {  // a scalar: its only element

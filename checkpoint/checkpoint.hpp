@@ -51,18 +51,18 @@ struct Box {
 
 // Element types a checkpoint stores (safetensors dtype strings "F32", "BF16").
 enum class DType { f32, bf16 };
-const char* dtype_name(DType d);      // "F32" / "BF16"
+const char* dtype_name(DType d);  // "F32" / "BF16"
 size_t dtype_size(DType d);
 
 // One run of elements a rank contributes to the checkpoint.
 struct SavePiece {
-  std::string name;                  // global tensor name, e.g. "layers.3.attention.q.weight"
+  std::string name;  // global tensor name, e.g. "layers.3.attention.q.weight"
   std::vector<int64_t> global_shape;
-  Box held;                          // the box of the global tensor the rank's buffer holds
-  int64_t flat_begin = 0;            // [flat_begin, flat_end): row-major indices inside `held`
+  Box held;                // the box of the global tensor the rank's buffer holds
+  int64_t flat_begin = 0;  // [flat_begin, flat_end): row-major indices inside `held`
   int64_t flat_end = 0;
   DType dtype = DType::f32;
-  const void* data = nullptr;        // (flat_end - flat_begin) elements of dtype, host memory
+  const void* data = nullptr;  // (flat_end - flat_begin) elements of dtype, host memory
 };
 
 // The boxes (in global coordinates) that together hold exactly the elements [begin, end) of the
@@ -74,10 +74,10 @@ std::vector<Box> flat_range_boxes(const Box& held, int64_t begin, int64_t end);
 void write_shard(const std::string& staging_dir, int rank, const std::vector<SavePiece>& pieces);
 
 struct CommitOptions {
-  int world_size = 1;                // shard-0 .. shard-<world_size-1> must all exist
-  nlohmann::json common;             // written as common.json
-  std::string plan_toml;             // written as plan.toml
-  int keep_last = 0;                 // after the commit keep only the newest N step-* dirs; 0 = all
+  int world_size = 1;     // shard-0 .. shard-<world_size-1> must all exist
+  nlohmann::json common;  // written as common.json
+  std::string plan_toml;  // written as plan.toml
+  int keep_last = 0;      // after the commit keep only the newest N step-* dirs; 0 = all
 };
 
 // Phase 2, on one rank after every rank finished phase 1. `final_dir` is `<dir>/step-<N>`; its
@@ -87,7 +87,7 @@ struct CommitOptions {
 void commit(const std::string& staging_dir, const std::string& final_dir, const CommitOptions& options);
 
 // Where a step's checkpoint goes, and its staging directory.
-std::string step_dir_name(int64_t step);                 // "step-<N>"
+std::string step_dir_name(int64_t step);                   // "step-<N>"
 std::string staging_dir_of(const std::string& final_dir);  // "<final_dir>.partial"
 
 // Resolves what a user names to one complete checkpoint directory:
@@ -119,7 +119,7 @@ class CheckpointReader {
   const nlohmann::json& common() const { return common_; }  // common.json
   std::string plan_toml() const;                            // plan.toml ("" if absent)
   std::vector<TensorInfo> tensors() const;                  // sorted by name
-  const TensorInfo* find(const std::string& name) const;   // nullptr when absent
+  const TensorInfo* find(const std::string& name) const;    // nullptr when absent
 
   // Copies the elements of `region` (global coordinates) of tensor `name` into dst, row-major over
   // the region, converted to `dst_dtype`. Throws CheckpointError when the tensor is missing, the

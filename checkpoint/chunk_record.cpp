@@ -9,7 +9,7 @@
 namespace recipe::ckpt {
 
 nlohmann::json chunk_to_json(const ChunkRecord& c) {
-  return {{"file", c.file},           {"key", c.key},     {"offset", c.offset}, {"length", c.length},
+  return {{"file", c.file},           {"key", c.key},         {"offset", c.offset}, {"length", c.length},
           {"offsets", c.box.offsets}, {"sizes", c.box.sizes}, {"crc32", c.crc32}};
 }
 

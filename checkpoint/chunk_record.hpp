@@ -47,8 +47,7 @@ DType parse_dtype(const std::string& name, const std::string& where);
 // Reads j[key] as T; throws CheckpointError "<where>: ..." naming the key when absent or mistyped.
 template <typename T>
 T json_field(const nlohmann::json& j, const char* key, const std::string& where) {
-  if (!j.is_object() || !j.contains(key))
-    throw CheckpointError(where + ": missing field \"" + key + "\"");
+  if (!j.is_object() || !j.contains(key)) throw CheckpointError(where + ": missing field \"" + key + "\"");
   try {
     return j.at(key).get<T>();
   } catch (const nlohmann::json::exception&) {

@@ -56,8 +56,8 @@ ShardIndex merge_shard_index(const fs::path& staging, int rank, std::map<std::st
     throw CheckpointError(index_path + ": shard index version " + index.at("version").dump() + ", expected " +
                           std::to_string(kVersion));
   if (json_field<int>(index, "rank", index_path) != rank || json_field<std::string>(index, "file", index_path) != file)
-    throw CheckpointError(index_path + ": describes rank " + index.at("rank").dump() + " / " +
-                          index.at("file").dump() + ", expected rank " + std::to_string(rank));
+    throw CheckpointError(index_path + ": describes rank " + index.at("rank").dump() + " / " + index.at("file").dump() +
+                          ", expected rank " + std::to_string(rank));
   ShardIndex out{file, json_field<uint64_t>(index, "file_size", index_path)};
   const uint64_t actual = fs::file_size(file_path, ec);
   if (ec) throw CheckpointError(file_path + ": cannot stat: " + ec.message());
@@ -79,9 +79,8 @@ ShardIndex merge_shard_index(const fs::path& staging, int rank, std::map<std::st
       t.first_file = file;
     } else if (t.global_shape != shape || t.dtype != dtype) {
       throw CheckpointError("tensor \"" + name + "\": " + t.first_file + " saves it as " +
-                            shape_to_string(t.global_shape) + " " + dtype_name(t.dtype) + " but " + file +
-                            " as " + shape_to_string(shape) + " " + dtype_name(dtype) +
-                            " (the ranks disagree on the model)");
+                            shape_to_string(t.global_shape) + " " + dtype_name(t.dtype) + " but " + file + " as " +
+                            shape_to_string(shape) + " " + dtype_name(dtype) + " (the ranks disagree on the model)");
     }
   }
   const auto& chunks = index.contains("chunks") ? index.at("chunks") : nlohmann::json();
@@ -177,8 +176,9 @@ void publish(const std::string& staging, const std::string& final_dir) {
     if (::rename(staging.c_str(), final_dir.c_str()) != 0) io::throw_errno(final_dir, "rename from " + staging);
   }
   fs::remove_all(old, ec);
-  if (ec) throw CheckpointError(final_dir + " committed, but removing the checkpoint it replaced (" + old +
-                                ") failed: " + ec.message());
+  if (ec)
+    throw CheckpointError(final_dir + " committed, but removing the checkpoint it replaced (" + old +
+                          ") failed: " + ec.message());
 }
 
 std::optional<int64_t> step_of_dir_name(const std::string& name) {
@@ -236,7 +236,8 @@ void commit(const std::string& staging_dir, const std::string& final_dir, const 
     check_cover(name, t);
     nlohmann::json chunks = nlohmann::json::array();
     for (const ChunkRecord& c : t.chunks) chunks.push_back(chunk_to_json(c));
-    tensors_json[name] = {{"global_shape", t.global_shape}, {"dtype", dtype_name(t.dtype)}, {"chunks", std::move(chunks)}};
+    tensors_json[name] = {
+        {"global_shape", t.global_shape}, {"dtype", dtype_name(t.dtype)}, {"chunks", std::move(chunks)}};
   }
   nlohmann::json metadata = {{"format", kFormat},
                              {"version", kVersion},

@@ -58,9 +58,11 @@ std::string find_checkpoint(const std::string& path) {
   const fs::path p(path);
   std::error_code ec;
   if (!fs::exists(p, ec))
-    throw CheckpointError(path + ": does not exist (expected a checkpoint, a checkpoints directory or a run directory)");
+    throw CheckpointError(path +
+                          ": does not exist (expected a checkpoint, a checkpoints directory or a run directory)");
   if (!fs::is_directory(p, ec))
-    throw CheckpointError(path + ": not a directory (expected a checkpoint, a checkpoints directory or a run directory)");
+    throw CheckpointError(path +
+                          ": not a directory (expected a checkpoint, a checkpoints directory or a run directory)");
   if (fs::exists(p / "metadata.json", ec)) return path;
 
   const fs::path latest = p / "latest";

@@ -133,8 +133,7 @@ void validate_shard(const std::string& path, uint64_t expected_size,
                     const std::vector<std::pair<const TensorInfo*, const ChunkRecord*>>& chunks) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
-    if (errno == ENOENT)
-      throw CheckpointError(path + ": missing shard file (the checkpoint is partial or corrupt)");
+    if (errno == ENOENT) throw CheckpointError(path + ": missing shard file (the checkpoint is partial or corrupt)");
     io::throw_errno(path, "open");
   }
   struct FdCloser {
@@ -235,7 +234,8 @@ CheckpointReader::CheckpointReader(const std::string& checkpoint_dir)
       ChunkRecord rec = chunk_from_json(cj, where);
       auto f = file_index.find(rec.file);
       if (f == file_index.end())
-        throw CheckpointError(where + ": chunk \"" + rec.key + "\" names " + rec.file + ", which \"files\" does not list");
+        throw CheckpointError(where + ": chunk \"" + rec.key + "\" names " + rec.file +
+                              ", which \"files\" does not list");
       if (!box_within(rec.box, tensor.info.global_shape) ||
           rec.length != static_cast<uint64_t>(rec.box.numel()) * dtype_size(tensor.info.dtype))
         throw CheckpointError(where + ": chunk \"" + rec.key + "\" " + box_to_string(rec.box) + " (" +
@@ -276,12 +276,12 @@ const TensorInfo* CheckpointReader::find(const std::string& name) const {
 void CheckpointReader::read(const std::string& name, const Box& region, DType dst_dtype, void* dst) const {
   auto it = impl_->tensors.find(name);
   if (it == impl_->tensors.end())
-    throw CheckpointError(dir_ + ": has no tensor \"" + name + "\" (it holds " +
-                          std::to_string(impl_->tensors.size()) + " tensors)");
+    throw CheckpointError(dir_ + ": has no tensor \"" + name + "\" (it holds " + std::to_string(impl_->tensors.size()) +
+                          " tensors)");
   Impl::Tensor& t = it->second;
   if (!box_within(region, t.info.global_shape))
-    throw CheckpointError(dir_ + ": tensor \"" + name + "\" " + shape_to_string(t.info.global_shape) +
-                          ": region " + box_to_string(region) + " lies outside it");
+    throw CheckpointError(dir_ + ": tensor \"" + name + "\" " + shape_to_string(t.info.global_shape) + ": region " +
+                          box_to_string(region) + " lies outside it");
   const size_t ndim = region.sizes.size();
   const size_t src_elem = dtype_size(t.info.dtype), dst_elem = dtype_size(dst_dtype);
   const std::vector<int64_t> dst_strides = strides_of(region.sizes);
@@ -310,8 +310,8 @@ void CheckpointReader::read(const std::string& name, const Box& region, DType ds
         src_off += (g - chunk.rec.box.offsets[d]) * src_strides[d];
         dst_off += (g - region.offsets[d]) * dst_strides[d];
       }
-      copy_converted(src + src_off * src_elem, t.info.dtype, static_cast<char*>(dst) + dst_off * dst_elem,
-                     dst_dtype, run);
+      copy_converted(src + src_off * src_elem, t.info.dtype, static_cast<char*>(dst) + dst_off * dst_elem, dst_dtype,
+                     run);
       size_t d = outer;
       while (d > 0 && ++idx[d - 1] == part->sizes[d - 1]) idx[--d] = 0;
       if (d == 0) break;
@@ -322,8 +322,8 @@ void CheckpointReader::read(const std::string& name, const Box& region, DType ds
     throw CheckpointError(dir_ + ": tensor \"" + name + "\" " + shape_to_string(t.info.global_shape) + ": region " +
                           box_to_string(region) + " is " +
                           (covered < region.numel() ? "not fully covered" : "covered more than once") +
-                          " by the saved chunks (" + std::to_string(covered) + " of " +
-                          std::to_string(region.numel()) + " elements): the checkpoint is incomplete or corrupt");
+                          " by the saved chunks (" + std::to_string(covered) + " of " + std::to_string(region.numel()) +
+                          " elements): the checkpoint is incomplete or corrupt");
 }
 
 }  // namespace recipe::ckpt

@@ -54,8 +54,8 @@ Header read_header(int fd, const std::string& path, uint64_t file_size) {
   io::read_exact(fd, path, 0, prefix, 8);
   const uint64_t header_len = get_u64_le(prefix);
   if (header_len > file_size - 8 || header_len > kMaxHeaderBytes)
-    throw corrupt("header length " + std::to_string(header_len) + " does not fit in the " +
-                  std::to_string(file_size) + "-byte file");
+    throw corrupt("header length " + std::to_string(header_len) + " does not fit in the " + std::to_string(file_size) +
+                  "-byte file");
   std::string text(static_cast<size_t>(header_len), '\0');
   io::read_exact(fd, path, 8, text.data(), text.size());
 
@@ -90,8 +90,8 @@ Header read_header(int fd, const std::string& path, uint64_t file_size) {
     for (int64_t s : e.shape)
       if (s < 0) throw corrupt("tensor \"" + key + "\": negative size in shape " + shape_to_string(e.shape));
     if (e.begin > e.end || e.end > data_size)
-      throw corrupt("tensor \"" + key + "\": data_offsets [" + std::to_string(e.begin) + ", " +
-                    std::to_string(e.end) + "] outside the " + std::to_string(data_size) + "-byte data buffer");
+      throw corrupt("tensor \"" + key + "\": data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) +
+                    "] outside the " + std::to_string(data_size) + "-byte data buffer");
     const uint64_t expected = static_cast<uint64_t>(shape_numel(e.shape)) * dtype_size(e.dtype);
     if (e.end - e.begin != expected)
       throw corrupt("tensor \"" + key + "\": shape " + shape_to_string(e.shape) + " of " + dtype_name(e.dtype) +

@@ -27,7 +27,8 @@ struct PlannedChunk {
 
 void check_piece(const SavePiece& p, int rank) {
   const std::string where = "write_shard (rank " + std::to_string(rank) + "), tensor \"" + p.name + "\"";
-  if (p.name.empty()) throw CheckpointError("write_shard (rank " + std::to_string(rank) + "): a piece has no tensor name");
+  if (p.name.empty())
+    throw CheckpointError("write_shard (rank " + std::to_string(rank) + "): a piece has no tensor name");
   for (int64_t s : p.global_shape)
     if (s < 0) throw CheckpointError(where + ": negative size in global shape " + shape_to_string(p.global_shape));
   if (!box_within(p.held, p.global_shape))
@@ -84,8 +85,8 @@ void write_shard(const std::string& staging_dir, int rank, const std::vector<Sav
 
   std::map<std::string, safetensors::Entry> entries;
   for (const PlannedChunk& c : plan) entries[c.key] = {c.piece->dtype, c.box.sizes, c.begin, c.end};
-  const std::string header = safetensors::encode_header(
-      entries, {{"format", kShardFormat}, {"rank", std::to_string(rank)}});
+  const std::string header =
+      safetensors::encode_header(entries, {{"format", kShardFormat}, {"rank", std::to_string(rank)}});
 
   const std::string file = shard_file_name(rank);
   const std::string path = (fs::path(staging_dir) / file).string();
@@ -114,8 +115,12 @@ void write_shard(const std::string& staging_dir, int rank, const std::vector<Sav
   }
 
   // The index is written after the shard file is in place: an index always describes a complete shard.
-  nlohmann::json index = {{"format", kShardFormat}, {"version", kVersion}, {"rank", rank},
-                          {"file", file},           {"file_size", file_size}, {"tensors", std::move(tensors)},
+  nlohmann::json index = {{"format", kShardFormat},
+                          {"version", kVersion},
+                          {"rank", rank},
+                          {"file", file},
+                          {"file_size", file_size},
+                          {"tensors", std::move(tensors)},
                           {"chunks", std::move(chunks)}};
   io::write_file_atomic((fs::path(staging_dir) / shard_index_name(rank)).string(), index.dump(1) + "\n");
   io::fsync_dir(staging_dir);

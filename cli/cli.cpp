@@ -28,8 +28,7 @@ std::string footer() {
          "keys (model.num_layers=4, trainer.max_steps=100, parallelism.tp=2); flags apply after them.";
 }
 
-CLI::App* add_train_verb(CLI::App& app, const char* name, const char* description, PlanFlags& flags,
-                         bool& dry_run) {
+CLI::App* add_train_verb(CLI::App& app, const char* name, const char* description, PlanFlags& flags, bool& dry_run) {
   CLI::App* cmd = app.add_subcommand(name, description);
   add_plan_flags(*cmd, flags);
   cmd->add_flag("--dry-run", dry_run,
@@ -54,8 +53,8 @@ int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err) {
 
   PlanFlags pretrain_flags, finetune_flags, show_flags, validate_flags;
   bool pretrain_dry = false, finetune_dry = false;
-  CLI::App* pretrain = add_train_verb(app, "pretrain", "Pretrain a model from a preset or recipe file",
-                                      pretrain_flags, pretrain_dry);
+  CLI::App* pretrain =
+      add_train_verb(app, "pretrain", "Pretrain a model from a preset or recipe file", pretrain_flags, pretrain_dry);
   CLI::App* finetune = add_train_verb(app, "finetune",
                                       "Fine-tune (mode=finetune: PEFT/LoRA settings are checked) from a preset "
                                       "or recipe file",
@@ -109,8 +108,7 @@ int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err) {
                     "Text files: one document per blank-line-separated paragraph");
   bool no_eod = false;
   prepare->add_flag("--no-eod", no_eod, "Do not append an end-of-document token to each document");
-  prepare->add_option("--output", prep.output_prefix, "Output prefix: writes PREFIX.bin and PREFIX.idx")
-      ->required();
+  prepare->add_option("--output", prep.output_prefix, "Output prefix: writes PREFIX.bin and PREFIX.idx")->required();
 
   RunsArgs runs_args;  // `recipe runs ...` (cli/verb_runs.cpp)
   add_runs_verb(app, runs_args);
@@ -138,13 +136,14 @@ int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err) {
       bool is_pretrain = static_cast<bool>(*pretrain);
       const PlanFlags& flags = is_pretrain ? pretrain_flags : finetune_flags;
       if (auto bad = bad_override(flags))
-        return usage_error("unexpected argument '" + *bad +
-                                    "': after the recipe, only key=value overrides are accepted", err);
+        return usage_error(
+            "unexpected argument '" + *bad + "': after the recipe, only key=value overrides are accepted", err);
       return run_train(flags, is_pretrain ? "" : "finetune", is_pretrain ? pretrain_dry : finetune_dry, out, err);
     }
     if (*worker) return run_worker(run_dir, out, err);
-    if (*job_state) return run_job_state(job_run_dir, job_id, job_begin,
-                         job_end_opt->count() ? std::optional<int>(job_end) : std::nullopt, job_requeued, out, err);
+    if (*job_state)
+      return run_job_state(job_run_dir, job_id, job_begin,
+                           job_end_opt->count() ? std::optional<int>(job_end) : std::nullopt, job_requeued, out, err);
     if (*keys) {
       out << (keys_format == "markdown" ? dsl::key_reference_markdown() : dsl::key_reference_text());
       return kExitOk;
@@ -179,7 +178,8 @@ int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err) {
     return kExitRuntime;
   }
   err << app.help();
-  err << "error: a verb is required (pretrain, finetune, list, show, validate, keys, data prepare, runs, ckpt, version)\n";
+  err << "error: a verb is required (pretrain, finetune, list, show, validate, keys, data prepare, runs, ckpt, "
+         "version)\n";
   return kExitUsage;
 }
 

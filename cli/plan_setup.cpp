@@ -40,23 +40,19 @@ bool mentions_suggestion(const std::string& message) {
 }  // namespace
 
 void add_plan_flags(CLI::App& cmd, PlanFlags& f) {
-  cmd.add_option("recipe", f.spec, "Preset name (see `recipe list`) or recipe file (.lua, .toml)")
-      ->required();
+  cmd.add_option("recipe", f.spec, "Preset name (see `recipe list`) or recipe file (.lua, .toml)")->required();
   cmd.add_option("overrides", f.overrides,
                  "Recipe key overrides: key=value, key+=value, key-=, key*=, key/= (e.g. parallelism.tp=2)");
   auto map = [&](CLI::Option* opt, const std::string& key) { f.mapped.push_back({opt, key}); };
-  map(cmd.add_option("--max-steps", f.max_steps, "trainer.max_steps")->check(CLI::PositiveNumber),
-      "trainer.max_steps");
+  map(cmd.add_option("--max-steps", f.max_steps, "trainer.max_steps")->check(CLI::PositiveNumber), "trainer.max_steps");
   map(cmd.add_option("--tp", f.tp, "parallelism.tp (tensor parallel size)")->check(CLI::PositiveNumber),
       "parallelism.tp");
-  map(cmd.add_option("--pp", f.pp, "parallelism.pp (pipeline stages)")->check(CLI::PositiveNumber),
-      "parallelism.pp");
+  map(cmd.add_option("--pp", f.pp, "parallelism.pp (pipeline stages)")->check(CLI::PositiveNumber), "parallelism.pp");
   map(cmd.add_option("--micro-batch", f.micro_batch, "trainer.micro_batch_size")->check(CLI::PositiveNumber),
       "trainer.micro_batch_size");
   map(cmd.add_option("--global-batch", f.global_batch, "trainer.global_batch_size")->check(CLI::PositiveNumber),
       "trainer.global_batch_size");
-  map(cmd.add_option("--seq-len", f.seq_len, "model.seq_length")->check(CLI::PositiveNumber),
-      "model.seq_length");
+  map(cmd.add_option("--seq-len", f.seq_len, "model.seq_length")->check(CLI::PositiveNumber), "model.seq_length");
   map(cmd.add_option("--device", f.device, "trainer.device: cpu, cuda or auto (GPU when one is visible)")
           ->check(CLI::IsMember({"cpu", "cuda", "auto"})),
       "trainer.device");
@@ -132,8 +128,8 @@ std::string requested_device(const dsl::ConfigTree& tree) {
   return "auto";
 }
 
-std::optional<LoadedPlan> load_plan(const PlanFlags& flags, const std::string& mode,
-                                    const dsl::ExecutorFacts& facts, std::ostream& err) {
+std::optional<LoadedPlan> load_plan(const PlanFlags& flags, const std::string& mode, const dsl::ExecutorFacts& facts,
+                                    std::ostream& err) {
   LoadedPlan lp;
   try {
     lp.tree = dsl::load_recipe(flags.spec);

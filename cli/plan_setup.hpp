@@ -56,8 +56,8 @@ struct LoadedPlan {
 // load_recipe → positional overrides → flag overrides (→ mode) → resolve. Returns nullopt after
 // printing the error to `err` when the recipe does not load (exit 1). Violations are left in
 // `resolved` for the caller to report.
-std::optional<LoadedPlan> load_plan(const PlanFlags& flags, const std::string& mode,
-                                    const dsl::ExecutorFacts& facts, std::ostream& err);
+std::optional<LoadedPlan> load_plan(const PlanFlags& flags, const std::string& mode, const dsl::ExecutorFacts& facts,
+                                    std::ostream& err);
 
 // The requested device of a config tree (trainer.device, "auto" if unset).
 std::string requested_device(const dsl::ConfigTree& tree);

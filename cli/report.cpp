@@ -55,8 +55,8 @@ std::string layout(const plan::Plan& p) {
 
 std::string model_shape(const plan::Plan& p) {
   std::ostringstream s;
-  s << p.model.arch << " " << human_count(static_cast<double>(p.model.num_params)) << " params, "
-    << p.model.num_layers << " layers x " << p.model.hidden_size << " hidden, seq " << p.model.seq_length;
+  s << p.model.arch << " " << human_count(static_cast<double>(p.model.num_params)) << " params, " << p.model.num_layers
+    << " layers x " << p.model.hidden_size << " hidden, seq " << p.model.seq_length;
   return s.str();
 }
 
@@ -72,9 +72,9 @@ std::string validate_summary(const plan::Plan& p) {
   int per_node = exec::ranks_per_node(p);
   int nodes = std::max(1, (world + per_node - 1) / per_node);
   std::ostringstream s;
-  s << "world " << world << " (" << layout(p) << ") on " << nodes << (nodes == 1 ? " node" : " nodes")
-    << " x " << rank_kind(p, per_node) << "; " << human_count(static_cast<double>(p.model.num_params))
-    << " params; memory/rank " << gib(p.memory.total);
+  s << "world " << world << " (" << layout(p) << ") on " << nodes << (nodes == 1 ? " node" : " nodes") << " x "
+    << rank_kind(p, per_node) << "; " << human_count(static_cast<double>(p.model.num_params)) << " params; memory/rank "
+    << gib(p.memory.total);
   if (p.executor.device_memory_gib > 0) s << " of " << fmt("%.2f GiB", p.executor.device_memory_gib);
   return s.str();
 }
@@ -93,14 +93,13 @@ void print_plan_summary(std::ostream& out, const plan::Plan& p) {
       << m.padded_vocab_size << ")\n";
   out << "  compute    " << fmt("%.3g", m.flops_per_token) << " FLOPs/token, " << p.trainer.tokens_per_step
       << " tokens/step, " << p.trainer.max_steps << " steps\n";
-  out << "  parallel   world " << world << " = " << layout(p) << " on " << nodes
-      << (nodes == 1 ? " node" : " nodes") << " x " << rank_kind(p, per_node) << ", device "
-      << p.trainer.device;
+  out << "  parallel   world " << world << " = " << layout(p) << " on " << nodes << (nodes == 1 ? " node" : " nodes")
+      << " x " << rank_kind(p, per_node) << ", device " << p.trainer.device;
   if (p.parallelism.sequence_parallel) out << ", sequence parallel";
   if (p.parallelism.zero1) out << ", zero1";
   out << "\n";
-  out << "  batch      global " << p.trainer.global_batch_size << " = micro " << p.trainer.micro_batch_size
-      << " x dp " << dp_of(p) << " x " << p.trainer.num_micro_batches << " micro-batches\n";
+  out << "  batch      global " << p.trainer.global_batch_size << " = micro " << p.trainer.micro_batch_size << " x dp "
+      << dp_of(p) << " x " << p.trainer.num_micro_batches << " micro-batches\n";
   out << "  executor   " << p.executor.kind << ", experiment " << p.experiment.name << " in " << p.experiment.dir
       << "\n";
 }
@@ -110,13 +109,13 @@ void print_rank_map(std::ostream& out, const plan::Plan& p) {
   out << "Rank map (" << ranks.size() << (ranks.size() == 1 ? " rank" : " ranks")
       << "; Megatron order: tp fastest, then cp, dp, pp):\n";
   char line[128];
-  std::snprintf(line, sizeof(line), "  %6s %5s %6s %4s %4s %4s %4s %4s\n", "rank", "node", "local", "gpu", "tp",
-                "cp", "dp", "pp");
+  std::snprintf(line, sizeof(line), "  %6s %5s %6s %4s %4s %4s %4s %4s\n", "rank", "node", "local", "gpu", "tp", "cp",
+                "dp", "pp");
   out << line;
   for (const auto& r : ranks) {
     std::string gpu = r.gpu >= 0 ? std::to_string(r.gpu) : "-";
-    std::snprintf(line, sizeof(line), "  %6d %5d %6d %4s %4d %4d %4d %4d\n", r.rank, r.node, r.local_rank,
-                  gpu.c_str(), r.tp, r.cp, r.dp, r.pp);
+    std::snprintf(line, sizeof(line), "  %6d %5d %6d %4s %4d %4d %4d %4d\n", r.rank, r.node, r.local_rank, gpu.c_str(),
+                  r.tp, r.cp, r.dp, r.pp);
     out << line;
   }
 }

@@ -115,8 +115,8 @@ int run_info(const CkptArgs& a, std::ostream& out, std::ostream& err) {
   } else if (c.contains("saved_with") && c["saved_with"].is_object()) {
     const nlohmann::json& s = c["saved_with"];
     line("saved with", "tp=" + std::to_string(s.value("tp", 1)) + " pp=" + std::to_string(s.value("pp", 1)) +
-                           " dp=" + std::to_string(s.value("dp", 1)) +
-                           (s.value("zero1", false) ? " zero1" : "") + " (" + std::to_string(s.value("world", 1)) +
+                           " dp=" + std::to_string(s.value("dp", 1)) + (s.value("zero1", false) ? " zero1" : "") +
+                           " (" + std::to_string(s.value("world", 1)) +
                            (s.value("world", 1) == 1 ? " rank" : " ranks") + "); any layout can load it");
   }
   if (c.contains("model") && c["model"].is_object()) {
@@ -206,8 +206,8 @@ int run_import(const CkptArgs& a, std::ostream& out, std::ostream& err) {
       if (r.unused.size() > 5) out << " and " << r.unused.size() - 5 << " more";
       out << "\n";
     }
-    out << "fine-tune from it with: recipe finetune " << a.recipe << " checkpoint.load=" << fs::absolute(a.output).string()
-        << "\n";
+    out << "fine-tune from it with: recipe finetune " << a.recipe
+        << " checkpoint.load=" << fs::absolute(a.output).string() << "\n";
   } catch (const std::invalid_argument& e) {
     err << "error: " << e.what() << "\n";
     return kExitInvalidRecipe;
@@ -239,11 +239,12 @@ CLI::App* add_ckpt_verb(CLI::App& app, CkptArgs& a) {
   a.import_cmd->add_option("path", a.path, "HF model directory: config.json + model.safetensors (or sharded)")
       ->required();
   a.import_cmd->add_option("overrides", a.overrides, "key=value overrides of --recipe");
-  a.import_cmd->add_option("-o,--output", a.output, "Checkpoints directory to create (step-0/ and latest)")
-      ->required();
+  a.import_cmd->add_option("-o,--output", a.output, "Checkpoints directory to create (step-0/ and latest)")->required();
   a.import_cmd->add_option("--format", a.format, "hf (Hugging Face transformers)")->check(CLI::IsMember({"hf"}));
-  a.import_cmd->add_option("--recipe", a.recipe, "Preset or recipe file of the model (its shape is checked "
-                                                 "against config.json)")
+  a.import_cmd
+      ->add_option("--recipe", a.recipe,
+                   "Preset or recipe file of the model (its shape is checked "
+                   "against config.json)")
       ->required();
   for (CLI::App* c : {a.info, a.export_cmd, a.import_cmd}) c->footer(kExitCodeHelp);
   return a.cmd;

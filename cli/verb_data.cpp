@@ -21,8 +21,8 @@ int run_data_prepare(const data::PrepareOptions& opts, std::ostream& out, std::o
     return kExitRuntime;
   }
   out << "wrote " << opts.output_prefix << ".bin and " << opts.output_prefix << ".idx: " << stats.documents
-      << " documents, " << stats.tokens << " tokens (tokenizer " << opts.tokenizer << ", vocab "
-      << stats.vocab_size << ")\n";
+      << " documents, " << stats.tokens << " tokens (tokenizer " << opts.tokenizer << ", vocab " << stats.vocab_size
+      << ")\n";
   out << "use it with: data.kind=indexed data.path=" << opts.output_prefix << " data.tokenizer=" << opts.tokenizer
       << "\n";
   return kExitOk;

@@ -97,9 +97,8 @@ int run_version(std::ostream& out) {
   if (h.gpu.count > 0) {
     char mem[32];
     std::snprintf(mem, sizeof(mem), "%.1f GiB", static_cast<double>(h.gpu.memory_bytes) / double(1ull << 30));
-    out << "GPU: " << h.gpu.count << " x " << h.gpu.name << " (" << mem << ", sm_" << h.gpu.sm_major
-        << h.gpu.sm_minor << "), driver " << h.gpu.driver_version << ", CUDA runtime " << h.gpu.runtime_version
-        << "\n";
+    out << "GPU: " << h.gpu.count << " x " << h.gpu.name << " (" << mem << ", sm_" << h.gpu.sm_major << h.gpu.sm_minor
+        << "), driver " << h.gpu.driver_version << ", CUDA runtime " << h.gpu.runtime_version << "\n";
   } else {
     out << "GPU: none found" << (h.built_with_cuda ? "" : " (CPU-only build)") << "\n";
   }

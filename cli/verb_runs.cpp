@@ -36,7 +36,9 @@ std::string num(std::optional<double> v, const char* format = "%.4f") {
   return buf;
 }
 
-std::string pad(const std::string& s, size_t width) { return s.size() >= width ? s + " " : s + std::string(width - s.size(), ' '); }
+std::string pad(const std::string& s, size_t width) {
+  return s.size() >= width ? s + " " : s + std::string(width - s.size(), ' ');
+}
 
 bool pid_alive(long pid) { return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM); }
 
@@ -68,8 +70,7 @@ LiveState live_state(const exec::RunSummary& s) {
       if (st.end_time.empty()) st.end_time = exec::now_iso8601();
       try {
         exec::write_status(s.path, st);
-      } catch (const std::exception&) {
-      }
+      } catch (const std::exception&) {}
     }
     live.state = slurm_final ? mapped : (mapped.empty() ? s.status.state : mapped);
     return live;
@@ -124,7 +125,8 @@ int cmd_show(const std::string& run, std::ostream& out, std::ostream& err) {
     auto it = cfg.find(k);
     if (it == cfg.end()) return std::string("-");
     const std::string& v = it->second;  // TOML text: show strings without their quotes
-    if (v.size() >= 2 && (v.front() == '"' || v.front() == '\'') && v.back() == v.front()) return v.substr(1, v.size() - 2);
+    if (v.size() >= 2 && (v.front() == '"' || v.front() == '\'') && v.back() == v.front())
+      return v.substr(1, v.size() - 2);
     return v;
   };
   if (!cfg.empty()) {
@@ -132,14 +134,14 @@ int cmd_show(const std::string& run, std::ostream& out, std::ostream& err) {
         << ", device " << key("trainer.device") << "\n";
     out << "          model " << key("model.num_layers") << " layers x " << key("model.hidden_size") << " hidden, "
         << key("model.num_attention_heads") << " heads, seq " << key("model.seq_length") << "\n";
-    out << "          tp " << key("parallelism.tp") << " pp " << key("parallelism.pp") << " cp " << key("parallelism.cp")
-        << " dp " << key("parallelism.dp") << " (world " << key("derived.world_size") << "), batch "
-        << key("trainer.micro_batch_size") << " micro / " << key("trainer.global_batch_size") << " global, "
-        << key("trainer.max_steps") << " steps\n";
+    out << "          tp " << key("parallelism.tp") << " pp " << key("parallelism.pp") << " cp "
+        << key("parallelism.cp") << " dp " << key("parallelism.dp") << " (world " << key("derived.world_size")
+        << "), batch " << key("trainer.micro_batch_size") << " micro / " << key("trainer.global_batch_size")
+        << " global, " << key("trainer.max_steps") << " steps\n";
   }
   out << "metrics:  step " << s.steps << ", loss " << num(s.last_loss) << ", val loss " << num(s.last_val_loss)
-      << ", lr " << num(s.last_lr, "%.3g") << ", grad norm " << num(s.last_grad_norm)
-      << ", " << (s.tokens_per_sec ? exec::human_count(*s.tokens_per_sec) : "-") << " tok/s\n";
+      << ", lr " << num(s.last_lr, "%.3g") << ", grad norm " << num(s.last_grad_norm) << ", "
+      << (s.tokens_per_sec ? exec::human_count(*s.tokens_per_sec) : "-") << " tok/s\n";
   out << "files:\n";
   for (const char* f : {"resolved.toml", "launch.sh", "metrics.jsonl", "timing.jsonl", "host.json", "git.json",
                         "slurm_job.json", "logs", "checkpoints"}) {
@@ -147,8 +149,8 @@ int cmd_show(const std::string& run, std::ostream& out, std::ostream& err) {
     if (fs::exists(fs::path(run) / f, ec)) out << "  " << (fs::path(s.path) / f).string() << "\n";
   }
   if (!events.empty())
-    out << "  " << events << "\n  (TensorBoard: tensorboard --logdir " << fs::path(s.path).parent_path().parent_path().string()
-        << ")\n";
+    out << "  " << events << "\n  (TensorBoard: tensorboard --logdir "
+        << fs::path(s.path).parent_path().parent_path().string() << ")\n";
   return kExitOk;
 }
 
@@ -218,8 +220,10 @@ int cmd_status(const std::string& run, std::ostream& out) {
   out << ", step " << s.steps;
   if (s.last_loss) out << ", loss " << num(s.last_loss);
   out << "\n";
-  if (!live.detail.empty()) out << "  " << live.detail << "\n";
-  else if (!s.status.message.empty()) out << "  " << s.status.message << "\n";
+  if (!live.detail.empty())
+    out << "  " << live.detail << "\n";
+  else if (!s.status.message.empty())
+    out << "  " << s.status.message << "\n";
   return kExitOk;
 }
 
@@ -298,8 +302,7 @@ int cmd_cancel(const std::string& run, std::ostream& out, std::ostream& err) {
     return kExitUsage;
   }
   if (!pid_alive(s.status.pid)) {
-    err << "error: the launcher of " << s.name << "/" << s.id << " (pid " << s.status.pid
-        << ") is no longer running\n";
+    err << "error: the launcher of " << s.name << "/" << s.id << " (pid " << s.status.pid << ") is no longer running\n";
     return kExitRuntime;
   }
   if (::kill(static_cast<pid_t>(s.status.pid), SIGTERM) != 0) {
@@ -313,16 +316,18 @@ int cmd_cancel(const std::string& run, std::ostream& out, std::ostream& err) {
 }
 
 void add_dir_option(CLI::App* cmd, RunsArgs& a) {
-  cmd->add_option("--experiments-dir", a.experiments_dir, "Folder holding <name>/<run-id> run dirs (default experiments)");
+  cmd->add_option("--experiments-dir", a.experiments_dir,
+                  "Folder holding <name>/<run-id> run dirs (default experiments)");
 }
 
 }  // namespace
 
 CLI::App* add_runs_verb(CLI::App& app, RunsArgs& a) {
-  a.cmd = app.add_subcommand(
-      "runs", "Inspect the experiment record: list, show, diff, plot, status, logs, cancel, resume");
+  a.cmd =
+      app.add_subcommand("runs", "Inspect the experiment record: list, show, diff, plot, status, logs, cancel, resume");
   a.cmd->require_subcommand(1);
-  const char* ref_help = "Run: a run dir path, or <name>/<run-id> (or <name> for its latest run) under --experiments-dir";
+  const char* ref_help =
+      "Run: a run dir path, or <name>/<run-id> (or <name> for its latest run) under --experiments-dir";
   a.list = a.cmd->add_subcommand("list", "Table of runs: name, id, status, steps, last loss, tok/s");
   add_dir_option(a.list, a);
   a.show = a.cmd->add_subcommand("show", "Status, plan summary, final metrics and files of one run");
@@ -333,8 +338,7 @@ CLI::App* add_runs_verb(CLI::App& app, RunsArgs& a) {
   add_dir_option(a.diff, a);
   a.plot = a.cmd->add_subcommand("plot", "Loss, learning-rate and tokens/s curves of one or more runs as SVG or PNG");
   a.plot->add_option("runs", a.runs, "Runs to plot")->required()->expected(1, 64);
-  a.plot->add_option("-o,--output", a.output,
-                    "Output file: .svg, or .png (needs a build with Cairo, libcairo2-dev)")
+  a.plot->add_option("-o,--output", a.output, "Output file: .svg, or .png (needs a build with Cairo, libcairo2-dev)")
       ->required();
   add_dir_option(a.plot, a);
   a.status = a.cmd->add_subcommand("status", "State of a run (from Slurm for slurm runs, else status.json)");

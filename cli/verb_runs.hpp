@@ -16,8 +16,8 @@ struct RunsArgs {
   bool follow = false;            // logs -f
   int rank = -1;                  // logs --rank R (-1 = every rank)
   CLI::App* cmd = nullptr;
-  CLI::App *list = nullptr, *show = nullptr, *diff = nullptr, *plot = nullptr, *status = nullptr,
-           *logs = nullptr, *cancel = nullptr, *resume = nullptr;
+  CLI::App *list = nullptr, *show = nullptr, *diff = nullptr, *plot = nullptr, *status = nullptr, *logs = nullptr,
+           *cancel = nullptr, *resume = nullptr;
 };
 
 // Adds the `runs` verb and its subcommands to `app`, bound to `args`.

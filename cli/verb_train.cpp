@@ -141,8 +141,7 @@ int run_in_dir(const plan::Plan& plan, const std::string& run_dir, std::ostream&
 
 }  // namespace
 
-int run_train(const PlanFlags& flags, const std::string& mode, bool dry_run, std::ostream& out,
-              std::ostream& err) {
+int run_train(const PlanFlags& flags, const std::string& mode, bool dry_run, std::ostream& out, std::ostream& err) {
   kernels::GpuInfo gpu = kernels::query_gpus();
   dsl::ExecutorFacts facts = make_facts(flags, gpu, dry_run);
   auto loaded = load_plan(flags, mode, facts, err);
@@ -175,7 +174,8 @@ int run_train(const PlanFlags& flags, const std::string& mode, bool dry_run, std
     out << "\n";
     print_memory(out, plan);
     out << "\nLaunch (" << plan.executor.kind << " executor):\n  " << cmd.line << "\n";
-    if (plan.executor.kind == "slurm") out << "with batch script " << run_path << "/launch.sh:\n" << indent(cmd.script, "  | ");
+    if (plan.executor.kind == "slurm")
+      out << "with batch script " << run_path << "/launch.sh:\n" << indent(cmd.script, "  | ");
     out << "Run dir (dry run: nothing created): " << run_path << "\n";
     return kExitOk;
   }
@@ -197,8 +197,7 @@ int run_train(const PlanFlags& flags, const std::string& mode, bool dry_run, std
     return kExitEnvironment;
   }
   out << "run dir: " << run_dir << "\n";
-  out << "plan: " << model_shape(plan) << ", " << plan.trainer.max_steps << " steps on " << plan.trainer.device
-      << "\n";
+  out << "plan: " << model_shape(plan) << ", " << plan.trainer.max_steps << " steps on " << plan.trainer.device << "\n";
   out.flush();
   return run_in_dir(plan, run_dir, out, err);
 }
@@ -213,8 +212,8 @@ int run_resume(const std::string& run_dir, std::ostream& out, std::ostream& err)
     return kExitInvalidRecipe;
   }
   if (int code = check_runnable_here(plan, gpu, err); code != kExitOk) return code;
-  const std::string ckpts = plan.checkpoint.dir.empty() ? (fs::path(run_dir) / "checkpoints").string()
-                                                        : plan.checkpoint.dir;
+  const std::string ckpts =
+      plan.checkpoint.dir.empty() ? (fs::path(run_dir) / "checkpoints").string() : plan.checkpoint.dir;
   std::string latest;
   try {
     if (fs::exists(ckpts)) latest = ckpt::find_checkpoint(ckpts);
@@ -268,9 +267,8 @@ int run_worker(const std::string& run_dir, std::ostream& out, std::ostream& err)
   if (world != role.world) {
     const std::string abs_dir = fs::absolute(run_dir).lexically_normal().string();
     err << "error: " << who << "this run needs " << world << " rank" << (world == 1 ? "" : "s") << " but "
-        << (role.world > 1 || !launcher.source.empty()
-                ? "its launcher started " + std::to_string(role.world)
-                : std::string("this worker was started alone"))
+        << (role.world > 1 || !launcher.source.empty() ? "its launcher started " + std::to_string(role.world)
+                                                       : std::string("this worker was started alone"))
         << "\n  fix: start it with its launch script (sh " << abs_dir << "/launch.sh), or with `recipe pretrain`\n";
     return kExitEnvironment;
   }

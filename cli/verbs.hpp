@@ -12,8 +12,7 @@
 namespace recipe::cli {
 
 // pretrain / finetune (mode "pretrain" | "finetune"): resolve, then --dry-run report or run.
-int run_train(const PlanFlags& flags, const std::string& mode, bool dry_run, std::ostream& out,
-              std::ostream& err);
+int run_train(const PlanFlags& flags, const std::string& mode, bool dry_run, std::ostream& out, std::ostream& err);
 // `runs resume`: runs a run dir's resolved.toml again with its executor (a Slurm run is
 // resubmitted); training continues from the run's newest checkpoint.
 int run_resume(const std::string& run_dir, std::ostream& out, std::ostream& err);
@@ -32,8 +31,8 @@ int run_data_prepare(const data::PrepareOptions& opts, std::ostream& out, std::o
 
 // `recipe ckpt info|export|import` (cli/verb_ckpt.cpp).
 struct CkptArgs {
-  std::string path;                    // info/export: checkpoint, checkpoints dir or run dir; import: HF dir
-  std::string output;                  // export: HF directory; import: checkpoints directory
+  std::string path;    // info/export: checkpoint, checkpoints dir or run dir; import: HF dir
+  std::string output;  // export: HF directory; import: checkpoints directory
   std::string format = "hf";
   std::string dtype = "f32";           // export: f32 | bf16
   std::string recipe;                  // import (required) / export (when plan.toml does not describe the model)

@@ -19,9 +19,9 @@
 namespace recipe::dsl {
 
 struct Origin {
-  std::string file;  // recipe file, "preset:gpt3_345m", "override", "default"
-  int line = 0;      // 0 = unknown
-  std::string expr = {};  // file == "override": the override as typed, e.g. "parallelism.tp=2"
+  std::string file;         // recipe file, "preset:gpt3_345m", "override", "default"
+  int line = 0;             // 0 = unknown
+  std::string expr = {};    // file == "override": the override as typed, e.g. "parallelism.tp=2"
   std::string str() const;  // "file:line", "file", or "override `k=v`"
 };
 
@@ -55,14 +55,14 @@ void apply_overrides(ConfigTree& tree, const std::vector<std::string>& overrides
 
 // Facts about where the plan will run that the recipe does not decide.
 struct ExecutorFacts {
-  int nodes = 0;                  // 0 = take executor.nodes from the recipe
-  int gpus_per_node = -1;         // -1 = take from the recipe / detect; 0 = CPU
-  bool has_gpu = false;           // a CUDA device is visible here
+  int nodes = 0;           // 0 = take executor.nodes from the recipe
+  int gpus_per_node = -1;  // -1 = take from the recipe / detect; 0 = CPU
+  bool has_gpu = false;    // a CUDA device is visible here
   int visible_gpus = 0;
-  std::string gpu_name;           // e.g. "NVIDIA H100 80GB HBM3"
-  double gpu_memory_gib = 0;      // of the visible GPU, 0 = unknown
-  bool planning = false;          // validate / show / --dry-run: the plan may target other machines,
-                                  // so a GPU plan is not refused for lack of a GPU here
+  std::string gpu_name;       // e.g. "NVIDIA H100 80GB HBM3"
+  double gpu_memory_gib = 0;  // of the visible GPU, 0 = unknown
+  bool planning = false;      // validate / show / --dry-run: the plan may target other machines,
+                              // so a GPU plan is not refused for lack of a GPU here
 };
 
 struct Violation {
@@ -73,7 +73,7 @@ struct Violation {
 };
 
 struct ResolveResult {
-  plan::Plan plan;                        // filled as far as possible even when invalid
+  plan::Plan plan;  // filled as far as possible even when invalid
   std::vector<Violation> violations;
   std::vector<std::string> warnings;
   bool ok() const { return violations.empty(); }

@@ -10,8 +10,8 @@ namespace recipe::dsl {
 //     fix: try tp=2 or tp=4
 std::string format_violations(const std::vector<Violation>& violations) {
   if (violations.empty()) return "";
-  std::string out = std::to_string(violations.size()) + (violations.size() == 1 ? " problem" : " problems") +
-                    " in the recipe:\n";
+  std::string out =
+      std::to_string(violations.size()) + (violations.size() == 1 ? " problem" : " problems") + " in the recipe:\n";
   for (const auto& v : violations) {
     out += "\n  " + (v.path.empty() ? std::string("(recipe)") : v.path);
     if (v.origin.file == "default")

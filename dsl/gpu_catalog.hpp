@@ -11,9 +11,9 @@
 namespace recipe::dsl {
 
 struct GpuSpec {
-  std::string name;          // canonical model name, e.g. "H100-80GB"
-  double memory_gib;         // total device memory as the driver reports it
-  double peak_bf16_tflops;   // dense (no sparsity) tensor-core bf16/fp16 peak
+  std::string name;         // canonical model name, e.g. "H100-80GB"
+  double memory_gib;        // total device memory as the driver reports it
+  double peak_bf16_tflops;  // dense (no sparsity) tensor-core bf16/fp16 peak
 };
 
 const std::vector<GpuSpec>& gpu_catalog();

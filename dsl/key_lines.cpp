@@ -30,7 +30,8 @@ std::size_t find_assignment(std::string_view line, std::size_t col, std::string_
     std::size_t end = at + key.size();
     bool bracketed = at >= 2 && (line[at - 1] == '"' || line[at - 1] == '\'') && line[at - 2] == '[' &&
                      end + 1 < line.size() && line[end] == line[at - 1] && line[end + 1] == ']';
-    if (bracketed) end += 2;
+    if (bracketed)
+      end += 2;
     else if ((at > 0 && is_ident_char(line[at - 1])) || (end < line.size() && is_ident_char(line[end])))
       continue;
     std::size_t eq = end;

@@ -55,8 +55,7 @@ std::string key_reference_markdown() {
   o << "\n## Derived values\n\n"
        "Computed by the resolver, written to the `[derived]` table of `resolved.toml`, shown by\n"
        "`recipe show`; a recipe cannot set them.\n\n| value | how it is computed |\n|---|---|\n";
-  for (const DerivedFieldInfo& d : derived_fields())
-    o << "| `" << d.path << "` | " << escape_cell(d.formula) << " |\n";
+  for (const DerivedFieldInfo& d : derived_fields()) o << "| `" << d.path << "` | " << escape_cell(d.formula) << " |\n";
   return o.str();
 }
 

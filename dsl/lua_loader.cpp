@@ -49,9 +49,9 @@ struct Sandbox {
   std::string error;                          // message of the last failed host lookup
 
   bool run_preset = false;
-  std::string top;                       // recipe path or preset name
-  std::string top_label;                 // origin label of values the recipe itself sets
-  std::string top_source;                // "@path" of the recipe file ("" for a preset by name)
+  std::string top;         // recipe path or preset name
+  std::string top_label;   // origin label of values the recipe itself sets
+  std::string top_source;  // "@path" of the recipe file ("" for a preset by name)
   const std::string* top_text = nullptr;
   lua_State* L = nullptr;
 
@@ -163,7 +163,8 @@ bool Sandbox::open_module(const char* name, const char*& path, const char*& text
     std::string wanted(name);
     if (wanted.find("..") != std::string::npos || wanted.empty() || wanted.front() == '/' ||
         wanted.find('\\') != std::string::npos) {
-      error = "require '" + wanted + "': modules are found by plain name on the recipe search path; "
+      error = "require '" + wanted +
+              "': modules are found by plain name on the recipe search path; "
               "'..' and absolute paths are not allowed";
       return false;
     }
@@ -175,7 +176,8 @@ bool Sandbox::open_module(const char* name, const char*& path, const char*& text
       static const char* const kStdlibs[] = {"os", "io", "debug", "package", "coroutine", "ffi", "jit"};
       for (const char* lib : kStdlibs)
         if (wanted == lib) {
-          error = "module '" + wanted + "' is not available in recipes (a recipe cannot use os, io, debug or "
+          error = "module '" + wanted +
+                  "' is not available in recipes (a recipe cannot use os, io, debug or "
                   "package: it describes a run, it does not run commands or read files)";
           return false;
         }
@@ -251,8 +253,10 @@ int host_limit_message(lua_State* L) {
 // Sets up the sandbox and runs the recipe; returns (config, origins). Runs under lua_pcall.
 int protected_main(lua_State* L) {
   Sandbox* s = sandbox_of(L);
-  const luaL_Reg libs[] = {{LUA_GNAME, luaopen_base},       {LUA_STRLIBNAME, luaopen_string},
-                           {LUA_TABLIBNAME, luaopen_table}, {LUA_MATHLIBNAME, luaopen_math},
+  const luaL_Reg libs[] = {{LUA_GNAME, luaopen_base},
+                           {LUA_STRLIBNAME, luaopen_string},
+                           {LUA_TABLIBNAME, luaopen_table},
+                           {LUA_MATHLIBNAME, luaopen_math},
                            {LUA_UTF8LIBNAME, luaopen_utf8}};
   for (const auto& lib : libs) {
     luaL_requiref(L, lib.name, lib.func, 1);
@@ -260,8 +264,10 @@ int protected_main(lua_State* L) {
   }
   if (luaL_loadbufferx(L, kLuaSandboxPrelude, std::strlen(kLuaSandboxPrelude), "=recipe sandbox", "t") != LUA_OK)
     return lua_error(L);
-  const luaL_Reg host[] = {{"read_preset", host_read_preset}, {"read_module", host_read_module},
-                           {"caller", host_caller},           {"limit_hit", host_limit_hit},
+  const luaL_Reg host[] = {{"read_preset", host_read_preset},
+                           {"read_module", host_read_module},
+                           {"caller", host_caller},
+                           {"limit_hit", host_limit_hit},
                            {"limit_message", host_limit_message}};
   lua_createtable(L, 0, 5);
   for (const auto& fn : host) {
@@ -333,7 +339,9 @@ class Converter {
 
   bool convert(int idx, const std::string& path, int depth, Json& out) {
     switch (lua_type(L_, idx)) {
-      case LUA_TBOOLEAN: out = static_cast<bool>(lua_toboolean(L_, idx)); return true;
+      case LUA_TBOOLEAN:
+        out = static_cast<bool>(lua_toboolean(L_, idx));
+        return true;
       case LUA_TSTRING: {
         std::size_t len = 0;
         const char* str = lua_tolstring(L_, idx, &len);
@@ -350,7 +358,8 @@ class Converter {
           return true;
         }
         return fail(path, "is not a finite number");
-      case LUA_TTABLE: return convert_table(idx, path, depth, out);
+      case LUA_TTABLE:
+        return convert_table(idx, path, depth, out);
       default:
         return fail(path, std::string("is a ") + luaL_typename(L_, idx) +
                               "; recipe values are numbers, strings, booleans and tables");
@@ -399,8 +408,8 @@ class Converter {
       lua_Integer expected = 1;
       for (const auto& [at, v] : items)
         if (at != expected++)
-          return fail(path, "is a list with gaps (it has no item " + std::to_string(expected - 1) +
-                                "); lists hold items 1..n");
+          return fail(
+              path, "is a list with gaps (it has no item " + std::to_string(expected - 1) + "); lists hold items 1..n");
       out = Json::array();
       for (auto& [at, v] : items) out.push_back(std::move(v));
       return true;
@@ -443,8 +452,7 @@ ConfigTree run(Sandbox& s, const LuaLimits& limits) {
   s.memory_limit = limits.memory_bytes;
   s.instruction_limit = limits.instructions;
   s.memory_message = "recipe exceeded the memory limit (" + std::to_string(limits.memory_bytes >> 20) + " MiB)";
-  s.instruction_message = "recipe exceeded the instruction limit (" +
-                          std::to_string(limits.instructions / 1'000'000) +
+  s.instruction_message = "recipe exceeded the instruction limit (" + std::to_string(limits.instructions / 1'000'000) +
                           " million Lua instructions); does it loop forever?";
   s.L = lua_newstate(sandbox_alloc, &s);
   if (!s.L) throw RecipeError(s.top_label + ": cannot start the Lua interpreter");
@@ -479,7 +487,8 @@ ConfigTree run(Sandbox& s, const LuaLimits& limits) {
     throw RecipeError(where.str() + ": " + shown + " " + converter.problem);
   }
   if (!tree.root.is_object())
-    throw RecipeError(s.top_label + ": a recipe returns a table of sections, e.g. { model = { ... }, "
+    throw RecipeError(s.top_label +
+                      ": a recipe returns a table of sections, e.g. { model = { ... }, "
                       "trainer = { ... } }, not a list");
   for_each_leaf(tree.root, [&](const std::string& path, const Json&) { tree.origins[path] = locate(path); });
   canonicalize(tree.root);

@@ -152,19 +152,23 @@ const char* type_name(const Json& v) {
 
 std::string dump(const Json& v) { return v.dump(); }
 
-Json arithmetic(const Json& current, char op, const Json& operand, const std::string& path,
-                const std::string& expr) {
+Json arithmetic(const Json& current, char op, const Json& operand, const std::string& path, const std::string& expr) {
   auto fail = [&](const std::string& why) -> Json { throw RecipeError("override `" + expr + "`: " + why); };
-  if (!operand.is_number())
-    return fail("'" + operand.dump() + "' is not a number");
+  if (!operand.is_number()) return fail("'" + operand.dump() + "' is not a number");
   if (current.is_number_integer() && operand.is_number_integer()) {
     const std::int64_t a = current.get<std::int64_t>(), b = operand.get<std::int64_t>();
     std::int64_t r = 0;
     bool overflow = false;
     switch (op) {
-      case '+': overflow = __builtin_add_overflow(a, b, &r); break;
-      case '-': overflow = __builtin_sub_overflow(a, b, &r); break;
-      case '*': overflow = __builtin_mul_overflow(a, b, &r); break;
+      case '+':
+        overflow = __builtin_add_overflow(a, b, &r);
+        break;
+      case '-':
+        overflow = __builtin_sub_overflow(a, b, &r);
+        break;
+      case '*':
+        overflow = __builtin_mul_overflow(a, b, &r);
+        break;
       case '/':
         if (b == 0) return fail("division by zero");
         // Whole results stay integers (global_batch_size/=2); others become floats.
@@ -176,17 +180,19 @@ Json arithmetic(const Json& current, char op, const Json& operand, const std::st
   }
   const double a = current.get<double>(), b = operand.get<double>();
   switch (op) {
-    case '+': return a + b;
-    case '-': return a - b;
-    case '*': return a * b;
+    case '+':
+      return a + b;
+    case '-':
+      return a - b;
+    case '*':
+      return a * b;
     default:
       if (b == 0) return fail("division by zero");
       return a / b;
   }
 }
 
-Json list_update(const Json& current, char op, const Json& operand, const std::string& path,
-                 const std::string& expr) {
+Json list_update(const Json& current, char op, const Json& operand, const std::string& path, const std::string& expr) {
   const Json items = operand.is_array() ? operand : Json::array({operand});
   Json result = current;
   if (op == '+') {
@@ -202,7 +208,8 @@ Json list_update(const Json& current, char op, const Json& operand, const std::s
     }
     return result;
   }
-  throw RecipeError("override `" + expr + "`: " + path + " is a list; lists take = (replace), += (append) "
+  throw RecipeError("override `" + expr + "`: " + path +
+                    " is a list; lists take = (replace), += (append) "
                     "or -= (remove)");
 }
 
@@ -222,8 +229,8 @@ void apply_override(ConfigTree& tree, const std::string& override_expr) {
     if (it == parent->end()) {
       parent = nullptr;
     } else if (!it->is_object()) {
-      throw RecipeError("override `" + override_expr + "`: " + path + " is " + type_name(*it) + " (" +
-                        it->dump() + "), not a table, so it has no key '" + ov.keys[i + 1] + "'");
+      throw RecipeError("override `" + override_expr + "`: " + path + " is " + type_name(*it) + " (" + it->dump() +
+                        "), not a table, so it has no key '" + ov.keys[i + 1] + "'");
     } else {
       parent = &*it;
     }
@@ -238,22 +245,24 @@ void apply_override(ConfigTree& tree, const std::string& override_expr) {
   Json value;
   if (ov.op == '=') {
     if (ov.value.empty() && !(existing && existing->is_string()))
-      throw RecipeError("override `" + override_expr + "`: no value after '='; to set an empty string write " +
-                        path + "=\"\"");
+      throw RecipeError("override `" + override_expr + "`: no value after '='; to set an empty string write " + path +
+                        "=\"\"");
     value = parse_value(ov.value, existing, override_expr);
   } else {
     const std::string op_text = std::string(1, ov.op) + "=";
     if (!existing)
-      throw RecipeError("override `" + override_expr + "`: " + path + " is not set by the recipe, so there is "
-                        "nothing to " + op_text + "; set it with " + path + "=<value>");
+      throw RecipeError("override `" + override_expr + "`: " + path +
+                        " is not set by the recipe, so there is "
+                        "nothing to " +
+                        op_text + "; set it with " + path + "=<value>");
     if (ov.value.empty()) bad_form(override_expr, "no value after '" + op_text + "'");
     if (existing->is_array()) {
       value = list_update(*existing, ov.op, parse_value(ov.value, existing, override_expr), path, override_expr);
     } else if (existing->is_number()) {
       value = arithmetic(*existing, ov.op, parse_scalar(ov.value), path, override_expr);
     } else {
-      throw RecipeError("override `" + override_expr + "`: " + op_text + " needs a number or a list, but " +
-                        path + " is " + type_name(*existing) + " (" + existing->dump() + ")");
+      throw RecipeError("override `" + override_expr + "`: " + op_text + " needs a number or a list, but " + path +
+                        " is " + type_name(*existing) + " (" + existing->dump() + ")");
     }
   }
 

@@ -9,14 +9,22 @@ using json = nlohmann::ordered_json;
 
 std::string_view field_type_name(FieldType type) {
   switch (type) {
-    case FieldType::Int: return "an integer";
-    case FieldType::Float: return "a number";
-    case FieldType::Bool: return "a boolean (true/false)";
-    case FieldType::String: return "a string";
-    case FieldType::IntList: return "a list of integers";
-    case FieldType::StringList: return "a list of strings";
-    case FieldType::StringMap: return "a table of strings";
-    case FieldType::Blend: return "a flat list {weight, \"prefix\", weight, \"prefix\", ...}";
+    case FieldType::Int:
+      return "an integer";
+    case FieldType::Float:
+      return "a number";
+    case FieldType::Bool:
+      return "a boolean (true/false)";
+    case FieldType::String:
+      return "a string";
+    case FieldType::IntList:
+      return "a list of integers";
+    case FieldType::StringList:
+      return "a list of strings";
+    case FieldType::StringMap:
+      return "a table of strings";
+    case FieldType::Blend:
+      return "a flat list {weight, \"prefix\", weight, \"prefix\", ...}";
   }
   return "a value";
 }
@@ -198,8 +206,8 @@ struct Codec<Blend> {
     }
     if (!v.is_array()) return type_error(type, v);
     if (v.size() % 2 != 0)
-      return "must alternate weights and prefixes {w1, \"p1\", w2, \"p2\", ...}; got " +
-             std::to_string(v.size()) + " entries (an odd count)";
+      return "must alternate weights and prefixes {w1, \"p1\", w2, \"p2\", ...}; got " + std::to_string(v.size()) +
+             " entries (an odd count)";
     Blend items;
     for (std::size_t i = 0; i < v.size(); i += 2) {
       if (!v[i].is_number())
@@ -263,8 +271,8 @@ std::vector<FieldInfo> build_fields() {
   f.push_back(field(m, "num_layers", &P::model, &M::num_layers, "transformer blocks"));
   f.push_back(field(m, "hidden_size", &P::model, &M::hidden_size, "model width d"));
   f.push_back(field(m, "num_attention_heads", &P::model, &M::num_attention_heads, "query heads"));
-  f.push_back(field(m, "num_kv_heads", &P::model, &M::num_kv_heads,
-                    "key/value heads (GQA); 0 = num_attention_heads (MHA)"));
+  f.push_back(
+      field(m, "num_kv_heads", &P::model, &M::num_kv_heads, "key/value heads (GQA); 0 = num_attention_heads (MHA)"));
   f.push_back(field(m, "ffn_hidden_size", &P::model, &M::ffn_hidden_size,
                     "MLP width; 0 = 4·hidden (gelu) or Llama's int(8·hidden/3) rounded up to 256 (swiglu)"));
   f.push_back(field(m, "vocab_size", &P::model, &M::vocab_size, "tokenizer vocabulary size"));
@@ -277,11 +285,11 @@ std::vector<FieldInfo> build_fields() {
   f.push_back(field(m, "norm_eps", &P::model, &M::norm_eps, "epsilon of the norm layers"));
   f.push_back(field(m, "activation", &P::model, &M::activation, "MLP activation (gelu = tanh approximation)",
                     {"gelu", "swiglu"}));
-  f.push_back(field(m, "position_embedding", &P::model, &M::position_embedding, "position encoding",
-                    {"learned", "rope"}));
+  f.push_back(
+      field(m, "position_embedding", &P::model, &M::position_embedding, "position encoding", {"learned", "rope"}));
   f.push_back(field(m, "rope_theta", &P::model, &M::rope_theta, "RoPE base frequency"));
-  f.push_back(field(m, "tie_embeddings", &P::model, &M::tie_embeddings,
-                    "share the input embedding with the output head"));
+  f.push_back(
+      field(m, "tie_embeddings", &P::model, &M::tie_embeddings, "share the input embedding with the output head"));
   f.push_back(field(m, "bias", &P::model, &M::bias, "biases in linears and norms"));
   f.push_back(field(m, "init_std", &P::model, &M::init_std,
                     "std of the normal init; output projections are scaled by 1/sqrt(2·num_layers)"));
@@ -293,8 +301,8 @@ std::vector<FieldInfo> build_fields() {
   f.push_back(field(d, "blend", &P::data, &D::blend,
                     "weighted dataset prefixes {w1, \"prefix1\", w2, \"prefix2\"}; weights are normalized"));
   f.push_back(field(d, "split", &P::data, &D::split, "train,valid,test proportions of each dataset"));
-  f.push_back(field(d, "fixed_batch", &P::data, &D::fixed_batch,
-                    "mock: repeat one batch forever (memorization benchmark)"));
+  f.push_back(
+      field(d, "fixed_batch", &P::data, &D::fixed_batch, "mock: repeat one batch forever (memorization benchmark)"));
   f.push_back(field(d, "tokenizer", &P::data, &D::tokenizer, "tokenizer used by data prepare and generation",
                     {"none", "byte", "gpt2_bpe", "sentencepiece"}));
   f.push_back(field(d, "vocab_file", &P::data, &D::vocab_file, "gpt2_bpe: vocab.json"));
@@ -311,15 +319,17 @@ std::vector<FieldInfo> build_fields() {
   f.push_back(field(o, "eps", &P::optimizer, &O::eps, "Adam ε"));
   f.push_back(field(o, "weight_decay", &P::optimizer, &O::weight_decay,
                     "decoupled weight decay (not applied to norms and biases)"));
-  f.push_back(field(o, "decay_embeddings", &P::optimizer, &O::decay_embeddings, "apply weight decay to embeddings too"));
+  f.push_back(
+      field(o, "decay_embeddings", &P::optimizer, &O::decay_embeddings, "apply weight decay to embeddings too"));
   f.push_back(field(o, "clip_grad", &P::optimizer, &O::clip_grad, "global gradient L2-norm clip; 0 disables"));
 
   const char* s = "schedule";
   f.push_back(field(s, "warmup_steps", &P::schedule, &S::warmup_steps, "linear warmup steps from 0 to lr"));
   f.push_back(field(s, "decay_style", &P::schedule, &S::decay_style, "shape of the decay from lr to min_lr",
                     {"cosine", "linear", "constant"}));
-  f.push_back(field(s, "decay_steps", &P::schedule, &S::decay_steps,
-                    "step at which the decay reaches min_lr (warmup included); 0 = max(trainer.max_steps, warmup_steps)"));
+  f.push_back(
+      field(s, "decay_steps", &P::schedule, &S::decay_steps,
+            "step at which the decay reaches min_lr (warmup included); 0 = max(trainer.max_steps, warmup_steps)"));
 
   const char* t = "trainer";
   f.push_back(field(t, "max_steps", &P::trainer, &T::max_steps, "optimizer steps to train"));
@@ -334,15 +344,20 @@ std::vector<FieldInfo> build_fields() {
   f.push_back(field(t, "log_interval", &P::trainer, &T::log_interval, "steps between progress lines"));
   f.push_back(field(t, "eval_interval", &P::trainer, &T::eval_interval, "steps between validations; 0 = none"));
   f.push_back(field(t, "eval_iters", &P::trainer, &T::eval_iters, "batches per validation"));
-  f.push_back(field(t, "recompute", &P::trainer, &T::recompute,
-                    "activation recomputation, trading memory for speed: none keeps every layer's activations; "
-                    "gelu (llm.c's default) rebuilds each MLP activation output (GELU or SwiGLU, [tokens, ffn]) from the "
-                    "kept pre-activation just before its weight gradient, ~2% slower; norm also rebuilds both norm "
-                    "outputs from the kept residuals and statistics; full keeps only each layer's input and reruns "
-                    "the layer's forward in backward (~1/3 more compute)",
-                    {"none", "gelu", "norm", "full"}));
+  f.push_back(
+      field(t, "recompute", &P::trainer, &T::recompute,
+            "activation recomputation, trading memory for speed: none keeps every layer's activations; "
+            "gelu (llm.c's default) rebuilds each MLP activation output (GELU or SwiGLU, [tokens, ffn]) from the "
+            "kept pre-activation just before its weight gradient, ~2% slower; norm also rebuilds both norm "
+            "outputs from the kept residuals and statistics; full keeps only each layer's input and reruns "
+            "the layer's forward in backward (~1/3 more compute)",
+            {"none", "gelu", "norm", "full"}));
   f.push_back(field(t, "deterministic", &P::trainer, &T::deterministic, "bitwise reproducible kernels (slower)"));
-  f.push_back(field(t, "cuda_graph", &P::trainer, &T::cuda_graph, "capture the training step (forward, backward, clip, AdamW) in a CUDA graph at step 2 and replay it every later step; single-GPU CUDA runs only (others ignore it); a step that cannot be captured runs uncaptured, with one log line saying why; RECIPE_CUDA_GRAPH=0 in the environment also turns it off"));
+  f.push_back(
+      field(t, "cuda_graph", &P::trainer, &T::cuda_graph,
+            "capture the training step (forward, backward, clip, AdamW) in a CUDA graph at step 2 and replay it every "
+            "later step; single-GPU CUDA runs only (others ignore it); a step that cannot be captured runs uncaptured, "
+            "with one log line saying why; RECIPE_CUDA_GRAPH=0 in the environment also turns it off"));
   f.push_back(field(t, "cpu_threads", &P::trainer, &T::cpu_threads, "OpenBLAS threads per rank; 0 = its default"));
 
   const char* pa = "parallelism";
@@ -355,12 +370,14 @@ std::vector<FieldInfo> build_fields() {
   f.push_back(field(pa, "zero1", &P::parallelism, &Par::zero1, "shard the Adam state over DP ranks"));
   f.push_back(field(pa, "layers_per_stage", &P::parallelism, &Par::layers_per_stage,
                     "explicit pipeline split, one entry per stage; empty = even split"));
-  f.push_back(field(pa, "grad_bucket_mb", &P::parallelism, &Par::grad_bucket_mb,
-                    "size of the gradient buckets reduced over DP while backward runs (MiB of f32); 0 = one bucket per layer"));
+  f.push_back(
+      field(pa, "grad_bucket_mb", &P::parallelism, &Par::grad_bucket_mb,
+            "size of the gradient buckets reduced over DP while backward runs (MiB of f32); 0 = one bucket per layer"));
 
   const char* c = "checkpoint";
   f.push_back(field(c, "dir", &P::checkpoint, &C::dir, "where checkpoints go; \"\" = <run dir>/checkpoints"));
-  f.push_back(field(c, "save_interval", &P::checkpoint, &C::save_interval, "steps between checkpoints; 0 = only at the end"));
+  f.push_back(
+      field(c, "save_interval", &P::checkpoint, &C::save_interval, "steps between checkpoints; 0 = only at the end"));
   f.push_back(field(c, "save_final", &P::checkpoint, &C::save_final, "save after the last step"));
   f.push_back(field(c, "load", &P::checkpoint, &C::load, "checkpoint or run dir to resume or initialize from"));
   f.push_back(field(c, "keep_last", &P::checkpoint, &C::keep_last, "keep only the newest N checkpoints; 0 = all"));
@@ -381,7 +398,8 @@ std::vector<FieldInfo> build_fields() {
   f.push_back(field(e, "cpu_ranks", &P::executor, &E::cpu_ranks, "ranks per host when training on CPU"));
   f.push_back(field(e, "device_memory", &P::executor, &E::device_memory,
                     "usable memory per GPU, e.g. \"80GiB\"; \"\" = from gpu_model or the detected GPU"));
-  f.push_back(field(e, "gpu_model", &P::executor, &E::gpu_model, "GPU model of the target, e.g. \"H100-80GB\"; \"\" = detected"));
+  f.push_back(field(e, "gpu_model", &P::executor, &E::gpu_model,
+                    "GPU model of the target, e.g. \"H100-80GB\"; \"\" = detected"));
   f.push_back(field(e, "hostfile", &P::executor, &E::hostfile, "mpi: Open MPI hostfile"));
   f.push_back(field(e, "mpirun_args", &P::executor, &E::mpirun_args, "mpi/local: extra mpirun arguments"));
   f.push_back(field(e, "mca", &P::executor, &E::mca, "Open MPI MCA parameters (--mca key value)"));
@@ -414,9 +432,8 @@ const FieldInfo* find_field(std::string_view path) {
 }
 
 const std::vector<std::string>& plan_sections() {
-  static const std::vector<std::string> sections = {"model",       "data",       "optimizer", "schedule",
-                                                    "trainer",     "parallelism", "checkpoint", "peft",
-                                                    "executor",    "experiment"};
+  static const std::vector<std::string> sections = {"model",       "data",       "optimizer", "schedule", "trainer",
+                                                    "parallelism", "checkpoint", "peft",      "executor", "experiment"};
   return sections;
 }
 

@@ -16,8 +16,8 @@
 namespace recipe::dsl {
 
 enum class FieldType {
-  Int,         // JSON integer (an integral float such as Lua's 1e3 is accepted)
-  Float,       // any number; written back as a float
+  Int,    // JSON integer (an integral float such as Lua's 1e3 is accepted)
+  Float,  // any number; written back as a float
   Bool,
   String,
   IntList,     // [1, 2, 3]

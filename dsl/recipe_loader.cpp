@@ -23,14 +23,15 @@ ConfigTree load_recipe(const std::string& spec) {
     std::error_code ec;
     if (!std::filesystem::is_regular_file(spec, ec)) throw RecipeError("no such recipe file: " + spec);
     const auto search_path = recipe_search_path(spec);
-    ConfigTree tree = is_lua ? load_detail::load_lua_file(spec, search_path)
-                             : load_detail::load_toml_file(spec, search_path);
+    ConfigTree tree =
+        is_lua ? load_detail::load_lua_file(spec, search_path) : load_detail::load_toml_file(spec, search_path);
     tree.source = spec;
     return tree;
   }
   if (spec.empty()) throw RecipeError("no recipe given: name a preset (recipe list shows them) or a .lua/.toml file");
   if (spec.find('/') != std::string::npos || !load_detail::is_safe_relative_name(spec))
-    throw RecipeError("no such recipe file: " + spec + " (recipe files end in .lua or .toml; presets are plain "
+    throw RecipeError("no such recipe file: " + spec +
+                      " (recipe files end in .lua or .toml; presets are plain "
                       "names, recipe list shows them)");
   const auto search_path = recipe_search_path();
   if (!load_detail::find_lua_file(spec, search_path))

@@ -142,7 +142,8 @@ void check_ranges(ResolveContext& ctx) {
   shape(require(ctx, "trainer.global_batch_size", t.global_batch_size, t.global_batch_size >= 0,
                 "must be at least 0 (0 = micro_batch_size × dp)"));
   require(ctx, "trainer.log_interval", t.log_interval, t.log_interval >= 1, "must be at least 1");
-  require(ctx, "trainer.eval_interval", t.eval_interval, t.eval_interval >= 0, "must not be negative (0 = no validation)");
+  require(ctx, "trainer.eval_interval", t.eval_interval, t.eval_interval >= 0,
+          "must not be negative (0 = no validation)");
   if (t.eval_interval > 0)
     require(ctx, "trainer.eval_iters", t.eval_iters, t.eval_iters >= 1, "must be at least 1 when eval_interval > 0");
   require(ctx, "trainer.cpu_threads", t.cpu_threads, t.cpu_threads >= 0, "must not be negative (0 = OpenBLAS default)");
@@ -185,12 +186,14 @@ void check_ranges(ResolveContext& ctx) {
     if (!(w >= 0) || !std::isfinite(w))
       ctx.violation("data.blend", "data.blend weight " + fmt_double(w) + " of \"" + prefix + "\" must not be negative",
                     "use non-negative weights; they are normalized to sum to 1");
-    if (prefix.empty()) ctx.violation("data.blend", "data.blend entry " + std::to_string(i + 1) + " has an empty prefix");
+    if (prefix.empty())
+      ctx.violation("data.blend", "data.blend entry " + std::to_string(i + 1) + " has an empty prefix");
   }
   if (!d.blend.empty()) {
     double sum = 0;
     for (const auto& entry : d.blend) sum += entry.first;
-    if (!(sum > 0)) ctx.violation("data.blend", "data.blend weights sum to " + fmt_double(sum), "give at least one positive weight");
+    if (!(sum > 0))
+      ctx.violation("data.blend", "data.blend weights sum to " + fmt_double(sum), "give at least one positive weight");
   }
 
   const plan::ExperimentConfig& x = p.experiment;
@@ -237,13 +240,15 @@ void check_relations(ResolveContext& ctx) {
           "is not divisible by model.num_attention_heads=" + str(m.num_attention_heads),
           "make hidden_size a multiple of the head count");
   const int kv = m.num_kv_heads;
-  const bool kv_ok = require(ctx, "model.num_kv_heads", kv, kv <= m.num_attention_heads && m.num_attention_heads % kv == 0,
-                             "does not divide model.num_attention_heads=" + str(m.num_attention_heads),
-                             "each KV head serves a whole group of query heads; use a divisor of the head count");
+  const bool kv_ok =
+      require(ctx, "model.num_kv_heads", kv, kv <= m.num_attention_heads && m.num_attention_heads % kv == 0,
+              "does not divide model.num_attention_heads=" + str(m.num_attention_heads),
+              "each KV head serves a whole group of query heads; use a divisor of the head count");
   if (m.position_embedding == "rope" && m.head_dim % 2 != 0)
     ctx.violation("model.position_embedding",
                   "model.position_embedding=rope needs an even head_dim, got model.head_dim=" + str(m.head_dim) +
-                      " (hidden_size=" + str(m.hidden_size) + " / num_attention_heads=" + str(m.num_attention_heads) + ")",
+                      " (hidden_size=" + str(m.hidden_size) + " / num_attention_heads=" + str(m.num_attention_heads) +
+                      ")",
                   "change hidden_size or num_attention_heads so that their quotient is even");
   if (m.position_embedding == "learned")
     require(ctx, "model.max_position_embeddings", m.max_position_embeddings, m.max_position_embeddings >= m.seq_length,
@@ -272,7 +277,8 @@ void check_relations(ResolveContext& ctx) {
     }
   }
   if (par.sequence_parallel && tp == 1)
-    ctx.violation("parallelism.sequence_parallel", "parallelism.sequence_parallel=true needs parallelism.tp > 1, got tp=1",
+    ctx.violation("parallelism.sequence_parallel",
+                  "parallelism.sequence_parallel=true needs parallelism.tp > 1, got tp=1",
                   "set sequence_parallel=false, or tp ≥ 2");
 
   // Context parallelism: each rank holds two mirrored chunks of the sequence (load balance with causal masking).
@@ -301,15 +307,16 @@ void check_relations(ResolveContext& ctx) {
                     "give one layer count per pipeline stage");
     else if (sum != m.num_layers)
       ctx.violation("parallelism.layers_per_stage",
-                    "parallelism.layers_per_stage [" + list + "] sums to " + str(sum) + ", not model.num_layers=" +
-                        str(m.num_layers),
+                    "parallelism.layers_per_stage [" + list + "] sums to " + str(sum) +
+                        ", not model.num_layers=" + str(m.num_layers),
                     "make the entries add up to " + str(m.num_layers));
     if (!positive)
       ctx.violation("parallelism.layers_per_stage",
-                    "parallelism.layers_per_stage [" + list + "] has a stage with no layers", "every stage needs ≥ 1 layer");
+                    "parallelism.layers_per_stage [" + list + "] has a stage with no layers",
+                    "every stage needs ≥ 1 layer");
   } else if (pp > m.num_layers) {
-    ctx.violation("parallelism.pp",
-                  "parallelism.pp=" + str(pp) + " exceeds model.num_layers=" + str(m.num_layers), "use pp ≤ num_layers");
+    ctx.violation("parallelism.pp", "parallelism.pp=" + str(pp) + " exceeds model.num_layers=" + str(m.num_layers),
+                  "use pp ≤ num_layers");
   } else if (m.num_layers % pp != 0) {
     std::vector<std::string> choices;
     for (int q = 1; q <= std::min(m.num_layers, 16); ++q)
@@ -363,8 +370,9 @@ void check_relations(ResolveContext& ctx) {
     std::string fix = "try trainer.global_batch_size=" + (lo > 0 ? str(lo) + " or " + str(hi) : str(hi));
     fix += ", or change trainer.micro_batch_size";
     ctx.violation("trainer.global_batch_size",
-                  "trainer.global_batch_size=" + str(t.global_batch_size) + " is not divisible by micro_batch_size × dp = " +
-                      str(t.micro_batch_size) + " × " + str(par.dp) + " = " + str(per_step),
+                  "trainer.global_batch_size=" + str(t.global_batch_size) +
+                      " is not divisible by micro_batch_size × dp = " + str(t.micro_batch_size) + " × " + str(par.dp) +
+                      " = " + str(per_step),
                   fix);
   }
 
@@ -374,9 +382,10 @@ void check_relations(ResolveContext& ctx) {
   // Megatron: the run simply ends inside warmup. Only an explicit decay_steps shorter than warmup is
   // a contradiction.
   if (s.decay_style != "constant" && s.decay_steps < s.warmup_steps && ctx.was_set("schedule.decay_steps"))
-    ctx.violation("schedule.warmup_steps",
-                  "schedule.warmup_steps=" + str(s.warmup_steps) + " exceeds schedule.decay_steps=" + str(s.decay_steps),
-                  "lower warmup_steps or raise schedule.decay_steps / trainer.max_steps");
+    ctx.violation(
+        "schedule.warmup_steps",
+        "schedule.warmup_steps=" + str(s.warmup_steps) + " exceeds schedule.decay_steps=" + str(s.decay_steps),
+        "lower warmup_steps or raise schedule.decay_steps / trainer.max_steps");
   else if (s.warmup_steps > t.max_steps)
     ctx.warn("schedule.warmup_steps=" + str(s.warmup_steps) + " > trainer.max_steps=" + str(t.max_steps) +
              ": the run ends before warmup does");
@@ -428,8 +437,8 @@ void check_relations(ResolveContext& ctx) {
   // Advice that is not an error.
   if (par.zero1 && par.dp == 1) ctx.warn("parallelism.zero1=true has no effect with dp=1");
   if (p.checkpoint.save_interval > t.max_steps)
-    ctx.warn("checkpoint.save_interval=" + str(p.checkpoint.save_interval) + " > trainer.max_steps=" +
-             str(t.max_steps) + ": only the final checkpoint is written");
+    ctx.warn("checkpoint.save_interval=" + str(p.checkpoint.save_interval) +
+             " > trainer.max_steps=" + str(t.max_steps) + ": only the final checkpoint is written");
 }
 
 }  // namespace recipe::dsl::detail

@@ -63,8 +63,7 @@ void derive_execution(ResolveContext& ctx) {
   p.parallelism.world_size = ctx.world;
 
   plan::ParallelismConfig& par = p.parallelism;
-  const int64_t model_parallel =
-      static_cast<int64_t>(std::max(1, par.tp)) * std::max(1, par.pp) * std::max(1, par.cp);
+  const int64_t model_parallel = static_cast<int64_t>(std::max(1, par.tp)) * std::max(1, par.pp) * std::max(1, par.cp);
   if (par.dp == 0) {
     ctx.dp_auto = true;
     ctx.world_ok = ctx.world % model_parallel == 0;
@@ -99,14 +98,14 @@ void derive_model(ResolveContext& ctx) {
     // resolved.toml's [derived] also shows the unpadded count.
     m.num_params = count_params(m, m.padded_vocab_size);
     const int64_t embed = word_embedding_params(m, m.padded_vocab_size);
-    m.num_non_embedding_params =
-        m.num_params - embed - position_embedding_params(m) - (m.tie_embeddings ? 0 : embed);
+    m.num_non_embedding_params = m.num_params - embed - position_embedding_params(m) - (m.tie_embeddings ? 0 : embed);
     m.flops_per_token = training_flops_per_token(m, m.num_params);
   }
 
   plan::TrainerConfig& t = p.trainer;
   const int64_t per_step = static_cast<int64_t>(t.micro_batch_size) * p.parallelism.dp;
-  if (t.global_batch_size == 0 && per_step > 0 && per_step <= INT32_MAX) t.global_batch_size = static_cast<int>(per_step);
+  if (t.global_batch_size == 0 && per_step > 0 && per_step <= INT32_MAX)
+    t.global_batch_size = static_cast<int>(per_step);
   if (per_step > 0) t.num_micro_batches = static_cast<int>(t.global_batch_size / per_step);
   t.tokens_per_step = static_cast<int64_t>(t.global_batch_size) * m.seq_length;
 

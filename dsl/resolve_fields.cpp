@@ -59,7 +59,8 @@ void read_value(ResolveContext& ctx, const FieldInfo& field, const json& value) 
     const std::string v = value.get<std::string>();
     if (std::find(field.allowed.begin(), field.allowed.end(), v) == field.allowed.end()) {
       ctx.bad_paths.insert(path);
-      ctx.violation(path, path + "=\"" + v + "\" is not one of " + join_or(field.allowed) + did_you_mean(v, field.allowed),
+      ctx.violation(path,
+                    path + "=\"" + v + "\" is not one of " + join_or(field.allowed) + did_you_mean(v, field.allowed),
                     "use one of " + join_or(field.allowed));
       // Keep the default so derived values stay meaningful.
       field.set(ctx.plan(), field.get(plan::Plan{}));
@@ -97,7 +98,8 @@ void read_tree(ResolveContext& ctx) {
   const json& root = ctx.tree.root;
   ctx.plan().source = ctx.tree.source;
   if (!root.is_object()) {
-    ctx.violation("", "a recipe must be a table of sections, got " + describe_value(root), "return { model = {...}, ... }");
+    ctx.violation("", "a recipe must be a table of sections, got " + describe_value(root),
+                  "return { model = {...}, ... }");
     ctx.shape_ok = false;
     return;
   }

@@ -17,14 +17,14 @@ struct ResolveContext {
   const ExecutorFacts& facts;
   ResolveResult& out;
 
-  std::set<std::string> set_paths;  // keys the tree set with a value of the right type
-  std::set<std::string> bad_paths;  // keys whose value was rejected (checks on them are skipped)
+  std::set<std::string> set_paths;             // keys the tree set with a value of the right type
+  std::set<std::string> bad_paths;             // keys whose value was rejected (checks on them are skipped)
   std::map<std::string, Origin> fact_origins;  // values taken from ExecutorFacts
-  bool shape_ok = true;     // sizes are positive, so derived values and estimates are meaningful
-  bool auto_device = false; // trainer.device was "auto" and the resolver chose
-  bool world_ok = true;     // tp·pp·cp·dp = world
-  bool dp_auto = false;     // parallelism.dp was 0 and the resolver derived it
-  int world = 1;            // ranks the executor will start
+  bool shape_ok = true;                        // sizes are positive, so derived values and estimates are meaningful
+  bool auto_device = false;                    // trainer.device was "auto" and the resolver chose
+  bool world_ok = true;                        // tp·pp·cp·dp = world
+  bool dp_auto = false;                        // parallelism.dp was 0 and the resolver derived it
+  int world = 1;                               // ranks the executor will start
 
   plan::Plan& plan() { return out.plan; }
   const plan::Plan& plan() const { return out.plan; }
@@ -40,15 +40,15 @@ struct ResolveContext {
   void warn(std::string message) { out.warnings.push_back(std::move(message)); }
 };
 
-void read_tree(ResolveContext& ctx);          // types, unknown and derived keys, enum choices
-void check_ranges(ResolveContext& ctx);       // each value on its own (positive sizes, lr > 0, ...)
-void derive_execution(ResolveContext& ctx);   // device, world size, dp, gpus_per_node
-void derive_model(ResolveContext& ctx);       // head_dim, ffn, padded vocab, params, FLOPs, batches
-void check_relations(ResolveContext& ctx);    // rules across keys (tp | heads, world = tp·pp·cp·dp, ...)
+void read_tree(ResolveContext& ctx);                // types, unknown and derived keys, enum choices
+void check_ranges(ResolveContext& ctx);             // each value on its own (positive sizes, lr > 0, ...)
+void derive_execution(ResolveContext& ctx);         // device, world size, dp, gpus_per_node
+void derive_model(ResolveContext& ctx);             // head_dim, ffn, padded vocab, params, FLOPs, batches
+void check_relations(ResolveContext& ctx);          // rules across keys (tp | heads, world = tp·pp·cp·dp, ...)
 void derive_and_check_memory(ResolveContext& ctx);  // device memory, per-rank estimate, fit
 
 // Helpers shared by the check files.
-std::string fmt_double(double v);   // shortest text that reads back as v: 0.0003, 1e-08
+std::string fmt_double(double v);  // shortest text that reads back as v: 0.0003, 1e-08
 int gcd_int(int a, int b);
 
 }  // namespace recipe::dsl::detail

@@ -114,9 +114,10 @@ void derive_and_check_memory(ResolveContext& ctx) {
     if (!gpu) {
       std::vector<std::string> names;
       for (const auto& g : gpu_catalog()) names.push_back(g.name);
-      ctx.violation("executor.gpu_model",
-                    "executor.gpu_model=\"" + ex.gpu_model + "\" is not a known GPU" + did_you_mean(ex.gpu_model, names),
-                    "use one of " + join_or(names) + ", or state the size with executor.device_memory=\"80GiB\"");
+      ctx.violation(
+          "executor.gpu_model",
+          "executor.gpu_model=\"" + ex.gpu_model + "\" is not a known GPU" + did_you_mean(ex.gpu_model, names),
+          "use one of " + join_or(names) + ", or state the size with executor.device_memory=\"80GiB\"");
       return;
     }
     gib = gpu->memory_gib;
@@ -146,8 +147,8 @@ void derive_and_check_memory(ResolveContext& ctx) {
                   "estimated memory per rank " + plan::format_bytes(static_cast<double>(p.memory.total)) + " exceeds " +
                       plan::format_bytes(device_bytes) + " of " + device + " (tp=" + std::to_string(p.parallelism.tp) +
                       ", pp=" + std::to_string(p.parallelism.pp) + ", dp=" + std::to_string(p.parallelism.dp) +
-                      ", micro_batch_size=" + std::to_string(p.trainer.micro_batch_size) + "): " +
-                      describe_memory(p.memory),
+                      ", micro_batch_size=" + std::to_string(p.trainer.micro_batch_size) +
+                      "): " + describe_memory(p.memory),
                   remedies(ctx, device_bytes), "parallelism.tp");
 }
 

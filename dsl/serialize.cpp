@@ -85,9 +85,9 @@ toml::array to_toml_array(const json& a) {
 // ---- Lua ----
 
 bool is_lua_identifier(const std::string& s) {
-  static const char* keywords[] = {"and",   "break", "do",  "else", "elseif", "end",    "false", "for",
-                                   "function", "goto", "if", "in",   "local",  "nil",    "not",   "or",
-                                   "repeat", "return", "then", "true", "until", "while"};
+  static const char* keywords[] = {"and",      "break",  "do",   "else", "elseif", "end",  "false", "for",
+                                   "function", "goto",   "if",   "in",   "local",  "nil",  "not",   "or",
+                                   "repeat",   "return", "then", "true", "until",  "while"};
   if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
   for (char c : s)
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
@@ -100,11 +100,21 @@ std::string lua_string(const std::string& s) {
   std::string out = "\"";
   for (unsigned char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (c < 0x20 || c == 0x7f) {
           char buf[8];
@@ -204,8 +214,7 @@ std::string to_json(const plan::Plan& plan) {
 
 std::string to_lua(const plan::Plan& plan) {
   std::ostringstream os;
-  os << "-- Resolved recipe plan" << (plan.source.empty() ? "" : " of " + plan.source)
-     << "; every key is explicit.\n";
+  os << "-- Resolved recipe plan" << (plan.source.empty() ? "" : " of " + plan.source) << "; every key is explicit.\n";
   os << "-- Derived: " << derived_json(plan).dump() << "\n";
   os << "return ";
   write_lua(os, full_tree(plan), 0);

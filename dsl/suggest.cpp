@@ -44,14 +44,13 @@ std::vector<std::string> suggest(std::string_view word, const std::vector<std::s
     if (c == word) continue;
     const std::string lc = lowered(c);
     int score = edit_distance(w, lc);
-    const bool contains = w.size() >= 3 && lc.size() >= 3 &&
-                          (lc.find(w) != std::string::npos || w.find(lc) != std::string::npos);
+    const bool contains =
+        w.size() >= 3 && lc.size() >= 3 && (lc.find(w) != std::string::npos || w.find(lc) != std::string::npos);
     if (score > threshold && !contains) continue;
     if (contains) score = std::min(score, threshold);
     scored.emplace_back(score, c);
   }
-  std::stable_sort(scored.begin(), scored.end(),
-                   [](const auto& x, const auto& y) { return x.first < y.first; });
+  std::stable_sort(scored.begin(), scored.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
   std::vector<std::string> out;
   for (auto& [score, c] : scored) {
     if (std::find(out.begin(), out.end(), c) != out.end()) continue;

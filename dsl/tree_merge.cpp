@@ -7,9 +7,8 @@
 namespace recipe::dsl::load_detail {
 namespace {
 
-constexpr std::array<const char*, 10> kSectionOrder = {"model",       "data",       "optimizer", "schedule",
-                                                       "trainer",     "parallelism", "checkpoint", "peft",
-                                                       "executor",    "experiment"};
+constexpr std::array<const char*, 10> kSectionOrder = {
+    "model", "data", "optimizer", "schedule", "trainer", "parallelism", "checkpoint", "peft", "executor", "experiment"};
 
 int top_level_rank(const std::string& key) {
   if (key == "mode") return 0;
@@ -50,9 +49,12 @@ void merge_node(Json& base, const Json& over, const std::string& prefix, ConfigT
       continue;
     }
     base[key] = value;
-    for_each_leaf(value, [&](const std::string& leaf, const Json&) {
-      if (auto it = over_origins.find(leaf); it != over_origins.end()) tree.origins[leaf] = it->second;
-    }, path);
+    for_each_leaf(
+        value,
+        [&](const std::string& leaf, const Json&) {
+          if (auto it = over_origins.find(leaf); it != over_origins.end()) tree.origins[leaf] = it->second;
+        },
+        path);
   }
 }
 

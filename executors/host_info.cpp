@@ -48,9 +48,8 @@ HostInfo collect_host_info(const std::string& recipe_version) {
   h.recipe_version = recipe_version;
   h.lua_version = LUA_RELEASE;
   if (const char* cfg = openblas_get_config()) h.openblas_config = cfg;
-  h.json_version = std::to_string(NLOHMANN_JSON_VERSION_MAJOR) + "." +
-                   std::to_string(NLOHMANN_JSON_VERSION_MINOR) + "." +
-                   std::to_string(NLOHMANN_JSON_VERSION_PATCH);
+  h.json_version = std::to_string(NLOHMANN_JSON_VERSION_MAJOR) + "." + std::to_string(NLOHMANN_JSON_VERSION_MINOR) +
+                   "." + std::to_string(NLOHMANN_JSON_VERSION_PATCH);
   return h;
 }
 
@@ -68,12 +67,8 @@ nlohmann::ordered_json host_info_json(const HostInfo& h) {
           {"os", h.os},
           {"cpu", {{"model", h.cpu_model}, {"cores", h.cpu_cores}}},
           {"gpu", gpu},
-          {"recipe",
-           {{"version", h.recipe_version}, {"cuda", h.built_with_cuda}, {"cudnn", h.built_with_cudnn}}},
-          {"libraries",
-           {{"lua", h.lua_version},
-            {"openblas", h.openblas_config},
-            {"nlohmann_json", h.json_version}}}};
+          {"recipe", {{"version", h.recipe_version}, {"cuda", h.built_with_cuda}, {"cudnn", h.built_with_cudnn}}},
+          {"libraries", {{"lua", h.lua_version}, {"openblas", h.openblas_config}, {"nlohmann_json", h.json_version}}}};
 }
 
 }  // namespace recipe::exec

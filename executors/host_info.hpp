@@ -19,9 +19,9 @@ struct HostInfo {
   bool built_with_cuda = false;
   bool built_with_cudnn = false;
   std::string recipe_version;
-  std::string lua_version;       // "Lua 5.4.4"
-  std::string openblas_config;   // openblas_get_config()
-  std::string json_version;      // nlohmann-json
+  std::string lua_version;      // "Lua 5.4.4"
+  std::string openblas_config;  // openblas_get_config()
+  std::string json_version;     // nlohmann-json
 };
 
 HostInfo collect_host_info(const std::string& recipe_version);

@@ -52,8 +52,8 @@ std::string shell_script(const plan::Plan& plan, const std::vector<std::string>&
   return s;
 }
 
-std::string sbatch_script(const plan::Plan& plan, const std::string& run_dir, const std::string& exe,
-                          int nodes, int per_node) {
+std::string sbatch_script(const plan::Plan& plan, const std::string& run_dir, const std::string& exe, int nodes,
+                          int per_node) {
   const auto& ex = plan.executor;
   std::string name = plan.experiment.name.empty() ? "recipe" : plan.experiment.name;
   std::ostringstream s;
@@ -88,8 +88,13 @@ std::string sbatch_script(const plan::Plan& plan, const std::string& run_dir, co
   // while they run. srun starts them through PMIx; where this Slurm lacks the pmix plugin, Open
   // MPI's mpirun reads the allocation itself.
   std::vector<std::string> srun = {"srun", "--mpi=pmix"};
-  std::vector<std::string> mpirun = {"mpirun", "-np", std::to_string(nodes * per_node), "--map-by",
-                                     "ppr:" + std::to_string(per_node) + ":node", "--bind-to", "none",
+  std::vector<std::string> mpirun = {"mpirun",
+                                     "-np",
+                                     std::to_string(nodes * per_node),
+                                     "--map-by",
+                                     "ppr:" + std::to_string(per_node) + ":node",
+                                     "--bind-to",
+                                     "none",
                                      "--tag-output"};
   append_mpirun_common(mpirun, plan);
   for (const auto& w : worker_argv(exe, run_dir)) {
@@ -153,16 +158,14 @@ std::vector<RankPlacement> rank_map(const plan::Plan& plan) {
   int world = world_of(plan);
   int per_node = ranks_per_node(plan);
   plan::ParallelismConfig par = plan.parallelism;
-  if (par.dp <= 0)
-    par.dp = std::max(1, world / (std::max(1, par.tp) * std::max(1, par.cp) * std::max(1, par.pp)));
+  if (par.dp <= 0) par.dp = std::max(1, world / (std::max(1, par.tp) * std::max(1, par.cp) * std::max(1, par.pp)));
   std::vector<RankPlacement> out;
   out.reserve(world);
   for (int r = 0; r < world; ++r) out.push_back(place_rank(r, par, per_node, is_gpu_plan(plan)));
   return out;
 }
 
-LaunchCommand launch_command(const plan::Plan& plan, const std::string& run_dir,
-                             const std::string& recipe_exe) {
+LaunchCommand launch_command(const plan::Plan& plan, const std::string& run_dir, const std::string& recipe_exe) {
   LaunchCommand cmd;
   const std::string script_path = run_dir + "/launch.sh";
   int world = world_of(plan);

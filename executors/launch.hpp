@@ -40,8 +40,7 @@ struct LaunchCommand {
   std::string script;             // launch.sh content
   std::string submit;             // how launch.sh is submitted
 };
-LaunchCommand launch_command(const plan::Plan& plan, const std::string& run_dir,
-                             const std::string& recipe_exe);
+LaunchCommand launch_command(const plan::Plan& plan, const std::string& run_dir, const std::string& recipe_exe);
 
 // Single-quotes `s` for a POSIX shell when it contains anything but [A-Za-z0-9_./=:,+@%-].
 std::string shell_quote(const std::string& s);

@@ -9,7 +9,8 @@ namespace {
 
 const std::regex kProcessName(R"(Process name:\s*\[\[\d+,\d+\],(\d+)\])");
 const std::regex kExitCode(R"(^\s*Exit code:\s*(-?\d+))");
-const std::regex kNoticedSignal(R"(process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+)(?: \(([^)]*)\))?)");
+const std::regex kNoticedSignal(
+    R"(process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+)(?: \(([^)]*)\))?)");
 const std::regex kAbortRank(R"(MPI_ABORT was invoked on rank (\d+))");
 const std::regex kAbortCode(R"(with errorcode (-?\d+))");
 const std::regex kSrunExit(R"(srun: error: \S+: tasks? (\d+)(?:-\d+)?: Exited with exit code (\d+))");
@@ -69,10 +70,12 @@ void LauncherFailureParser::text(const std::string& all) {
 
 std::string describe_rank_failure(const RankFailure& f) {
   std::string who = "rank " + std::to_string(f.rank);
-  if (f.signal_name == "MPI_Abort") return who + " called MPI_Abort with code " + std::to_string(f.exit_code.value_or(1));
+  if (f.signal_name == "MPI_Abort")
+    return who + " called MPI_Abort with code " + std::to_string(f.exit_code.value_or(1));
   if (f.exit_code) return who + " exited with status " + std::to_string(*f.exit_code);
-  if (f.signal) return who + " was killed by signal " + std::to_string(*f.signal) +
-                       (f.signal_name.empty() ? "" : " (" + f.signal_name + ")");
+  if (f.signal)
+    return who + " was killed by signal " + std::to_string(*f.signal) +
+           (f.signal_name.empty() ? "" : " (" + f.signal_name + ")");
   return who + " was killed" + (f.signal_name.empty() ? "" : " (" + f.signal_name + ")");
 }
 

@@ -27,11 +27,12 @@ namespace {
 struct InterruptRecord {
   std::string status_path;
   std::string tmp_path;
-  std::string interrupted_json;  // "" = this process does not write status.json
-  std::string message[3];        // what to print for SIGINT, SIGTERM, SIGUSR1 when stopping at once
-  std::string graceful[2];       // what to print for a first SIGTERM, SIGUSR1 (stop after the step)
-  bool exit_with_signal = false; // exit 128 + signal (a rank) instead of 130 (the whole run)
-  struct sigaction old_int {}, old_term {}, old_usr1 {};
+  std::string interrupted_json;   // "" = this process does not write status.json
+  std::string message[3];         // what to print for SIGINT, SIGTERM, SIGUSR1 when stopping at once
+  std::string graceful[2];        // what to print for a first SIGTERM, SIGUSR1 (stop after the step)
+  bool exit_with_signal = false;  // exit 128 + signal (a rank) instead of 130 (the whole run)
+  struct sigaction old_int {
+  }, old_term{}, old_usr1{};
 };
 InterruptRecord* g_interrupt = nullptr;
 
@@ -146,8 +147,7 @@ LocalRunResult run_local(const plan::Plan& plan, const std::string& run_dir, con
     // The launcher wrote "running" with its own pid (the one `recipe runs cancel` signals).
     try {
       status = read_status(run_dir);
-    } catch (const std::exception&) {
-    }
+    } catch (const std::exception&) {}
     if (status.start_time.empty()) status.start_time = now_iso8601();
   } else {
     status.start_time = now_iso8601();
@@ -176,8 +176,8 @@ LocalRunResult run_local(const plan::Plan& plan, const std::string& run_dir, con
       result.ok = !result.train.diverged;
       result.stopped = result.ok && result.train.stop_signal != 0;
       if (!result.ok)
-        result.error = result.train.message.empty() ? "training diverged (NaN/inf loss or gradient)"
-                                                    : result.train.message;
+        result.error =
+            result.train.message.empty() ? "training diverged (NaN/inf loss or gradient)" : result.train.message;
     } catch (const std::exception& e) {
       result.ok = false;
       result.error = e.what();
@@ -191,8 +191,8 @@ LocalRunResult run_local(const plan::Plan& plan, const std::string& run_dir, con
     status.exit_code = result.stopped ? kStoppedExitCode : result.ok ? 0 : 3;
     status.message = result.ok ? result.train.message : result.error;
     if (result.stopped)
-      status.message += "; checkpoint " + result.train.last_checkpoint + "; resume with `recipe runs resume " +
-                        run_dir + "`";
+      status.message +=
+          "; checkpoint " + result.train.last_checkpoint + "; resume with `recipe runs resume " + run_dir + "`";
     try {
       write_status(run_dir, status);
       // (executors) TensorBoard events beside metrics.jsonl, converted now that the run has ended.

@@ -30,17 +30,17 @@ struct LocalRunOptions {
   // launcher sees which signal stopped it.
   bool handle_signals = true;
   StatusRole status_role = StatusRole::owner;
-  int rank = 0;                 // world rank, for messages
+  int rank = 0;  // world rank, for messages
   // (executors) false when a launcher (mpirun, srun) already captures this process's output
   // into logs/rank-<r>.log: writing it here too would duplicate every line.
   bool tee_rank_log = true;
 };
 
 struct LocalRunResult {
-  bool ok = false;              // training completed without divergence or error
+  bool ok = false;  // training completed without divergence or error
   core::TrainResult train;
-  std::string error;            // why it failed ("" when ok)
-  bool stopped = false;         // ok, but stopped early on a signal after a checkpoint (exit 5)
+  std::string error;     // why it failed ("" when ok)
+  bool stopped = false;  // ok, but stopped early on a signal after a checkpoint (exit 5)
 };
 
 // Runs core::train for `plan` in `run_dir` (which must exist, with logs/), keeping status.json

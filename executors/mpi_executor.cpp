@@ -16,7 +16,8 @@ namespace fs = std::filesystem;
 
 namespace recipe::exec {
 
-std::vector<std::string> mpirun_argv(const plan::Plan& plan, const std::string& run_dir, const std::string& recipe_exe) {
+std::vector<std::string> mpirun_argv(const plan::Plan& plan, const std::string& run_dir,
+                                     const std::string& recipe_exe) {
   std::vector<std::string> argv = launch_command(plan, run_dir, recipe_exe).argv;
   // launch.sh keeps plain output for a person running it; the executor adds --tag-output.
   if (!argv.empty() && argv[0] == "mpirun") argv.insert(argv.begin() + 1, "--tag-output");
@@ -32,8 +33,7 @@ MultiRankResult run_mpirun(const plan::Plan& plan, const std::string& run_dir, c
   RunStatus status;
   try {
     status = read_status(run_dir);
-  } catch (const std::exception&) {
-  }
+  } catch (const std::exception&) {}
   status.state = "running";
   status.start_time = now_iso8601();
   status.pid = static_cast<long>(::getpid());
@@ -79,9 +79,10 @@ MultiRankResult run_mpirun(const plan::Plan& plan, const std::string& run_dir, c
       result.message = describe_rank_failure(*f) + "; mpirun stopped the other ranks (see logs/rank-" +
                        std::to_string(f->rank) + ".log)";
     } else {
-      result.message = "mpirun exited with status " + std::to_string(r.exit_code) +
-                       (r.exit_code == 127 && !r.message.empty() ? ": " + r.message
-                                                                 : " (a rank failed or could not start; see logs/rank-*.log)");
+      result.message =
+          "mpirun exited with status " + std::to_string(r.exit_code) +
+          (r.exit_code == 127 && !r.message.empty() ? ": " + r.message
+                                                    : " (a rank failed or could not start; see logs/rank-*.log)");
     }
   }
 
@@ -89,8 +90,7 @@ MultiRankResult run_mpirun(const plan::Plan& plan, const std::string& run_dir, c
   // steps and its summary meanwhile; keep those, and its message when the run succeeded.
   try {
     status = read_status(run_dir);
-  } catch (const std::exception&) {
-  }
+  } catch (const std::exception&) {}
   const std::string rank0_error = status.state == "failed" ? status.message : "";
   // Rank 0 recorded "stopped": the ranks agreed to stop on SIGUSR1/SIGTERM and saved a checkpoint
   // (each then exited with kStoppedExitCode, which mpirun reports as a failing rank).

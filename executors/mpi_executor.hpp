@@ -21,10 +21,10 @@ struct MultiRankOptions {
 };
 
 struct MultiRankResult {
-  int exit_code = 0;            // 0 ok, the failing rank's status, or 128+signal when interrupted
+  int exit_code = 0;  // 0 ok, the failing rank's status, or 128+signal when interrupted
   bool interrupted = false;
-  int failed_rank = -1;         // the rank mpirun reported as failing first; -1 = unknown / none
-  std::string message;          // "rank 1 exited with status 3; mpirun stopped the other ranks (...)"
+  int failed_rank = -1;  // the rank mpirun reported as failing first; -1 = unknown / none
+  std::string message;   // "rank 1 exited with status 3; mpirun stopped the other ranks (...)"
 };
 
 // The argv actually run: launch_command's mpirun argv plus --tag-output (so lines can be routed

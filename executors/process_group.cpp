@@ -60,7 +60,8 @@ class SignalForwarder {
 
  private:
   bool enabled_;
-  struct sigaction old_int_ {}, old_term_ {}, old_usr1_ {};
+  struct sigaction old_int_ {
+  }, old_term_{}, old_usr1_{};
 };
 
 struct Child {
@@ -68,7 +69,7 @@ struct Child {
   int out_fd = -1;      // read end of the child's stdout+stderr pipe
   std::string partial;  // bytes after the last newline
   bool reaped = false;
-  int status = 0;       // exit status or 128+signal
+  int status = 0;  // exit status or 128+signal
 };
 
 int decode_status(int wstatus) {
@@ -225,8 +226,9 @@ class LineRouter {
       std::error_code ec;
       std::filesystem::create_directories(opts_.log_dir, ec);
       auto f = std::make_unique<std::ofstream>(
-          (std::filesystem::path(opts_.log_dir) / (rank < 0 ? std::string("launcher.log")
-                                                             : "rank-" + std::to_string(rank) + ".log")).string(),
+          (std::filesystem::path(opts_.log_dir) /
+           (rank < 0 ? std::string("launcher.log") : "rank-" + std::to_string(rank) + ".log"))
+              .string(),
           std::ios::app);
       it = logs_.emplace(rank, std::move(f)).first;
     }
@@ -262,7 +264,8 @@ ProcessGroupResult run_process_group(const std::vector<ChildSpec>& specs, const 
 
   // Spawn. Environments are built before fork so the child makes no allocations.
   for (size_t i = 0; i < specs.size(); ++i) {
-    if (specs[i].argv.empty()) throw std::invalid_argument("process group: child " + std::to_string(i) + " has no argv");
+    if (specs[i].argv.empty())
+      throw std::invalid_argument("process group: child " + std::to_string(i) + " has no argv");
     std::vector<std::string> env = merged_env(specs[i].env);
     std::vector<char*> envp;
     for (auto& kv : env) envp.push_back(kv.data());
@@ -328,7 +331,8 @@ ProcessGroupResult run_process_group(const std::vector<ChildSpec>& specs, const 
           if (sig == SIGUSR1) {
             // "Checkpoint and stop" goes to the direct children only (mpirun relays it to its
             // ranks): the whole group would deliver it twice, which a rank reads as "stop now".
-            if (opts.terminal) *opts.terminal << "recipe: SIGUSR1 received; ranks stop after this step with a checkpoint\n";
+            if (opts.terminal)
+              *opts.terminal << "recipe: SIGUSR1 received; ranks stop after this step with a checkpoint\n";
             for (auto& c : children)
               if (c.pid > 0 && !c.reaped) ::kill(c.pid, SIGUSR1);
             continue;

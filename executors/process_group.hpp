@@ -21,10 +21,10 @@
 namespace recipe::exec {
 
 struct ChildSpec {
-  std::vector<std::string> argv;                  // argv[0] is looked up on PATH
-  std::map<std::string, std::string> env;         // added to (or replacing in) the launcher's environment
-  int rank = 0;                                   // rank its untagged output is attributed to;
-                                                  // -1: the launcher itself ("[launcher]", logs/launcher.log)
+  std::vector<std::string> argv;           // argv[0] is looked up on PATH
+  std::map<std::string, std::string> env;  // added to (or replacing in) the launcher's environment
+  int rank = 0;                            // rank its untagged output is attributed to;
+                                           // -1: the launcher itself ("[launcher]", logs/launcher.log)
 };
 
 struct ProcessGroupOptions {
@@ -40,13 +40,13 @@ struct ProcessGroupOptions {
 };
 
 struct ProcessGroupResult {
-  int exit_code = 0;                 // 0 when every child exited 0; else the first failure's code
-                                     // (128+signal for a signalled child; 130/143 when interrupted)
-  bool interrupted = false;          // a SIGINT/SIGTERM arrived and was forwarded
+  int exit_code = 0;         // 0 when every child exited 0; else the first failure's code
+                             // (128+signal for a signalled child; 130/143 when interrupted)
+  bool interrupted = false;  // a SIGINT/SIGTERM arrived and was forwarded
   std::optional<int> interrupt_signal;
-  int first_failed_child = -1;       // index into the spec list, -1 = none
-  std::string message;               // "rank 1 exited with status 1; stopped the other ranks"
-  std::vector<int> child_status;     // per child: exit status, or 128+signal
+  int first_failed_child = -1;    // index into the spec list, -1 = none
+  std::string message;            // "rank 1 exited with status 1; stopped the other ranks"
+  std::vector<int> child_status;  // per child: exit status, or 128+signal
 };
 
 // Starts every child and supervises it until all have ended. Throws std::runtime_error when a

@@ -35,7 +35,8 @@ bool read_triplet(const char* rank, const char* world, const char* local, const 
 
 RankEnv rank_env_from_environment() {
   RankEnv e;
-  if (read_triplet("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "openmpi", e)) return e;
+  if (read_triplet("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "openmpi", e))
+    return e;
   // A task of a job step (srun); the batch shell also has SLURM_PROCID but is no rank.
   if (read_triplet("SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID", "slurm", e)) return e;
   if (read_triplet("RANK", "WORLD_SIZE", "LOCAL_RANK", "env", e)) return e;
@@ -54,9 +55,12 @@ std::optional<std::string> pin_local_rank_gpu() {
     if (devices.size() == 1) return devices[0];
   }
   std::string chosen;
-  if (devices.empty()) chosen = std::to_string(e.local_rank);
-  else if (static_cast<size_t>(e.local_rank) < devices.size()) chosen = devices[e.local_rank];
-  else return std::nullopt;  // more local ranks than listed devices: the worker reports it
+  if (devices.empty())
+    chosen = std::to_string(e.local_rank);
+  else if (static_cast<size_t>(e.local_rank) < devices.size())
+    chosen = devices[e.local_rank];
+  else
+    return std::nullopt;  // more local ranks than listed devices: the worker reports it
   ::setenv("CUDA_VISIBLE_DEVICES", chosen.c_str(), 1);
   return chosen;
 }

@@ -61,14 +61,16 @@ CommandOutput run_command(const std::vector<std::string>& argv) {
   char buf[4096];
   for (;;) {
     ssize_t n = ::read(fds[0], buf, sizeof(buf));
-    if (n > 0) r.output.append(buf, static_cast<size_t>(n));
-    else if (n < 0 && errno == EINTR) continue;
-    else break;
+    if (n > 0)
+      r.output.append(buf, static_cast<size_t>(n));
+    else if (n < 0 && errno == EINTR)
+      continue;
+    else
+      break;
   }
   ::close(fds[0]);
   int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
   r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
   return r;
 }
@@ -78,8 +80,9 @@ SlurmSubmitResult submit_slurm(const std::string& run_dir) {
   const std::string script = (fs::path(run_dir) / "launch.sh").string();
   CommandOutput out = run_command({"sbatch", "--parsable", script});
   if (out.status == 127 || out.status < 0) {
-    res.message = "sbatch not found: this host is not a Slurm submit host\n"
-                  "  fix: run on a login node of the cluster, or use --executor local|mpi";
+    res.message =
+        "sbatch not found: this host is not a Slurm submit host\n"
+        "  fix: run on a login node of the cluster, or use --executor local|mpi";
     return res;
   }
   if (out.status != 0) {
@@ -100,8 +103,7 @@ SlurmSubmitResult submit_slurm(const std::string& run_dir) {
   RunStatus st;
   try {
     st = read_status(run_dir);
-  } catch (const std::exception&) {
-  }
+  } catch (const std::exception&) {}
   st.state = "queued";
   st.message = "slurm job " + res.job_id;
   st.pid = 0;
@@ -142,8 +144,8 @@ SlurmJobState query_slurm_job(const std::string& job_id) {
 }
 
 std::string run_state_of(const std::string& st) {
-  if (st == "PENDING" || st == "CONFIGURING" || st == "REQUEUED" || st == "REQUEUE_HOLD" ||
-      st == "REQUEUE_FED" || st == "RESV_DEL_HOLD" || st == "SUSPENDED")
+  if (st == "PENDING" || st == "CONFIGURING" || st == "REQUEUED" || st == "REQUEUE_HOLD" || st == "REQUEUE_FED" ||
+      st == "RESV_DEL_HOLD" || st == "SUSPENDED")
     return "queued";
   if (st == "RUNNING" || st == "COMPLETING" || st == "STAGE_OUT" || st == "SIGNALING" || st == "RESIZING")
     return "running";

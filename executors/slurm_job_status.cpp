@@ -34,7 +34,9 @@ std::string latest_job_output(const std::string& run_dir, const std::string& job
 
 }  // namespace
 
-std::string job_start_marker(const std::string& job_id) { return "recipe: slurm job " + job_id + ": starting the ranks"; }
+std::string job_start_marker(const std::string& job_id) {
+  return "recipe: slurm job " + job_id + ": starting the ranks";
+}
 
 RunStatus record_job_start(const std::string& run_dir, const std::string& job_id, std::ostream& out) {
   RunStatus st = current_status(run_dir);
@@ -59,11 +61,11 @@ RunStatus record_job_end(const std::string& run_dir, const std::string& job_id, 
   const bool checkpointed = st.state == "stopped";  // rank 0: the ranks saved a checkpoint and stopped
   if (requeued) {
     st.state = "queued";
-    st.message = "slurm job " + job_id + " received its time-limit warning (SIGUSR1) and was requeued; " +
-                 (checkpointed ? "the ranks saved a checkpoint (" + st.message +
-                                     ") and the requeued job resumes from it"
-                               : "the ranks were stopped (exit status " + std::to_string(step_exit) +
-                                     ") before a checkpoint and the requeued job resumes from the newest one, if any");
+    st.message =
+        "slurm job " + job_id + " received its time-limit warning (SIGUSR1) and was requeued; " +
+        (checkpointed ? "the ranks saved a checkpoint (" + st.message + ") and the requeued job resumes from it"
+                      : "the ranks were stopped (exit status " + std::to_string(step_exit) +
+                            ") before a checkpoint and the requeued job resumes from the newest one, if any");
   } else if (checkpointed && step_exit == kStoppedExitCode) {
     st.message = "slurm job " + job_id + " stopped on a signal after saving a checkpoint: " + st.message;
   } else if (step_exit == 0) {

@@ -9,8 +9,8 @@
 
 namespace recipe::kernels {
 
-void Backend::residual_norm_fwd(Tensor residual, Tensor out, Tensor mean, Tensor rstd, Tensor a,
-                                Tensor b, Tensor weight, Tensor bias, float eps, bool rms) {
+void Backend::residual_norm_fwd(Tensor residual, Tensor out, Tensor mean, Tensor rstd, Tensor a, Tensor b,
+                                Tensor weight, Tensor bias, float eps, bool rms) {
   add(residual, a, b);
   if (rms)
     rmsnorm_fwd(out, rstd, residual, weight, eps);
@@ -18,14 +18,13 @@ void Backend::residual_norm_fwd(Tensor residual, Tensor out, Tensor mean, Tensor
     layernorm_fwd(out, mean, rstd, residual, weight, bias, eps);
 }
 
-void Backend::gelu_rebuild_linear_bwd(Tensor dinp, Tensor act, Tensor dweight, Tensor dbias,
-                                      Tensor dout, Tensor weight, Tensor pre, Tensor dinp_sum) {
+void Backend::gelu_rebuild_linear_bwd(Tensor dinp, Tensor act, Tensor dweight, Tensor dbias, Tensor dout, Tensor weight,
+                                      Tensor pre, Tensor dinp_sum) {
   gelu_fwd(act, pre);
   linear_bwd(dinp, dweight, dbias, dout, act, weight, pre, dinp_sum);
 }
 
-void Backend::grad_norm_clip(Tensor out, Tensor grads, float clip, Tensor losses,
-                             double loss_sum_limit) {
+void Backend::grad_norm_clip(Tensor out, Tensor grads, float clip, Tensor losses, double loss_sum_limit) {
   if (out.dtype != DType::f32 || out.numel() != 2)
     throw std::invalid_argument("grad_norm_clip: out " + out.shape_str() + " must be f32 with 2 elements");
   const double norm = std::sqrt(sum_squares(grads));
@@ -78,7 +77,8 @@ namespace recipe::kernels {
 
 namespace {
 [[noreturn]] void no_vocab_parallel(const Backend& b) {
-  throw std::logic_error("the " + b.name() + " backend has no vocab-parallel cross-entropy; "
+  throw std::logic_error("the " + b.name() +
+                         " backend has no vocab-parallel cross-entropy; "
                          "tensor parallelism (parallelism.tp > 1) cannot run on it");
 }
 }  // namespace

@@ -17,8 +17,7 @@ void GradWriteTracker::begin(const std::vector<Tensor>& grads) {
     if (!g.defined() || g.numel() == 0) continue;
     uintptr_t a = begin_of(g), b = end_of(g);
     auto next = fresh_.lower_bound(a);
-    if ((next != fresh_.end() && next->first < b) ||
-        (next != fresh_.begin() && std::prev(next)->second > a))
+    if ((next != fresh_.end() && next->first < b) || (next != fresh_.begin() && std::prev(next)->second > a))
       throw std::invalid_argument("begin_grad_writes: gradient tensors overlap (" + g.shape_str() + ")");
     // Coalesce with touching neighbours, so a packed view (q|k|v) over adjacent tensors is whole.
     if (next != fresh_.end() && next->first == b) {

@@ -45,8 +45,8 @@ struct BackendOptions {
 
 struct AdamWArgs {
   float lr, beta1, beta2, eps, weight_decay;
-  int step;            // 1-based, for bias correction
-  float grad_scale;    // multiply gradients by this first (clipping and loss scaling)
+  int step;          // 1-based, for bias correction
+  float grad_scale;  // multiply gradients by this first (clipping and loss scaling)
   // Optional (additive, for a step that never waits for the host): a backend-memory f32 scalar,
   // e.g. element 1 of grad_norm_clip's output. When set it replaces grad_scale, and a non-finite
   // value skips the update entirely (master, m, v and the compute copy stay untouched).
@@ -82,11 +82,11 @@ class Backend {
   // ---- memory ----
   virtual void* alloc(size_t bytes) = 0;  // zero-filled; throws on failure
   virtual void free(void* p) = 0;
-  virtual void copy(Tensor dst, Tensor src) = 0;                  // same device, same dtype
-  virtual void to_host(void* dst, Tensor src) = 0;                // raw bytes of src
-  virtual void from_host(Tensor dst, const void* src) = 0;        // raw bytes into dst
+  virtual void copy(Tensor dst, Tensor src) = 0;            // same device, same dtype
+  virtual void to_host(void* dst, Tensor src) = 0;          // raw bytes of src
+  virtual void from_host(Tensor dst, const void* src) = 0;  // raw bytes into dst
   virtual void zero(Tensor t) = 0;
-  virtual void cast(Tensor dst, Tensor src) = 0;                  // f32 <-> bf16 (or same)
+  virtual void cast(Tensor dst, Tensor src) = 0;  // f32 <-> bf16 (or same)
   virtual void synchronize() = 0;
   virtual size_t peak_memory_bytes() const = 0;
 
@@ -99,38 +99,35 @@ class Backend {
   // dweight[OC,IC] += doutᵀ·inp; dbias[OC] += Σ_rows dout (skipped if undefined).
   // dinp_sum[IC] (f32, optional, needs dinp) += Σ_rows dinp, the final dinp: the bias gradient of
   // the linear whose output dinp is the gradient of (the dGELU_BGRAD epilogue on CUDA).
-  virtual void linear_bwd(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp,
-                          Tensor weight, Tensor dinp_gelu_aux, Tensor dinp_sum) = 0;
+  virtual void linear_bwd(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
+                          Tensor dinp_gelu_aux, Tensor dinp_sum) = 0;
   // The backward of a linear whose input act = gelu(pre) was not kept (trainer.recompute gelu or
   // norm): act = gelu(pre), then linear_bwd(dinp, dweight, dbias, dout, act, weight, pre,
   // dinp_sum). The default composes the two; backends may fuse the rebuild into the dinp GEMM.
-  virtual void gelu_rebuild_linear_bwd(Tensor dinp, Tensor act, Tensor dweight, Tensor dbias,
-                                       Tensor dout, Tensor weight, Tensor pre, Tensor dinp_sum);
+  virtual void gelu_rebuild_linear_bwd(Tensor dinp, Tensor act, Tensor dweight, Tensor dbias, Tensor dout,
+                                       Tensor weight, Tensor pre, Tensor dinp_sum);
 
   // ---- embeddings ----
   // out[N,C] = wte[tok - vocab_start] (zero row if the token is outside this shard's rows)
   //            + wpe[n % T] (if wpe defined).
-  virtual void embedding_fwd(Tensor out, Tensor tokens, Tensor wte, Tensor wpe, int T,
-                             int vocab_start) = 0;
+  virtual void embedding_fwd(Tensor out, Tensor tokens, Tensor wte, Tensor wpe, int T, int vocab_start) = 0;
   // dwte += scatter(dout by token), dwpe += Σ over batch; deterministic.
-  virtual void embedding_bwd(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens, int T,
-                             int vocab_start) = 0;
+  virtual void embedding_bwd(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens, int T, int vocab_start) = 0;
 
   // ---- norms ----
-  virtual void layernorm_fwd(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight,
-                             Tensor bias, float eps) = 0;
+  virtual void layernorm_fwd(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight, Tensor bias,
+                             float eps) = 0;
   // dinp += ∂/∂inp (the residual stream), dweight += Σ dout·x̂, dbias += Σ dout; dinp_sum (f32 [C],
   // optional, needs dinp) += Σ_rows dinp after the accumulation: the bias gradient of the linear
   // whose output was added into this residual, so that linear_bwd can skip its own column sum.
-  virtual void layernorm_bwd(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp,
-                             Tensor weight, Tensor mean, Tensor rstd, Tensor dinp_sum) = 0;
+  virtual void layernorm_bwd(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
+                             Tensor mean, Tensor rstd, Tensor dinp_sum) = 0;
   virtual void rmsnorm_fwd(Tensor out, Tensor rstd, Tensor inp, Tensor weight, float eps) = 0;
-  virtual void rmsnorm_bwd(Tensor dinp, Tensor dweight, Tensor dout, Tensor inp, Tensor weight,
-                           Tensor rstd) = 0;
+  virtual void rmsnorm_bwd(Tensor dinp, Tensor dweight, Tensor dout, Tensor inp, Tensor weight, Tensor rstd) = 0;
   // residual = a + b, then norm(residual) → out. bias/mean undefined for RMSNorm. The default
   // composes add + norm; backends may fuse.
-  virtual void residual_norm_fwd(Tensor residual, Tensor out, Tensor mean, Tensor rstd, Tensor a,
-                                 Tensor b, Tensor weight, Tensor bias, float eps, bool rms);
+  virtual void residual_norm_fwd(Tensor residual, Tensor out, Tensor mean, Tensor rstd, Tensor a, Tensor b,
+                                 Tensor weight, Tensor bias, float eps, bool rms);
 
   // ---- elementwise ----
   virtual void add(Tensor out, Tensor a, Tensor b) = 0;  // out may alias a or b
@@ -142,10 +139,9 @@ class Backend {
   virtual void rope_bwd(Tensor dqkv, int B, int T, int Hq, int Hkv, int D, float theta) = 0;
 
   // ---- attention ----
-  virtual void attention_fwd(Tensor out, Tensor lse, Tensor qkv, int B, int T, int Hq, int Hkv,
-                             int D) = 0;
-  virtual void attention_bwd(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int B,
-                             int T, int Hq, int Hkv, int D) = 0;
+  virtual void attention_fwd(Tensor out, Tensor lse, Tensor qkv, int B, int T, int Hq, int Hkv, int D) = 0;
+  virtual void attention_bwd(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int B, int T, int Hq,
+                             int Hkv, int D) = 0;
 
   // ---- loss ----
   // logits[N, Vp] (act dtype; columns ≥ vocab are padding and ignored). losses[N] (f32) =
@@ -170,18 +166,16 @@ class Backend {
   // Logits are in act dtype, targets i32 [n] holding GLOBAL vocabulary ids. The defaults throw
   // std::logic_error (a backend without them cannot run tensor parallel).
   virtual void vocab_parallel_ce_max(Tensor rowmax, Tensor logits, int valid_cols);
-  virtual void vocab_parallel_ce_sums(Tensor sums, Tensor logits, Tensor rowmax, Tensor targets,
-                                      int vocab_start, int valid_cols);
-  virtual void vocab_parallel_ce_finish(Tensor losses, Tensor logits, Tensor rowmax, Tensor sums,
-                                        Tensor targets, int vocab_start, int valid_cols, float dloss,
-                                        bool compute_grad);
+  virtual void vocab_parallel_ce_sums(Tensor sums, Tensor logits, Tensor rowmax, Tensor targets, int vocab_start,
+                                      int valid_cols);
+  virtual void vocab_parallel_ce_finish(Tensor losses, Tensor logits, Tensor rowmax, Tensor sums, Tensor targets,
+                                        int vocab_start, int valid_cols, float dloss, bool compute_grad);
 
   // ---- optimizer ----
   // AdamW with decoupled weight decay on n = master.numel() f32 values:
   //   g = grad·grad_scale; m = β1 m + (1-β1) g; v = β2 v + (1-β2) g²;
   //   master -= lr·(m̂/(sqrt(v̂)+eps) + wd·master); compute_copy (if defined) = cast(master).
-  virtual void adamw(Tensor master, Tensor grad, Tensor m, Tensor v, Tensor compute_copy,
-                     const AdamWArgs& args) = 0;
+  virtual void adamw(Tensor master, Tensor grad, Tensor m, Tensor v, Tensor compute_copy, const AdamWArgs& args) = 0;
   // Σ x² over an f32 tensor, accumulated in double, deterministic; synchronizes.
   virtual double sum_squares(Tensor x) = 0;
   // The clip factor computed where the gradients live, so the step need not wait for the host
@@ -190,8 +184,7 @@ class Backend {
   // out[1] = min(1, clip/(‖grads‖₂ + 1e-6)) (1 when clip ≤ 0), or NaN — meaning "skip this
   // update" — when the norm is not finite, or when losses is defined and Σ losses (f32, summed in
   // double) is not finite or exceeds loss_sum_limit (the divergence guard).
-  virtual void grad_norm_clip(Tensor out, Tensor grads, float clip, Tensor losses,
-                              double loss_sum_limit);
+  virtual void grad_norm_clip(Tensor out, Tensor grads, float clip, Tensor losses, double loss_sum_limit);
   virtual void scale(Tensor x, float s) = 0;
 
   // ---- one step's parameter gradients (additive) ----
@@ -230,12 +223,12 @@ std::unique_ptr<Backend> make_backend(Device device, const BackendOptions& opts 
 
 struct GpuInfo {
   int count = 0;
-  std::string name;        // of device 0
-  size_t memory_bytes = 0; // of device 0
+  std::string name;         // of device 0
+  size_t memory_bytes = 0;  // of device 0
   int sm_major = 0, sm_minor = 0;
   std::string driver_version, runtime_version;
 };
 bool built_with_cuda();
-GpuInfo query_gpus();      // count 0 when no CUDA build or no device
+GpuInfo query_gpus();  // count 0 when no CUDA build or no device
 
 }  // namespace recipe::kernels

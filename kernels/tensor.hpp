@@ -16,9 +16,7 @@ enum class DType : uint8_t { f32, bf16, i32 };
 enum class Device : uint8_t { cpu, cuda };
 
 inline size_t dtype_size(DType t) { return t == DType::bf16 ? 2 : 4; }
-inline const char* dtype_name(DType t) {
-  return t == DType::f32 ? "f32" : t == DType::bf16 ? "bf16" : "i32";
-}
+inline const char* dtype_name(DType t) { return t == DType::f32 ? "f32" : t == DType::bf16 ? "bf16" : "i32"; }
 
 // bf16 storage: the upper 16 bits of an IEEE fp32, rounded to nearest even.
 using bf16_t = uint16_t;
@@ -56,7 +54,10 @@ struct Tensor {
   size_t bytes() const { return size_t(numel()) * dtype_size(dtype); }
   int64_t dim(int i) const { return dims[i < 0 ? ndim + i : i]; }
   bool defined() const { return ptr != nullptr; }
-  template <class T> T* as() const { return static_cast<T*>(ptr); }
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(ptr);
+  }
   // Same memory, another shape with the same element count.
   Tensor view(std::initializer_list<int64_t> shape) const {
     Tensor t(ptr, dtype, device, shape);

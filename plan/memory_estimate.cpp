@@ -139,8 +139,8 @@ MemoryEstimate estimate_stage_memory(const Plan& plan, int stage) {
   e.activations = arena_bytes(plan, layers, static_cast<int>(in_flight), last);
   // Workspaces, and the trainer's per-token loss buffer (f32, one row per micro-batch).
   e.workspace = cuda_workspace_bytes(plan) + kCublasWorkspace +
-                static_cast<int64_t>(std::max(1, plan.trainer.num_micro_batches)) *
-                    plan.trainer.micro_batch_size * m.seq_length * 4;
+                static_cast<int64_t>(std::max(1, plan.trainer.num_micro_batches)) * plan.trainer.micro_batch_size *
+                    m.seq_length * 4;
   e.total = e.weights + e.gradients + e.optimizer + e.activations + e.workspace;
   return e;
 }

@@ -17,44 +17,44 @@
 namespace recipe::plan {
 
 struct ModelConfig {
-  std::string arch = "gpt";                // "gpt" | "llama"
+  std::string arch = "gpt";  // "gpt" | "llama"
   int num_layers = 12;
   int hidden_size = 768;
   int num_attention_heads = 12;
-  int num_kv_heads = 0;                    // 0 = same as num_attention_heads (MHA)
-  int ffn_hidden_size = 0;                 // 0 = 4*hidden (gpt) or Llama's 8/3 rule rounded to 256
+  int num_kv_heads = 0;     // 0 = same as num_attention_heads (MHA)
+  int ffn_hidden_size = 0;  // 0 = 4*hidden (gpt) or Llama's 8/3 rule rounded to 256
   int vocab_size = 50257;
   int make_vocab_size_divisible_by = 128;  // padded vocab = multiple of this × tp
   int seq_length = 1024;
-  int max_position_embeddings = 0;         // 0 = seq_length
-  std::string norm = "layernorm";          // "layernorm" | "rmsnorm"
+  int max_position_embeddings = 0;  // 0 = seq_length
+  std::string norm = "layernorm";   // "layernorm" | "rmsnorm"
   double norm_eps = 1e-5;
-  std::string activation = "gelu";         // "gelu" (tanh approx) | "swiglu"
+  std::string activation = "gelu";             // "gelu" (tanh approx) | "swiglu"
   std::string position_embedding = "learned";  // "learned" | "rope"
   double rope_theta = 10000.0;
   bool tie_embeddings = true;
-  bool bias = true;                        // biases in linears and norms
+  bool bias = true;  // biases in linears and norms
   double init_std = 0.02;
   // derived
   int head_dim = 0;
   int padded_vocab_size = 0;
-  int64_t num_params = 0;                  // all parameters, tied embedding counted once
+  int64_t num_params = 0;  // all parameters, tied embedding counted once
   int64_t num_non_embedding_params = 0;
-  double flops_per_token = 0;              // 6N + 12·L·d·T (training, fwd+bwd)
+  double flops_per_token = 0;  // 6N + 12·L·d·T (training, fwd+bwd)
 };
 
 struct DataConfig {
-  std::string kind = "mock";               // "mock" | "indexed"
+  std::string kind = "mock";  // "mock" | "indexed"
   // Weighted blend of indexed dataset prefixes: {w1, "path/a", w2, "path/b"} in a recipe; a single
   // prefix may be given as `path`. Weights are normalized by the resolver.
   std::string path;
   std::vector<std::pair<double, std::string>> blend;
-  std::string split = "98,2,0";            // train,valid,test proportions of each dataset
-  bool fixed_batch = false;                // mock: repeat one batch forever (memorization benchmark)
-  std::string tokenizer = "none";          // "none" | "byte" | "gpt2_bpe" | "sentencepiece"
-  std::string vocab_file;                  // gpt2_bpe: vocab.json
-  std::string merges_file;                 // gpt2_bpe: merges.txt
-  std::string tokenizer_model;             // sentencepiece: .model
+  std::string split = "98,2,0";    // train,valid,test proportions of each dataset
+  bool fixed_batch = false;        // mock: repeat one batch forever (memorization benchmark)
+  std::string tokenizer = "none";  // "none" | "byte" | "gpt2_bpe" | "sentencepiece"
+  std::string vocab_file;          // gpt2_bpe: vocab.json
+  std::string merges_file;         // gpt2_bpe: merges.txt
+  std::string tokenizer_model;     // sentencepiece: .model
   int seed = 1234;
 };
 
@@ -66,32 +66,32 @@ struct OptimizerConfig {
   double beta2 = 0.95;
   double eps = 1e-8;
   double weight_decay = 0.1;
-  bool decay_embeddings = false;           // apply weight decay to embeddings too
-  double clip_grad = 1.0;                  // global L2 norm clip; 0 disables
+  bool decay_embeddings = false;  // apply weight decay to embeddings too
+  double clip_grad = 1.0;         // global L2 norm clip; 0 disables
 };
 
 struct ScheduleConfig {
   int warmup_steps = 0;
-  std::string decay_style = "cosine";      // "cosine" | "linear" | "constant"
-  int decay_steps = 0;                     // 0 = trainer.max_steps
+  std::string decay_style = "cosine";  // "cosine" | "linear" | "constant"
+  int decay_steps = 0;                 // 0 = trainer.max_steps
 };
 
 struct TrainerConfig {
   int max_steps = 100;
   int micro_batch_size = 4;
-  int global_batch_size = 0;               // 0 = micro_batch_size × dp (no accumulation)
-  std::string device = "auto";             // "auto" | "cpu" | "cuda"
-  std::string precision = "bf16";          // "bf16" (fp32 master weights) | "fp32"
+  int global_batch_size = 0;       // 0 = micro_batch_size × dp (no accumulation)
+  std::string device = "auto";     // "auto" | "cpu" | "cuda"
+  std::string precision = "bf16";  // "bf16" (fp32 master weights) | "fp32"
   int seed = 1234;
   int log_interval = 1;
-  int eval_interval = 0;                   // 0 = no validation
+  int eval_interval = 0;  // 0 = no validation
   int eval_iters = 10;
-  std::string recompute = "gelu";          // "none" | "gelu" | "norm" | "full" (what backward rebuilds)
+  std::string recompute = "gelu";  // "none" | "gelu" | "norm" | "full" (what backward rebuilds)
   bool deterministic = false;
   bool cuda_graph = true;
-  int cpu_threads = 0;                     // 0 = leave OpenBLAS default
+  int cpu_threads = 0;  // 0 = leave OpenBLAS default
   // derived
-  int num_micro_batches = 0;               // global / (micro × dp)
+  int num_micro_batches = 0;  // global / (micro × dp)
   int64_t tokens_per_step = 0;
 };
 
@@ -99,38 +99,38 @@ struct ParallelismConfig {
   int tp = 1;
   int pp = 1;
   int cp = 1;
-  int dp = 0;                              // 0 = world / (tp·pp·cp)
+  int dp = 0;  // 0 = world / (tp·pp·cp)
   bool sequence_parallel = false;
-  bool zero1 = false;                      // distributed optimizer (shard Adam state over DP)
-  std::vector<int> layers_per_stage;       // explicit PP split; empty = even split
-  double grad_bucket_mb = 32.0;            // DP gradient bucket size (f32 MiB); 0 = one per layer
+  bool zero1 = false;                 // distributed optimizer (shard Adam state over DP)
+  std::vector<int> layers_per_stage;  // explicit PP split; empty = even split
+  double grad_bucket_mb = 32.0;       // DP gradient bucket size (f32 MiB); 0 = one per layer
   // derived
   int world_size = 0;
 };
 
 struct CheckpointConfig {
-  std::string dir;                         // "" = <run dir>/checkpoints
-  int save_interval = 0;                   // 0 = only at the end (if save_final)
+  std::string dir;        // "" = <run dir>/checkpoints
+  int save_interval = 0;  // 0 = only at the end (if save_final)
   bool save_final = true;
-  std::string load;                        // checkpoint dir or run dir to resume/init from
-  int keep_last = 0;                       // 0 = keep all
+  std::string load;   // checkpoint dir or run dir to resume/init from
+  int keep_last = 0;  // 0 = keep all
 };
 
 struct PeftConfig {
-  std::string kind = "none";               // "none" | "lora"
+  std::string kind = "none";  // "none" | "lora"
   int rank = 16;
   double alpha = 32.0;
   double dropout = 0.0;
-  std::vector<std::string> target_modules; // e.g. {"qkv", "proj", "fc1", "fc2"}
+  std::vector<std::string> target_modules;  // e.g. {"qkv", "proj", "fc1", "fc2"}
 };
 
 struct ExecutorConfig {
-  std::string kind = "local";              // "local" | "mpi" | "slurm"
+  std::string kind = "local";  // "local" | "mpi" | "slurm"
   int nodes = 1;
-  int gpus_per_node = 0;                   // 0 = all visible GPUs (local), required elsewhere
-  int cpu_ranks = 1;                       // ranks per node when running on CPU
-  std::string device_memory = "";          // "80GiB" override; "" = from the GPU model
-  std::string gpu_model = "";              // "H100-80GB", ... ; "" = detected
+  int gpus_per_node = 0;           // 0 = all visible GPUs (local), required elsewhere
+  int cpu_ranks = 1;               // ranks per node when running on CPU
+  std::string device_memory = "";  // "80GiB" override; "" = from the GPU model
+  std::string gpu_model = "";      // "H100-80GB", ... ; "" = detected
   std::string hostfile;
   std::vector<std::string> mpirun_args;
   std::map<std::string, std::string> mca;
@@ -146,22 +146,22 @@ struct ExecutorConfig {
 };
 
 struct ExperimentConfig {
-  std::string name = "";                   // "" = the recipe/preset name
+  std::string name = "";  // "" = the recipe/preset name
   std::string dir = "experiments";
 };
 
 // Per-rank memory estimate in bytes (derived), for the most loaded rank.
 struct MemoryEstimate {
-  int64_t weights = 0;        // compute copy (bf16) + fp32 master
+  int64_t weights = 0;  // compute copy (bf16) + fp32 master
   int64_t gradients = 0;
-  int64_t optimizer = 0;      // Adam m and v (sharded by dp with zero1)
-  int64_t activations = 0;    // at micro_batch_size, with the chosen recompute
-  int64_t workspace = 0;      // GEMM/attention workspaces, logits chunk
+  int64_t optimizer = 0;    // Adam m and v (sharded by dp with zero1)
+  int64_t activations = 0;  // at micro_batch_size, with the chosen recompute
+  int64_t workspace = 0;    // GEMM/attention workspaces, logits chunk
   int64_t total = 0;
 };
 
 struct Plan {
-  std::string source;         // where the recipe came from: preset name or file path
+  std::string source;             // where the recipe came from: preset name or file path
   std::string mode = "pretrain";  // "pretrain" | "finetune"
   ModelConfig model;
   DataConfig data;
@@ -173,7 +173,7 @@ struct Plan {
   PeftConfig peft;
   ExecutorConfig executor;
   ExperimentConfig experiment;
-  MemoryEstimate memory;      // derived
+  MemoryEstimate memory;  // derived
 };
 
 }  // namespace recipe::plan

@@ -22,9 +22,12 @@ std::string tick_label(double v) {
   char buf[32];
   double a = std::fabs(v);
   // Whole numbers below a million print plainly (tokens/s ticks: "55000", not "5.5e+04").
-  if (a >= 1e3 && a < 1e6 && v == std::floor(v)) std::snprintf(buf, sizeof(buf), "%.0f", v);
-  else if (a != 0 && (a >= 1e5 || a < 1e-3)) std::snprintf(buf, sizeof(buf), "%.2g", v);
-  else std::snprintf(buf, sizeof(buf), "%.4g", v);
+  if (a >= 1e3 && a < 1e6 && v == std::floor(v))
+    std::snprintf(buf, sizeof(buf), "%.0f", v);
+  else if (a != 0 && (a >= 1e5 || a < 1e-3))
+    std::snprintf(buf, sizeof(buf), "%.2g", v);
+  else
+    std::snprintf(buf, sizeof(buf), "%.4g", v);
   return buf;
 }
 
@@ -43,8 +46,8 @@ PlotGroup layout_panel(const char* title, const std::vector<const std::vector<Me
         hi = std::max(hi, pt.value);
       }
   if (!std::isfinite(lo)) {
-    g.items.push_back(PlotText{(kLeft + kRightPlot) / 2, y0 + kPanelHeight / 2, "no data", 14, TextAnchor::middle,
-                               false, kNote});
+    g.items.push_back(
+        PlotText{(kLeft + kRightPlot) / 2, y0 + kPanelHeight / 2, "no data", 14, TextAnchor::middle, false, kNote});
     return g;
   }
   // A flat curve still needs a y range to be drawn in.

@@ -16,7 +16,7 @@
 namespace recipe::exec {
 
 struct PlotSeries {
-  std::string label;         // legend text, e.g. "gpt_tiny/run-3"
+  std::string label;  // legend text, e.g. "gpt_tiny/run-3"
   RunCurves curves;
 };
 

@@ -11,11 +11,20 @@ std::string xml_escape(const std::string& s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -29,9 +38,12 @@ std::string fmt(double v) {
 
 const char* anchor_name(TextAnchor a) {
   switch (a) {
-    case TextAnchor::middle: return "middle";
-    case TextAnchor::end: return "end";
-    case TextAnchor::start: break;
+    case TextAnchor::middle:
+      return "middle";
+    case TextAnchor::end:
+      return "end";
+    case TextAnchor::start:
+      break;
   }
   return "start";
 }
@@ -40,8 +52,8 @@ struct ItemWriter {
   std::ostringstream& s;
 
   void operator()(const PlotRect& r) const {
-    s << "<rect x=\"" << fmt(r.x) << "\" y=\"" << fmt(r.y) << "\" width=\"" << fmt(r.w) << "\" height=\""
-      << fmt(r.h) << "\" fill=\"" << (r.fill ? r.fill->hex() : "none") << "\"";
+    s << "<rect x=\"" << fmt(r.x) << "\" y=\"" << fmt(r.y) << "\" width=\"" << fmt(r.w) << "\" height=\"" << fmt(r.h)
+      << "\" fill=\"" << (r.fill ? r.fill->hex() : "none") << "\"";
     if (r.stroke) s << " stroke=\"" << r.stroke->hex() << "\"";
     s << "/>\n";
   }
@@ -72,9 +84,8 @@ struct ItemWriter {
 std::string render_plot_svg(const PlotLayout& layout) {
   std::ostringstream s;
   s << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  s << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << fmt(layout.width) << "\" height=\""
-    << fmt(layout.height) << "\" viewBox=\"0 0 " << fmt(layout.width) << " " << fmt(layout.height)
-    << "\" font-family=\"sans-serif\">\n";
+  s << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << fmt(layout.width) << "\" height=\"" << fmt(layout.height)
+    << "\" viewBox=\"0 0 " << fmt(layout.width) << " " << fmt(layout.height) << "\" font-family=\"sans-serif\">\n";
   const ItemWriter write{s};
   for (const auto& g : layout.groups) {
     if (!g.css_class.empty()) {

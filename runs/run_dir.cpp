@@ -58,9 +58,7 @@ std::string trim(std::string s) {
 }  // namespace
 
 std::string experiment_root(const std::string& experiments_dir, const std::string& name) {
-  return fs::absolute(fs::path(experiments_dir.empty() ? "." : experiments_dir) / name)
-      .lexically_normal()
-      .string();
+  return fs::absolute(fs::path(experiments_dir.empty() ? "." : experiments_dir) / name).lexically_normal().string();
 }
 
 std::string next_run_path(const std::string& root) {
@@ -100,16 +98,15 @@ void populate_run_dir(const std::string& run_dir, const RunDirContents& c) {
   write_file(dir / "overrides.txt", overrides);
   write_file(dir / "resolved.toml", c.resolved_toml);
 
-  std::string git_dir = c.recipe_file.empty() ? fs::current_path().string()
-                                              : fs::absolute(c.recipe_file).parent_path().string();
+  std::string git_dir =
+      c.recipe_file.empty() ? fs::current_path().string() : fs::absolute(c.recipe_file).parent_path().string();
   GitInfo git = git_info(git_dir);
   write_file(dir / "git.json", git.json.dump(2) + "\n");
   if (!git.patch.empty()) write_file(dir / "git.patch", git.patch);
 
   write_file(dir / "host.json", c.host.dump(2) + "\n");
   write_file(dir / "launch.sh", c.launch_script);
-  fs::permissions(dir / "launch.sh",
-                  fs::perms::owner_exec | fs::perms::group_exec | fs::perms::others_exec,
+  fs::permissions(dir / "launch.sh", fs::perms::owner_exec | fs::perms::group_exec | fs::perms::others_exec,
                   fs::perm_options::add, ec);
   RunStatus status;
   status.pid = static_cast<long>(::getpid());
@@ -228,8 +225,7 @@ std::optional<std::string> capture_output(const std::vector<std::string>& argv) 
   }
   ::close(fds[0]);
   int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return std::nullopt;
   return out;
 }

@@ -22,7 +22,7 @@
 namespace recipe::exec {
 
 struct RunDirContents {
-  std::string recipe_file;          // file copied as recipe.<ext>; "" = none
+  std::string recipe_file;                // file copied as recipe.<ext>; "" = none
   std::vector<std::string> command_line;  // overrides and flags as given
   std::string resolved_toml;
   std::string launch_script;
@@ -53,7 +53,7 @@ struct GitInfo {
 GitInfo git_info(const std::string& dir);
 
 struct RunStatus {
-  std::string state = "created";   // created | running | completed | failed | interrupted
+  std::string state = "created";     // created | running | completed | failed | interrupted
   std::string start_time, end_time;  // ISO 8601 UTC, "" = not yet
   std::optional<int> exit_code;
   int steps = 0;

@@ -81,7 +81,8 @@ std::map<std::string, std::string> flatten_toml_file(const std::string& path) {
   }
 }
 
-std::vector<KeyDiff> diff_maps(const std::map<std::string, std::string>& a, const std::map<std::string, std::string>& b) {
+std::vector<KeyDiff> diff_maps(const std::map<std::string, std::string>& a,
+                               const std::map<std::string, std::string>& b) {
   std::vector<KeyDiff> out;
   auto ia = a.begin();
   auto ib = b.begin();

@@ -17,7 +17,8 @@ struct KeyDiff {
   std::string key;
   std::optional<std::string> a, b;  // nullopt = key absent on that side
 };
-std::vector<KeyDiff> diff_maps(const std::map<std::string, std::string>& a, const std::map<std::string, std::string>& b);
+std::vector<KeyDiff> diff_maps(const std::map<std::string, std::string>& a,
+                               const std::map<std::string, std::string>& b);
 
 struct RunsDiff {
   std::vector<KeyDiff> config;   // resolved.toml differences, sorted by key

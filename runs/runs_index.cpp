@@ -69,7 +69,8 @@ RunCurves read_run_curves(const std::string& run_dir) {
     push(c.grad_norm, r, "grad_norm");
     push(c.val_loss, r, "val_loss");
   });
-  for_each_row(fs::path(run_dir) / "timing.jsonl", [&](const nlohmann::json& r) { push(c.tokens_per_sec, r, "tokens_per_sec"); });
+  for_each_row(fs::path(run_dir) / "timing.jsonl",
+               [&](const nlohmann::json& r) { push(c.tokens_per_sec, r, "tokens_per_sec"); });
   return c;
 }
 
@@ -105,8 +106,7 @@ RunSummary summarize_run(const std::string& run_dir) {
   try {
     toml::table t = toml::parse_file((dir / "resolved.toml").string());
     if (auto kind = t["executor"]["kind"].value<std::string>()) s.executor = *kind;
-  } catch (const std::exception&) {
-  }
+  } catch (const std::exception&) {}
   s.slurm_job_id = recorded_slurm_job(s.path);
   return s;
 }
@@ -176,10 +176,14 @@ void record_slurm_job(const std::string& run_dir, const std::string& job_id, con
 
 std::string human_count(double v) {
   char buf[32];
-  if (v >= 1e9) std::snprintf(buf, sizeof(buf), "%.1fG", v / 1e9);
-  else if (v >= 1e6) std::snprintf(buf, sizeof(buf), "%.1fM", v / 1e6);
-  else if (v >= 1e4) std::snprintf(buf, sizeof(buf), "%.1fk", v / 1e3);
-  else std::snprintf(buf, sizeof(buf), "%.0f", v);
+  if (v >= 1e9)
+    std::snprintf(buf, sizeof(buf), "%.1fG", v / 1e9);
+  else if (v >= 1e6)
+    std::snprintf(buf, sizeof(buf), "%.1fM", v / 1e6);
+  else if (v >= 1e4)
+    std::snprintf(buf, sizeof(buf), "%.1fk", v / 1e3);
+  else
+    std::snprintf(buf, sizeof(buf), "%.0f", v);
   return buf;
 }
 

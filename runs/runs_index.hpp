@@ -23,15 +23,15 @@ struct RunCurves {
 RunCurves read_run_curves(const std::string& run_dir);
 
 struct RunSummary {
-  std::string path;        // absolute run dir
-  std::string name;        // experiment name (the parent folder)
-  std::string id;          // "run-3"
-  RunStatus status;        // status.json ("unknown" state when missing or unreadable)
-  int steps = 0;           // last step in metrics.jsonl (or status.steps when larger)
+  std::string path;  // absolute run dir
+  std::string name;  // experiment name (the parent folder)
+  std::string id;    // "run-3"
+  RunStatus status;  // status.json ("unknown" state when missing or unreadable)
+  int steps = 0;     // last step in metrics.jsonl (or status.steps when larger)
   std::optional<double> last_loss, last_val_loss, last_lr, last_grad_norm;
   std::optional<double> tokens_per_sec;  // mean over the logged steps after the first (warm-up)
-  std::string executor;    // "local" | "mpi" | "slurm" (from resolved.toml; "" unknown)
-  std::string slurm_job_id;  // from slurm_job.json, "" when none
+  std::string executor;                  // "local" | "mpi" | "slurm" (from resolved.toml; "" unknown)
+  std::string slurm_job_id;              // from slurm_job.json, "" when none
 };
 RunSummary summarize_run(const std::string& run_dir);
 

@@ -96,11 +96,20 @@ class ProtoReader {
   }
   void skip(int wire) {
     switch (wire) {
-      case 0: varint(); break;
-      case 1: fixed<uint64_t>(); break;
-      case 2: bytes(); break;
-      case 5: fixed<uint32_t>(); break;
-      default: throw std::runtime_error("unsupported wire type " + std::to_string(wire));
+      case 0:
+        varint();
+        break;
+      case 1:
+        fixed<uint64_t>();
+        break;
+      case 2:
+        bytes();
+        break;
+      case 5:
+        fixed<uint32_t>();
+        break;
+      default:
+        throw std::runtime_error("unsupported wire type " + std::to_string(wire));
     }
   }
 
@@ -115,9 +124,12 @@ std::pair<std::string, float> decode_value(std::string_view data) {
   while (!r.done()) {
     uint64_t key = r.varint();
     int field = static_cast<int>(key >> 3), wire = static_cast<int>(key & 7);
-    if (field == 1 && wire == 2) v.first = std::string(r.bytes());
-    else if (field == 2 && wire == 5) v.second = r.fixed<float>();
-    else r.skip(wire);
+    if (field == 1 && wire == 2)
+      v.first = std::string(r.bytes());
+    else if (field == 2 && wire == 5)
+      v.second = r.fixed<float>();
+    else
+      r.skip(wire);
   }
   return v;
 }
@@ -128,17 +140,23 @@ DecodedEvent decode_event(std::string_view data) {
   while (!r.done()) {
     uint64_t key = r.varint();
     int field = static_cast<int>(key >> 3), wire = static_cast<int>(key & 7);
-    if (field == 1 && wire == 1) e.wall_time = r.fixed<double>();
-    else if (field == 2 && wire == 0) e.step = static_cast<int64_t>(r.varint());
-    else if (field == 3 && wire == 2) e.file_version = std::string(r.bytes());
+    if (field == 1 && wire == 1)
+      e.wall_time = r.fixed<double>();
+    else if (field == 2 && wire == 0)
+      e.step = static_cast<int64_t>(r.varint());
+    else if (field == 3 && wire == 2)
+      e.file_version = std::string(r.bytes());
     else if (field == 5 && wire == 2) {
       ProtoReader s(r.bytes());
       while (!s.done()) {
         uint64_t k = s.varint();
-        if ((k >> 3) == 1 && (k & 7) == 2) e.values.push_back(decode_value(s.bytes()));
-        else s.skip(static_cast<int>(k & 7));
+        if ((k >> 3) == 1 && (k & 7) == 2)
+          e.values.push_back(decode_value(s.bytes()));
+        else
+          s.skip(static_cast<int>(k & 7));
       }
-    } else r.skip(wire);
+    } else
+      r.skip(wire);
   }
   return e;
 }
@@ -170,9 +188,7 @@ std::vector<nlohmann::json> read_jsonl(const fs::path& p) {
   return rows;
 }
 
-bool is_our_event_file(const fs::path& p) {
-  return p.filename().string().rfind("events.out.tfevents.", 0) == 0;
-}
+bool is_our_event_file(const fs::path& p) { return p.filename().string().rfind("events.out.tfevents.", 0) == 0; }
 
 }  // namespace
 
@@ -274,8 +290,7 @@ std::vector<ScalarEvent> run_scalars(const std::string& run_dir) {
   double start = 0;
   try {
     if (auto t = parse_iso8601(read_status(run_dir).start_time)) start = *t;
-  } catch (const std::exception&) {
-  }
+  } catch (const std::exception&) {}
   if (start == 0) start = mtime_seconds(dir / "metrics.jsonl");
 
   // Wall time of each step = start + accumulated step_ms.
@@ -309,8 +324,7 @@ std::vector<ScalarEvent> run_scalars(const std::string& run_dir) {
     add(t, "tflops", "perf/tflops");
     add(t, "mfu", "perf/mfu");
   }
-  std::stable_sort(out.begin(), out.end(),
-                   [](const ScalarEvent& a, const ScalarEvent& b) { return a.step < b.step; });
+  std::stable_sort(out.begin(), out.end(), [](const ScalarEvent& a, const ScalarEvent& b) { return a.step < b.step; });
   return out;
 }
 

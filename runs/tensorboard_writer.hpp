@@ -26,7 +26,7 @@ uint32_t masked_crc32c(const void* data, size_t n);
 struct ScalarEvent {
   double wall_time = 0;
   int64_t step = 0;
-  std::string tag;     // "train/loss"
+  std::string tag;  // "train/loss"
   float value = 0;
 };
 

@@ -81,19 +81,19 @@ Family family_of(const ModelShape& s) {
   if (llama_like) return Family::llama;
   if (!gpt2_like) {
     throw std::invalid_argument(
-        std::string("model.norm=") + (s.layernorm ? "layernorm" : "rmsnorm") +
-        ", model.activation=" + (s.gelu ? "gelu" : "swiglu") +
-        ", model.position_embedding=" + (s.learned_positions ? "learned" : "rope") +
+        std::string("model.norm=") + (s.layernorm ? "layernorm" : "rmsnorm") + ", model.activation=" +
+        (s.gelu ? "gelu" : "swiglu") + ", model.position_embedding=" + (s.learned_positions ? "learned" : "rope") +
         " match no Hugging Face architecture that computes the same function: GPT-2 is layernorm+gelu+learned, "
         "Llama is rmsnorm+swiglu+rope");
   }
   std::vector<std::string> problems;
   if (!s.bias)
-    problems.push_back("model.bias=false (GPT-2 has biases in every linear and LayerNorm; a Llama-style recipe "
-                       "converts without biases)");
+    problems.push_back(
+        "model.bias=false (GPT-2 has biases in every linear and LayerNorm; a Llama-style recipe "
+        "converts without biases)");
   if (s.kv_heads != s.heads)
-    problems.push_back("model.num_kv_heads=" + std::to_string(s.kv_heads) + " < num_attention_heads=" +
-                       std::to_string(s.heads) + " (GPT-2 has no grouped-query attention)");
+    problems.push_back("model.num_kv_heads=" + std::to_string(s.kv_heads) +
+                       " < num_attention_heads=" + std::to_string(s.heads) + " (GPT-2 has no grouped-query attention)");
   if (int64_t(s.head_dim) * s.heads != s.hidden)
     problems.push_back("model.head_dim=" + std::to_string(s.head_dim) + " with " + std::to_string(s.heads) +
                        " heads is not hidden_size=" + std::to_string(s.hidden) +
@@ -231,8 +231,7 @@ std::vector<std::string> config_mismatches(const nlohmann::json& config, const M
   if (mt != model_type(fam)) {
     bad.push_back("model_type is \"" + mt + "\" in config.json, the recipe describes a " + model_type(fam) +
                   "-style model (" +
-                  (fam == Family::gpt2 ? "layernorm, gelu, learned positions"
-                                       : "rmsnorm, swiglu, rope") +
+                  (fam == Family::gpt2 ? "layernorm, gelu, learned positions" : "rmsnorm, swiglu, rope") +
                   "): use a recipe of the same architecture");
     return bad;
   }
@@ -304,7 +303,8 @@ std::vector<std::string> config_mismatches(const nlohmann::json& config, const M
       bad.push_back("activation_function is \"" + act +
                     "\" in config.json; the engine computes the tanh approximation of GELU (gelu_new)");
     if (bool_or("scale_attn_by_inverse_layer_idx", false))
-      bad.push_back("scale_attn_by_inverse_layer_idx is true in config.json; the engine scales scores by 1/sqrt(head_dim) only");
+      bad.push_back(
+          "scale_attn_by_inverse_layer_idx is true in config.json; the engine scales scores by 1/sqrt(head_dim) only");
     if (!bool_or("scale_attn_weights", true))
       bad.push_back("scale_attn_weights is false in config.json; the engine scales scores by 1/sqrt(head_dim)");
   } else {
@@ -326,13 +326,13 @@ std::vector<std::string> config_mismatches(const nlohmann::json& config, const M
                                       ? (*rope)["rope_type"].get<std::string>()
                                       : "default";
     if (rope_type != "default")
-      bad.push_back("rope_parameters.rope_type is \"" + rope_type + "\" in config.json; the engine has plain RoPE only");
+      bad.push_back("rope_parameters.rope_type is \"" + rope_type +
+                    "\" in config.json; the engine has plain RoPE only");
     if (config.contains("rope_scaling") && !config["rope_scaling"].is_null())
       bad.push_back("rope_scaling is " + config["rope_scaling"].dump() +
                     " in config.json; the engine has plain RoPE only (no scaled positions)");
     const std::string act = string_of("hidden_act", "silu");
-    if (act != "silu")
-      bad.push_back("hidden_act is \"" + act + "\" in config.json; the engine's SwiGLU uses silu");
+    if (act != "silu") bad.push_back("hidden_act is \"" + act + "\" in config.json; the engine's SwiGLU uses silu");
     check_bool("attention_bias", false, s.bias, "model.bias");
     check_bool("mlp_bias", false, s.bias, "model.bias");
     check_bool("tie_word_embeddings", false, s.tied, "model.tie_embeddings");
@@ -350,7 +350,8 @@ const std::set<std::string> kExportFiles = {"config.json", ckpt::hf::kSingleFile
 void prepare_out_dir(const fs::path& out) {
   std::error_code ec;
   if (fs::exists(out, ec)) {
-    if (!fs::is_directory(out)) throw std::runtime_error(out.string() + " exists and is not a directory: choose another -o");
+    if (!fs::is_directory(out))
+      throw std::runtime_error(out.string() + " exists and is not a directory: choose another -o");
     for (const auto& e : fs::directory_iterator(out)) {
       const std::string name = e.path().filename().string();
       if (!kExportFiles.count(name))
@@ -458,9 +459,9 @@ ImportResult import_checkpoint(const std::string& hf_dir_in, const plan::Plan& p
   const std::vector<std::string> bad = config_mismatches(config, shape);
   if (!bad.empty())
     throw std::invalid_argument((hf_dir / "config.json").string() + " does not match the recipe's model (" +
-                             std::to_string(bad.size()) + "): " + join(bad, "; ", 20) +
-                             ". Set those model.* keys to the config's values (overrides such as "
-                             "model.hidden_size=768) or pick the matching preset");
+                                std::to_string(bad.size()) + "): " + join(bad, "; ", 20) +
+                                ". Set those model.* keys to the config's values (overrides such as "
+                                "model.hidden_size=768) or pick the matching preset");
   const Family fam = family_of(shape);
   const ckpt::hf::HfTensorFiles files(hf_dir.string());
   const std::vector<TensorSpec> specs = tensor_specs(shape);
@@ -492,8 +493,9 @@ ImportResult import_checkpoint(const std::string& hf_dir_in, const plan::Plan& p
     used.insert(name);
   }
   if (!problems.empty())
-    throw std::runtime_error(hf_dir.string() + " does not hold the tensors of a " + model_type(fam) + " model of this shape (" +
-                             std::to_string(problems.size()) + "): " + join(problems, "; ", 8) +
+    throw std::runtime_error(hf_dir.string() + " does not hold the tensors of a " + model_type(fam) +
+                             " model of this shape (" + std::to_string(problems.size()) +
+                             "): " + join(problems, "; ", 8) +
                              ". Check that the directory is the model config.json describes (a complete download)");
 
   ImportResult result;

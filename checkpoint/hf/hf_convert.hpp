@@ -40,11 +40,11 @@ Family family_of(const ModelShape& s);
 
 // One tensor of the HF model and the tensors of ours it is made of.
 struct TensorSpec {
-  std::string hf_name;                 // "transformer.h.0.attn.c_attn.weight"
+  std::string hf_name;  // "transformer.h.0.attn.c_attn.weight"
   std::vector<int64_t> hf_shape;
-  std::vector<std::string> parts;      // ours, concatenated along dim 0 (q|k|v), in our orientation
-  bool transpose = false;              // HF stores the 2-D concatenation transposed (Conv1D)
-  bool vocab_rows = false;             // dim 0 is the padded vocabulary: HF has the first `vocab` rows
+  std::vector<std::string> parts;  // ours, concatenated along dim 0 (q|k|v), in our orientation
+  bool transpose = false;          // HF stores the 2-D concatenation transposed (Conv1D)
+  bool vocab_rows = false;         // dim 0 is the padded vocabulary: HF has the first `vocab` rows
 };
 
 // Every tensor of the HF model, in the HF module order.
@@ -60,7 +60,7 @@ nlohmann::ordered_json make_config(const ModelShape& s, ckpt::DType dtype);
 std::vector<std::string> config_mismatches(const nlohmann::json& config, const ModelShape& s);
 
 struct ExportOptions {
-  std::string out_dir;                  // created if missing; may hold only files export writes
+  std::string out_dir;                   // created if missing; may hold only files export writes
   ckpt::DType dtype = ckpt::DType::f32;  // f32 is exact; bf16 rounds to nearest even
 };
 
@@ -68,8 +68,8 @@ struct ExportResult {
   std::string out_dir;
   std::string model_type;
   int tensors = 0;
-  uint64_t bytes = 0;                   // model.safetensors
-  std::vector<std::string> files;       // written, absolute paths
+  uint64_t bytes = 0;              // model.safetensors
+  std::vector<std::string> files;  // written, absolute paths
 };
 
 // Reads `checkpoint_dir` (any saving layout) whole tensor by tensor and writes
@@ -86,9 +86,9 @@ struct ImportOptions {
 };
 
 struct ImportResult {
-  std::string checkpoint_dir;   // <checkpoints_dir>/step-0
+  std::string checkpoint_dir;  // <checkpoints_dir>/step-0
   std::string model_type;
-  int tensors = 0;              // HF tensors read
+  int tensors = 0;                  // HF tensors read
   std::vector<std::string> unused;  // HF tensors that are no weight of ours (buffers such as inv_freq)
 };
 

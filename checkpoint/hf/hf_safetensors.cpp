@@ -27,8 +27,8 @@ constexpr uint64_t kMaxHeaderBytes = uint64_t(1) << 30;
 // Element sizes of the safetensors dtypes a model file may hold; 0 = unknown.
 uint64_t element_size(const std::string& dtype) {
   static const std::map<std::string, uint64_t> sizes = {
-      {"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"I64", 8}, {"I32", 4}, {"I16", 2},
-      {"I8", 1},  {"U8", 1},  {"BOOL", 1}, {"U16", 2}, {"U32", 4}, {"U64", 8}, {"F8_E4M3", 1}, {"F8_E5M2", 1}};
+      {"F64", 8}, {"F32", 4},  {"F16", 2}, {"BF16", 2}, {"I64", 8}, {"I32", 4},     {"I16", 2},    {"I8", 1},
+      {"U8", 1},  {"BOOL", 1}, {"U16", 2}, {"U32", 4},  {"U64", 8}, {"F8_E4M3", 1}, {"F8_E5M2", 1}};
   auto it = sizes.find(dtype);
   return it == sizes.end() ? 0 : it->second;
 }
@@ -50,7 +50,7 @@ class Fd {
 };
 
 uint64_t file_size_of(int fd, const std::string& path) {
-  struct stat st{};
+  struct stat st {};
   if (::fstat(fd, &st) != 0) io::throw_errno(path, "stat");
   return uint64_t(st.st_size);
 }
@@ -161,7 +161,8 @@ uint16_t f32_to_bf16(float f) {
 HfTensorFiles::HfTensorFiles(const std::string& dir_in) {
   const fs::path dir = fs::absolute(dir_in);
   if (!fs::is_directory(dir))
-    throw CheckpointError(dir.string() + ": not a directory (give the Hugging Face model directory that holds "
+    throw CheckpointError(dir.string() +
+                          ": not a directory (give the Hugging Face model directory that holds "
                           "config.json and model.safetensors)");
   const fs::path single = dir / kSingleFile, index = dir / kIndexFile;
   std::map<std::string, std::string> expected_file;  // tensor → file, from the index
@@ -176,7 +177,8 @@ HfTensorFiles::HfTensorFiles(const std::string& dir_in) {
       throw CheckpointError(index.string() + ": has no \"weight_map\" object (tensor name → file)");
     std::set<std::string> names;
     for (const auto& [tensor, file] : j["weight_map"].items()) {
-      if (!file.is_string()) throw CheckpointError(index.string() + ": weight_map[\"" + tensor + "\"] is not a file name");
+      if (!file.is_string())
+        throw CheckpointError(index.string() + ": weight_map[\"" + tensor + "\"] is not a file name");
       const std::string f = file.get<std::string>();
       if (f.find('/') != std::string::npos || f == ".." || f.empty())
         throw CheckpointError(index.string() + ": weight_map[\"" + tensor + "\"]=\"" + f +
@@ -193,14 +195,16 @@ HfTensorFiles::HfTensorFiles(const std::string& dir_in) {
   } else {
     std::string hint;
     if (fs::exists(dir / "pytorch_model.bin") || fs::exists(dir / "pytorch_model.bin.index.json"))
-      hint = " (it holds pytorch_model.bin: convert it with transformers' save_pretrained(dir, safe_serialization=True))";
+      hint =
+          " (it holds pytorch_model.bin: convert it with transformers' save_pretrained(dir, safe_serialization=True))";
     throw CheckpointError(dir.string() + ": neither " + kSingleFile + " nor " + kIndexFile + hint);
   }
   for (const std::string& f : files_)
     for (HfTensor& t : read_file_header(f)) {
       auto it = expected_file.find(t.name);
       if (!expected_file.empty() && it == expected_file.end()) continue;  // not indexed: ignored as HF does
-      if (tensors_.count(t.name)) throw CheckpointError(f + ": tensor \"" + t.name + "\" is also in " + tensors_[t.name].file);
+      if (tensors_.count(t.name))
+        throw CheckpointError(f + ": tensor \"" + t.name + "\" is also in " + tensors_[t.name].file);
       tensors_.emplace(t.name, std::move(t));
     }
   for (const auto& [name, file] : expected_file)
@@ -270,8 +274,7 @@ SafetensorsFileWriter::SafetensorsFileWriter(const std::string& path, std::vecto
     e.begin = at;
     at += uint64_t(shape_numel(t.shape)) * dtype_size(t.dtype);
     e.end = at;
-    if (!entries.emplace(t.name, e).second)
-      throw CheckpointError(path + ": tensor \"" + t.name + "\" declared twice");
+    if (!entries.emplace(t.name, e).second) throw CheckpointError(path + ": tensor \"" + t.name + "\" declared twice");
   }
   const std::string header = safetensors::encode_header(entries, metadata);
   impl_->file.write(header.data(), header.size());

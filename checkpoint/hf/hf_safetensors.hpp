@@ -26,10 +26,10 @@ inline constexpr const char* kIndexFile = "model.safetensors.index.json";
 
 struct HfTensor {
   std::string name;
-  std::string file;          // absolute path of the file holding it
-  std::string dtype;         // safetensors dtype string: "F32", "BF16", "F16", "I64", ...
+  std::string file;   // absolute path of the file holding it
+  std::string dtype;  // safetensors dtype string: "F32", "BF16", "F16", "I64", ...
   std::vector<int64_t> shape;
-  uint64_t offset = 0;       // absolute file offset of its bytes
+  uint64_t offset = 0;  // absolute file offset of its bytes
   uint64_t bytes = 0;
   int64_t numel() const;
 };
@@ -45,8 +45,8 @@ class HfTensorFiles {
   HfTensorFiles& operator=(const HfTensorFiles&) = delete;
 
   const std::vector<std::string>& files() const { return files_; }  // absolute paths, sorted
-  std::vector<std::string> names() const;                          // sorted
-  const HfTensor* find(const std::string& name) const;             // nullptr when absent
+  std::vector<std::string> names() const;                           // sorted
+  const HfTensor* find(const std::string& name) const;              // nullptr when absent
 
   // The whole tensor as f32 (row-major). Throws CheckpointError when absent or of a dtype other
   // than F32/BF16/F16.

@@ -23,8 +23,7 @@ class BlendedSource : public SampleSource {
   static constexpr int64_t kDefaultBlock = int64_t{1} << 20;
 
   // Weights must be positive; they are normalized here. All sources must share seq_plus_one().
-  BlendedSource(std::vector<std::pair<double, std::unique_ptr<SampleSource>>> sources,
-                int64_t block = kDefaultBlock);
+  BlendedSource(std::vector<std::pair<double, std::unique_ptr<SampleSource>>> sources, int64_t block = kDefaultBlock);
 
   int seq_plus_one() const override { return seq_plus_one_; }
   // Samples until the first source would need a second epoch: min over d of size_d / w_d.

@@ -41,7 +41,8 @@ std::unique_ptr<Tokenizer> make_tokenizer(const std::string& kind, const std::st
   if (kind == "byte") return make_byte_tokenizer();
   if (kind == "gpt2_bpe") {
     if (vocab_file.empty() || merges_file.empty())
-      throw std::runtime_error("tokenizer gpt2_bpe needs a vocab.json and a merges.txt (data.vocab_file, data.merges_file)");
+      throw std::runtime_error(
+          "tokenizer gpt2_bpe needs a vocab.json and a merges.txt (data.vocab_file, data.merges_file)");
     return make_gpt2_bpe_tokenizer(vocab_file, merges_file);
   }
   if (kind == "sentencepiece") {

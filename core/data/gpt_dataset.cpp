@@ -16,8 +16,12 @@ constexpr size_t kCachedEpochs = 2;
 
 GPTDataset::GPTDataset(std::shared_ptr<const IndexedDataset> data, DocumentRange documents, int seq_length,
                        uint64_t seed, int64_t vocab_size, std::string label)
-    : data_(std::move(data)), documents_(documents), seq_length_(seq_length), seed_(seed),
-      vocab_size_(vocab_size), label_(std::move(label)) {
+    : data_(std::move(data)),
+      documents_(documents),
+      seq_length_(seq_length),
+      seed_(seed),
+      vocab_size_(vocab_size),
+      label_(std::move(label)) {
   if (!data_) throw std::invalid_argument("GPTDataset: no indexed dataset");
   const std::string name = data_->prefix() + (label_.empty() ? "" : " (" + label_ + ")");
   if (seq_length_ < 1) throw std::runtime_error(name + ": model.seq_length must be ≥ 1");
@@ -33,11 +37,11 @@ GPTDataset::GPTDataset(std::shared_ptr<const IndexedDataset> data, DocumentRange
   }
   samples_per_epoch_ = tokens_ > 0 ? (tokens_ - 1) / seq_length_ : 0;
   if (samples_per_epoch_ < 1) {
-    throw std::runtime_error(name + ": documents [" + std::to_string(documents_.begin) + ", " +
-                             std::to_string(documents_.end) + ") hold " + std::to_string(tokens_) +
-                             " tokens, fewer than one sample of model.seq_length+1 = " +
-                             std::to_string(seq_length_ + 1) +
-                             "; add data, lower model.seq_length, or give this split a larger share in data.split");
+    throw std::runtime_error(
+        name + ": documents [" + std::to_string(documents_.begin) + ", " + std::to_string(documents_.end) + ") hold " +
+        std::to_string(tokens_) +
+        " tokens, fewer than one sample of model.seq_length+1 = " + std::to_string(seq_length_ + 1) +
+        "; add data, lower model.seq_length, or give this split a larger share in data.split");
   }
   epoch(0);  // build now: construction is where cost and errors belong
 }

@@ -54,13 +54,20 @@ void unmap(const unsigned char* p, size_t size) {
 
 int64_t load_token(const unsigned char* p, TokenDType dtype) {
   switch (dtype) {
-    case TokenDType::uint8: return load<uint8_t>(p);
-    case TokenDType::int8: return load<int8_t>(p);
-    case TokenDType::int16: return load<int16_t>(p);
-    case TokenDType::int32: return load<int32_t>(p);
-    case TokenDType::int64: return load<int64_t>(p);
-    case TokenDType::uint16: return load<uint16_t>(p);
-    default: return 0;  // float dtypes are refused when the dataset is opened
+    case TokenDType::uint8:
+      return load<uint8_t>(p);
+    case TokenDType::int8:
+      return load<int8_t>(p);
+    case TokenDType::int16:
+      return load<int16_t>(p);
+    case TokenDType::int32:
+      return load<int32_t>(p);
+    case TokenDType::int64:
+      return load<int64_t>(p);
+    case TokenDType::uint16:
+      return load<uint16_t>(p);
+    default:
+      return 0;  // float dtypes are refused when the dataset is opened
   }
 }
 
@@ -72,24 +79,40 @@ TokenDType token_dtype_for_vocab(int64_t vocab_size) {
 
 size_t dtype_size(TokenDType dtype) {
   switch (dtype) {
-    case TokenDType::uint8: case TokenDType::int8: return 1;
-    case TokenDType::int16: case TokenDType::uint16: return 2;
-    case TokenDType::int32: case TokenDType::float32: return 4;
-    case TokenDType::int64: case TokenDType::float64: return 8;
+    case TokenDType::uint8:
+    case TokenDType::int8:
+      return 1;
+    case TokenDType::int16:
+    case TokenDType::uint16:
+      return 2;
+    case TokenDType::int32:
+    case TokenDType::float32:
+      return 4;
+    case TokenDType::int64:
+    case TokenDType::float64:
+      return 8;
   }
   return 0;
 }
 
 const char* dtype_name(TokenDType dtype) {
   switch (dtype) {
-    case TokenDType::uint8: return "uint8";
-    case TokenDType::int8: return "int8";
-    case TokenDType::int16: return "int16";
-    case TokenDType::int32: return "int32";
-    case TokenDType::int64: return "int64";
-    case TokenDType::float64: return "float64";
-    case TokenDType::float32: return "float32";
-    case TokenDType::uint16: return "uint16";
+    case TokenDType::uint8:
+      return "uint8";
+    case TokenDType::int8:
+      return "int8";
+    case TokenDType::int16:
+      return "int16";
+    case TokenDType::int32:
+      return "int32";
+    case TokenDType::int64:
+      return "int64";
+    case TokenDType::float64:
+      return "float64";
+    case TokenDType::float32:
+      return "float32";
+    case TokenDType::uint16:
+      return "uint16";
   }
   return "unknown";
 }
@@ -127,9 +150,8 @@ IndexedDataset::IndexedDataset(const std::string& prefix) : prefix_(prefix) {
     // Bound the counts by the file size before multiplying, so garbage counts cannot overflow.
     const uint64_t room = idx_size_ - kMMIDIDXHeaderBytes;
     if (s > room / 12 || d > room / 8 || 12 * s + 8 * d > room) {
-      throw bad("truncated: the header promises " + std::to_string(s) + " sequences and " +
-                std::to_string(d) + " document entries but the file is only " + std::to_string(idx_size_) +
-                " bytes");
+      throw bad("truncated: the header promises " + std::to_string(s) + " sequences and " + std::to_string(d) +
+                " document entries but the file is only " + std::to_string(idx_size_) + " bytes");
     }
     if (d < 1) throw bad("empty document index (needs at least the leading 0 entry)");
     num_sequences_ = static_cast<int64_t>(s);
@@ -138,10 +160,11 @@ IndexedDataset::IndexedDataset(const std::string& prefix) : prefix_(prefix) {
     pointers_at_ = lengths_at_ + 4 * s;
     docs_at_ = pointers_at_ + 8 * s;
 
-    if (document_begin(0) != 0) throw bad("document index must start at 0, starts at " + std::to_string(document_begin(0)));
+    if (document_begin(0) != 0)
+      throw bad("document index must start at 0, starts at " + std::to_string(document_begin(0)));
     if (document_begin(num_doc_entries_ - 1) != num_sequences_)
-      throw bad("document index ends at " + std::to_string(document_begin(num_doc_entries_ - 1)) +
-                " but there are " + std::to_string(num_sequences_) + " sequences");
+      throw bad("document index ends at " + std::to_string(document_begin(num_doc_entries_ - 1)) + " but there are " +
+                std::to_string(num_sequences_) + " sequences");
     for (int64_t i = 1; i < num_doc_entries_; ++i) {
       if (document_begin(i) < document_begin(i - 1))
         throw bad("document index decreases at entry " + std::to_string(i));
@@ -300,11 +323,26 @@ void IndexedDatasetWriter::add_document(std::span<const int32_t> tokens) {
                              " tokens exceeds the int32 sequence length of the MMIDIDX format");
   int64_t lo = 0, hi = 0;
   switch (dtype_) {
-    case TokenDType::uint8: lo = 0; hi = UINT8_MAX; break;
-    case TokenDType::int8: lo = INT8_MIN; hi = INT8_MAX; break;
-    case TokenDType::int16: lo = INT16_MIN; hi = INT16_MAX; break;
-    case TokenDType::uint16: lo = 0; hi = UINT16_MAX; break;
-    default: lo = INT32_MIN; hi = INT32_MAX; break;
+    case TokenDType::uint8:
+      lo = 0;
+      hi = UINT8_MAX;
+      break;
+    case TokenDType::int8:
+      lo = INT8_MIN;
+      hi = INT8_MAX;
+      break;
+    case TokenDType::int16:
+      lo = INT16_MIN;
+      hi = INT16_MAX;
+      break;
+    case TokenDType::uint16:
+      lo = 0;
+      hi = UINT16_MAX;
+      break;
+    default:
+      lo = INT32_MIN;
+      hi = INT32_MAX;
+      break;
   }
   buffer_.clear();
   buffer_.reserve(tokens.size() * dtype_size(dtype_));
@@ -313,12 +351,24 @@ void IndexedDatasetWriter::add_document(std::span<const int32_t> tokens) {
       throw std::runtime_error(bin_path_ + ": token id " + std::to_string(t) + " does not fit the " +
                                dtype_name(dtype_) + " token dtype");
     switch (dtype_) {
-      case TokenDType::uint8: append_le<uint8_t>(buffer_, static_cast<uint8_t>(t)); break;
-      case TokenDType::int8: append_le<int8_t>(buffer_, static_cast<int8_t>(t)); break;
-      case TokenDType::int16: append_le<int16_t>(buffer_, static_cast<int16_t>(t)); break;
-      case TokenDType::uint16: append_le<uint16_t>(buffer_, static_cast<uint16_t>(t)); break;
-      case TokenDType::int64: append_le<int64_t>(buffer_, t); break;
-      default: append_le<int32_t>(buffer_, t); break;
+      case TokenDType::uint8:
+        append_le<uint8_t>(buffer_, static_cast<uint8_t>(t));
+        break;
+      case TokenDType::int8:
+        append_le<int8_t>(buffer_, static_cast<int8_t>(t));
+        break;
+      case TokenDType::int16:
+        append_le<int16_t>(buffer_, static_cast<int16_t>(t));
+        break;
+      case TokenDType::uint16:
+        append_le<uint16_t>(buffer_, static_cast<uint16_t>(t));
+        break;
+      case TokenDType::int64:
+        append_le<int64_t>(buffer_, t);
+        break;
+      default:
+        append_le<int32_t>(buffer_, t);
+        break;
     }
   }
   write_all(bin_, buffer_.data(), buffer_.size(), bin_path_);

@@ -25,7 +25,14 @@
 namespace recipe::data {
 
 enum class TokenDType : uint8_t {
-  uint8 = 1, int8 = 2, int16 = 3, int32 = 4, int64 = 5, float64 = 6, float32 = 7, uint16 = 8
+  uint8 = 1,
+  int8 = 2,
+  int16 = 3,
+  int32 = 4,
+  int64 = 5,
+  float64 = 6,
+  float32 = 7,
+  uint16 = 8
 };
 
 // Megatron's choice for token files: uint16 when the vocabulary is below 65500, else int32.

@@ -31,8 +31,9 @@ std::vector<BlendEntry> blend_of(const plan::DataConfig& data) {
   for (const auto& [w, prefix] : data.blend) entries.push_back({w, prefix});
   if (entries.empty() && !data.path.empty()) entries.push_back({1.0, data.path});
   if (entries.empty())
-    throw std::runtime_error("data.kind=\"indexed\" needs data.path (one dataset prefix) or data.blend "
-                             "({weight, prefix, ...}); create a dataset with `recipe data prepare --input <file> --output <prefix>`");
+    throw std::runtime_error(
+        "data.kind=\"indexed\" needs data.path (one dataset prefix) or data.blend "
+        "({weight, prefix, ...}); create a dataset with `recipe data prepare --input <file> --output <prefix>`");
   return entries;
 }
 
@@ -40,9 +41,11 @@ std::shared_ptr<const IndexedDataset> open_dataset(const std::string& prefix, co
                                                    int vocab_size) {
   for (const std::string& path : {idx_path_of(prefix), bin_path_of(prefix)}) {
     if (!std::filesystem::exists(path)) {
-      throw std::runtime_error(field + ": " + path + " not found (an indexed dataset is the pair " + bin_path_of(prefix) +
-                               " + " + idx_path_of(prefix) + "); create it with `recipe data prepare --input "
-                               "<file.txt|file.jsonl> --output " + prefix + "`");
+      throw std::runtime_error(field + ": " + path + " not found (an indexed dataset is the pair " +
+                               bin_path_of(prefix) + " + " + idx_path_of(prefix) +
+                               "); create it with `recipe data prepare --input "
+                               "<file.txt|file.jsonl> --output " +
+                               prefix + "`");
     }
   }
   auto ds = std::make_shared<const IndexedDataset>(prefix);
@@ -129,10 +132,11 @@ std::unique_ptr<SampleSource> make_valid_source(const plan::Plan& plan) {
   if (parse_split(plan.data.split)[static_cast<size_t>(Split::valid)] <= 0) return nullptr;
   auto source = make_indexed_source(plan, Split::valid);
   if (!source && plan.trainer.eval_interval > 0) {
-    throw std::runtime_error("data.split=\"" + plan.data.split + "\" gives validation fewer than model.seq_length+1 = " +
-                             std::to_string(plan.model.seq_length + 1) +
-                             " tokens in every dataset; give validation a larger share, add data, or set "
-                             "trainer.eval_interval=0");
+    throw std::runtime_error(
+        "data.split=\"" + plan.data.split +
+        "\" gives validation fewer than model.seq_length+1 = " + std::to_string(plan.model.seq_length + 1) +
+        " tokens in every dataset; give validation a larger share, add data, or set "
+        "trainer.eval_interval=0");
   }
   return source;
 }

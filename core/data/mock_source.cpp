@@ -13,10 +13,14 @@ constexpr uint64_t kMockStream = 0x6d6f636b;  // "mock": keeps mock keys apart f
 }
 
 MockSource::MockSource(int seq_length, int vocab_size, uint64_t seed, int64_t repeat_every)
-    : seq_length_(seq_length), vocab_size_(vocab_size), key_(hash_combine(kMockStream, seed)),
+    : seq_length_(seq_length),
+      vocab_size_(vocab_size),
+      key_(hash_combine(kMockStream, seed)),
       repeat_every_(repeat_every) {
-  if (seq_length < 1) throw std::runtime_error("mock data: model.seq_length must be ≥ 1, got " + std::to_string(seq_length));
-  if (vocab_size < 1) throw std::runtime_error("mock data: model.vocab_size must be ≥ 1, got " + std::to_string(vocab_size));
+  if (seq_length < 1)
+    throw std::runtime_error("mock data: model.seq_length must be ≥ 1, got " + std::to_string(seq_length));
+  if (vocab_size < 1)
+    throw std::runtime_error("mock data: model.vocab_size must be ≥ 1, got " + std::to_string(vocab_size));
   if (repeat_every < 0) throw std::runtime_error("mock data: repeat period must be ≥ 0");
 }
 

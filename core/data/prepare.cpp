@@ -64,8 +64,7 @@ void read_jsonl(const std::string& path, const std::string& key, const DocumentS
     }
     if (!j.is_object()) throw std::runtime_error(where + "expected a JSON object with a \"" + key + "\" field");
     auto it = j.find(key);
-    if (it == j.end())
-      throw std::runtime_error(where + "no \"" + key + "\" field (choose the field with --json-key)");
+    if (it == j.end()) throw std::runtime_error(where + "no \"" + key + "\" field (choose the field with --json-key)");
     if (!it->is_string()) throw std::runtime_error(where + "field \"" + key + "\" is not a string");
     const std::string& text = it->get_ref<const std::string&>();
     if (!text.empty()) sink(text);
@@ -79,8 +78,8 @@ PrepareStats prepare_dataset(const PrepareOptions& opts) {
   if (opts.output_prefix.empty()) throw std::runtime_error("data prepare: no output prefix (give --output PREFIX)");
   for (const auto& input : opts.inputs) {
     // Plain text comes in many spellings (.txt, .md, .rst, ...); anything else is a mistake worth naming.
-    const bool text = ends_with(input, ".txt") || ends_with(input, ".md") || ends_with(input, ".rst") ||
-                      ends_with(input, ".text");
+    const bool text =
+        ends_with(input, ".txt") || ends_with(input, ".md") || ends_with(input, ".rst") || ends_with(input, ".text");
     if (!text && !ends_with(input, ".jsonl"))
       throw std::runtime_error(input +
                                ": unsupported input type; use plain text (.txt, .md, .rst, .text) or .jsonl (one "
@@ -106,8 +105,10 @@ PrepareStats prepare_dataset(const PrepareOptions& opts) {
       writer.add_document(ids);
     };
     for (const auto& input : opts.inputs) {
-      if (ends_with(input, ".jsonl")) read_jsonl(input, opts.json_key, add);
-      else read_text(input, opts.split_paragraphs, add);
+      if (ends_with(input, ".jsonl"))
+        read_jsonl(input, opts.json_key, add);
+      else
+        read_text(input, opts.split_paragraphs, add);
     }
     if (writer.documents() == 0)
       throw std::runtime_error("data prepare: the inputs hold no text; nothing to write to " + opts.output_prefix);

@@ -15,10 +15,10 @@ class SentencePieceTokenizer : public Tokenizer {
     if (!std::filesystem::exists(model_file))
       throw std::runtime_error(model_file + ": SentencePiece model not found (data.tokenizer_model)");
     const auto status = processor_.Load(model_file);
-    if (!status.ok())
-      throw std::runtime_error(model_file + ": cannot load SentencePiece model: " + status.ToString());
+    if (!status.ok()) throw std::runtime_error(model_file + ": cannot load SentencePiece model: " + status.ToString());
     if (processor_.eos_id() < 0)
-      throw std::runtime_error(model_file + ": the SentencePiece model has no eos piece, which marks the end of a document");
+      throw std::runtime_error(model_file +
+                               ": the SentencePiece model has no eos piece, which marks the end of a document");
   }
   std::vector<int32_t> encode(const std::string& text) const override {
     std::vector<int> ids;

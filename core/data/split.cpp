@@ -11,9 +11,12 @@ namespace recipe::data {
 
 const char* split_name(Split s) {
   switch (s) {
-    case Split::train: return "train";
-    case Split::valid: return "valid";
-    case Split::test: return "test";
+    case Split::train:
+      return "train";
+    case Split::valid:
+      return "valid";
+    case Split::test:
+      return "test";
   }
   return "?";
 }
@@ -50,7 +53,8 @@ std::array<DocumentRange, 3> split_documents(int64_t n, const std::array<double,
   std::array<int64_t, 4> b{0, 0, 0, 0};
   const int saved = std::fegetround();
   std::fesetround(FE_TONEAREST);  // nearbyint then rounds half to even, like Python's round()
-  for (int i = 0; i < 3; ++i) b[i + 1] = b[i] + static_cast<int64_t>(std::nearbyint(weights[i] * static_cast<double>(n)));
+  for (int i = 0; i < 3; ++i)
+    b[i + 1] = b[i] + static_cast<int64_t>(std::nearbyint(weights[i] * static_cast<double>(n)));
   std::fesetround(saved);
   const int64_t excess = b[3] - n;
   for (int i = 1; i < 4; ++i) b[i] = std::clamp<int64_t>(b[i] - excess, 0, n);

@@ -82,7 +82,7 @@ void carve_shared(Carver& c, Activations& acts, const ModelShape& s, int B, Reco
   const size_t dqkv_off = align_up(tensor_bytes(act, N * s.q_dim()));
   const size_t attn_end = dqkv_off + tensor_bytes(act, N * s.qkv_dim());
   acts.chunk_rows = plan::classifier_chunk_rows(N, Vl, int64_t(kernels::dtype_size(act)),
-                                              int64_t(std::max({mlp_end, proj_end, attn_end})));
+                                                int64_t(std::max({mlp_end, proj_end, attn_end})));
   const size_t logits_end = tensor_bytes(act, acts.chunk_rows * Vl);
   const size_t region = std::max({mlp_end, proj_end, attn_end, logits_end});
 
@@ -115,8 +115,8 @@ void copy_shared(Activations& acts, const Activations& from) {
 
 }  // namespace
 
-void carve_activations(Carver& c, Activations& acts, const ModelShape& s, int B, Recompute level,
-                       DType act, const Activations* shared) {
+void carve_activations(Carver& c, Activations& acts, const ModelShape& s, int B, Recompute level, DType act,
+                       const Activations* shared) {
   const int64_t N = int64_t(B) * s.seq, C = s.hidden;
   acts.level = level;
   if (shared)

@@ -74,8 +74,7 @@ class Carver {
 };
 
 struct LayerActs {
-  kernels::Tensor residual, ln1, ln1_mean, ln1_rstd, qkv, atty, lse, residual2, ln2, ln2_mean,
-      ln2_rstd, fc_pre, fc_act;
+  kernels::Tensor residual, ln1, ln1_mean, ln1_rstd, qkv, atty, lse, residual2, ln2, ln2_mean, ln2_rstd, fc_pre, fc_act;
 };
 
 struct Activations {
@@ -83,8 +82,8 @@ struct Activations {
   LayerActs scratch;             // recompute = full: the layer being (re)computed; unused otherwise
   Recompute level = Recompute::none;
   kernels::Tensor final_residual, lnf, lnf_mean, lnf_rstd;
-  kernels::Tensor proj_out;      // attention or MLP output projection before the residual add
-  kernels::Tensor logits;        // [chunk_rows, Vp]
+  kernels::Tensor proj_out;  // attention or MLP output projection before the residual add
+  kernels::Tensor logits;    // [chunk_rows, Vp]
   int64_t chunk_rows = 0;
   kernels::Tensor inputs, targets;  // i32 [N]
   kernels::Tensor dresidual, dln, datty, dqkv, dfc, dfc_act;
@@ -101,15 +100,14 @@ struct Activations {
   }
 };
 
-
 // Assigns every tensor of `acts` from the carver. `shared`: an Activations carved earlier by this
 // function for the same shape and level (another pipeline slot) whose shared buffers are reused;
 // nullptr carves them.
-void carve_activations(Carver& c, Activations& acts, const ModelShape& s, int micro_batch,
-                       Recompute level, kernels::DType act, const Activations* shared = nullptr);
+void carve_activations(Carver& c, Activations& acts, const ModelShape& s, int micro_batch, Recompute level,
+                       kernels::DType act, const Activations* shared = nullptr);
 
 // The breakdown of one model's arena (`slots` activation sets), by carving with a null base.
-std::vector<ArenaEntry> activation_breakdown(const ModelShape& s, int micro_batch, Recompute level,
-                                             kernels::DType act, int slots = 1);
+std::vector<ArenaEntry> activation_breakdown(const ModelShape& s, int micro_batch, Recompute level, kernels::DType act,
+                                             int slots = 1);
 
 }  // namespace recipe::core

@@ -37,9 +37,7 @@ void init_params(ParamStore& store, uint64_t seed) {
     for (int64_t first = 0; first < p.numel; first += kChunk) {
       const int64_t count = std::min(kChunk, p.numel - first);
       // Normal draws cost ~20 ns each: split large chunks over threads (values do not depend on it).
-      const int64_t nthreads = p.init == InitKind::zeros || p.init == InitKind::ones || count < 65536
-                                   ? 1
-                                   : int64_t(hw);
+      const int64_t nthreads = p.init == InitKind::zeros || p.init == InitKind::ones || count < 65536 ? 1 : int64_t(hw);
       if (nthreads == 1) {
         init_values(p, seed, first, count, host.data());
       } else {

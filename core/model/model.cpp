@@ -12,16 +12,19 @@ using kernels::Tensor;
 Recompute parse_recompute(const std::string& s) {
   for (Recompute r : {Recompute::none, Recompute::gelu, Recompute::norm, Recompute::full})
     if (s == recompute_name(r)) return r;
-  throw std::invalid_argument("trainer.recompute=\"" + s +
-                              "\": use \"none\", \"gelu\", \"norm\" or \"full\"");
+  throw std::invalid_argument("trainer.recompute=\"" + s + "\": use \"none\", \"gelu\", \"norm\" or \"full\"");
 }
 
 const char* recompute_name(Recompute r) {
   switch (r) {
-    case Recompute::none: return "none";
-    case Recompute::gelu: return "gelu";
-    case Recompute::norm: return "norm";
-    case Recompute::full: return "full";
+    case Recompute::none:
+      return "none";
+    case Recompute::gelu:
+      return "gelu";
+    case Recompute::norm:
+      return "norm";
+    case Recompute::full:
+      return "full";
   }
   return "none";
 }
@@ -39,11 +42,15 @@ ModelShape local_shape(const ModelShape& g, const ParamLayout& L) {
 
 Model::Model(const ModelShape& shape, int micro_batch, Recompute recompute, kernels::Backend& backend,
              ParamStore& params, Comm* tp, int slots)
-    : s_(shape), B_(micro_batch), N_(int64_t(micro_batch) * shape.seq), recompute_(recompute),
-      be_(backend), store_(params), tp_(tp) {
+    : s_(shape),
+      B_(micro_batch),
+      N_(int64_t(micro_batch) * shape.seq),
+      recompute_(recompute),
+      be_(backend),
+      store_(params),
+      tp_(tp) {
   if (micro_batch < 1)
-    throw std::invalid_argument("trainer.micro_batch_size=" + std::to_string(micro_batch) +
-                                ": must be at least 1");
+    throw std::invalid_argument("trainer.micro_batch_size=" + std::to_string(micro_batch) + ": must be at least 1");
   if (slots < 1) throw std::invalid_argument("Model: slots must be at least 1");
   const ParamLayout& L = params.layout();
   const int comm_size = tp ? tp->size() : 1;
@@ -103,8 +110,7 @@ Model::Params Model::bind_params(bool grads) const {
     int64_t rows = 0, next = first->offset;
     for (const auto& n : names) {
       const ParamSpec& p = L.get(n);
-      if (p.offset != next)
-        throw std::logic_error("ParamLayout: " + n + " is not adjacent to the tensor before it");
+      if (p.offset != next) throw std::logic_error("ParamLayout: " + n + " is not adjacent to the tensor before it");
       next += p.numel;
       rows += p.local_shape[0];
     }
@@ -134,8 +140,7 @@ Model::Params Model::bind_params(bool grads) const {
       lp.fc_in = {one(L.get(m + "fc1.weight")), opt(m + "fc1.bias")};
       lp.fc_out = {one(L.get(m + "fc2.weight")), opt(m + "fc2.bias")};
     } else {
-      lp.fc_in = {packed({m + "gate.weight", m + "up.weight"}, true),
-                  packed({m + "gate.bias", m + "up.bias"}, false)};
+      lp.fc_in = {packed({m + "gate.weight", m + "up.weight"}, true), packed({m + "gate.bias", m + "up.bias"}, false)};
       lp.fc_out = {one(L.get(m + "down.weight")), opt(m + "down.bias")};
     }
     P.layers.push_back(lp);
@@ -156,8 +161,8 @@ void Model::load_tokens(int slot, const int32_t* tokens) {
     const int32_t* row = tokens + size_t(b) * size_t(T + 1);
     for (int t = 0; t <= T; ++t) {
       if (row[t] < 0 || row[t] >= s_.vocab)
-        throw std::runtime_error("token id " + std::to_string(row[t]) + " (sample row " +
-                                 std::to_string(b) + ", position " + std::to_string(t) +
+        throw std::runtime_error("token id " + std::to_string(row[t]) + " (sample row " + std::to_string(b) +
+                                 ", position " + std::to_string(t) +
                                  ") is outside model.vocab_size=" + std::to_string(s_.vocab) +
                                  "; the data was tokenized with a different vocabulary than the "
                                  "model's (check data.tokenizer and model.vocab_size)");
@@ -179,13 +184,12 @@ Tensor Model::stage_input_grad(int slot) const { return acts_.at(size_t(slot)).d
 
 void Model::forward(int slot, bool with_grad, Tensor losses, float dloss) {
   if (last_stage_ && (losses.numel() != N_ || losses.dtype != DType::f32))
-    throw std::invalid_argument("Model: losses must be f32 with " + std::to_string(N_) +
-                                " elements, got " + losses.shape_str());
+    throw std::invalid_argument("Model: losses must be f32 with " + std::to_string(N_) + " elements, got " +
+                                losses.shape_str());
   Activations& A = acts_.at(size_t(slot));
   const LayerActs first = A.layer(0);
   if (first_stage_) {
-    be_.embedding_fwd(first.residual, A.inputs, w_.word, tp_rank_ == 0 ? w_.position : Tensor(), s_.seq,
-                      vocab_start_);
+    be_.embedding_fwd(first.residual, A.inputs, w_.word, tp_rank_ == 0 ? w_.position : Tensor(), s_.seq, vocab_start_);
     tp_sum(first.residual);
   }
   norm_fwd(first.ln1, first.ln1_mean, first.ln1_rstd, first.residual, w_.layers[0].norm1);

@@ -50,8 +50,8 @@ class Model {
  public:
   // `tp`: the tensor-parallel group (nullptr or a group of one: no TP); it must match the layout's
   // tp_size. `slots`: activation sets (micro-batches in flight at once), ≥ 1.
-  Model(const ModelShape& shape, int micro_batch, Recompute recompute, kernels::Backend& backend,
-        ParamStore& params, Comm* tp = nullptr, int slots = 1);
+  Model(const ModelShape& shape, int micro_batch, Recompute recompute, kernels::Backend& backend, ParamStore& params,
+        Comm* tp = nullptr, int slots = 1);
   ~Model();
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
@@ -98,39 +98,47 @@ class Model {
   void forward_loss(const int32_t* tokens, kernels::Tensor losses);
 
  private:
-  struct Norm { kernels::Tensor w, b; };
-  struct Linear { kernels::Tensor w, b; };
-  struct LayerParams { Norm norm1, norm2; Linear qkv, proj, fc_in, fc_out; };
+  struct Norm {
+    kernels::Tensor w, b;
+  };
+  struct Linear {
+    kernels::Tensor w, b;
+  };
+  struct LayerParams {
+    Norm norm1, norm2;
+    Linear qkv, proj, fc_in, fc_out;
+  };
   struct Params {
     std::vector<LayerParams> layers;  // this stage's, local index
     kernels::Tensor word, position, classifier;
     Norm final_norm;
   };
-  struct LossScratch { kernels::Tensor rowmax, sums; };  // vocab-parallel loss, [chunk], [2, chunk]
+  struct LossScratch {
+    kernels::Tensor rowmax, sums;
+  };  // vocab-parallel loss, [chunk], [2, chunk]
 
   Params bind_params(bool grads) const;
   void tp_sum(kernels::Tensor t);
   kernels::Tensor row_bias(const kernels::Tensor& b) const;  // the bias a row-parallel linear adds here
 
   // transformer_block.cpp
-  void norm_fwd(kernels::Tensor out, kernels::Tensor mean, kernels::Tensor rstd, kernels::Tensor inp,
-                const Norm& n);
+  void norm_fwd(kernels::Tensor out, kernels::Tensor mean, kernels::Tensor rstd, kernels::Tensor inp, const Norm& n);
   // dinp_sum (optional, LayerNorm only): += Σ_rows dinp after the backward (see layernorm_bwd).
-  void norm_bwd(kernels::Tensor dinp, const Norm& dn, kernels::Tensor dout, kernels::Tensor inp,
-                const Norm& n, kernels::Tensor mean, kernels::Tensor rstd, kernels::Tensor dinp_sum);
+  void norm_bwd(kernels::Tensor dinp, const Norm& dn, kernels::Tensor dout, kernels::Tensor inp, const Norm& n,
+                kernels::Tensor mean, kernels::Tensor rstd, kernels::Tensor dinp_sum);
   // The gradient of layer l's fc_out bias when the norm backward that produces d(layer l's
   // output) should also produce it (LayerNorm models with biases), else undefined.
   kernels::Tensor fc_out_bias_grad_from_norm(int l) const;
-  void residual_norm(kernels::Tensor residual, kernels::Tensor out, kernels::Tensor mean,
-                     kernels::Tensor rstd, kernels::Tensor a, kernels::Tensor b, const Norm& n);
+  void residual_norm(kernels::Tensor residual, kernels::Tensor out, kernels::Tensor mean, kernels::Tensor rstd,
+                     kernels::Tensor a, kernels::Tensor b, const Norm& n);
   // From a.ln1 to a.fc_act (everything but the MLP output projection).
   void layer_forward_body(Activations& A, int l, const LayerActs& a);
   // dres_summed: the column sum of d(layer output), fc_out's bias gradient, was already added by
   // the norm backward that produced it.
   void layer_backward(Activations& A, int l, const LayerActs& a, bool dres_summed);
   void classifier(Activations& A, const LossScratch& ls, bool with_grad, kernels::Tensor losses, float dloss);
-  void cross_entropy(const LossScratch& ls, kernels::Tensor losses, kernels::Tensor logits,
-                     kernels::Tensor targets, bool with_grad, float dloss);
+  void cross_entropy(const LossScratch& ls, kernels::Tensor losses, kernels::Tensor logits, kernels::Tensor targets,
+                     bool with_grad, float dloss);
 
   ModelShape s_, ls_;
   int B_;

@@ -14,11 +14,11 @@ namespace recipe::core {
 struct ModelShape {
   int layers = 0, hidden = 0, heads = 0, kv_heads = 0, head_dim = 0, ffn = 0;
   int vocab = 0, padded_vocab = 0, max_positions = 0, seq = 0;
-  bool layernorm = true;       // false: RMSNorm
-  bool gelu = true;            // false: SwiGLU (gate/up/down)
+  bool layernorm = true;          // false: RMSNorm
+  bool gelu = true;               // false: SwiGLU (gate/up/down)
   bool learned_positions = true;  // false: RoPE
-  bool bias = true;            // biases in linears (and LayerNorm)
-  bool tied = true;            // logits use embedding.word.weight
+  bool bias = true;               // biases in linears (and LayerNorm)
+  bool tied = true;               // logits use embedding.word.weight
   float norm_eps = 1e-5f;
   float rope_theta = 10000.f;
   double init_std = 0.02;

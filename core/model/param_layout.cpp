@@ -7,10 +7,14 @@ namespace recipe::core {
 
 const char* init_kind_name(InitKind k) {
   switch (k) {
-    case InitKind::normal: return "normal";
-    case InitKind::normal_output: return "normal_output";
-    case InitKind::zeros: return "zeros";
-    case InitKind::ones: return "ones";
+    case InitKind::normal:
+      return "normal";
+    case InitKind::normal_output:
+      return "normal_output";
+    case InitKind::zeros:
+      return "zeros";
+    case InitKind::ones:
+      return "ones";
   }
   return "?";
 }
@@ -57,8 +61,7 @@ class Builder {
   void start_pack() { cursor_ = (cursor_ + align_ - 1) / align_ * align_; }
   void set_phase(int phase) { phase_ = phase; }
 
-  void add(std::string name, std::vector<int64_t> shape, ShardRange shard, bool decay, InitKind init,
-           double std) {
+  void add(std::string name, std::vector<int64_t> shape, ShardRange shard, bool decay, InitKind init, double std) {
     ParamSpec p;
     p.name = std::move(name);
     p.global_shape = shape;
@@ -82,8 +85,8 @@ class Builder {
     layout_.params.push_back(std::move(p));
   }
   // A single tensor is a pack of one.
-  void add_alone(std::string name, std::vector<int64_t> shape, ShardRange shard, bool decay,
-                 InitKind init, double std) {
+  void add_alone(std::string name, std::vector<int64_t> shape, ShardRange shard, bool decay, InitKind init,
+                 double std) {
     start_pack();
     add(std::move(name), std::move(shape), shard, decay, init, std);
   }
@@ -98,16 +101,14 @@ class Builder {
 
 }  // namespace
 
-ParamLayout build_param_layout(const ModelShape& s, const plan::OptimizerConfig& opt, int tp,
-                               int tp_rank) {
+ParamLayout build_param_layout(const ModelShape& s, const plan::OptimizerConfig& opt, int tp, int tp_rank) {
   LayoutOptions o;
   o.tp_size = tp;
   o.tp_rank = tp_rank;
   return build_param_layout(s, opt, o);
 }
 
-ParamLayout build_param_layout(const ModelShape& s, const plan::OptimizerConfig& opt,
-                               const LayoutOptions& o) {
+ParamLayout build_param_layout(const ModelShape& s, const plan::OptimizerConfig& opt, const LayoutOptions& o) {
   const int tp = o.tp_size, tp_rank = o.tp_rank;
   const int first_layer = o.first_layer;
   const int num_layers = o.num_layers < 0 ? s.layers : o.num_layers;
@@ -118,8 +119,8 @@ ParamLayout build_param_layout(const ModelShape& s, const plan::OptimizerConfig&
   if (o.align < kParamAlign || o.align % kParamAlign != 0)
     throw std::invalid_argument("build_param_layout: align must be a multiple of " + std::to_string(kParamAlign));
   if (tp < 1 || tp_rank < 0 || tp_rank >= tp)
-    throw std::invalid_argument("build_param_layout: bad tp rank " + std::to_string(tp_rank) +
-                                " of " + std::to_string(tp));
+    throw std::invalid_argument("build_param_layout: bad tp rank " + std::to_string(tp_rank) + " of " +
+                                std::to_string(tp));
   auto divisible = [&](int64_t n, const char* what) {
     if (n % tp != 0)
       throw std::invalid_argument(std::string(what) + "=" + std::to_string(n) +
@@ -130,8 +131,7 @@ ParamLayout build_param_layout(const ModelShape& s, const plan::OptimizerConfig&
   divisible(s.padded_vocab, "model.padded_vocab_size");
   if (s.kv_heads % tp != 0 && tp % s.kv_heads != 0)
     throw std::invalid_argument("model.num_kv_heads=" + std::to_string(s.kv_heads) +
-                                " and parallelism.tp=" + std::to_string(tp) +
-                                ": one must divide the other");
+                                " and parallelism.tp=" + std::to_string(tp) + ": one must divide the other");
 
   ParamLayout L;
   L.tp_size = tp;
@@ -180,8 +180,7 @@ ParamLayout build_param_layout(const ModelShape& s, const plan::OptimizerConfig&
   };
   auto add_lm_head = [&] {
     b.set_phase(0);
-    if (o.last_stage && !s.tied)
-      b.add_alone("lm_head.weight", {Vp, C}, cols(Vp), decay_emb, InitKind::normal, std);
+    if (o.last_stage && !s.tied) b.add_alone("lm_head.weight", {Vp, C}, cols(Vp), decay_emb, InitKind::normal, std);
   };
 
   // ---- decay group ----
@@ -194,8 +193,8 @@ ParamLayout build_param_layout(const ModelShape& s, const plan::OptimizerConfig&
     b.add(p + "attention.q.weight", {s.q_dim(), C}, cols(s.q_dim()), true, InitKind::normal, std);
     b.add(p + "attention.k.weight", {s.kv_dim(), C}, kv_shard, true, InitKind::normal, std);
     b.add(p + "attention.v.weight", {s.kv_dim(), C}, kv_shard, true, InitKind::normal, std);
-    b.add_alone(p + "attention.proj.weight", {C, s.q_dim()}, rows_in(s.q_dim()), true,
-                InitKind::normal_output, out_std);
+    b.add_alone(p + "attention.proj.weight", {C, s.q_dim()}, rows_in(s.q_dim()), true, InitKind::normal_output,
+                out_std);
     if (s.gelu) {
       b.add_alone(p + "mlp.fc1.weight", {F, C}, cols(F), true, InitKind::normal, std);
       b.add_alone(p + "mlp.fc2.weight", {C, F}, rows_in(F), true, InitKind::normal_output, out_std);

@@ -38,17 +38,17 @@ enum class InitKind { normal, normal_output, zeros, ones };
 const char* init_kind_name(InitKind k);
 
 struct ParamSpec {
-  std::string name;                   // global, HF-like: "layers.3.attention.q.weight"
+  std::string name;  // global, HF-like: "layers.3.attention.q.weight"
   std::vector<int64_t> global_shape;
-  int shard_dim = -1;                 // -1: not sharded (this rank holds the full tensor)
-  int64_t shard_begin = 0;            // first index along shard_dim held by this rank
-  int64_t shard_size = 0;             // extent along shard_dim held by this rank
-  std::vector<int64_t> local_shape;   // global_shape with shard_dim replaced by shard_size
-  int64_t offset = 0;                 // first element in the flat buffers
-  int64_t numel = 0;                  // local element count
+  int shard_dim = -1;                // -1: not sharded (this rank holds the full tensor)
+  int64_t shard_begin = 0;           // first index along shard_dim held by this rank
+  int64_t shard_size = 0;            // extent along shard_dim held by this rank
+  std::vector<int64_t> local_shape;  // global_shape with shard_dim replaced by shard_size
+  int64_t offset = 0;                // first element in the flat buffers
+  int64_t numel = 0;                 // local element count
   bool weight_decay = false;
   InitKind init = InitKind::normal;
-  double init_std = 0;                // normal kinds only
+  double init_std = 0;  // normal kinds only
   // When the gradient is final in a backward pass, as a count of backward "phases": 0 = the
   // classifier and final norm (first to finish), 1 + (last_layer - l) for layer l, and one past the
   // stage's first layer for the embeddings (last to finish). Buckets of the DP reduction start when
@@ -62,13 +62,13 @@ struct ParamSpec {
 
 struct ParamLayout {
   std::vector<ParamSpec> params;
-  int64_t decay_begin = 0, decay_numel = 0;      // [decay_begin, decay_begin+decay_numel)
+  int64_t decay_begin = 0, decay_numel = 0;  // [decay_begin, decay_begin+decay_numel)
   int64_t nodecay_begin = 0, nodecay_numel = 0;
-  int64_t total_numel = 0;                       // including alignment gaps
+  int64_t total_numel = 0;  // including alignment gaps
   int tp_size = 1, tp_rank = 0;
-  int first_layer = 0, num_layers = 0;           // the pipeline stage's layers (global numbers)
+  int first_layer = 0, num_layers = 0;  // the pipeline stage's layers (global numbers)
   bool first_stage = true, last_stage = true;
-  int64_t align = 64;                            // pack alignment in elements (see LayoutOptions)
+  int64_t align = 64;  // pack alignment in elements (see LayoutOptions)
   int num_phases() const { return num_layers + 2; }
 
   const ParamSpec* find(std::string_view name) const;
@@ -87,9 +87,8 @@ struct LayoutOptions {
   int64_t align = kParamAlign;
 };
 
-ParamLayout build_param_layout(const ModelShape& shape, const plan::OptimizerConfig& opt,
-                               const LayoutOptions& options);
-ParamLayout build_param_layout(const ModelShape& shape, const plan::OptimizerConfig& opt,
-                               int tp_size = 1, int tp_rank = 0);
+ParamLayout build_param_layout(const ModelShape& shape, const plan::OptimizerConfig& opt, const LayoutOptions& options);
+ParamLayout build_param_layout(const ModelShape& shape, const plan::OptimizerConfig& opt, int tp_size = 1,
+                               int tp_rank = 0);
 
 }  // namespace recipe::core

@@ -40,8 +40,7 @@ ParamStore::~ParamStore() {
 Tensor ParamStore::span(void* base, DType t, int64_t offset, int64_t n) const {
   if (offset < 0 || n < 0 || offset + n > layout_.total_numel)
     throw std::out_of_range("ParamStore: span outside the flat buffer");
-  return Tensor(static_cast<char*>(base) + size_t(offset) * kernels::dtype_size(t), t,
-                backend_.device(), {n});
+  return Tensor(static_cast<char*>(base) + size_t(offset) * kernels::dtype_size(t), t, backend_.device(), {n});
 }
 
 Tensor ParamStore::state_span(void* base, int64_t offset, int64_t n) const {

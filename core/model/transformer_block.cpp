@@ -12,8 +12,8 @@ void Model::norm_fwd(Tensor out, Tensor mean, Tensor rstd, Tensor inp, const Nor
     be_.rmsnorm_fwd(out, rstd, inp, n.w, s_.norm_eps);
 }
 
-void Model::norm_bwd(Tensor dinp, const Norm& dn, Tensor dout, Tensor inp, const Norm& n, Tensor mean,
-                     Tensor rstd, Tensor dinp_sum) {
+void Model::norm_bwd(Tensor dinp, const Norm& dn, Tensor dout, Tensor inp, const Norm& n, Tensor mean, Tensor rstd,
+                     Tensor dinp_sum) {
   if (s_.layernorm)
     be_.layernorm_bwd(dinp, dn.w, dn.b, dout, inp, n.w, mean, rstd, dinp_sum);
   else
@@ -29,8 +29,7 @@ Tensor Model::fc_out_bias_grad_from_norm(int l) const {
   return g_.layers[size_t(l)].fc_out.b;
 }
 
-void Model::residual_norm(Tensor residual, Tensor out, Tensor mean, Tensor rstd, Tensor a, Tensor b,
-                          const Norm& n) {
+void Model::residual_norm(Tensor residual, Tensor out, Tensor mean, Tensor rstd, Tensor a, Tensor b, const Norm& n) {
   be_.residual_norm_fwd(residual, out, mean, rstd, a, b, n.w, n.b, s_.norm_eps, !s_.layernorm);
 }
 
@@ -78,34 +77,32 @@ void Model::layer_backward(Activations& A, int l, const LayerActs& a, bool dres_
     // dfc = (dres·W2) ⊙ gelu'(pre_gelu): the dGELU epilogue of fc2's backward.
     const Tensor fc_out_bias_grad = dres_summed ? Tensor() : g.fc_out.b;
     if (lazy)
-      be_.gelu_rebuild_linear_bwd(A.dfc, a.fc_act, g.fc_out.w, fc_out_bias_grad, dres, p.fc_out.w,
-                                  a.fc_pre, fc_in_bias_grad);
+      be_.gelu_rebuild_linear_bwd(A.dfc, a.fc_act, g.fc_out.w, fc_out_bias_grad, dres, p.fc_out.w, a.fc_pre,
+                                  fc_in_bias_grad);
     else
-      be_.linear_bwd(A.dfc, g.fc_out.w, fc_out_bias_grad, dres, a.fc_act, p.fc_out.w, a.fc_pre,
-                     fc_in_bias_grad);
+      be_.linear_bwd(A.dfc, g.fc_out.w, fc_out_bias_grad, dres, a.fc_act, p.fc_out.w, a.fc_pre, fc_in_bias_grad);
   } else {
-    be_.linear_bwd(A.dfc_act, g.fc_out.w, dres_summed ? Tensor() : g.fc_out.b, dres, a.fc_act,
-                   p.fc_out.w, Tensor(), Tensor());
+    be_.linear_bwd(A.dfc_act, g.fc_out.w, dres_summed ? Tensor() : g.fc_out.b, dres, a.fc_act, p.fc_out.w, Tensor(),
+                   Tensor());
     be_.swiglu_bwd(A.dfc, A.dfc_act, a.fc_pre);
   }
   // norm: ln2 (and below ln1) are rebuilt from the saved residual; the saved statistics stay.
   if (recompute_ == Recompute::norm) norm_fwd(a.ln2, Tensor(), Tensor(), a.residual2, p.norm2);
-  be_.linear_bwd(A.dln, g.fc_in.w, fc_in_bias_grad.defined() ? Tensor() : g.fc_in.b, A.dfc, a.ln2,
-                 p.fc_in.w, Tensor(), Tensor());
+  be_.linear_bwd(A.dln, g.fc_in.w, fc_in_bias_grad.defined() ? Tensor() : g.fc_in.b, A.dfc, a.ln2, p.fc_in.w, Tensor(),
+                 Tensor());
   tp_sum(A.dln);
   const Tensor proj_bias_grad = s_.layernorm ? g.proj.b : Tensor();
   norm_bwd(dres, g.norm2, A.dln, a.residual2, p.norm2, a.ln2_mean, a.ln2_rstd, proj_bias_grad);
 
   // Attention: out = proj(attention(rope(qkv(ln1))))
-  be_.linear_bwd(A.datty, g.proj.w, proj_bias_grad.defined() ? Tensor() : g.proj.b, dres, a.atty,
-                 p.proj.w, Tensor(), Tensor());
+  be_.linear_bwd(A.datty, g.proj.w, proj_bias_grad.defined() ? Tensor() : g.proj.b, dres, a.atty, p.proj.w, Tensor(),
+                 Tensor());
   be_.attention_bwd(A.dqkv, A.datty, a.qkv, a.atty, a.lse, B_, T, Hq, Hkv, D);
   if (!s_.learned_positions) be_.rope_bwd(A.dqkv, B_, T, Hq, Hkv, D, s_.rope_theta);
   if (recompute_ == Recompute::norm) norm_fwd(a.ln1, Tensor(), Tensor(), a.residual, p.norm1);
   be_.linear_bwd(A.dln, g.qkv.w, g.qkv.b, A.dqkv, a.ln1, p.qkv.w, Tensor(), Tensor());
   tp_sum(A.dln);
-  norm_bwd(dres, g.norm1, A.dln, a.residual, p.norm1, a.ln1_mean, a.ln1_rstd,
-           fc_out_bias_grad_from_norm(l - 1));
+  norm_bwd(dres, g.norm1, A.dln, a.residual, p.norm1, a.ln1_mean, a.ln1_rstd, fc_out_bias_grad_from_norm(l - 1));
 }
 
 // logits = lnf · Wᵀ in row chunks (this rank's vocabulary columns); with_grad: the loss turns the
@@ -120,8 +117,8 @@ void Model::classifier(Activations& A, const LossScratch& ls, bool with_grad, Te
     be_.linear_fwd(logits, h, w_.classifier, Tensor(), Tensor());
     cross_entropy(ls, losses.rows(r0, n), logits, A.targets.rows(r0, n), with_grad, dloss);
     if (with_grad)
-      be_.linear_bwd(A.dln.view({N_, C}).rows(r0, n), g_.classifier, Tensor(), logits, h, w_.classifier,
-                     Tensor(), Tensor());
+      be_.linear_bwd(A.dln.view({N_, C}).rows(r0, n), g_.classifier, Tensor(), logits, h, w_.classifier, Tensor(),
+                     Tensor());
   }
   if (with_grad) tp_sum(A.dln);
 }

@@ -17,15 +17,18 @@ void check_mpi(int rc, const char* what, const std::string& group) {
   char msg[MPI_MAX_ERROR_STRING] = {};
   int len = 0;
   MPI_Error_string(rc, msg, &len);
-  throw std::runtime_error(std::string(what) + " failed in communicator '" + group + "': " +
-                           std::string(msg, size_t(len)));
+  throw std::runtime_error(std::string(what) + " failed in communicator '" + group +
+                           "': " + std::string(msg, size_t(len)));
 }
 
 MPI_Datatype mpi_transfer_type(DType dt) {
   switch (dt) {
-    case DType::f32: return MPI_FLOAT;
-    case DType::bf16: return MPI_UINT16_T;
-    case DType::i32: return MPI_INT32_T;
+    case DType::f32:
+      return MPI_FLOAT;
+    case DType::bf16:
+      return MPI_UINT16_T;
+    case DType::i32:
+      return MPI_INT32_T;
   }
   throw std::invalid_argument("mpi_transfer_type: unknown dtype");
 }
@@ -36,8 +39,7 @@ namespace {
 MPI_Datatype mpi_reduce_type(DType dt) { return dt == DType::i32 ? MPI_INT32_T : MPI_FLOAT; }
 
 void require_host(const Tensor& t, const std::string& group, const char* op, const char* what) {
-  if (!t.defined() && t.numel() > 0)
-    throw std::invalid_argument(group + "." + op + ": " + what + " has no memory");
+  if (!t.defined() && t.numel() > 0) throw std::invalid_argument(group + "." + op + ": " + what + " has no memory");
   if (t.device != kernels::Device::cpu)
     throw std::invalid_argument(group + "." + op + ": " + what + " " + t.shape_str() +
                                 " is a CUDA tensor; MPI communicators move host memory (CUDA "
@@ -73,20 +75,19 @@ bool chunk_alias(const Tensor& part, const Tensor& whole, int rank, const std::s
   if (!overlaps(part, whole)) return false;
   const char* want = static_cast<const char*>(whole.ptr) + size_t(rank) * part.bytes();
   if (part.ptr == want) return true;
-  throw std::invalid_argument(group + "." + op + ": the " + part.shape_str() +
-                              " chunk overlaps the full " + whole.shape_str() +
-                              " tensor but is not chunk rank()=" + std::to_string(rank) +
+  throw std::invalid_argument(group + "." + op + ": the " + part.shape_str() + " chunk overlaps the full " +
+                              whole.shape_str() + " tensor but is not chunk rank()=" + std::to_string(rank) +
                               " of it; pass exactly that chunk (in place) or separate memory");
 }
 
 void require_chunks(const Tensor& part, const Tensor& whole, int size, const std::string& group, const char* op) {
   if (part.dtype != whole.dtype)
-    throw std::invalid_argument(group + "." + op + ": dtypes differ (" + part.shape_str() + " vs " +
-                                whole.shape_str() + ")");
+    throw std::invalid_argument(group + "." + op + ": dtypes differ (" + part.shape_str() + " vs " + whole.shape_str() +
+                                ")");
   if (whole.numel() != part.numel() * size)
-    throw std::invalid_argument(group + "." + op + ": " + whole.shape_str() + " must hold " +
-                                std::to_string(size) + " chunks of " + part.shape_str() + " (" +
-                                std::to_string(part.numel() * size) + " elements)");
+    throw std::invalid_argument(group + "." + op + ": " + whole.shape_str() + " must hold " + std::to_string(size) +
+                                " chunks of " + part.shape_str() + " (" + std::to_string(part.numel() * size) +
+                                " elements)");
 }
 
 }  // namespace
@@ -225,12 +226,10 @@ void MpiComm::start_all_reduce(Pending& p, Tensor t, const char* op) {
   if (t.dtype == DType::bf16) {
     widen(p.staging, t);
     p.copy_back = true;
-    check(MPI_Iallreduce(MPI_IN_PLACE, p.staging.data(), n, MPI_FLOAT, MPI_SUM, comm_, &p.request),
-          "MPI_Iallreduce");
+    check(MPI_Iallreduce(MPI_IN_PLACE, p.staging.data(), n, MPI_FLOAT, MPI_SUM, comm_, &p.request), "MPI_Iallreduce");
     return;
   }
-  check(MPI_Iallreduce(MPI_IN_PLACE, t.ptr, n, mpi_reduce_type(t.dtype), MPI_SUM, comm_, &p.request),
-        "MPI_Iallreduce");
+  check(MPI_Iallreduce(MPI_IN_PLACE, t.ptr, n, mpi_reduce_type(t.dtype), MPI_SUM, comm_, &p.request), "MPI_Iallreduce");
 }
 
 void MpiComm::finish(Pending& p) {

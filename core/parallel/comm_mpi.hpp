@@ -60,9 +60,9 @@ class MpiComm final : public Comm {
   // of a bf16 tensor, or the reduce-scatter result before it is moved into `out`).
   struct Pending {
     MPI_Request request = MPI_REQUEST_NULL;
-    kernels::Tensor dst;           // where the result goes at completion
-    std::vector<float> staging;    // f32 result (bf16 dst: rounded back; f32 dst: copied)
-    std::vector<float> staging_in; // bf16 input widened to f32 (reduce-scatter)
+    kernels::Tensor dst;            // where the result goes at completion
+    std::vector<float> staging;     // f32 result (bf16 dst: rounded back; f32 dst: copied)
+    std::vector<float> staging_in;  // bf16 input widened to f32 (reduce-scatter)
     bool copy_back = false;
   };
 

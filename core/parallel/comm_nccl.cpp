@@ -17,22 +17,23 @@ namespace {
 
 void cuda_check(cudaError_t rc, const char* what, const std::string& group) {
   if (rc != cudaSuccess)
-    throw std::runtime_error(std::string(what) + " failed in communicator '" + group + "': " +
-                             cudaGetErrorString(rc));
+    throw std::runtime_error(std::string(what) + " failed in communicator '" + group + "': " + cudaGetErrorString(rc));
 }
 
 ncclDataType_t nccl_type(DType dt) {
   switch (dt) {
-    case DType::f32: return ncclFloat32;
-    case DType::bf16: return ncclBfloat16;
-    case DType::i32: return ncclInt32;
+    case DType::f32:
+      return ncclFloat32;
+    case DType::bf16:
+      return ncclBfloat16;
+    case DType::i32:
+      return ncclInt32;
   }
   throw std::invalid_argument("nccl_type: unknown dtype");
 }
 
 void require_device(const Tensor& t, const std::string& group, const char* op, const char* what) {
-  if (!t.defined() && t.numel() > 0)
-    throw std::invalid_argument(group + "." + op + ": " + what + " has no memory");
+  if (!t.defined() && t.numel() > 0) throw std::invalid_argument(group + "." + op + ": " + what + " has no memory");
   if (t.device != kernels::Device::cuda)
     throw std::invalid_argument(group + "." + op + ": " + what + " " + t.shape_str() +
                                 " is a host tensor; NCCL communicators move CUDA memory");
@@ -40,11 +41,11 @@ void require_device(const Tensor& t, const std::string& group, const char* op, c
 
 void require_chunks(const Tensor& part, const Tensor& whole, int size, const std::string& group, const char* op) {
   if (part.dtype != whole.dtype)
-    throw std::invalid_argument(group + "." + op + ": dtypes differ (" + part.shape_str() + " vs " +
-                                whole.shape_str() + ")");
+    throw std::invalid_argument(group + "." + op + ": dtypes differ (" + part.shape_str() + " vs " + whole.shape_str() +
+                                ")");
   if (whole.numel() != part.numel() * size)
-    throw std::invalid_argument(group + "." + op + ": " + whole.shape_str() + " must hold " +
-                                std::to_string(size) + " chunks of " + part.shape_str());
+    throw std::invalid_argument(group + "." + op + ": " + whole.shape_str() + " must hold " + std::to_string(size) +
+                                " chunks of " + part.shape_str());
 }
 
 // NCCL works in place only when the chunk is exactly chunk rank of the full buffer; any other
@@ -75,10 +76,9 @@ void NcclComm::init(const ncclUniqueId& id) {
   const ncclResult_t rc = ncclCommInitRank(&comm_, size_, id, rank_);
   if (rc != ncclSuccess) {
     comm_ = nullptr;
-    throw std::runtime_error("ncclCommInitRank failed for communicator '" + name_ + "' (rank " +
-                             std::to_string(rank_) + " of " + std::to_string(size_) + ", device " +
-                             std::to_string(device_) + "): " + ncclGetErrorString(rc) +
-                             "; NCCL_DEBUG=WARN in the environment shows NCCL's reason");
+    throw std::runtime_error("ncclCommInitRank failed for communicator '" + name_ + "' (rank " + std::to_string(rank_) +
+                             " of " + std::to_string(size_) + ", device " + std::to_string(device_) + "): " +
+                             ncclGetErrorString(rc) + "; NCCL_DEBUG=WARN in the environment shows NCCL's reason");
   }
   cuda_check(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags", name_);
   cuda_check(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming), "cudaEventCreateWithFlags", name_);
@@ -200,8 +200,7 @@ void NcclComm::join() {
 void NcclComm::enqueue_all_reduce(Tensor t, ncclRedOp_t op, const char* what) {
   require_device(t, name_, what, "tensor");
   if (op == ncclMax && t.dtype != DType::f32)
-    throw std::invalid_argument(name_ + "." + what + ": element-wise max is for f32 tensors, got " +
-                                t.shape_str());
+    throw std::invalid_argument(name_ + "." + what + ": element-wise max is for f32 tensors, got " + t.shape_str());
   fork();
   check(ncclAllReduce(t.ptr, t.ptr, size_t(t.numel()), nccl_type(t.dtype), op, comm_, side_), "ncclAllReduce");
 }

@@ -79,8 +79,8 @@ class NcclComm final : public Comm {
   void attach(kernels::Backend& backend);          // device and compute stream of the CUDA backend
   void init(const ncclUniqueId& id);               // ncclCommInitRank, then streams and events
   double device_scalar(double v, ncclRedOp_t op);  // the store world's host scalar collective
-  void fork();  // the comm stream waits for the compute stream's work so far
-  void join();  // the compute stream waits for the comm stream's work so far
+  void fork();                                     // the comm stream waits for the compute stream's work so far
+  void join();                                     // the compute stream waits for the comm stream's work so far
   void check(ncclResult_t rc, const char* op) const;
   void enqueue_all_reduce(kernels::Tensor t, ncclRedOp_t op, const char* what);
   void enqueue_reduce_scatter(kernels::Tensor out, kernels::Tensor in, const char* what);
@@ -88,15 +88,15 @@ class NcclComm final : public Comm {
   std::string name_;
   int rank_ = 0, size_ = 1;
 #if RECIPE_WITH_MPI
-  std::unique_ptr<MpiComm> host_;   // the MPI world's group communicator; null in a store world
+  std::unique_ptr<MpiComm> host_;  // the MPI world's group communicator; null in a store world
 #endif
-  double* scratch_ = nullptr;       // device, one double: the store world's scalar collectives
+  double* scratch_ = nullptr;  // device, one double: the store world's scalar collectives
   ncclComm_t comm_ = nullptr;
   int device_ = 0;
   cudaStream_t compute_ = nullptr;  // the backend's stream (not owned)
   cudaStream_t side_ = nullptr;     // the comm stream (owned)
   cudaEvent_t ready_ = nullptr, done_ = nullptr;
-  bool pending_ = false;            // *_start work not yet joined by wait_all()
+  bool pending_ = false;  // *_start work not yet joined by wait_all()
 };
 
 }  // namespace recipe::core

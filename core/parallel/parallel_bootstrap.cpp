@@ -95,12 +95,14 @@ std::string layout_str(const ParallelSizes& s) {
 }
 
 [[noreturn]] void throw_world_mismatch(const ParallelSizes& s, int launched, const std::string& source) {
-  throw std::runtime_error(
-      layout_str(s) + " needs " + std::to_string(s.world()) + " ranks, but the launcher started " +
-      std::to_string(launched) + (source.empty() ? "" : " (" + source + "=" + std::to_string(launched) + ")") +
-      ". Fix: launch " + std::to_string(s.world()) + " ranks (mpirun -np " + std::to_string(s.world()) +
-      ", srun -n " + std::to_string(s.world()) + ", or the executor's --nodes/--gpus-per-node), or change "
-      "parallelism.tp/cp/dp/pp so that their product is " + std::to_string(launched));
+  throw std::runtime_error(layout_str(s) + " needs " + std::to_string(s.world()) + " ranks, but the launcher started " +
+                           std::to_string(launched) +
+                           (source.empty() ? "" : " (" + source + "=" + std::to_string(launched) + ")") +
+                           ". Fix: launch " + std::to_string(s.world()) + " ranks (mpirun -np " +
+                           std::to_string(s.world()) + ", srun -n " + std::to_string(s.world()) +
+                           ", or the executor's --nodes/--gpus-per-node), or change "
+                           "parallelism.tp/cp/dp/pp so that their product is " +
+                           std::to_string(launched));
 }
 
 void validate_sizes(const ParallelSizes& s) {
@@ -187,17 +189,19 @@ std::unique_ptr<ParallelState> bootstrap_store_world(const ParallelSizes& sizes,
                                                      kernels::Backend& backend) {
   const int world = sizes.world();
   if (env.rank >= env.size)
-    throw std::runtime_error("RANK=" + std::to_string(env.rank) + " is not below WORLD_SIZE=" +
-                             std::to_string(env.size) + ". Fix: give the ranks RANK=0.." +
+    throw std::runtime_error("RANK=" + std::to_string(env.rank) +
+                             " is not below WORLD_SIZE=" + std::to_string(env.size) + ". Fix: give the ranks RANK=0.." +
                              std::to_string(env.size - 1));
   if (world == 1) return single_process_state();
   if (backend.device() != kernels::Device::cuda)
     throw std::runtime_error(layout_str(sizes) + " on --device " + backend.name() + ": rank " +
-                             std::to_string(env.rank) + " was started with RANK/WORLD_SIZE (no MPI), and CPU "
-                             "ranks need MPI: start them with mpirun -np " + std::to_string(world) +
-                             " (or srun), or run the RANK/WORLD_SIZE world on CUDA");
+                             std::to_string(env.rank) +
+                             " was started with RANK/WORLD_SIZE (no MPI), and CPU "
+                             "ranks need MPI: start them with mpirun -np " +
+                             std::to_string(world) + " (or srun), or run the RANK/WORLD_SIZE world on CUDA");
 #if !RECIPE_WITH_NCCL
-  throw std::runtime_error(layout_str(sizes) + " on CUDA needs NCCL, but this recipe binary was built without "
+  throw std::runtime_error(layout_str(sizes) +
+                           " on CUDA needs NCCL, but this recipe binary was built without "
                            "it. Fix: install NCCL (libnccl-dev) and rebuild");
 #else
   RendezvousStore store = RendezvousStore::from_env(env.rank, world);
@@ -213,8 +217,8 @@ std::unique_ptr<ParallelState> bootstrap_store_world(const ParallelSizes& sizes,
   auto dp = group(Group::dp, "dp");
   auto pp = group(Group::pp, "pp");
   auto embedding = make_store_group(store, embedding_group_ranks(sizes, me), me, "embedding", backend);
-  return std::make_unique<ParallelState>(sizes, me, std::move(world_comm), std::move(tp), std::move(cp),
-                                         std::move(dp), std::move(pp), std::move(embedding));
+  return std::make_unique<ParallelState>(sizes, me, std::move(world_comm), std::move(tp), std::move(cp), std::move(dp),
+                                         std::move(pp), std::move(embedding));
 #endif
 }
 
@@ -250,10 +254,12 @@ std::unique_ptr<ParallelState> bootstrap_parallel(const ParallelSizes& sizes, ke
     throw std::runtime_error(layout_str(sizes) + " needs " + std::to_string(world) +
                              " ranks, but this process was started alone (no mpirun/srun environment). "
                              "Fix: start it through an executor (recipe pretrain ... --executor local|mpi|slurm) "
-                             "or `mpirun -np " + std::to_string(world) + " ...`, or set parallelism.tp/cp/dp/pp to 1");
+                             "or `mpirun -np " +
+                             std::to_string(world) + " ...`, or set parallelism.tp/cp/dp/pp to 1");
 #if !RECIPE_WITH_NCCL
   if (backend.device() == kernels::Device::cuda && world > 1)
-    throw std::runtime_error(layout_str(sizes) + " on CUDA needs NCCL, but this recipe binary was built without "
+    throw std::runtime_error(layout_str(sizes) +
+                             " on CUDA needs NCCL, but this recipe binary was built without "
                              "it. Fix: install NCCL (libnccl-dev) and rebuild, or run the ranks with --device cpu");
 #endif
   ensure_mpi();

@@ -21,8 +21,7 @@ ParallelSizes parallel_sizes(const plan::Plan& plan) {
 
 RankCoords rank_coords(const ParallelSizes& s, int r) {
   if (r < 0 || r >= s.world())
-    throw std::invalid_argument("rank " + std::to_string(r) + " outside a world of " +
-                                std::to_string(s.world()));
+    throw std::invalid_argument("rank " + std::to_string(r) + " outside a world of " + std::to_string(s.world()));
   RankCoords c;
   c.tp = r % s.tp;
   r /= s.tp;
@@ -73,15 +72,12 @@ void SingleProcessComm::send_recv(kernels::Tensor send, int, kernels::Tensor rec
 
 ParallelState ParallelState::single_process() {
   return ParallelState(ParallelSizes{}, 0, std::make_unique<SingleProcessComm>("world"),
-                       std::make_unique<SingleProcessComm>("tp"),
-                       std::make_unique<SingleProcessComm>("cp"),
-                       std::make_unique<SingleProcessComm>("dp"),
-                       std::make_unique<SingleProcessComm>("pp"));
+                       std::make_unique<SingleProcessComm>("tp"), std::make_unique<SingleProcessComm>("cp"),
+                       std::make_unique<SingleProcessComm>("dp"), std::make_unique<SingleProcessComm>("pp"));
 }
 
-ParallelState::ParallelState(ParallelSizes sizes, int world_rank, std::unique_ptr<Comm> world,
-                             std::unique_ptr<Comm> tp, std::unique_ptr<Comm> cp,
-                             std::unique_ptr<Comm> dp, std::unique_ptr<Comm> pp,
+ParallelState::ParallelState(ParallelSizes sizes, int world_rank, std::unique_ptr<Comm> world, std::unique_ptr<Comm> tp,
+                             std::unique_ptr<Comm> cp, std::unique_ptr<Comm> dp, std::unique_ptr<Comm> pp,
                              std::unique_ptr<Comm> embedding)
     : sizes_(sizes),
       coords_(rank_coords(sizes, world_rank)),
@@ -96,8 +92,7 @@ ParallelState::ParallelState(ParallelSizes sizes, int world_rank, std::unique_pt
     if (!c) throw std::invalid_argument(std::string("ParallelState: missing ") + what + " communicator");
     if (c->size() != want)
       throw std::invalid_argument(std::string("ParallelState: ") + what + " communicator has " +
-                                  std::to_string(c->size()) + " ranks, the layout needs " +
-                                  std::to_string(want));
+                                  std::to_string(c->size()) + " ranks, the layout needs " + std::to_string(want));
   };
   check(world_.get(), sizes_.world(), "world");
   check(tp_.get(), sizes_.tp, "tp");

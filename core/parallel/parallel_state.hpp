@@ -48,9 +48,7 @@ class Comm {
   // which the host and later device work see the results. The tensors must stay untouched until
   // then. The defaults run the blocking form at once.
   virtual void all_reduce_sum_start(kernels::Tensor t) { all_reduce_sum(t); }
-  virtual void reduce_scatter_sum_start(kernels::Tensor out, kernels::Tensor in) {
-    reduce_scatter_sum(out, in);
-  }
+  virtual void reduce_scatter_sum_start(kernels::Tensor out, kernels::Tensor in) { reduce_scatter_sum(out, in); }
   virtual void wait_all() {}
 };
 
@@ -108,9 +106,9 @@ class ParallelState {
   // if a communicator's size disagrees with the layout.
   // `embedding`: the first and last pipeline stage of this rank's (tp, cp, dp) coordinates when
   // pp > 1 (they both hold the tied word embedding and sum its gradients); null = a group of one.
-  ParallelState(ParallelSizes sizes, int world_rank, std::unique_ptr<Comm> world,
-                std::unique_ptr<Comm> tp, std::unique_ptr<Comm> cp, std::unique_ptr<Comm> dp,
-                std::unique_ptr<Comm> pp, std::unique_ptr<Comm> embedding = nullptr);
+  ParallelState(ParallelSizes sizes, int world_rank, std::unique_ptr<Comm> world, std::unique_ptr<Comm> tp,
+                std::unique_ptr<Comm> cp, std::unique_ptr<Comm> dp, std::unique_ptr<Comm> pp,
+                std::unique_ptr<Comm> embedding = nullptr);
 
   const ParallelSizes& sizes() const { return sizes_; }
   const RankCoords& coords() const { return coords_; }

@@ -44,8 +44,7 @@ std::string random_hex() {
 void write_atomic(const fs::path& path, const std::string& bytes) {
   static std::atomic<unsigned> counter{0};
   const fs::path tmp = path.parent_path() / (".tmp." + std::to_string(::getpid()) + "." +
-                                             std::to_string(counter.fetch_add(1)) + "." +
-                                             path.filename().string());
+                                             std::to_string(counter.fetch_add(1)) + "." + path.filename().string());
   const int fd = ::open(tmp.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
   if (fd < 0) throw std::runtime_error("rendezvous: cannot create " + tmp.string() + ": " + errno_text());
   size_t done = 0;
@@ -177,8 +176,8 @@ RendezvousStore::RendezvousStore(std::string dir, int rank, int world, std::chro
   std::error_code ec;
   fs::create_directories(dir_, ec);
   if (ec || !fs::is_directory(dir_))
-    throw std::runtime_error("rendezvous directory " + dir_ + " cannot be created: " +
-                             (ec ? ec.message() : std::string("not a directory")) +
+    throw std::runtime_error("rendezvous directory " + dir_ +
+                             " cannot be created: " + (ec ? ec.message() : std::string("not a directory")) +
                              ". Fix: point RECIPE_RENDEZVOUS_DIR at a writable directory every rank sees");
   join();
 }
@@ -198,16 +197,16 @@ void RendezvousStore::join() {
     do {
       missing.clear();
       for (int r = 1; r < world_; ++r)
-        if (nonces[size_t(r)].empty() && !read_if_present(root / epoch_ / ("join." + std::to_string(r)),
-                                                          nonces[size_t(r)]))
+        if (nonces[size_t(r)].empty() &&
+            !read_if_present(root / epoch_ / ("join." + std::to_string(r)), nonces[size_t(r)]))
           missing.push_back(r);
     } while (!missing.empty() && poll.again());
     if (!missing.empty())
       throw std::runtime_error("rendezvous in " + dir_ + " (epoch " + epoch_ + "): rank(s) " + rank_list(missing) +
                                " of " + std::to_string(world_) + " never arrived within " + seconds_str(timeout_) +
                                ". Fix: start every rank with the same RECIPE_RENDEZVOUS_DIR on a filesystem all "
-                               "ranks see and WORLD_SIZE=" + std::to_string(world_) +
-                               " (RECIPE_RENDEZVOUS_TIMEOUT_S waits longer)");
+                               "ranks see and WORLD_SIZE=" +
+                               std::to_string(world_) + " (RECIPE_RENDEZVOUS_TIMEOUT_S waits longer)");
     std::string joined;
     for (const auto& n : nonces) joined += n + "\n";
     write_atomic(root / epoch_ / "joined", joined);
@@ -237,13 +236,12 @@ void RendezvousStore::join() {
                                  std::to_string(world_) + ". Fix: start every rank with the same WORLD_SIZE");
     }
   } while (poll.again());
-  throw std::runtime_error("rendezvous in " + dir_ + ": rank " + std::to_string(rank_) + " of " +
-                           std::to_string(world_) + " waited " + seconds_str(timeout_) +
-                           " but rank 0 of this run never arrived (" +
-                           (seen.empty() ? std::string("no epoch file") : "only the epoch " + seen +
-                                                                             ", which never confirmed this rank") +
-                           "). Fix: start rank 0 with the same RECIPE_RENDEZVOUS_DIR on a filesystem all ranks see "
-                           "(RECIPE_RENDEZVOUS_TIMEOUT_S waits longer)");
+  throw std::runtime_error(
+      "rendezvous in " + dir_ + ": rank " + std::to_string(rank_) + " of " + std::to_string(world_) + " waited " +
+      seconds_str(timeout_) + " but rank 0 of this run never arrived (" +
+      (seen.empty() ? std::string("no epoch file") : "only the epoch " + seen + ", which never confirmed this rank") +
+      "). Fix: start rank 0 with the same RECIPE_RENDEZVOUS_DIR on a filesystem all ranks see "
+      "(RECIPE_RENDEZVOUS_TIMEOUT_S waits longer)");
 }
 
 std::string RendezvousStore::key_path(const std::string& key) const {

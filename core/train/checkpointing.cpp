@@ -26,8 +26,7 @@ void agree(Comm& world, std::exception_ptr error, const std::string& what) {
   const double failed = world.all_reduce_max(error ? double(world.rank() + 1) : 0.0);
   if (error) std::rethrow_exception(error);
   if (failed > 0)
-    throw std::runtime_error(what + " failed on rank " + std::to_string(int(failed) - 1) +
-                             " (its log says why)");
+    throw std::runtime_error(what + " failed on rank " + std::to_string(int(failed) - 1) + " (its log says why)");
 }
 
 // The box of the global tensor this rank's buffer holds (its TP shard, or all of it).
@@ -170,9 +169,9 @@ LoadResult load_checkpoint(Trainer& trainer, const std::string& checkpoint_dir, 
     if (mode == LoadMode::resume) {
       const int64_t saved_batch = common.value("global_batch_size", int64_t(0));
       if (saved_batch != trainer.global_batch())
-        throw std::runtime_error("checkpoint " + checkpoint_dir + " was saved with trainer.global_batch_size=" +
-                                 std::to_string(saved_batch) + ", this plan has " +
-                                 std::to_string(trainer.global_batch()) +
+        throw std::runtime_error("checkpoint " + checkpoint_dir +
+                                 " was saved with trainer.global_batch_size=" + std::to_string(saved_batch) +
+                                 ", this plan has " + std::to_string(trainer.global_batch()) +
                                  ": resuming needs the same global batch (set it back, or start a new run "
                                  "with mode=\"finetune\" and checkpoint.load to take only the weights)");
       if (result.step > int64_t(trainer.plan().trainer.max_steps))
@@ -206,8 +205,7 @@ LoadResult load_checkpoint(Trainer& trainer, const std::string& checkpoint_dir, 
 
     kernels::Backend& be = store.backend();
     std::vector<float> host(size_t(layout.total_numel), 0.0f);  // gaps stay zero
-    for (const ParamSpec& p : layout.params)
-      reader.read(p.name, held_box(p), ckpt::DType::f32, host.data() + p.offset);
+    for (const ParamSpec& p : layout.params) reader.read(p.name, held_box(p), ckpt::DType::f32, host.data() + p.offset);
     be.from_host(store.master(), host.data());
     store.sync_compute();
 

@@ -23,9 +23,9 @@
 namespace recipe::core {
 
 struct SaveOptions {
-  std::string dir;          // the checkpoints directory (step-<N>/ and `latest` go in it)
-  std::string plan_toml;    // the resolved plan, stored beside the shards
-  int keep_last = 0;        // prune to the newest N (0 = keep all)
+  std::string dir;        // the checkpoints directory (step-<N>/ and `latest` go in it)
+  std::string plan_toml;  // the resolved plan, stored beside the shards
+  int keep_last = 0;      // prune to the newest N (0 = keep all)
 };
 
 // Collective over the world: every rank must call it after the same step. Returns the path of the
@@ -39,8 +39,8 @@ enum class LoadMode {
 };
 
 struct LoadResult {
-  std::string dir;               // the checkpoint read
-  int64_t step = 0;              // the step it was saved at
+  std::string dir;   // the checkpoint read
+  int64_t step = 0;  // the step it was saved at
   bool optimizer_restored = false;
 };
 

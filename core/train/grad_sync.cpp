@@ -136,7 +136,8 @@ std::vector<std::pair<int64_t, int64_t>> GradSync::norm_ranges(const ParamLayout
   std::vector<std::pair<int64_t, int64_t>> counted;
   bool open = false;
   for (const ParamSpec* p : ps) {
-    const bool count = !(p->tp_replicated() && c.tp != 0) && !(tied && !L.first_stage && p->name == "embedding.word.weight");
+    const bool count =
+        !(p->tp_replicated() && c.tp != 0) && !(tied && !L.first_stage && p->name == "embedding.word.weight");
     if (!count) {
       open = false;
     } else if (open) {

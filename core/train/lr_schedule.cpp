@@ -11,8 +11,7 @@ LrSchedule::LrSchedule(double lr, double min_lr, int warmup_steps, int decay_ste
     : lr_(lr), min_lr_(min_lr), warmup_(std::max(0, warmup_steps)), decay_steps_(decay_steps), decay_(decay) {
   if (min_lr > lr && decay != Decay::constant)
     throw std::invalid_argument("optimizer.min_lr=" + std::to_string(min_lr) +
-                                " is above optimizer.lr=" + std::to_string(lr) +
-                                "; set min_lr <= lr");
+                                " is above optimizer.lr=" + std::to_string(lr) + "; set min_lr <= lr");
 }
 
 LrSchedule LrSchedule::from_plan(const plan::Plan& plan) {

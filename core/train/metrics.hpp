@@ -14,16 +14,16 @@
 namespace recipe::core {
 
 struct StepMetrics {
-  int step = 0;                      // 1-based number of the optimizer step just taken
+  int step = 0;  // 1-based number of the optimizer step just taken
   double loss = 0, lr = 0, grad_norm = 0;
-  int64_t consumed_samples = 0;      // after this step
-  std::optional<double> val_loss;    // only on evaluation steps
+  int64_t consumed_samples = 0;    // after this step
+  std::optional<double> val_loss;  // only on evaluation steps
 };
 
 struct StepTiming {
   int step = 0;
   double step_ms = 0, tokens_per_sec = 0, tflops = 0;
-  std::optional<double> mfu;         // fraction of peak; absent (null) on CPU
+  std::optional<double> mfu;  // fraction of peak; absent (null) on CPU
   size_t peak_memory_bytes = 0;
 };
 

@@ -5,18 +5,16 @@
 
 namespace recipe::core {
 
-Optimizer::Optimizer(const plan::OptimizerConfig& cfg, LrSchedule schedule)
-    : cfg_(cfg), schedule_(schedule) {
+Optimizer::Optimizer(const plan::OptimizerConfig& cfg, LrSchedule schedule) : cfg_(cfg), schedule_(schedule) {
   if (cfg_.kind != "adamw")
     throw std::invalid_argument("optimizer.kind=\"" + cfg_.kind + "\": only \"adamw\" is available");
   auto in01 = [](double b) { return b >= 0 && b < 1; };
   if (!in01(cfg_.beta1) || !in01(cfg_.beta2))
-    throw std::invalid_argument("optimizer.beta1/beta2 must be in [0, 1) (got " +
-                                std::to_string(cfg_.beta1) + ", " + std::to_string(cfg_.beta2) + ")");
+    throw std::invalid_argument("optimizer.beta1/beta2 must be in [0, 1) (got " + std::to_string(cfg_.beta1) + ", " +
+                                std::to_string(cfg_.beta2) + ")");
   if (!(cfg_.eps > 0)) throw std::invalid_argument("optimizer.eps must be positive");
   if (cfg_.lr < 0) throw std::invalid_argument("optimizer.lr must not be negative");
-  if (cfg_.clip_grad < 0)
-    throw std::invalid_argument("optimizer.clip_grad must be >= 0 (0 disables clipping)");
+  if (cfg_.clip_grad < 0) throw std::invalid_argument("optimizer.clip_grad must be >= 0 (0 disables clipping)");
 }
 
 Optimizer Optimizer::from_plan(const plan::Plan& plan) {
@@ -44,8 +42,7 @@ void Optimizer::step_device_scaled(ParamStore& store, int step, kernels::Tensor 
   apply(store, step, 1.0f, norm_clip.as<float>() + 1, whole_groups(store.layout()));
 }
 
-void Optimizer::step_device_recorded(ParamStore& store, kernels::Tensor norm_clip,
-                                     kernels::Tensor schedule) const {
+void Optimizer::step_device_recorded(ParamStore& store, kernels::Tensor norm_clip, kernels::Tensor schedule) const {
   if (schedule.dtype != kernels::DType::f32 || schedule.numel() < 3)
     throw std::invalid_argument("Optimizer::step_device_recorded: schedule " + schedule.shape_str() +
                                 " must be f32 with 3 elements");
@@ -82,11 +79,10 @@ void Optimizer::apply(ParamStore& store, int step, float grad_scale, const float
   for (const AdamSegment& seg : segments) {
     if (seg.numel == 0) continue;
     a.weight_decay = seg.decay ? float(cfg_.weight_decay) : 0.0f;
-    kernels::Tensor copy =
-        store.compute_is_master() ? kernels::Tensor() : store.compute_span(seg.offset, seg.numel);
+    kernels::Tensor copy = store.compute_is_master() ? kernels::Tensor() : store.compute_span(seg.offset, seg.numel);
     store.backend().adamw(store.master_span(seg.offset, seg.numel), store.grad_span(seg.offset, seg.numel),
-                          store.m_span(seg.state_offset, seg.numel), store.v_span(seg.state_offset, seg.numel),
-                          copy, a);
+                          store.m_span(seg.state_offset, seg.numel), store.v_span(seg.state_offset, seg.numel), copy,
+                          a);
   }
 }
 

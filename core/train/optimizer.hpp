@@ -14,7 +14,7 @@ struct OptimizerStepStats {
   double grad_norm = 0;    // global L2 norm of the (already DP-reduced) gradients, before clipping
   double clip_factor = 1;  // min(1, clip/(norm+1e-6)); 1 when clipping is off
   double lr = 0;
-  bool applied = false;    // false when the norm was not finite (weights left untouched)
+  bool applied = false;  // false when the norm was not finite (weights left untouched)
 };
 
 // A run of the flat buffers one AdamW call updates: [offset, offset+numel) of the master weights,

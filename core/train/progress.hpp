@@ -9,14 +9,14 @@
 
 namespace recipe::core {
 
-std::string format_duration(double seconds);   // "0:07", "12:34", "1:02:03"
-std::string format_rate(double per_second);    // "812", "41.2k", "1.23M"
-std::string format_bytes(double bytes);        // "512 B", "12.3 MiB", "1.50 GiB"
+std::string format_duration(double seconds);  // "0:07", "12:34", "1:02:03"
+std::string format_rate(double per_second);   // "812", "41.2k", "1.23M"
+std::string format_bytes(double bytes);       // "512 B", "12.3 MiB", "1.50 GiB"
 
 struct ProgressLine {
   int step = 0, max_steps = 0;
   double loss = 0, lr = 0, grad_norm = 0, tokens_per_sec = 0;
-  std::optional<double> mfu;       // fraction; nullopt prints "MFU n/a"
+  std::optional<double> mfu;  // fraction; nullopt prints "MFU n/a"
   std::optional<double> eta_seconds;
   std::optional<double> val_loss;
 };

@@ -25,8 +25,7 @@ kernels::Device pick_device(const std::string& d) {
   if (d == "cpu") return kernels::Device::cpu;
   if (d == "cuda") return kernels::Device::cuda;
   if (d == "auto")
-    return kernels::built_with_cuda() && kernels::query_gpus().count > 0 ? kernels::Device::cuda
-                                                                         : kernels::Device::cpu;
+    return kernels::built_with_cuda() && kernels::query_gpus().count > 0 ? kernels::Device::cuda : kernels::Device::cpu;
   throw std::invalid_argument("trainer.device=\"" + d + "\": use \"cpu\", \"cuda\" or \"auto\"");
 }
 
@@ -46,8 +45,8 @@ std::string fmt(const char* f, double v) {
 
 std::string divergence_message(int step, double loss, double gnorm, double lr, int vocab) {
   std::ostringstream m;
-  m << "training diverged at step " << step << ": loss = " << loss << ", grad norm = " << gnorm
-    << " (lr " << fmt("%.3g", lr) << ")";
+  m << "training diverged at step " << step << ": loss = " << loss << ", grad norm = " << gnorm << " (lr "
+    << fmt("%.3g", lr) << ")";
   if (std::isfinite(loss) && loss > divergence_loss_limit(vocab))
     m << "; the loss is far above ln(vocab) = " << fmt("%.3f", std::log(double(vocab)))
       << ", the loss of uniform guessing";
@@ -59,10 +58,14 @@ std::string divergence_message(int step, double loss, double gnorm, double lr, i
 
 std::string signal_name(int sig) {
   switch (sig) {
-    case SIGUSR1: return "SIGUSR1";
-    case SIGTERM: return "SIGTERM";
-    case SIGINT: return "SIGINT";
-    default: return "signal " + std::to_string(sig);
+    case SIGUSR1:
+      return "SIGUSR1";
+    case SIGTERM:
+      return "SIGTERM";
+    case SIGINT:
+      return "SIGINT";
+    default:
+      return "signal " + std::to_string(sig);
   }
 }
 
@@ -262,7 +265,7 @@ TrainResult train(const plan::Plan& plan, const TrainOptions& opts) {
 
   const double wall = std::chrono::duration<double>(clock::now() - run_start).count();
   const int ran = res.steps_done - start_step;  // steps taken by this invocation
-  if (timed_steps == 0 && ran > 0) {  // a single step: use it
+  if (timed_steps == 0 && ran > 0) {            // a single step: use it
     timed_seconds = all_seconds;
     timed_tokens = double(trainer.tokens_per_step()) * ran;
     timed_steps = ran;
@@ -272,16 +275,14 @@ TrainResult train(const plan::Plan& plan, const TrainOptions& opts) {
   res.peak_memory_bytes = backend->peak_memory_bytes();
   if (std::string phases = trainer.phase_report(); !phases.empty()) log << phases;
   if (!res.diverged) {
-    std::string s = (res.stop_signal ? "stopped at step " + std::to_string(res.steps_done) + " of " +
-                                           std::to_string(max_steps)
-                                     : "done: " + std::to_string(res.steps_done) + " steps") +
-                    (start_step > 0 ? " (" + std::to_string(ran) + " after resuming)" : std::string()) + " in " +
-                    format_duration(wall) +
-                    " | loss " + fmt("%.4f", res.first_loss) + " -> " + fmt("%.4f", res.last_loss);
+    std::string s =
+        (res.stop_signal ? "stopped at step " + std::to_string(res.steps_done) + " of " + std::to_string(max_steps)
+                         : "done: " + std::to_string(res.steps_done) + " steps") +
+        (start_step > 0 ? " (" + std::to_string(ran) + " after resuming)" : std::string()) + " in " +
+        format_duration(wall) + " | loss " + fmt("%.4f", res.first_loss) + " -> " + fmt("%.4f", res.last_loss);
     if (res.last_val_loss >= 0) s += " | val " + fmt("%.4f", res.last_val_loss);
     s += " | " + format_rate(res.tokens_per_sec) + " tok/s";
-    if (peak > 0)
-      s += " | MFU " + fmt("%.1f%%", 100.0 * trainer.flops_per_token() * res.tokens_per_sec / peak);
+    if (peak > 0) s += " | MFU " + fmt("%.1f%%", 100.0 * trainer.flops_per_token() * res.tokens_per_sec / peak);
     s += " | peak mem " + format_bytes(double(res.peak_memory_bytes));
     res.message = s;
     progress.message(s);

@@ -20,13 +20,13 @@ namespace {
 
 void check_batch(const plan::Plan& plan, int micro, int dp, int64_t global) {
   const auto& t = plan.trainer;
-  if (micro < 1)
-    throw std::invalid_argument("trainer.micro_batch_size=" + std::to_string(micro) + ": must be >= 1");
+  if (micro < 1) throw std::invalid_argument("trainer.micro_batch_size=" + std::to_string(micro) + ": must be >= 1");
   if (global % (int64_t(micro) * dp) != 0)
-    throw std::invalid_argument(
-        "trainer.global_batch_size=" + std::to_string(global) + " is not a multiple of "
-        "trainer.micro_batch_size × dp = " + std::to_string(micro) + " × " + std::to_string(dp) +
-        "; use a multiple of " + std::to_string(int64_t(micro) * dp));
+    throw std::invalid_argument("trainer.global_batch_size=" + std::to_string(global) +
+                                " is not a multiple of "
+                                "trainer.micro_batch_size × dp = " +
+                                std::to_string(micro) + " × " + std::to_string(dp) + "; use a multiple of " +
+                                std::to_string(int64_t(micro) * dp));
   if (t.eval_interval > 0 && t.eval_iters < 1)
     throw std::invalid_argument("trainer.eval_iters=" + std::to_string(t.eval_iters) +
                                 ": validation every trainer.eval_interval steps needs eval_iters >= 1");
@@ -39,8 +39,12 @@ Trainer::Trainer(const plan::Plan& plan, kernels::Backend& backend, ParallelStat
 
 Trainer::Trainer(const plan::Plan& plan, kernels::Backend& backend, ParallelState* parallel,
                  std::unique_ptr<data::SampleSource> train, std::unique_ptr<data::SampleSource> valid)
-    : plan_(plan), backend_(backend), parallel_(parallel), shape_(model_shape(plan)),
-      train_(std::move(train)), valid_(std::move(valid)) {
+    : plan_(plan),
+      backend_(backend),
+      parallel_(parallel),
+      shape_(model_shape(plan)),
+      train_(std::move(train)),
+      valid_(std::move(valid)) {
   if (!parallel_) {
     owned_parallel_ = std::make_unique<ParallelState>(ParallelState::single_process());
     parallel_ = owned_parallel_.get();
@@ -51,31 +55,30 @@ Trainer::Trainer(const plan::Plan& plan, kernels::Backend& backend, ParallelStat
                                 ": context parallelism is not available in this version; use cp = 1 "
                                 "(tensor, pipeline and data parallelism are)");
   if (plan_.parallelism.sequence_parallel)
-    throw std::invalid_argument("parallelism.sequence_parallel=true is not available in this version; "
-                                "set it to false (tensor parallelism runs without it)");
+    throw std::invalid_argument(
+        "parallelism.sequence_parallel=true is not available in this version; "
+        "set it to false (tensor parallelism runs without it)");
   if (!train_) throw std::invalid_argument("Trainer: no training data stream");
   if (train_->seq_plus_one() != shape_.seq + 1)
-    throw std::invalid_argument("the training data gives samples of " +
-                                std::to_string(train_->seq_plus_one()) + " tokens but model.seq_length=" +
-                                std::to_string(shape_.seq) + " needs " + std::to_string(shape_.seq + 1));
-  if (valid_ && valid_->seq_plus_one() != shape_.seq + 1)
-    throw std::invalid_argument("the validation data gives samples of " +
-                                std::to_string(valid_->seq_plus_one()) + " tokens, expected " +
+    throw std::invalid_argument("the training data gives samples of " + std::to_string(train_->seq_plus_one()) +
+                                " tokens but model.seq_length=" + std::to_string(shape_.seq) + " needs " +
                                 std::to_string(shape_.seq + 1));
+  if (valid_ && valid_->seq_plus_one() != shape_.seq + 1)
+    throw std::invalid_argument("the validation data gives samples of " + std::to_string(valid_->seq_plus_one()) +
+                                " tokens, expected " + std::to_string(shape_.seq + 1));
 
   micro_ = plan_.trainer.micro_batch_size;
   dp_ = ps.dp;
   dp_rank_ = parallel_->coords().dp;
-  global_batch_ = plan_.trainer.global_batch_size > 0 ? plan_.trainer.global_batch_size
-                                                      : int64_t(micro_) * dp_;
+  global_batch_ = plan_.trainer.global_batch_size > 0 ? plan_.trainer.global_batch_size : int64_t(micro_) * dp_;
   check_batch(plan_, micro_, dp_, global_batch_);
   num_micro_ = int(global_batch_ / (int64_t(micro_) * dp_));
-  flops_per_token_ = plan_.model.flops_per_token > 0 ? plan_.model.flops_per_token
-                                                     : training_flops_per_token(shape_);
+  flops_per_token_ = plan_.model.flops_per_token > 0 ? plan_.model.flops_per_token : training_flops_per_token(shape_);
 
   if (shape_.kv_heads % ps.tp != 0)
-    throw std::invalid_argument("model.num_kv_heads=" + std::to_string(shape_.kv_heads) + " is not divisible by parallelism.tp=" +
-                                std::to_string(ps.tp) + ": each TP rank needs whole KV heads of its own; use a tp that divides it");
+    throw std::invalid_argument("model.num_kv_heads=" + std::to_string(shape_.kv_heads) +
+                                " is not divisible by parallelism.tp=" + std::to_string(ps.tp) +
+                                ": each TP rank needs whole KV heads of its own; use a tp that divides it");
   pp_ = ps.pp;
   pp_rank_ = parallel_->coords().pp;
   const bool zero1 = plan_.parallelism.zero1;
@@ -104,8 +107,8 @@ Trainer::Trainer(const plan::Plan& plan, kernels::Backend& backend, ParallelStat
   init_params(*params_, uint64_t(plan_.trainer.seed));
   // 1F1B keeps at most pp - stage micro-batches in flight on a stage.
   const int slots = pp_ == 1 ? 1 : std::max(1, std::min(num_micro_, pp_ - pp_rank_));
-  model_ = std::make_unique<Model>(shape_, micro_, parse_recompute(plan_.trainer.recompute), backend_,
-                                   *params_, &parallel_->tp(), slots);
+  model_ = std::make_unique<Model>(shape_, micro_, parse_recompute(plan_.trainer.recompute), backend_, *params_,
+                                   &parallel_->tp(), slots);
   optimizer_ = std::make_unique<Optimizer>(Optimizer::from_plan(plan_));
   loss_holder_ = parallel_->last_stage() && parallel_->coords().tp == 0;
 
@@ -120,8 +123,8 @@ Trainer::Trainer(const plan::Plan& plan, kernels::Backend& backend, ParallelStat
     const char* v = std::getenv(name);
     return v && *v && std::string(v) != "0";
   };
-  device_step_ = backend_.device() == kernels::Device::cuda && parallel_->world_size() == 1 &&
-                 !zero1 && !env_on("RECIPE_HOST_CLIP");
+  device_step_ = backend_.device() == kernels::Device::cuda && parallel_->world_size() == 1 && !zero1 &&
+                 !env_on("RECIPE_HOST_CLIP");
   if (device_step_) {
     norm_clip_buf_ = backend_.alloc(2 * sizeof(float));
     norm_clip_ = Tensor(norm_clip_buf_, DType::f32, backend_.device(), {2});
@@ -132,7 +135,8 @@ Trainer::Trainer(const plan::Plan& plan, kernels::Backend& backend, ParallelStat
   if (!plan_.trainer.cuda_graph)
     graph_status_ = "trainer.cuda_graph=false";
   else if (!device_step_)
-    graph_status_ = "the step is not the single-rank CUDA device step (CPU, several ranks, ZeRO-1 or RECIPE_HOST_CLIP=1)";
+    graph_status_ =
+        "the step is not the single-rank CUDA device step (CPU, several ranks, ZeRO-1 or RECIPE_HOST_CLIP=1)";
   else if (graph_env && std::string(graph_env) == "0")
     graph_status_ = "RECIPE_CUDA_GRAPH=0";
   else if (phase_timing_)
@@ -141,8 +145,8 @@ Trainer::Trainer(const plan::Plan& plan, kernels::Backend& backend, ParallelStat
     graph_wanted_ = true;
   if (graph_wanted_) {
     try {
-      staging_tokens_ = static_cast<int32_t*>(
-          backend_.alloc_host(size_t(num_micro_) * 2 * size_t(N) * sizeof(int32_t)));
+      staging_tokens_ =
+          static_cast<int32_t*>(backend_.alloc_host(size_t(num_micro_) * 2 * size_t(N) * sizeof(int32_t)));
       staging_schedule_ = static_cast<float*>(backend_.alloc_host(3 * sizeof(float)));
     } catch (const std::exception& e) {
       graph_wanted_ = false;
@@ -209,8 +213,7 @@ double Trainer::sum_losses(int64_t count) {
   return s;
 }
 
-void Trainer::forward_micro(const data::SampleSource& src, int64_t first_sample, int m, bool with_grad,
-                            float dloss) {
+void Trainer::forward_micro(const data::SampleSource& src, int64_t first_sample, int m, bool with_grad, float dloss) {
   const int64_t N = model_->rows();
   read_micro_batch(src, first_sample);
   model_->load_tokens(slot_of(m), host_tokens_.data());
@@ -236,10 +239,18 @@ double Trainer::run_micro_batches(const data::SampleSource& src, const std::func
   const bool first = parallel_->first_stage(), last = parallel_->last_stage();
   const int prev = pp_rank_ - 1, next = pp_rank_ + 1;
   using kernels::Tensor;
-  auto recv_fwd = [&](int m) { if (!first) pp.send_recv(Tensor(), -1, model_->stage_input(slot_of(m)), prev); };
-  auto send_fwd = [&](int m) { if (!last) pp.send_recv(model_->stage_output(slot_of(m)), next, Tensor(), -1); };
-  auto recv_bwd = [&](int m) { if (!last) pp.send_recv(Tensor(), -1, model_->stage_output_grad(slot_of(m)), next); };
-  auto send_bwd = [&](int m) { if (!first) pp.send_recv(model_->stage_input_grad(slot_of(m)), prev, Tensor(), -1); };
+  auto recv_fwd = [&](int m) {
+    if (!first) pp.send_recv(Tensor(), -1, model_->stage_input(slot_of(m)), prev);
+  };
+  auto send_fwd = [&](int m) {
+    if (!last) pp.send_recv(model_->stage_output(slot_of(m)), next, Tensor(), -1);
+  };
+  auto recv_bwd = [&](int m) {
+    if (!last) pp.send_recv(Tensor(), -1, model_->stage_output_grad(slot_of(m)), next);
+  };
+  auto send_bwd = [&](int m) {
+    if (!first) pp.send_recv(model_->stage_input_grad(slot_of(m)), prev, Tensor(), -1);
+  };
 
   if (!with_grad) {
     for (int m = 0; m < count; ++m) {
@@ -296,12 +307,14 @@ double Trainer::world_loss_sum(double local) { return parallel_->world().all_red
 
 double Trainer::compute_gradients(int s) {
   params_->begin_grad_writes();
-  const double local = run_micro_batches(*train_, [&](int m) { return first_sample(s, m); }, true, num_micro_);
+  const double local = run_micro_batches(
+      *train_, [&](int m) { return first_sample(s, m); }, true, num_micro_);
   return world_loss_sum(local) / (double(global_batch_) * double(shape_.seq));
 }
 
 double Trainer::compute_loss(int s) {
-  const double local = run_micro_batches(*train_, [&](int m) { return first_sample(s, m); }, false, num_micro_);
+  const double local = run_micro_batches(
+      *train_, [&](int m) { return first_sample(s, m); }, false, num_micro_);
   return world_loss_sum(local) / (double(global_batch_) * double(shape_.seq));
 }
 
@@ -386,8 +399,8 @@ void Trainer::stage_step_inputs(int s) {
       for (int t = 0; t <= T; ++t)
         if (row[t] < 0 || row[t] >= shape_.vocab)
           throw std::runtime_error("token id " + std::to_string(row[t]) + " (sample row " + std::to_string(b) +
-                                   ", position " + std::to_string(t) + ") is outside model.vocab_size=" +
-                                   std::to_string(shape_.vocab) +
+                                   ", position " + std::to_string(t) +
+                                   ") is outside model.vocab_size=" + std::to_string(shape_.vocab) +
                                    "; the data was tokenized with a different vocabulary than the "
                                    "model's (check data.tokenizer and model.vocab_size)");
       for (int t = 0; t < T; ++t) {
@@ -435,8 +448,7 @@ void Trainer::capture_step() {
   }
   graph_wanted_ = false;
   graph_status_ = "capture failed: " + why;
-  std::cerr << "recipe: the training step could not be captured in a CUDA graph (" << why
-            << "); it runs uncaptured\n";
+  std::cerr << "recipe: the training step could not be captured in a CUDA graph (" << why << "); it runs uncaptured\n";
 }
 
 StepResult Trainer::step() {

@@ -24,9 +24,9 @@
 namespace recipe::core {
 
 struct TrainOptions {
-  std::string run_dir;            // metrics.jsonl, timing.jsonl written here; "" = write nothing
-  std::ostream* log = nullptr;    // progress lines (nullptr = std::cout)
-  bool interactive = false;       // true: redraw one progress line (\r) on a terminal; false: plain lines
+  std::string run_dir;          // metrics.jsonl, timing.jsonl written here; "" = write nothing
+  std::ostream* log = nullptr;  // progress lines (nullptr = std::cout)
+  bool interactive = false;     // true: redraw one progress line (\r) on a terminal; false: plain lines
   // The parallel world (nullptr: train() bootstraps it from the plan and the launcher).
   ParallelState* parallel = nullptr;
   // The resolved plan as TOML (the run dir's resolved.toml), stored in every checkpoint.
@@ -36,15 +36,15 @@ struct TrainOptions {
 struct TrainResult {
   int steps_done = 0;
   double first_loss = 0, last_loss = 0;
-  double last_val_loss = -1;      // -1 = never evaluated
-  double tokens_per_sec = 0;      // mean over steps after the first 10% (≥1)
+  double last_val_loss = -1;  // -1 = never evaluated
+  double tokens_per_sec = 0;  // mean over steps after the first 10% (≥1)
   double mean_step_ms = 0;
   size_t peak_memory_bytes = 0;
-  bool diverged = false;          // NaN/inf guard fired
-  std::string message;            // human summary / failure reason
-  int resumed_from_step = -1;     // the checkpoint step a resumed run continued from; -1 = fresh
-  std::string last_checkpoint;    // the newest checkpoint this run saved ("" = none)
-  int stop_signal = 0;            // != 0: stopped early on this signal (after saving a checkpoint)
+  bool diverged = false;        // NaN/inf guard fired
+  std::string message;          // human summary / failure reason
+  int resumed_from_step = -1;   // the checkpoint step a resumed run continued from; -1 = fresh
+  std::string last_checkpoint;  // the newest checkpoint this run saved ("" = none)
+  int stop_signal = 0;          // != 0: stopped early on this signal (after saving a checkpoint)
 };
 
 // Runs the whole training described by the plan (plan.trainer.device is "cpu" or "cuda"; "auto"
@@ -60,11 +60,11 @@ struct TrainResult {
 TrainResult train(const plan::Plan& plan, const TrainOptions& opts);
 
 struct StepResult {
-  int step = 0;                   // 1-based number of the step just taken
-  double loss = 0;                // mean loss over the global batch
+  int step = 0;     // 1-based number of the step just taken
+  double loss = 0;  // mean loss over the global batch
   double lr = 0, grad_norm = 0, clip_factor = 1;
-  int64_t consumed_samples = 0;   // after this step
-  bool finite = true;             // false: diverged (see below), weights not updated
+  int64_t consumed_samples = 0;  // after this step
+  bool finite = true;            // false: diverged (see below), weights not updated
 };
 
 // The divergence guard: a step whose loss or grad norm is NaN/inf, or whose loss exceeds
@@ -147,8 +147,8 @@ class Trainer {
   // Forward (and with_grad: backward) of every micro-batch of step s through this pipeline stage
   // (1F1B when pp > 1), gradients reduced over DP at the end. Returns this rank's share of the
   // loss sum (the last stage's TP rank 0 holds it; 0 elsewhere).
-  double run_micro_batches(const data::SampleSource& src, const std::function<int64_t(int)>& sample_of,
-                           bool with_grad, int count);
+  double run_micro_batches(const data::SampleSource& src, const std::function<int64_t(int)>& sample_of, bool with_grad,
+                           int count);
   void forward_micro(const data::SampleSource& src, int64_t first_sample, int m, bool with_grad, float dloss);
   void backward_micro(int m, int count);
   int slot_of(int m) const { return m % model_->slots(); }
@@ -171,8 +171,8 @@ class Trainer {
   int phase_steps_ = 0;
   double phase_t0_ = 0;
 
-  bool graph_wanted_ = false;   // cuda_graph on the device step, not switched off
-  bool graph_warm_ = false;     // the warm-up step ran (uncaptured)
+  bool graph_wanted_ = false;  // cuda_graph on the device step, not switched off
+  bool graph_warm_ = false;    // the warm-up step ran (uncaptured)
   std::unique_ptr<kernels::RecordedWork> graph_;
   int graph_steps_ = 0;
   std::string graph_status_;
@@ -198,7 +198,7 @@ class Trainer {
   std::vector<std::pair<int64_t, int64_t>> norm_ranges_;
   int64_t global_batch_ = 0;
   double flops_per_token_ = 0;
-  void* losses_buf_ = nullptr;   // f32 [num_micro, B·T] (device)
+  void* losses_buf_ = nullptr;  // f32 [num_micro, B·T] (device)
   kernels::Tensor losses_;
   std::vector<float> host_losses_;
   std::vector<int32_t> host_tokens_;  // [micro, T+1]

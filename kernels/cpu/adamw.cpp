@@ -8,8 +8,7 @@
 
 namespace recipe::kernels {
 
-void CpuBackend::adamw(Tensor master, Tensor grad, Tensor m, Tensor v, Tensor compute_copy,
-                       const AdamWArgs& a) {
+void CpuBackend::adamw(Tensor master, Tensor grad, Tensor m, Tensor v, Tensor compute_copy, const AdamWArgs& a) {
   const char* op = "adamw";
   cpu::require_tensor(master, op, "master", DType::f32);
   const int64_t n = master.numel();

@@ -38,14 +38,14 @@ inline void axpy(float* __restrict y, float a, const float* __restrict x, int n)
 }
 
 struct AttentionLayout {
-  int64_t row;      // floats per token row of qkv
-  int64_t k_off;    // offset of k head 0 within a row
-  int64_t v_off;    // offset of v head 0 within a row
-  int group;        // q heads per kv head
+  int64_t row;    // floats per token row of qkv
+  int64_t k_off;  // offset of k head 0 within a row
+  int64_t v_off;  // offset of v head 0 within a row
+  int group;      // q heads per kv head
 };
 
-AttentionLayout check_attention(const char* op, const Tensor& qkv, const Tensor& out, const Tensor& lse, int B,
-                                int T, int Hq, int Hkv, int D) {
+AttentionLayout check_attention(const char* op, const Tensor& qkv, const Tensor& out, const Tensor& lse, int B, int T,
+                                int Hq, int Hkv, int D) {
   cpu::require(B >= 0 && T >= 0 && Hq > 0 && Hkv > 0 && D > 0 && Hq % Hkv == 0, op,
                "need B, T >= 0, D > 0 and Hkv dividing Hq; got B=" + std::to_string(B) + " T=" + std::to_string(T) +
                    " Hq=" + std::to_string(Hq) + " Hkv=" + std::to_string(Hkv) + " D=" + std::to_string(D));

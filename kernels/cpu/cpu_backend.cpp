@@ -26,8 +26,6 @@ CpuBackend::~CpuBackend() {
   for (auto& [p, bytes] : live_) std::free(p);
 }
 
-std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& opts) {
-  return std::make_unique<CpuBackend>(opts);
-}
+std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& opts) { return std::make_unique<CpuBackend>(opts); }
 
 }  // namespace recipe::kernels

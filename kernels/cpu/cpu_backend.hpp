@@ -46,10 +46,9 @@ class CpuBackend final : public Backend {
   void embedding_bwd(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens, int T, int vocab_start) override;
 
   // norms.cpp
-  void layernorm_fwd(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight, Tensor bias,
-                     float eps) override;
-  void layernorm_bwd(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
-                     Tensor mean, Tensor rstd, Tensor dinp_sum) override;
+  void layernorm_fwd(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight, Tensor bias, float eps) override;
+  void layernorm_bwd(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight, Tensor mean,
+                     Tensor rstd, Tensor dinp_sum) override;
   void rmsnorm_fwd(Tensor out, Tensor rstd, Tensor inp, Tensor weight, float eps) override;
   void rmsnorm_bwd(Tensor dinp, Tensor dweight, Tensor dout, Tensor inp, Tensor weight, Tensor rstd) override;
 
@@ -66,12 +65,11 @@ class CpuBackend final : public Backend {
 
   // attention.cpp
   void attention_fwd(Tensor out, Tensor lse, Tensor qkv, int B, int T, int Hq, int Hkv, int D) override;
-  void attention_bwd(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int B, int T, int Hq,
-                     int Hkv, int D) override;
+  void attention_bwd(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int B, int T, int Hq, int Hkv,
+                     int D) override;
 
   // loss.cpp
-  void cross_entropy(Tensor losses, Tensor logits, Tensor targets, int vocab, float dloss,
-                     bool compute_grad) override;
+  void cross_entropy(Tensor losses, Tensor logits, Tensor targets, int vocab, float dloss, bool compute_grad) override;
 
   // vocab_parallel_ce.cpp
   void vocab_parallel_ce_max(Tensor rowmax, Tensor logits, int valid_cols) override;
@@ -81,8 +79,7 @@ class CpuBackend final : public Backend {
                                 int vocab_start, int valid_cols, float dloss, bool compute_grad) override;
 
   // adamw.cpp
-  void adamw(Tensor master, Tensor grad, Tensor m, Tensor v, Tensor compute_copy,
-             const AdamWArgs& args) override;
+  void adamw(Tensor master, Tensor grad, Tensor m, Tensor v, Tensor compute_copy, const AdamWArgs& args) override;
   double sum_squares(Tensor x) override;
   void scale(Tensor x, float s) override;
 

@@ -11,8 +11,7 @@ struct EmbeddingShape {
   int64_t N, C, rows;
 };
 
-EmbeddingShape embedding_shape(const char* op, const Tensor& tokens, const Tensor& table, const Tensor& wpe,
-                               int T) {
+EmbeddingShape embedding_shape(const char* op, const Tensor& tokens, const Tensor& table, const Tensor& wpe, int T) {
   cpu::require_tensor(tokens, op, "tokens", DType::i32);
   cpu::require_tensor(table, op, "wte", DType::f32);
   cpu::require(table.ndim == 2, op, "wte must be [vocab rows, C], got " + table.shape_str());

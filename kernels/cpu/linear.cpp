@@ -56,16 +56,16 @@ void CpuBackend::linear_fwd(Tensor out, Tensor inp, Tensor weight, Tensor bias, 
     beta = 1.0f;
   }
   if (N > 0 && OC > 0)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(N), int(OC), int(IC), 1.0f, inp.as<float>(),
-                int(IC), weight.as<float>(), int(IC), beta, affine, int(OC));
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(N), int(OC), int(IC), 1.0f, inp.as<float>(), int(IC),
+                weight.as<float>(), int(IC), beta, affine, int(OC));
   if (pre_gelu.defined()) {
     float* o = out.as<float>();
     for (int64_t i = 0; i < N * OC; ++i) o[i] = cpu::gelu(affine[i]);
   }
 }
 
-void CpuBackend::linear_bwd(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp,
-                            Tensor weight, Tensor dinp_gelu_aux, Tensor dinp_sum) {
+void CpuBackend::linear_bwd(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
+                            Tensor dinp_gelu_aux, Tensor dinp_sum) {
   const char* op = "linear_bwd";
   auto [N, IC, OC] = linear_shape(op, inp, weight);
   cpu::require_tensor(dout, op, "dout", DType::f32);
@@ -90,8 +90,8 @@ void CpuBackend::linear_bwd(Tensor dinp, Tensor dweight, Tensor dbias, Tensor do
     cpu::require_tensor(dweight, op, "dweight", DType::f32);
     cpu::require_numel(dweight, OC * IC, op, "dweight");
     if (N > 0 && OC > 0 && IC > 0)
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(OC), int(IC), int(N), 1.0f, g, int(OC),
-                  inp.as<float>(), int(IC), 1.0f, dweight.as<float>(), int(IC));
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(OC), int(IC), int(N), 1.0f, g, int(OC), inp.as<float>(),
+                  int(IC), 1.0f, dweight.as<float>(), int(IC));
   }
   if (dbias.defined()) {
     cpu::require_tensor(dbias, op, "dbias", DType::f32);

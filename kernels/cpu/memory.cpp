@@ -15,7 +15,8 @@ constexpr size_t kAlignment = 64;  // a cache line, and enough for any SIMD load
 
 void require_host(const Tensor& t, const char* op, const char* arg) {
   if (!t.defined() && t.numel() > 0) cpu::fail(op, std::string(arg) + " is undefined");
-  if (t.device != Device::cpu) cpu::fail(op, std::string(arg) + " is a CUDA tensor; the CPU backend needs host tensors");
+  if (t.device != Device::cpu)
+    cpu::fail(op, std::string(arg) + " is a CUDA tensor; the CPU backend needs host tensors");
 }
 }  // namespace
 
@@ -39,8 +40,7 @@ void CpuBackend::free(void* p) {
   {
     std::lock_guard lock(mem_mutex_);
     auto it = live_.find(p);
-    if (it == live_.end())
-      cpu::fail("free", "pointer was not allocated by this backend (or was already freed)");
+    if (it == live_.end()) cpu::fail("free", "pointer was not allocated by this backend (or was already freed)");
     live_bytes_ -= it->second;
     live_.erase(it);
   }
@@ -92,8 +92,8 @@ void CpuBackend::cast(Tensor dst, Tensor src) {
     float* d = dst.as<float>();
     for (int64_t i = 0; i < n; ++i) d[i] = bf16_to_f32(s[i]);
   } else {
-    cpu::fail("cast", std::string("unsupported conversion ") + dtype_name(src.dtype) + " -> " +
-                          dtype_name(dst.dtype) + " (only f32 <-> bf16 and same-dtype copies)");
+    cpu::fail("cast", std::string("unsupported conversion ") + dtype_name(src.dtype) + " -> " + dtype_name(dst.dtype) +
+                          " (only f32 <-> bf16 and same-dtype copies)");
   }
 }
 

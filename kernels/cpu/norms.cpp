@@ -59,8 +59,8 @@ void CpuBackend::layernorm_fwd(Tensor out, Tensor mean, Tensor rstd, Tensor inp,
   }
 }
 
-void CpuBackend::layernorm_bwd(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp,
-                               Tensor weight, Tensor mean, Tensor rstd, Tensor dinp_sum) {
+void CpuBackend::layernorm_bwd(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
+                               Tensor mean, Tensor rstd, Tensor dinp_sum) {
   const char* op = "layernorm_bwd";
   auto [N, C] = norm_shape(op, inp, weight);
   cpu::require_tensor(dout, op, "dout", DType::f32);

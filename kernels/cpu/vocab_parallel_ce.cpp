@@ -57,8 +57,8 @@ void CpuBackend::vocab_parallel_ce_max(Tensor rowmax, Tensor logits, int valid_c
   });
 }
 
-void CpuBackend::vocab_parallel_ce_sums(Tensor sums, Tensor logits, Tensor rowmax, Tensor targets,
-                                        int vocab_start, int valid_cols) {
+void CpuBackend::vocab_parallel_ce_sums(Tensor sums, Tensor logits, Tensor rowmax, Tensor targets, int vocab_start,
+                                        int valid_cols) {
   const char* op = "vocab_parallel_ce_sums";
   cpu::require_tensor(targets, op, "targets", DType::i32);
   const int64_t n = targets.numel();

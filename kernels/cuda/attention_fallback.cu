@@ -88,8 +88,8 @@ __global__ void attn_fwd_kernel(bf16* out, float* lse, const bf16* qkv, Layout L
   if (lane == 0) lse[L.l(b, h, i)] = m + logf(l);
 }
 
-__global__ void attn_bwd_dq_kernel(bf16* dqkv, float* Dbuf, const bf16* dout, const bf16* qkv,
-                                   const bf16* out, const float* lse, Layout L, float scale) {
+__global__ void attn_bwd_dq_kernel(bf16* dqkv, float* Dbuf, const bf16* dout, const bf16* qkv, const bf16* out,
+                                   const float* lse, Layout L, float scale) {
   __shared__ float sq[kWarps][kMaxD], sdo[kWarps][kMaxD];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t item = int64_t(blockIdx.x) * kWarps + warp;
@@ -134,8 +134,8 @@ __global__ void attn_bwd_dq_kernel(bf16* dqkv, float* Dbuf, const bf16* dout, co
   }
 }
 
-__global__ void attn_bwd_dkv_kernel(bf16* dqkv, const float* Dbuf, const bf16* dout,
-                                    const bf16* qkv, const float* lse, Layout L, float scale) {
+__global__ void attn_bwd_dkv_kernel(bf16* dqkv, const float* Dbuf, const bf16* dout, const bf16* qkv, const float* lse,
+                                    Layout L, float scale) {
   __shared__ float sk[kWarps][kMaxD], sv[kWarps][kMaxD];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t item = int64_t(blockIdx.x) * kWarps + warp;  // (b, hk, j)
@@ -187,18 +187,17 @@ __global__ void attn_bwd_dkv_kernel(bf16* dqkv, const float* Dbuf, const bf16* d
 
 Layout make_layout(int B, int T, int Hq, int Hkv, int D) {
   if (D > kMaxD || D <= 0)
-    throw std::runtime_error("CUDA attention fallback: head dim " + std::to_string(D) +
-                             " is not supported (1..128)");
+    throw std::runtime_error("CUDA attention fallback: head dim " + std::to_string(D) + " is not supported (1..128)");
   if (Hkv <= 0 || Hq % Hkv)
-    throw std::runtime_error("CUDA attention: q heads " + std::to_string(Hq) +
-                             " must be a multiple of kv heads " + std::to_string(Hkv));
+    throw std::runtime_error("CUDA attention: q heads " + std::to_string(Hq) + " must be a multiple of kv heads " +
+                             std::to_string(Hkv));
   return Layout{B, T, Hq, Hkv, D, int64_t(Hq + 2 * Hkv) * D};
 }
 
 }  // namespace
 
-void attention_fwd_fallback(void* out, float* lse, const void* qkv, int B, int T, int Hq, int Hkv,
-                            int D, cudaStream_t s) {
+void attention_fwd_fallback(void* out, float* lse, const void* qkv, int B, int T, int Hq, int Hkv, int D,
+                            cudaStream_t s) {
   Layout L = make_layout(B, T, Hq, Hkv, D);
   int64_t warps = int64_t(B) * Hq * T;
   if (warps <= 0) return;
@@ -207,21 +206,19 @@ void attention_fwd_fallback(void* out, float* lse, const void* qkv, int B, int T
   RECIPE_CUDA_CHECK_LAUNCH("attention_fwd_fallback");
 }
 
-void attention_bwd_fallback(void* dqkv, const void* dout, const void* qkv, const void* out,
-                            const float* lse, int B, int T, int Hq, int Hkv, int D, Workspace ws,
-                            cudaStream_t s) {
+void attention_bwd_fallback(void* dqkv, const void* dout, const void* qkv, const void* out, const float* lse, int B,
+                            int T, int Hq, int Hkv, int D, Workspace ws, cudaStream_t s) {
   Layout L = make_layout(B, T, Hq, Hkv, D);
   int64_t q_items = int64_t(B) * Hq * T, kv_items = int64_t(B) * Hkv * T;
   if (q_items <= 0) return;
   auto* Dbuf = static_cast<float*>(ws.take(size_t(q_items) * 4, "attention backward"));
   const float scale = 1.f / sqrtf(float(D));
   attn_bwd_dq_kernel<<<unsigned((q_items + kWarps - 1) / kWarps), 32 * kWarps, 0, s>>>(
-      static_cast<bf16*>(dqkv), Dbuf, static_cast<const bf16*>(dout),
-      static_cast<const bf16*>(qkv), static_cast<const bf16*>(out), lse, L, scale);
+      static_cast<bf16*>(dqkv), Dbuf, static_cast<const bf16*>(dout), static_cast<const bf16*>(qkv),
+      static_cast<const bf16*>(out), lse, L, scale);
   RECIPE_CUDA_CHECK_LAUNCH("attention_bwd_dq_fallback");
   attn_bwd_dkv_kernel<<<unsigned((kv_items + kWarps - 1) / kWarps), 32 * kWarps, 0, s>>>(
-      static_cast<bf16*>(dqkv), Dbuf, static_cast<const bf16*>(dout),
-      static_cast<const bf16*>(qkv), lse, L, scale);
+      static_cast<bf16*>(dqkv), Dbuf, static_cast<const bf16*>(dout), static_cast<const bf16*>(qkv), lse, L, scale);
   RECIPE_CUDA_CHECK_LAUNCH("attention_bwd_dkv_fallback");
 }
 

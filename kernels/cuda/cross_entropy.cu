@@ -92,16 +92,14 @@ __device__ __forceinline__ uint4 pack8(const float (&v)[8]) {
 }
 
 // dloss·(softmax - onehot) of column j (padding columns: 0); `shift` = lse·log2e.
-__device__ __forceinline__ float grad_of(float x, int64_t j, int vocab, int target, float shift,
-                                         float dloss) {
+__device__ __forceinline__ float grad_of(float x, int64_t j, int vocab, int target, float shift, float dloss) {
   if (j >= vocab) return 0.f;
   return (exp2f(fmaf(x, kLog2e, -shift)) - (j == target ? 1.f : 0.f)) * dloss;
 }
 
 // Loss 0 / NaN and a zero gradient for a row that has no valid target.
-__device__ __forceinline__ bool handle_invalid_target(float* losses, bf16* x, int64_t Vp,
-                                                      int target, int vocab, bool compute_grad,
-                                                      bool vec) {
+__device__ __forceinline__ bool handle_invalid_target(float* losses, bf16* x, int64_t Vp, int target, int vocab,
+                                                      bool compute_grad, bool vec) {
   if (target >= 0 && target < vocab) return false;
   if (threadIdx.x == 0) losses[blockIdx.x] = target < 0 ? 0.f : __int_as_float(0x7fc00000);
   if (compute_grad) {
@@ -122,9 +120,9 @@ constexpr int kMaxRowGroups = 14;  // 16-byte groups per thread: rows ≤ 512·1
 // Vp/8 ≤ kThreads·K. At 512 threads and K = 13 (Vp = 50304) ptxas (CUDA 13, sm_90a) uses 96
 // registers, no spills; __launch_bounds__(kThreads, 1): one block per SM. K ≤ 14 stays spill-free; 1024 threads (≤ 64 registers) spill at K = 7.
 template <int kThreads, int K>
-__global__ void __launch_bounds__(kThreads, 1) cross_entropy_row_in_registers(
-    float* losses, bf16* logits, const int32_t* targets, int64_t Vp, int vocab, float dloss,
-    bool compute_grad) {
+__global__ void __launch_bounds__(kThreads, 1)
+    cross_entropy_row_in_registers(float* losses, bf16* logits, const int32_t* targets, int64_t Vp, int vocab,
+                                   float dloss, bool compute_grad) {
   __shared__ float2 red[32];
   const int64_t row = blockIdx.x;
   bf16* x = logits + row * Vp;
@@ -197,9 +195,9 @@ constexpr int kStreamGradThreads = 1024;  // with the gradient: fewer live rows,
 // again (from L2 while few enough rows are live) and writes the gradient. VEC: 16-byte groups
 // (Vp % 8 == 0, 16-byte aligned rows); per group one rescale at most, then one exp per element.
 template <int kThreads, bool VEC>
-__global__ void __launch_bounds__(kThreads) cross_entropy_streaming(
-    float* losses, bf16* logits, const int32_t* targets, int64_t Vp, int vocab, float dloss,
-    bool compute_grad) {
+__global__ void __launch_bounds__(kThreads)
+    cross_entropy_streaming(float* losses, bf16* logits, const int32_t* targets, int64_t Vp, int vocab, float dloss,
+                            bool compute_grad) {
   __shared__ float2 red[32];
   const int64_t row = blockIdx.x;
   bf16* x = logits + row * Vp;
@@ -249,24 +247,22 @@ __global__ void __launch_bounds__(kThreads) cross_entropy_streaming(
 }
 
 template <int K>
-void launch_row_in_registers(float* losses, bf16* x, const int32_t* targets, int64_t N,
-                             int64_t Vp, int vocab, float dloss, bool compute_grad,
-                             cudaStream_t s) {
-  cross_entropy_row_in_registers<kRowThreads, K><<<unsigned(N), kRowThreads, 0, s>>>(
-      losses, x, targets, Vp, vocab, dloss, compute_grad);
+void launch_row_in_registers(float* losses, bf16* x, const int32_t* targets, int64_t N, int64_t Vp, int vocab,
+                             float dloss, bool compute_grad, cudaStream_t s) {
+  cross_entropy_row_in_registers<kRowThreads, K>
+      <<<unsigned(N), kRowThreads, 0, s>>>(losses, x, targets, Vp, vocab, dloss, compute_grad);
 }
 
 }  // namespace
 
-void cross_entropy(float* losses, void* logits, const int32_t* targets, int64_t N, int64_t Vp,
-                   int vocab, float dloss, bool compute_grad, cudaStream_t s) {
+void cross_entropy(float* losses, void* logits, const int32_t* targets, int64_t N, int64_t Vp, int vocab, float dloss,
+                   bool compute_grad, cudaStream_t s) {
   if (N <= 0) return;
   auto* x = static_cast<bf16*>(logits);
   const bool vec = Vp % 8 == 0 && aligned16(logits);
   const int64_t groups_per_thread = (Vp / 8 + kRowThreads - 1) / kRowThreads;
   if (vec && compute_grad && groups_per_thread <= kMaxRowGroups) {
-    using Launch = void (*)(float*, bf16*, const int32_t*, int64_t, int64_t, int, float, bool,
-                            cudaStream_t);
+    using Launch = void (*)(float*, bf16*, const int32_t*, int64_t, int64_t, int, float, bool, cudaStream_t);
     static constexpr Launch by_groups[kMaxRowGroups] = {
         launch_row_in_registers<1>,  launch_row_in_registers<2>,  launch_row_in_registers<3>,
         launch_row_in_registers<4>,  launch_row_in_registers<5>,  launch_row_in_registers<6>,
@@ -275,14 +271,14 @@ void cross_entropy(float* losses, void* logits, const int32_t* targets, int64_t 
         launch_row_in_registers<13>, launch_row_in_registers<14>};
     by_groups[groups_per_thread - 1](losses, x, targets, N, Vp, vocab, dloss, compute_grad, s);
   } else if (vec && compute_grad) {
-    cross_entropy_streaming<kStreamGradThreads, true><<<unsigned(N), kStreamGradThreads, 0, s>>>(
-        losses, x, targets, Vp, vocab, dloss, compute_grad);
+    cross_entropy_streaming<kStreamGradThreads, true>
+        <<<unsigned(N), kStreamGradThreads, 0, s>>>(losses, x, targets, Vp, vocab, dloss, compute_grad);
   } else if (vec) {
-    cross_entropy_streaming<kStreamLossThreads, true><<<unsigned(N), kStreamLossThreads, 0, s>>>(
-        losses, x, targets, Vp, vocab, dloss, compute_grad);
+    cross_entropy_streaming<kStreamLossThreads, true>
+        <<<unsigned(N), kStreamLossThreads, 0, s>>>(losses, x, targets, Vp, vocab, dloss, compute_grad);
   } else {
-    cross_entropy_streaming<kStreamLossThreads, false><<<unsigned(N), kStreamLossThreads, 0, s>>>(
-        losses, x, targets, Vp, vocab, dloss, compute_grad);
+    cross_entropy_streaming<kStreamLossThreads, false>
+        <<<unsigned(N), kStreamLossThreads, 0, s>>>(losses, x, targets, Vp, vocab, dloss, compute_grad);
   }
   RECIPE_CUDA_CHECK_LAUNCH("cross_entropy");
 }

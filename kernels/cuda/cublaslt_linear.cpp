@@ -24,18 +24,15 @@ int pointer_alignment(const void* p) {
 }
 
 bool epilogue_has_bias(cublasLtEpilogue_t e) {
-  return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ||
-         e == CUBLASLT_EPILOGUE_BGRADB;
+  return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_BGRADB;
 }
 bool epilogue_has_aux(cublasLtEpilogue_t e) {
-  return e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ||
-         e == CUBLASLT_EPILOGUE_DGELU;
+  return e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_DGELU;
 }
 
 }  // namespace
 
-CublasLtLinear::CublasLtLinear(cudaStream_t stream, void* workspace, size_t workspace_bytes,
-                               const Options& options)
+CublasLtLinear::CublasLtLinear(cudaStream_t stream, void* workspace, size_t workspace_bytes, const Options& options)
     : stream_(stream), workspace_(workspace), workspace_bytes_(workspace_bytes), options_(options) {
   RECIPE_CUBLAS_CHECK(cublasLtCreate(&handle_));
 }
@@ -51,15 +48,26 @@ CublasLtLinear::~CublasLtLinear() {
 }
 
 CublasLtLinear::Key CublasLtLinear::key_of(const Gemm& g, bool beta_nonzero) {
-  return Key{g.m,        g.n,         g.k,          g.lda,       g.ldb,
-             g.ldd,      g.aux ? g.aux_ld : 0,      int(g.transA), int(g.transB),
-             int(g.d_type), int(g.epilogue), int(g.bias_type), pointer_alignment(g.A),
-             pointer_alignment(g.B), pointer_alignment(g.D), int(beta_nonzero)};
+  return Key{g.m,
+             g.n,
+             g.k,
+             g.lda,
+             g.ldb,
+             g.ldd,
+             g.aux ? g.aux_ld : 0,
+             int(g.transA),
+             int(g.transB),
+             int(g.d_type),
+             int(g.epilogue),
+             int(g.bias_type),
+             pointer_alignment(g.A),
+             pointer_alignment(g.B),
+             pointer_alignment(g.D),
+             int(beta_nonzero)};
 }
 
 CublasLtLinear::Plan& CublasLtLinear::plan_for(const Gemm& g) {
-  const int al_a = pointer_alignment(g.A), al_b = pointer_alignment(g.B),
-            al_d = pointer_alignment(g.D);
+  const int al_a = pointer_alignment(g.A), al_b = pointer_alignment(g.B), al_d = pointer_alignment(g.D);
   const Key key = key_of(g, g.beta != 0.f);  // beta = 0 and beta != 0 run different kernels
   auto it = plans_.find(key);
   if (it != plans_.end()) return it->second;
@@ -69,27 +77,25 @@ CublasLtLinear::Plan& CublasLtLinear::plan_for(const Gemm& g) {
   cublasOperation_t ta = g.transA ? CUBLAS_OP_T : CUBLAS_OP_N, tb = g.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
   RECIPE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
   RECIPE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-  RECIPE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
-                                                     &g.epilogue, sizeof(g.epilogue)));
+  RECIPE_CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &g.epilogue, sizeof(g.epilogue)));
   if (epilogue_has_bias(g.epilogue)) {
-    RECIPE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
-                                                       &g.bias_type, sizeof(g.bias_type)));
-    RECIPE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                       &g.bias, sizeof(g.bias)));
+    RECIPE_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &g.bias_type, sizeof(g.bias_type)));
+    RECIPE_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)));
   }
   if (epilogue_has_aux(g.epilogue)) {
     cudaDataType_t aux_type = CUDA_R_16BF;
-    RECIPE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
-        p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, &aux_type, sizeof(aux_type)));
-    RECIPE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
-                                                       &g.aux_ld, sizeof(g.aux_ld)));
-    RECIPE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
-        p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g.aux, sizeof(g.aux)));
+    RECIPE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, &aux_type,
+                                                       sizeof(aux_type)));
+    RECIPE_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &g.aux_ld, sizeof(g.aux_ld)));
+    RECIPE_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g.aux, sizeof(g.aux)));
   }
-  RECIPE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_16BF, g.transA ? g.k : g.m,
-                                                 g.transA ? g.m : g.k, g.lda));
-  RECIPE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_16BF, g.transB ? g.n : g.k,
-                                                 g.transB ? g.k : g.n, g.ldb));
+  RECIPE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_16BF, g.transA ? g.k : g.m, g.transA ? g.m : g.k, g.lda));
+  RECIPE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_16BF, g.transB ? g.n : g.k, g.transB ? g.k : g.n, g.ldb));
   RECIPE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.d, g.d_type, g.m, g.n, g.ldd));
 
   cublasLtMatmulPreference_t pref = nullptr;
@@ -104,15 +110,14 @@ CublasLtLinear::Plan& CublasLtLinear::plan_for(const Gemm& g) {
   const int wanted = options_.tune ? std::max(1, options_.tune_candidates) : 1;
   std::vector<cublasLtMatmulHeuristicResult_t> results(static_cast<size_t>(wanted));
   int returned = 0;
-  cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_, p.desc, p.a, p.b, p.d, p.d, pref,
-                                                     wanted, results.data(), &returned);
+  cublasStatus_t st =
+      cublasLtMatmulAlgoGetHeuristic(handle_, p.desc, p.a, p.b, p.d, p.d, pref, wanted, results.data(), &returned);
   cublasLtMatmulPreferenceDestroy(pref);
   p.ok = st == CUBLAS_STATUS_SUCCESS && returned > 0;
   if (p.ok) {
     p.algo = results[0].algo;
     for (int i = 0; i < returned; ++i)
-      if (results[size_t(i)].state == CUBLAS_STATUS_SUCCESS)
-        p.candidates.push_back(results[size_t(i)].algo);
+      if (results[size_t(i)].state == CUBLAS_STATUS_SUCCESS) p.candidates.push_back(results[size_t(i)].algo);
     if (p.candidates.size() < 2) p.candidates.clear();
   }
   return p;
@@ -122,11 +127,11 @@ bool CublasLtLinear::run(const Gemm& g, Workspace backup) {
   Plan& p = plan_for(g);
   if (!p.ok) return false;
   if (epilogue_has_bias(g.epilogue))
-    RECIPE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                       &g.bias, sizeof(g.bias)));
+    RECIPE_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)));
   if (epilogue_has_aux(g.epilogue))
-    RECIPE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
-        p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g.aux, sizeof(g.aux)));
+    RECIPE_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g.aux, sizeof(g.aux)));
   if (!p.candidates.empty() && g.beta != 0.f) {
     // An accumulating GEMM (a later micro-batch or classifier chunk) takes the algorithm timed for
     // its overwriting sibling, which always runs first in a step (first writes overwrite), instead
@@ -141,8 +146,8 @@ bool CublasLtLinear::run(const Gemm& g, Workspace backup) {
   }
   if (!p.candidates.empty()) tune(p, g, backup);
   const float alpha = 1.f;
-  RECIPE_CUBLAS_CHECK(cublasLtMatmul(handle_, p.desc, &alpha, g.A, p.a, g.B, p.b, &g.beta, g.D, p.d,
-                                     g.D, p.d, &p.algo, workspace_, workspace_bytes_, stream_));
+  RECIPE_CUBLAS_CHECK(cublasLtMatmul(handle_, p.desc, &alpha, g.A, p.a, g.B, p.b, &g.beta, g.D, p.d, g.D, p.d, &p.algo,
+                                     workspace_, workspace_bytes_, stream_));
   return true;
 }
 
@@ -178,8 +183,8 @@ void CublasLtLinear::tune(Plan& p, const Gemm& g, Workspace backup) {
   bool found = false;
   for (size_t i = 0; i < candidates.size(); ++i) {
     auto launch = [&] {
-      return cublasLtMatmul(handle_, p.desc, &alpha, g.A, p.a, g.B, p.b, &g.beta, g.D, p.d, g.D,
-                            p.d, &candidates[i], workspace_, workspace_bytes_, stream_);
+      return cublasLtMatmul(handle_, p.desc, &alpha, g.A, p.a, g.B, p.b, &g.beta, g.D, p.d, g.D, p.d, &candidates[i],
+                            workspace_, workspace_bytes_, stream_);
     };
     if (launch() != CUBLAS_STATUS_SUCCESS) continue;  // warm-up; a refused candidate is skipped
     RECIPE_CUDA_CHECK(cudaEventRecord(start, stream_));
@@ -194,25 +199,23 @@ void CublasLtLinear::tune(Plan& p, const Gemm& g, Workspace backup) {
   }
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
-  if (saved)
-    RECIPE_CUDA_CHECK(cudaMemcpyAsync(g.D, saved, d_bytes, cudaMemcpyDeviceToDevice, stream_));
+  if (saved) RECIPE_CUDA_CHECK(cudaMemcpyAsync(g.D, saved, d_bytes, cudaMemcpyDeviceToDevice, stream_));
   if (!found) return;
   if (options_.log_tuning)
-    std::cerr << "recipe: cuBLASLt m=" << g.m << " n=" << g.n << " k=" << g.k
-              << " epilogue=" << int(g.epilogue) << " beta=" << g.beta << ": heuristic #1 "
-              << (first_ms < 0 ? std::string("refused") : std::to_string(first_ms * 1e3f / kReps))
-              << " us, chosen #" << best + 1 << " of " << candidates.size() << " "
-              << best_ms * 1e3f / kReps << " us\n";
+    std::cerr << "recipe: cuBLASLt m=" << g.m << " n=" << g.n << " k=" << g.k << " epilogue=" << int(g.epilogue)
+              << " beta=" << g.beta << ": heuristic #1 "
+              << (first_ms < 0 ? std::string("refused") : std::to_string(first_ms * 1e3f / kReps)) << " us, chosen #"
+              << best + 1 << " of " << candidates.size() << " " << best_ms * 1e3f / kReps << " us\n";
   ++stats_.tuned_keys;
   if (best != 0) ++stats_.tuned_changed;
   p.algo = candidates[best];
 }
 
-void CublasLtLinear::forward(void* out, const void* inp, const void* weight, const void* bias,
-                             void* pre_gelu, int64_t N, int64_t IC, int64_t OC) {
+void CublasLtLinear::forward(void* out, const void* inp, const void* weight, const void* bias, void* pre_gelu,
+                             int64_t N, int64_t IC, int64_t OC) {
   if (N <= 0 || OC <= 0) return;
-  Gemm g{weight, true, IC, inp, false, IC, out, CUDA_R_16BF, OC, OC, N, IC, 0.f,
-         CUBLASLT_EPILOGUE_DEFAULT, bias, CUDA_R_16BF, nullptr, 0};
+  Gemm g{weight, true,        IC,      inp, false, IC, out, CUDA_R_16BF, OC, OC, N, IC, 0.f, CUBLASLT_EPILOGUE_DEFAULT,
+         bias,   CUDA_R_16BF, nullptr, 0};
   if (pre_gelu) {
     g.epilogue = bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
     g.aux = pre_gelu;
@@ -228,30 +231,41 @@ void CublasLtLinear::forward(void* out, const void* inp, const void* weight, con
     g.aux_ld = 0;
     g.epilogue = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
     if (!run(g))
-      throw std::runtime_error("cuBLASLt: no algorithm for the linear forward GEMM [" +
-                               std::to_string(N) + "x" + std::to_string(IC) + "]·[" +
-                               std::to_string(OC) + "x" + std::to_string(IC) + "]ᵀ");
+      throw std::runtime_error("cuBLASLt: no algorithm for the linear forward GEMM [" + std::to_string(N) + "x" +
+                               std::to_string(IC) + "]·[" + std::to_string(OC) + "x" + std::to_string(IC) + "]ᵀ");
     gelu_fwd_bf16(out, pre_gelu, N * OC, stream_);
     return;
   }
   g.epilogue = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
   if (!run(g))
-    throw std::runtime_error("cuBLASLt: no algorithm for the linear forward GEMM [" +
-                             std::to_string(N) + "x" + std::to_string(IC) + "]·[" +
-                             std::to_string(OC) + "x" + std::to_string(IC) + "]ᵀ");
+    throw std::runtime_error("cuBLASLt: no algorithm for the linear forward GEMM [" + std::to_string(N) + "x" +
+                             std::to_string(IC) + "]·[" + std::to_string(OC) + "x" + std::to_string(IC) + "]ᵀ");
   ++stats_.fused;
 }
 
-void CublasLtLinear::backward_input(void* dinp, const void* dout, const void* weight,
-                                    const void* gelu_aux, int64_t N, int64_t IC, int64_t OC,
-                                    float* dinp_sum, bool overwrite_sum, Workspace scratch) {
+void CublasLtLinear::backward_input(void* dinp, const void* dout, const void* weight, const void* gelu_aux, int64_t N,
+                                    int64_t IC, int64_t OC, float* dinp_sum, bool overwrite_sum, Workspace scratch) {
   if (N <= 0 || IC <= 0) return;
-  Gemm g{weight, false, IC, dout, false, OC, dinp, CUDA_R_16BF, IC, IC, N, OC, 0.f,
-         gelu_aux ? CUBLASLT_EPILOGUE_DGELU : CUBLASLT_EPILOGUE_DEFAULT, nullptr, CUDA_R_16BF,
-         const_cast<void*>(gelu_aux), gelu_aux ? IC : 0};
+  Gemm g{weight,
+         false,
+         IC,
+         dout,
+         false,
+         OC,
+         dinp,
+         CUDA_R_16BF,
+         IC,
+         IC,
+         N,
+         OC,
+         0.f,
+         gelu_aux ? CUBLASLT_EPILOGUE_DGELU : CUBLASLT_EPILOGUE_DEFAULT,
+         nullptr,
+         CUDA_R_16BF,
+         const_cast<void*>(gelu_aux),
+         gelu_aux ? IC : 0};
   auto sum_columns = [&] {
-    if (dinp_sum)
-      column_sum_accumulate(dinp_sum, dinp, N, IC, options_.tickets, scratch, stream_, overwrite_sum);
+    if (dinp_sum) column_sum_accumulate(dinp_sum, dinp, N, IC, options_.tickets, scratch, stream_, overwrite_sum);
   };
   if (run(g)) {
     ++stats_.fused;
@@ -259,33 +273,45 @@ void CublasLtLinear::backward_input(void* dinp, const void* dout, const void* we
     return;
   }
   if (!gelu_aux)
-    throw std::runtime_error("cuBLASLt: no algorithm for the linear dinp GEMM [" +
-                             std::to_string(N) + "x" + std::to_string(OC) + "]·[" +
-                             std::to_string(OC) + "x" + std::to_string(IC) + "]");
+    throw std::runtime_error("cuBLASLt: no algorithm for the linear dinp GEMM [" + std::to_string(N) + "x" +
+                             std::to_string(OC) + "]·[" + std::to_string(OC) + "x" + std::to_string(IC) + "]");
   ++stats_.unfused;
   g.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
   g.aux = nullptr;
   g.aux_ld = 0;
-  if (!run(g))
-    throw std::runtime_error("cuBLASLt: no algorithm for the linear dinp GEMM");
+  if (!run(g)) throw std::runtime_error("cuBLASLt: no algorithm for the linear dinp GEMM");
   gelu_bwd_bf16(dinp, dinp, gelu_aux, N * IC, stream_);
   sum_columns();
 }
 
-void CublasLtLinear::backward_weight(float* dweight, float* dbias, const void* dout,
-                                     const void* inp, int64_t N, int64_t IC, int64_t OC,
-                                     Workspace scratch, bool overwrite_dweight,
+void CublasLtLinear::backward_weight(float* dweight, float* dbias, const void* dout, const void* inp, int64_t N,
+                                     int64_t IC, int64_t OC, Workspace scratch, bool overwrite_dweight,
                                      bool overwrite_dbias) {
   if (N <= 0 || OC <= 0) return;
   if (!dweight) {
-    if (dbias)
-      column_sum_accumulate(dbias, dout, N, OC, options_.tickets, scratch, stream_, overwrite_dbias);
+    if (dbias) column_sum_accumulate(dbias, dout, N, OC, options_.tickets, scratch, stream_, overwrite_dbias);
     return;
   }
   // beta = 0 on a gradient's first write of the step: no read of the old f32 values, and the
   // per-step memset that would otherwise zero them is skipped (Backend::begin_grad_writes).
-  Gemm g{inp, false, IC, dout, true, OC, dweight, CUDA_R_32F, IC, IC, OC, N,
-         overwrite_dweight ? 0.f : 1.f, CUBLASLT_EPILOGUE_DEFAULT, nullptr, CUDA_R_32F, nullptr, 0};
+  Gemm g{inp,
+         false,
+         IC,
+         dout,
+         true,
+         OC,
+         dweight,
+         CUDA_R_32F,
+         IC,
+         IC,
+         OC,
+         N,
+         overwrite_dweight ? 0.f : 1.f,
+         CUBLASLT_EPILOGUE_DEFAULT,
+         nullptr,
+         CUDA_R_32F,
+         nullptr,
+         0};
   if (dbias && options_.bias_grad == BiasGrad::epilogue) {
     // BGRADB writes (does not accumulate) the bias gradient: straight into dbias on its first
     // write, otherwise into scratch, then added.
@@ -302,12 +328,11 @@ void CublasLtLinear::backward_weight(float* dweight, float* dbias, const void* d
     g.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
     g.bias = nullptr;
   }
-  if (dbias)
-    column_sum_accumulate(dbias, dout, N, OC, options_.tickets, scratch, stream_, overwrite_dbias);
+  if (dbias) column_sum_accumulate(dbias, dout, N, OC, options_.tickets, scratch, stream_, overwrite_dbias);
   if (!run(g, scratch))
-    throw std::runtime_error("cuBLASLt: no algorithm for the weight-gradient GEMM [" +
-                             std::to_string(OC) + "x" + std::to_string(N) + "]·[" +
-                             std::to_string(N) + "x" + std::to_string(IC) + "] (f32 accumulate)");
+    throw std::runtime_error("cuBLASLt: no algorithm for the weight-gradient GEMM [" + std::to_string(OC) + "x" +
+                             std::to_string(N) + "]·[" + std::to_string(N) + "x" + std::to_string(IC) +
+                             "] (f32 accumulate)");
   if (!dbias || options_.bias_grad == BiasGrad::column_sum) ++stats_.fused;
 }
 

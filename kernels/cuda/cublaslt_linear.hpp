@@ -29,34 +29,31 @@ class CublasLtLinear {
  public:
   enum class BiasGrad { column_sum, epilogue };
   struct Options {
-    bool tune = false;          // time the heuristic's top candidates per key (non-deterministic mode)
-    int tune_candidates = 8;    // how many heuristic results to time
-    bool log_tuning = false;    // one stderr line per timed key (RECIPE_CUBLASLT_TUNE_LOG=1)
+    bool tune = false;        // time the heuristic's top candidates per key (non-deterministic mode)
+    int tune_candidates = 8;  // how many heuristic results to time
+    bool log_tuning = false;  // one stderr line per timed key (RECIPE_CUBLASLT_TUNE_LOG=1)
     BiasGrad bias_grad = BiasGrad::column_sum;
-    ColumnSumTickets tickets;   // required by BiasGrad::column_sum and the unfused fallbacks
+    ColumnSumTickets tickets;  // required by BiasGrad::column_sum and the unfused fallbacks
   };
-  CublasLtLinear(cudaStream_t stream, void* workspace, size_t workspace_bytes,
-                 const Options& options);
+  CublasLtLinear(cudaStream_t stream, void* workspace, size_t workspace_bytes, const Options& options);
   ~CublasLtLinear();
   CublasLtLinear(const CublasLtLinear&) = delete;
   CublasLtLinear& operator=(const CublasLtLinear&) = delete;
 
   // out[N,OC] (bf16) = inp[N,IC]·W[OC,IC]ᵀ + bias; pre_gelu != null: pre_gelu = affine,
   // out = gelu(pre_gelu).
-  void forward(void* out, const void* inp, const void* weight, const void* bias, void* pre_gelu,
-               int64_t N, int64_t IC, int64_t OC);
+  void forward(void* out, const void* inp, const void* weight, const void* bias, void* pre_gelu, int64_t N, int64_t IC,
+               int64_t OC);
   // dinp[N,IC] (bf16) = dout·W (·gelu'(gelu_aux) if gelu_aux != null); dinp_sum[IC] (f32, if
   // non-null) += Σ_rows dinp ("=" with overwrite_sum) by the column-sum kernel. (cuBLASLt's
   // DGELU_BGRAD epilogue would fuse it, but CUDA 13's cuBLASLt offers no algorithm for it with
   // bf16 output and an f32 bias gradient on sm_90: measured, see docs/performance.md.)
-  void backward_input(void* dinp, const void* dout, const void* weight, const void* gelu_aux,
-                      int64_t N, int64_t IC, int64_t OC, float* dinp_sum = nullptr,
-                      bool overwrite_sum = false, Workspace scratch = {});
+  void backward_input(void* dinp, const void* dout, const void* weight, const void* gelu_aux, int64_t N, int64_t IC,
+                      int64_t OC, float* dinp_sum = nullptr, bool overwrite_sum = false, Workspace scratch = {});
   // dweight[OC,IC] (f32) += doutᵀ·inp; dbias[OC] (f32) += Σ_rows dout (if non-null); each "="
   // instead when its overwrite flag is set (the gradient's first write of the step).
-  void backward_weight(float* dweight, float* dbias, const void* dout, const void* inp, int64_t N,
-                       int64_t IC, int64_t OC, Workspace scratch, bool overwrite_dweight = false,
-                       bool overwrite_dbias = false);
+  void backward_weight(float* dweight, float* dbias, const void* dout, const void* inp, int64_t N, int64_t IC,
+                       int64_t OC, Workspace scratch, bool overwrite_dweight = false, bool overwrite_dbias = false);
 
   // Which epilogues ran fused (for tests and logs): counts of fused vs fallback calls.
   struct Stats {
@@ -87,8 +84,8 @@ class CublasLtLinear {
   };
   // (m, n, k, lda, ldb, ldd, aux_ld, transA, transB, d_type, epilogue, bias_type, and the
   // pointer alignments of A, B, D that the chosen algorithm may assume, and whether beta != 0)
-  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int,
-                         int, int, int, int, int, int, int>;
+  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, int, int, int, int,
+                         int, int, int>;
   struct Plan {
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;

@@ -26,10 +26,8 @@ constexpr int64_t kColumnSumTickets = 8192;
 
 void expect(const char* op, const char* name, const Tensor& t, DType dtype) {
   if (!t.defined()) bad_arg(op, std::string(name) + " is undefined");
-  if (t.device != Device::cuda)
-    bad_arg(op, std::string(name) + " " + t.shape_str() + " is not a CUDA tensor");
-  if (t.dtype != dtype)
-    bad_arg(op, std::string(name) + " " + t.shape_str() + " must be " + dtype_name(dtype));
+  if (t.device != Device::cuda) bad_arg(op, std::string(name) + " " + t.shape_str() + " is not a CUDA tensor");
+  if (t.dtype != dtype) bad_arg(op, std::string(name) + " " + t.shape_str() + " must be " + dtype_name(dtype));
 }
 // Optional tensors: checked only when defined.
 void expect_opt(const char* op, const char* name, const Tensor& t, DType dtype) {
@@ -37,8 +35,7 @@ void expect_opt(const char* op, const char* name, const Tensor& t, DType dtype) 
 }
 void expect_numel(const char* op, const char* name, const Tensor& t, int64_t n) {
   if (t.numel() != n)
-    bad_arg(op, std::string(name) + " " + t.shape_str() + " must hold " + std::to_string(n) +
-                    " elements");
+    bad_arg(op, std::string(name) + " " + t.shape_str() + " must hold " + std::to_string(n) + " elements");
 }
 void* ptr_or_null(const Tensor& t) { return t.defined() ? t.ptr : nullptr; }
 
@@ -48,8 +45,7 @@ size_t workspace_bytes_from_env(size_t requested) {
     char* end = nullptr;
     long v = std::strtol(s, &end, 10);
     if (end == s || *end || v < 16)
-      throw std::invalid_argument(std::string("RECIPE_CUDA_WORKSPACE_MB='") + s +
-                                  "' must be an integer ≥ 16 (MiB)");
+      throw std::invalid_argument(std::string("RECIPE_CUDA_WORKSPACE_MB='") + s + "' must be an integer ≥ 16 (MiB)");
     mib = size_t(v);
   }
   return mib << 20;
@@ -71,8 +67,7 @@ bool attention_fallback_forced() {
   const char* s = std::getenv("RECIPE_CUDA_ATTENTION");
   if (!s || !*s || std::string(s) == "cudnn") return false;
   if (std::string(s) == "fallback") return true;
-  throw std::invalid_argument(std::string("RECIPE_CUDA_ATTENTION='") + s +
-                              "' must be 'cudnn' or 'fallback'");
+  throw std::invalid_argument(std::string("RECIPE_CUDA_ATTENTION='") + s + "' must be 'cudnn' or 'fallback'");
 }
 
 // RECIPE_CUBLASLT_TUNE=0 keeps the heuristic's first algorithm per GEMM shape (deterministic mode
@@ -83,23 +78,20 @@ bool env_flag(const char* name, const char* on, const char* off, bool dflt) {
   if (!s || !*s) return dflt;
   if (std::string(s) == on) return true;
   if (std::string(s) == off) return false;
-  throw std::invalid_argument(std::string(name) + "='" + s + "' must be '" + on + "' or '" + off +
-                              "'");
+  throw std::invalid_argument(std::string(name) + "='" + s + "' must be '" + on + "' or '" + off + "'");
 }
 
-std::string version_string(int v) {
-  return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
-}
+std::string version_string(int v) { return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10); }
 
 }  // namespace
 
-CudaBackend::CudaBackend(const BackendOptions& opts)
-    : device_(opts.device_index), deterministic_(opts.deterministic) {
+CudaBackend::CudaBackend(const BackendOptions& opts) : device_(opts.device_index), deterministic_(opts.deterministic) {
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
     cudaGetLastError();
-    throw std::runtime_error("CUDA backend: no CUDA device is visible (check the driver and "
-                             "CUDA_VISIBLE_DEVICES), or use --device cpu");
+    throw std::runtime_error(
+        "CUDA backend: no CUDA device is visible (check the driver and "
+        "CUDA_VISIBLE_DEVICES), or use --device cpu");
   }
   if (device_ < 0 || device_ >= count)
     throw std::runtime_error("CUDA backend: device index " + std::to_string(device_) +
@@ -110,10 +102,9 @@ CudaBackend::CudaBackend(const BackendOptions& opts)
   cublas_workspace_ = device_alloc(cublas_workspace_bytes_, "cuBLASLt workspace");
   workspace_bytes_ = workspace_bytes_from_env(opts.workspace_bytes);
   workspace_ = device_alloc(workspace_bytes_, "backend workspace");
-  column_sum_tickets_ = static_cast<unsigned*>(
-      device_alloc(size_t(kColumnSumTickets) * sizeof(unsigned), "column-sum tickets"));
-  RECIPE_CUDA_CHECK(
-      cudaMemsetAsync(column_sum_tickets_, 0, size_t(kColumnSumTickets) * sizeof(unsigned), stream_));
+  column_sum_tickets_ =
+      static_cast<unsigned*>(device_alloc(size_t(kColumnSumTickets) * sizeof(unsigned), "column-sum tickets"));
+  RECIPE_CUDA_CHECK(cudaMemsetAsync(column_sum_tickets_, 0, size_t(kColumnSumTickets) * sizeof(unsigned), stream_));
   CublasLtLinear::Options lo;
   // RECIPE_GRAD_MEMSET=1: zero every gradient at the start of a step instead of letting its
   // first write overwrite (an A/B switch for the benchmark).
@@ -121,9 +112,8 @@ CudaBackend::CudaBackend(const BackendOptions& opts)
   lo.tune = !deterministic_ && env_flag("RECIPE_CUBLASLT_TUNE", "1", "0", true);
   lo.log_tuning = env_flag("RECIPE_CUBLASLT_TUNE_LOG", "1", "0", false);
   lo.tune_candidates = tune_candidates_from_env();
-  lo.bias_grad = env_flag("RECIPE_CUDA_BIAS_GRAD", "epilogue", "kernel", false)
-                     ? CublasLtLinear::BiasGrad::epilogue
-                     : CublasLtLinear::BiasGrad::column_sum;
+  lo.bias_grad = env_flag("RECIPE_CUDA_BIAS_GRAD", "epilogue", "kernel", false) ? CublasLtLinear::BiasGrad::epilogue
+                                                                                : CublasLtLinear::BiasGrad::column_sum;
   lo.tickets = ColumnSumTickets{column_sum_tickets_, kColumnSumTickets};
   linear_ = std::make_unique<CublasLtLinear>(stream_, cublas_workspace_, cublas_workspace_bytes_, lo);
 #ifdef RECIPE_WITH_CUDNN
@@ -133,8 +123,7 @@ CudaBackend::CudaBackend(const BackendOptions& opts)
     try {
       attention_ = std::make_unique<CudnnAttention>(stream_, deterministic_, tune_attention);
     } catch (const std::exception& e) {
-      std::cerr << "recipe: cuDNN unavailable (" << e.what()
-                << "); attention uses the own CUDA kernels\n";
+      std::cerr << "recipe: cuDNN unavailable (" << e.what() << "); attention uses the own CUDA kernels\n";
     }
   }
 #else
@@ -168,11 +157,9 @@ void* CudaBackend::device_alloc(size_t bytes, const char* what) {
     cudaGetLastError();
     size_t free_b = 0, total_b = 0;
     cudaMemGetInfo(&free_b, &total_b);
-    throw std::runtime_error("CUDA backend: cudaMalloc of " + std::to_string(bytes) + " bytes (" +
-                             what + ") failed: " + cudaGetErrorString(err) + "; " +
-                             std::to_string(free_b >> 20) + " MiB free of " +
-                             std::to_string(total_b >> 20) +
-                             " MiB. Reduce trainer.micro_batch_size or the model size");
+    throw std::runtime_error("CUDA backend: cudaMalloc of " + std::to_string(bytes) + " bytes (" + what + ") failed: " +
+                             cudaGetErrorString(err) + "; " + std::to_string(free_b >> 20) + " MiB free of " +
+                             std::to_string(total_b >> 20) + " MiB. Reduce trainer.micro_batch_size or the model size");
   }
   allocations_[p] = bytes;
   current_bytes_ += bytes;
@@ -202,8 +189,8 @@ void CudaBackend::free(void* p) {
 
 void CudaBackend::copy(Tensor dst, Tensor src) {
   if (dst.dtype != src.dtype || dst.numel() != src.numel())
-    bad_arg("copy", "dst " + dst.shape_str() + " and src " + src.shape_str() +
-                        " must have the same dtype and element count");
+    bad_arg("copy",
+            "dst " + dst.shape_str() + " and src " + src.shape_str() + " must have the same dtype and element count");
   if (dst.ptr == src.ptr || !dst.numel()) return;
   RECIPE_CUDA_CHECK(cudaMemcpyAsync(dst.ptr, src.ptr, src.bytes(), cudaMemcpyDefault, stream_));
 }
@@ -239,15 +226,13 @@ void CudaBackend::end_grad_writes() { grad_writes_.end(); }
 
 void CudaBackend::cast(Tensor dst, Tensor src) {
   if (dst.numel() != src.numel())
-    bad_arg("cast", "dst " + dst.shape_str() + " and src " + src.shape_str() +
-                        " must have the same element count");
+    bad_arg("cast", "dst " + dst.shape_str() + " and src " + src.shape_str() + " must have the same element count");
   if (dst.dtype == src.dtype) return copy(dst, src);
   if (dst.dtype == DType::bf16 && src.dtype == DType::f32)
     return cast_f32_to_bf16(dst.ptr, src.as<float>(), src.numel(), stream_);
   if (dst.dtype == DType::f32 && src.dtype == DType::bf16)
     return cast_bf16_to_f32(dst.as<float>(), src.ptr, src.numel(), stream_);
-  bad_arg("cast", std::string("unsupported cast ") + dtype_name(src.dtype) + " -> " +
-                      dtype_name(dst.dtype));
+  bad_arg("cast", std::string("unsupported cast ") + dtype_name(src.dtype) + " -> " + dtype_name(dst.dtype));
 }
 
 void CudaBackend::synchronize() {
@@ -269,12 +254,11 @@ void CudaBackend::linear_fwd(Tensor out, Tensor inp, Tensor weight, Tensor bias,
   expect_numel(op, "out", out, N * OC);
   if (bias.defined()) expect_numel(op, "bias", bias, OC);
   if (pre_gelu.defined()) expect_numel(op, "pre_gelu", pre_gelu, N * OC);
-  linear_->forward(out.ptr, inp.ptr, weight.ptr, ptr_or_null(bias), ptr_or_null(pre_gelu), N, IC,
-                   OC);
+  linear_->forward(out.ptr, inp.ptr, weight.ptr, ptr_or_null(bias), ptr_or_null(pre_gelu), N, IC, OC);
 }
 
-void CudaBackend::linear_bwd(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp,
-                             Tensor weight, Tensor dinp_gelu_aux, Tensor dinp_sum) {
+void CudaBackend::linear_bwd(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
+                             Tensor dinp_gelu_aux, Tensor dinp_sum) {
   const char* op = "linear_bwd";
   expect(op, "dout", dout, DType::bf16);
   const Tensor& shape_src = weight.defined() ? weight : dweight;
@@ -289,8 +273,8 @@ void CudaBackend::linear_bwd(Tensor dinp, Tensor dweight, Tensor dbias, Tensor d
     if (dinp_gelu_aux.defined()) expect_numel(op, "dinp_gelu_aux", dinp_gelu_aux, N * IC);
     expect_opt(op, "dinp_sum", dinp_sum, DType::f32);
     if (dinp_sum.defined()) expect_numel(op, "dinp_sum", dinp_sum, IC);
-    const bool os = N > 0 && dinp_sum.defined() &&
-                    grad_writes_.whole_write(dinp_sum) == GradWriteTracker::Write::overwrite;
+    const bool os =
+        N > 0 && dinp_sum.defined() && grad_writes_.whole_write(dinp_sum) == GradWriteTracker::Write::overwrite;
     linear_->backward_input(dinp.ptr, dout.ptr, weight.ptr, ptr_or_null(dinp_gelu_aux), N, IC, OC,
                             static_cast<float*>(ptr_or_null(dinp_sum)), os, workspace());
   } else if (dinp_sum.defined()) {
@@ -307,20 +291,19 @@ void CudaBackend::linear_bwd(Tensor dinp, Tensor dweight, Tensor dbias, Tensor d
   if ((dweight.defined() || dbias.defined()) && N > 0) {
     const bool ow = dweight.defined() && grad_writes_.whole_write(dweight) == GradWriteTracker::Write::overwrite;
     const bool ob = dbias.defined() && grad_writes_.whole_write(dbias) == GradWriteTracker::Write::overwrite;
-    linear_->backward_weight(static_cast<float*>(ptr_or_null(dweight)),
-                             static_cast<float*>(ptr_or_null(dbias)), dout.ptr, ptr_or_null(inp), N,
-                             IC, OC, workspace(), ow, ob);
+    linear_->backward_weight(static_cast<float*>(ptr_or_null(dweight)), static_cast<float*>(ptr_or_null(dbias)),
+                             dout.ptr, ptr_or_null(inp), N, IC, OC, workspace(), ow, ob);
   }
 }
 
 // The fused path writes dinp, act and dinp_sum in one kernel (gelu_fc2_backward.cu), then the
 // weight gradient reads the rebuilt act; otherwise the default's gelu_fwd + linear_bwd.
-void CudaBackend::gelu_rebuild_linear_bwd(Tensor dinp, Tensor act, Tensor dweight, Tensor dbias,
-                                          Tensor dout, Tensor weight, Tensor pre, Tensor dinp_sum) {
+void CudaBackend::gelu_rebuild_linear_bwd(Tensor dinp, Tensor act, Tensor dweight, Tensor dbias, Tensor dout,
+                                          Tensor weight, Tensor pre, Tensor dinp_sum) {
   const char* op = "gelu_rebuild_linear_bwd";
-  if (dinp.defined() && weight.defined() && act.defined() && pre.defined() &&
-      dout.dtype == DType::bf16 && weight.dtype == DType::bf16 && dinp.dtype == DType::bf16 &&
-      act.dtype == DType::bf16 && pre.dtype == DType::bf16) {
+  if (dinp.defined() && weight.defined() && act.defined() && pre.defined() && dout.dtype == DType::bf16 &&
+      weight.dtype == DType::bf16 && dinp.dtype == DType::bf16 && act.dtype == DType::bf16 &&
+      pre.dtype == DType::bf16) {
     const int64_t OC = weight.dim(0), IC = weight.dim(1), N = dout.numel() / OC;
     expect_numel(op, "dout", dout, N * OC);
     expect_numel(op, "dinp", dinp, N * IC);
@@ -328,12 +311,10 @@ void CudaBackend::gelu_rebuild_linear_bwd(Tensor dinp, Tensor act, Tensor dweigh
     expect_numel(op, "pre", pre, N * IC);
     expect_opt(op, "dinp_sum", dinp_sum, DType::f32);
     if (dinp_sum.defined()) expect_numel(op, "dinp_sum", dinp_sum, IC);
-    if (cuda::gelu_fc2_dgrad_fused_fits(dinp.ptr, act.ptr, dout.ptr, weight.ptr, pre.ptr, N, OC, IC,
-                                        workspace())) {
-      const bool os = dinp_sum.defined() &&
-                      grad_writes_.whole_write(dinp_sum) == GradWriteTracker::Write::overwrite;
-      cuda::gelu_fc2_dgrad_fused(dinp.ptr, act.ptr, static_cast<float*>(ptr_or_null(dinp_sum)), os,
-                                 dout.ptr, weight.ptr, pre.ptr, N, OC, IC, workspace(), stream_);
+    if (cuda::gelu_fc2_dgrad_fused_fits(dinp.ptr, act.ptr, dout.ptr, weight.ptr, pre.ptr, N, OC, IC, workspace())) {
+      const bool os = dinp_sum.defined() && grad_writes_.whole_write(dinp_sum) == GradWriteTracker::Write::overwrite;
+      cuda::gelu_fc2_dgrad_fused(dinp.ptr, act.ptr, static_cast<float*>(ptr_or_null(dinp_sum)), os, dout.ptr,
+                                 weight.ptr, pre.ptr, N, OC, IC, workspace(), stream_);
       ++fused_mlp_backward_calls_;
       linear_bwd(Tensor(), dweight, dbias, dout, act, weight, Tensor(), Tensor());
       return;
@@ -344,8 +325,7 @@ void CudaBackend::gelu_rebuild_linear_bwd(Tensor dinp, Tensor act, Tensor dweigh
 
 // ---- embeddings ----
 
-void CudaBackend::embedding_fwd(Tensor out, Tensor tokens, Tensor wte, Tensor wpe, int T,
-                                int vocab_start) {
+void CudaBackend::embedding_fwd(Tensor out, Tensor tokens, Tensor wte, Tensor wpe, int T, int vocab_start) {
   const char* op = "embedding_fwd";
   expect(op, "tokens", tokens, DType::i32);
   expect(op, "wte", wte, DType::bf16);
@@ -355,12 +335,11 @@ void CudaBackend::embedding_fwd(Tensor out, Tensor tokens, Tensor wte, Tensor wp
   expect_numel(op, "out", out, N * C);
   if (T <= 0 || N % T) bad_arg(op, "T=" + std::to_string(T) + " must divide " + std::to_string(N) + " tokens");
   if (wpe.defined() && wpe.dim(0) < T) bad_arg(op, "wpe " + wpe.shape_str() + " has fewer than T rows");
-  cuda::embedding_fwd(out.ptr, tokens.as<int32_t>(), wte.ptr, wte.dim(0), ptr_or_null(wpe), N, C, T,
-                      vocab_start, stream_);
+  cuda::embedding_fwd(out.ptr, tokens.as<int32_t>(), wte.ptr, wte.dim(0), ptr_or_null(wpe), N, C, T, vocab_start,
+                      stream_);
 }
 
-void CudaBackend::embedding_bwd(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens, int T,
-                                int vocab_start) {
+void CudaBackend::embedding_bwd(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens, int T, int vocab_start) {
   const char* op = "embedding_bwd";
   expect(op, "tokens", tokens, DType::i32);
   expect(op, "dout", dout, DType::bf16);
@@ -370,20 +349,21 @@ void CudaBackend::embedding_bwd(Tensor dwte, Tensor dwpe, Tensor dout, Tensor to
   expect_numel(op, "dout", dout, N * C);
   if (T <= 0 || N % T) bad_arg(op, "T=" + std::to_string(T) + " must divide " + std::to_string(N) + " tokens");
   if (dwte.defined() && dwte.numel() % C) bad_arg(op, "dwte " + dwte.shape_str() + " row size differs from dout");
-  if (dwpe.defined() && dwpe.numel() < int64_t(T) * C) bad_arg(op, "dwpe " + dwpe.shape_str() + " has fewer than T rows");
+  if (dwpe.defined() && dwpe.numel() < int64_t(T) * C)
+    bad_arg(op, "dwpe " + dwpe.shape_str() + " has fewer than T rows");
   // Scatters (dwte: only the rows of the batch's tokens; dwpe: only the first T rows): a fresh
   // gradient is zeroed first.
   grad_writes_.partial_write(dwte);
   grad_writes_.partial_write(dwpe);
   cuda::embedding_bwd(static_cast<float*>(ptr_or_null(dwte)), dwte.defined() ? dwte.numel() / C : 0,
-                      static_cast<float*>(ptr_or_null(dwpe)), dout.ptr, tokens.as<int32_t>(), N, C,
-                      T, vocab_start, workspace(), stream_);
+                      static_cast<float*>(ptr_or_null(dwpe)), dout.ptr, tokens.as<int32_t>(), N, C, T, vocab_start,
+                      workspace(), stream_);
 }
 
 // ---- norms ----
 
-void CudaBackend::layernorm_fwd(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight,
-                                Tensor bias, float eps) {
+void CudaBackend::layernorm_fwd(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight, Tensor bias,
+                                float eps) {
   const char* op = "layernorm_fwd";
   expect(op, "inp", inp, DType::bf16);
   expect(op, "out", out, DType::bf16);
@@ -393,14 +373,12 @@ void CudaBackend::layernorm_fwd(Tensor out, Tensor mean, Tensor rstd, Tensor inp
   expect_opt(op, "rstd", rstd, DType::f32);
   const int64_t C = weight.numel(), N = inp.numel() / C;
   expect_numel(op, "out", out, N * C);
-  cuda::layernorm_fwd(out.ptr, static_cast<float*>(ptr_or_null(mean)),
-                      static_cast<float*>(ptr_or_null(rstd)), inp.ptr, nullptr, nullptr, weight.ptr,
-                      ptr_or_null(bias), N, C, eps, false, stream_);
+  cuda::layernorm_fwd(out.ptr, static_cast<float*>(ptr_or_null(mean)), static_cast<float*>(ptr_or_null(rstd)), inp.ptr,
+                      nullptr, nullptr, weight.ptr, ptr_or_null(bias), N, C, eps, false, stream_);
 }
 
 // The overwrite flags of a norm backward's f32 outputs (none for an empty batch: nothing is written).
-cuda::NormGradOverwrite CudaBackend::norm_grad_writes(int64_t N, Tensor dweight, Tensor dbias,
-                                                      Tensor dinp_sum) {
+cuda::NormGradOverwrite CudaBackend::norm_grad_writes(int64_t N, Tensor dweight, Tensor dbias, Tensor dinp_sum) {
   cuda::NormGradOverwrite ow;
   if (N <= 0) return ow;
   auto first = [&](const Tensor& t) {
@@ -412,8 +390,8 @@ cuda::NormGradOverwrite CudaBackend::norm_grad_writes(int64_t N, Tensor dweight,
   return ow;
 }
 
-void CudaBackend::layernorm_bwd(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp,
-                                Tensor weight, Tensor mean, Tensor rstd, Tensor dinp_sum) {
+void CudaBackend::layernorm_bwd(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
+                                Tensor mean, Tensor rstd, Tensor dinp_sum) {
   const char* op = "layernorm_bwd";
   expect(op, "dout", dout, DType::bf16);
   expect(op, "inp", inp, DType::bf16);
@@ -433,9 +411,8 @@ void CudaBackend::layernorm_bwd(Tensor dinp, Tensor dweight, Tensor dbias, Tenso
   }
   const cuda::NormGradOverwrite ow = norm_grad_writes(N, dweight, dbias, dinp_sum);
   cuda::layernorm_bwd(ptr_or_null(dinp), static_cast<float*>(ptr_or_null(dweight)),
-                      static_cast<float*>(ptr_or_null(dbias)),
-                      static_cast<float*>(ptr_or_null(dinp_sum)), dout.ptr, inp.ptr, weight.ptr,
-                      mean.as<float>(), rstd.as<float>(), N, C, false, ow, workspace(), stream_);
+                      static_cast<float*>(ptr_or_null(dbias)), static_cast<float*>(ptr_or_null(dinp_sum)), dout.ptr,
+                      inp.ptr, weight.ptr, mean.as<float>(), rstd.as<float>(), N, C, false, ow, workspace(), stream_);
 }
 
 void CudaBackend::rmsnorm_fwd(Tensor out, Tensor rstd, Tensor inp, Tensor weight, float eps) {
@@ -446,12 +423,11 @@ void CudaBackend::rmsnorm_fwd(Tensor out, Tensor rstd, Tensor inp, Tensor weight
   expect_opt(op, "rstd", rstd, DType::f32);
   const int64_t C = weight.numel(), N = inp.numel() / C;
   expect_numel(op, "out", out, N * C);
-  cuda::layernorm_fwd(out.ptr, nullptr, static_cast<float*>(ptr_or_null(rstd)), inp.ptr, nullptr,
-                      nullptr, weight.ptr, nullptr, N, C, eps, true, stream_);
+  cuda::layernorm_fwd(out.ptr, nullptr, static_cast<float*>(ptr_or_null(rstd)), inp.ptr, nullptr, nullptr, weight.ptr,
+                      nullptr, N, C, eps, true, stream_);
 }
 
-void CudaBackend::rmsnorm_bwd(Tensor dinp, Tensor dweight, Tensor dout, Tensor inp, Tensor weight,
-                              Tensor rstd) {
+void CudaBackend::rmsnorm_bwd(Tensor dinp, Tensor dweight, Tensor dout, Tensor inp, Tensor weight, Tensor rstd) {
   const char* op = "rmsnorm_bwd";
   expect(op, "dout", dout, DType::bf16);
   expect(op, "inp", inp, DType::bf16);
@@ -462,14 +438,12 @@ void CudaBackend::rmsnorm_bwd(Tensor dinp, Tensor dweight, Tensor dout, Tensor i
   const int64_t C = weight.numel(), N = inp.numel() / C;
   if (dweight.defined()) expect_numel(op, "dweight", dweight, C);
   const cuda::NormGradOverwrite ow = norm_grad_writes(N, dweight, Tensor(), Tensor());
-  cuda::layernorm_bwd(ptr_or_null(dinp), static_cast<float*>(ptr_or_null(dweight)), nullptr,
-                      nullptr, dout.ptr, inp.ptr, weight.ptr, nullptr, rstd.as<float>(), N, C, true,
-                      ow, workspace(), stream_);
+  cuda::layernorm_bwd(ptr_or_null(dinp), static_cast<float*>(ptr_or_null(dweight)), nullptr, nullptr, dout.ptr, inp.ptr,
+                      weight.ptr, nullptr, rstd.as<float>(), N, C, true, ow, workspace(), stream_);
 }
 
-void CudaBackend::residual_norm_fwd(Tensor residual, Tensor out, Tensor mean, Tensor rstd,
-                                    Tensor a, Tensor b, Tensor weight, Tensor bias, float eps,
-                                    bool rms) {
+void CudaBackend::residual_norm_fwd(Tensor residual, Tensor out, Tensor mean, Tensor rstd, Tensor a, Tensor b,
+                                    Tensor weight, Tensor bias, float eps, bool rms) {
   const char* op = "residual_norm_fwd";
   expect(op, "residual", residual, DType::bf16);
   expect(op, "a", a, DType::bf16);
@@ -484,8 +458,8 @@ void CudaBackend::residual_norm_fwd(Tensor residual, Tensor out, Tensor mean, Te
   expect_numel(op, "b", b, N * C);
   expect_numel(op, "out", out, N * C);
   cuda::layernorm_fwd(out.ptr, rms ? nullptr : static_cast<float*>(ptr_or_null(mean)),
-                      static_cast<float*>(ptr_or_null(rstd)), residual.ptr, a.ptr, b.ptr,
-                      weight.ptr, rms ? nullptr : ptr_or_null(bias), N, C, eps, rms, stream_);
+                      static_cast<float*>(ptr_or_null(rstd)), residual.ptr, a.ptr, b.ptr, weight.ptr,
+                      rms ? nullptr : ptr_or_null(bias), N, C, eps, rms, stream_);
 }
 
 // ---- elementwise ----
@@ -495,8 +469,7 @@ void CudaBackend::add(Tensor out, Tensor a, Tensor b) {
     bad_arg("add", "out " + out.shape_str() + ", a " + a.shape_str() + ", b " + b.shape_str() +
                        " must match in dtype and element count");
   if (a.dtype == DType::bf16) return add_bf16(out.ptr, a.ptr, b.ptr, a.numel(), stream_);
-  if (a.dtype == DType::f32)
-    return add_f32(out.as<float>(), a.as<float>(), b.as<float>(), a.numel(), stream_);
+  if (a.dtype == DType::f32) return add_f32(out.as<float>(), a.as<float>(), b.as<float>(), a.numel(), stream_);
   bad_arg("add", "i32 tensors are not supported");
 }
 
@@ -556,8 +529,7 @@ void CudaBackend::note_attention_fallback(const std::string& shape, const std::s
               << "); using the own CUDA attention kernels for it\n";
 }
 
-void CudaBackend::attention_fwd(Tensor out, Tensor lse, Tensor qkv, int B, int T, int Hq, int Hkv,
-                                int D) {
+void CudaBackend::attention_fwd(Tensor out, Tensor lse, Tensor qkv, int B, int T, int Hq, int Hkv, int D) {
   const char* op = "attention_fwd";
   expect(op, "qkv", qkv, DType::bf16);
   expect(op, "out", out, DType::bf16);
@@ -573,9 +545,8 @@ void CudaBackend::attention_fwd(Tensor out, Tensor lse, Tensor qkv, int B, int T
       ++cudnn_calls_;
       return;
     }
-    note_attention_fallback("fwd B=" + std::to_string(B) + " T=" + std::to_string(T) + " Hq=" +
-                                std::to_string(Hq) + " Hkv=" + std::to_string(Hkv) + " D=" +
-                                std::to_string(D),
+    note_attention_fallback("fwd B=" + std::to_string(B) + " T=" + std::to_string(T) + " Hq=" + std::to_string(Hq) +
+                                " Hkv=" + std::to_string(Hkv) + " D=" + std::to_string(D),
                             attention_->last_rejection());
   }
 #endif
@@ -583,8 +554,8 @@ void CudaBackend::attention_fwd(Tensor out, Tensor lse, Tensor qkv, int B, int T
   attention_fwd_fallback(out.ptr, lse.as<float>(), qkv.ptr, B, T, Hq, Hkv, D, stream_);
 }
 
-void CudaBackend::attention_bwd(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse,
-                                int B, int T, int Hq, int Hkv, int D) {
+void CudaBackend::attention_bwd(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int B, int T, int Hq,
+                                int Hkv, int D) {
   const char* op = "attention_bwd";
   expect(op, "dqkv", dqkv, DType::bf16);
   expect(op, "dout", dout, DType::bf16);
@@ -601,26 +572,23 @@ void CudaBackend::attention_bwd(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out
     bad_arg(op, "Hq=" + std::to_string(Hq) + " must be a multiple of Hkv=" + std::to_string(Hkv));
 #ifdef RECIPE_WITH_CUDNN
   if (attention_) {
-    if (attention_->backward(dqkv.ptr, dout.ptr, qkv.ptr, out.ptr, lse.as<float>(), B, T, Hq, Hkv,
-                             D, workspace())) {
+    if (attention_->backward(dqkv.ptr, dout.ptr, qkv.ptr, out.ptr, lse.as<float>(), B, T, Hq, Hkv, D, workspace())) {
       ++cudnn_calls_;
       return;
     }
-    note_attention_fallback("bwd B=" + std::to_string(B) + " T=" + std::to_string(T) + " Hq=" +
-                                std::to_string(Hq) + " Hkv=" + std::to_string(Hkv) + " D=" +
-                                std::to_string(D),
+    note_attention_fallback("bwd B=" + std::to_string(B) + " T=" + std::to_string(T) + " Hq=" + std::to_string(Hq) +
+                                " Hkv=" + std::to_string(Hkv) + " D=" + std::to_string(D),
                             attention_->last_rejection());
   }
 #endif
   ++fallback_calls_;
-  attention_bwd_fallback(dqkv.ptr, dout.ptr, qkv.ptr, out.ptr, lse.as<float>(), B, T, Hq, Hkv, D,
-                         workspace(), stream_);
+  attention_bwd_fallback(dqkv.ptr, dout.ptr, qkv.ptr, out.ptr, lse.as<float>(), B, T, Hq, Hkv, D, workspace(), stream_);
 }
 
 // ---- loss ----
 
-void CudaBackend::cross_entropy(Tensor losses, Tensor logits, Tensor targets, int vocab,
-                                float dloss, bool compute_grad) {
+void CudaBackend::cross_entropy(Tensor losses, Tensor logits, Tensor targets, int vocab, float dloss,
+                                bool compute_grad) {
   const char* op = "cross_entropy";
   expect(op, "logits", logits, DType::bf16);
   expect(op, "losses", losses, DType::f32);
@@ -628,16 +596,14 @@ void CudaBackend::cross_entropy(Tensor losses, Tensor logits, Tensor targets, in
   const int64_t N = targets.numel(), Vp = logits.dim(-1);
   expect_numel(op, "logits", logits, N * Vp);
   expect_numel(op, "losses", losses, N);
-  if (vocab <= 0 || vocab > Vp)
-    bad_arg(op, "vocab=" + std::to_string(vocab) + " must be in 1.." + std::to_string(Vp));
-  cuda::cross_entropy(losses.as<float>(), logits.ptr, targets.as<int32_t>(), N, Vp, vocab, dloss,
-                      compute_grad, stream_);
+  if (vocab <= 0 || vocab > Vp) bad_arg(op, "vocab=" + std::to_string(vocab) + " must be in 1.." + std::to_string(Vp));
+  cuda::cross_entropy(losses.as<float>(), logits.ptr, targets.as<int32_t>(), N, Vp, vocab, dloss, compute_grad,
+                      stream_);
 }
 
 // ---- optimizer ----
 
-void CudaBackend::adamw(Tensor master, Tensor grad, Tensor m, Tensor v, Tensor compute_copy,
-                        const AdamWArgs& a) {
+void CudaBackend::adamw(Tensor master, Tensor grad, Tensor m, Tensor v, Tensor compute_copy, const AdamWArgs& a) {
   const char* op = "adamw";
   expect(op, "master", master, DType::f32);
   expect(op, "grad", grad, DType::f32);
@@ -651,12 +617,13 @@ void CudaBackend::adamw(Tensor master, Tensor grad, Tensor m, Tensor v, Tensor c
   void* copy_bf16 = nullptr;
   if (compute_copy.defined()) {
     expect_numel(op, "compute_copy", compute_copy, n);
-    if (compute_copy.dtype == DType::bf16) copy_bf16 = compute_copy.ptr;
-    else if (compute_copy.dtype != DType::f32) bad_arg(op, "compute_copy must be bf16 or f32");
+    if (compute_copy.dtype == DType::bf16)
+      copy_bf16 = compute_copy.ptr;
+    else if (compute_copy.dtype != DType::f32)
+      bad_arg(op, "compute_copy must be bf16 or f32");
   }
-  cuda::adamw(master.as<float>(), grad.as<float>(), m.as<float>(), v.as<float>(), copy_bf16, n,
-              a.lr, a.beta1, a.beta2, a.eps, a.weight_decay, a.step, a.grad_scale,
-              a.grad_scale_device, a.schedule_device, stream_);
+  cuda::adamw(master.as<float>(), grad.as<float>(), m.as<float>(), v.as<float>(), copy_bf16, n, a.lr, a.beta1, a.beta2,
+              a.eps, a.weight_decay, a.step, a.grad_scale, a.grad_scale_device, a.schedule_device, stream_);
   if (compute_copy.defined() && compute_copy.dtype == DType::f32) copy(compute_copy, master);
 }
 
@@ -666,16 +633,15 @@ double CudaBackend::sum_squares(Tensor x) {
   return cuda::sum_squares(x.as<float>(), x.numel(), workspace(), stream_);
 }
 
-void CudaBackend::grad_norm_clip(Tensor out, Tensor grads, float clip, Tensor losses,
-                                 double loss_sum_limit) {
+void CudaBackend::grad_norm_clip(Tensor out, Tensor grads, float clip, Tensor losses, double loss_sum_limit) {
   const char* op = "grad_norm_clip";
   expect(op, "out", out, DType::f32);
   expect_numel(op, "out", out, 2);
   expect(op, "grads", grads, DType::f32);
   if (losses.defined()) expect(op, "losses", losses, DType::f32);
   cuda::grad_norm_clip(out.as<float>(), grads.as<float>(), grads.numel(),
-                       losses.defined() ? losses.as<float>() : nullptr,
-                       losses.defined() ? losses.numel() : 0, clip, loss_sum_limit, workspace(), stream_);
+                       losses.defined() ? losses.as<float>() : nullptr, losses.defined() ? losses.numel() : 0, clip,
+                       loss_sum_limit, workspace(), stream_);
 }
 
 void CudaBackend::scale(Tensor x, float s) {

@@ -63,25 +63,21 @@ class CudaBackend final : public Backend {
   size_t peak_memory_bytes() const override { return peak_bytes_; }
 
   void linear_fwd(Tensor out, Tensor inp, Tensor weight, Tensor bias, Tensor pre_gelu) override;
-  void linear_bwd(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp,
-                  Tensor weight, Tensor dinp_gelu_aux, Tensor dinp_sum) override;
-  void gelu_rebuild_linear_bwd(Tensor dinp, Tensor act, Tensor dweight, Tensor dbias, Tensor dout,
-                               Tensor weight, Tensor pre, Tensor dinp_sum) override;
+  void linear_bwd(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
+                  Tensor dinp_gelu_aux, Tensor dinp_sum) override;
+  void gelu_rebuild_linear_bwd(Tensor dinp, Tensor act, Tensor dweight, Tensor dbias, Tensor dout, Tensor weight,
+                               Tensor pre, Tensor dinp_sum) override;
 
-  void embedding_fwd(Tensor out, Tensor tokens, Tensor wte, Tensor wpe, int T,
-                     int vocab_start) override;
-  void embedding_bwd(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens, int T,
-                     int vocab_start) override;
+  void embedding_fwd(Tensor out, Tensor tokens, Tensor wte, Tensor wpe, int T, int vocab_start) override;
+  void embedding_bwd(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens, int T, int vocab_start) override;
 
-  void layernorm_fwd(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight, Tensor bias,
-                     float eps) override;
-  void layernorm_bwd(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp,
-                     Tensor weight, Tensor mean, Tensor rstd, Tensor dinp_sum) override;
+  void layernorm_fwd(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight, Tensor bias, float eps) override;
+  void layernorm_bwd(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight, Tensor mean,
+                     Tensor rstd, Tensor dinp_sum) override;
   void rmsnorm_fwd(Tensor out, Tensor rstd, Tensor inp, Tensor weight, float eps) override;
-  void rmsnorm_bwd(Tensor dinp, Tensor dweight, Tensor dout, Tensor inp, Tensor weight,
-                   Tensor rstd) override;
-  void residual_norm_fwd(Tensor residual, Tensor out, Tensor mean, Tensor rstd, Tensor a, Tensor b,
-                         Tensor weight, Tensor bias, float eps, bool rms) override;
+  void rmsnorm_bwd(Tensor dinp, Tensor dweight, Tensor dout, Tensor inp, Tensor weight, Tensor rstd) override;
+  void residual_norm_fwd(Tensor residual, Tensor out, Tensor mean, Tensor rstd, Tensor a, Tensor b, Tensor weight,
+                         Tensor bias, float eps, bool rms) override;
 
   void add(Tensor out, Tensor a, Tensor b) override;
   void gelu_fwd(Tensor out, Tensor inp) override;
@@ -91,27 +87,22 @@ class CudaBackend final : public Backend {
   void rope_fwd(Tensor qkv, int B, int T, int Hq, int Hkv, int D, float theta) override;
   void rope_bwd(Tensor dqkv, int B, int T, int Hq, int Hkv, int D, float theta) override;
 
-  void attention_fwd(Tensor out, Tensor lse, Tensor qkv, int B, int T, int Hq, int Hkv,
+  void attention_fwd(Tensor out, Tensor lse, Tensor qkv, int B, int T, int Hq, int Hkv, int D) override;
+  void attention_bwd(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int B, int T, int Hq, int Hkv,
                      int D) override;
-  void attention_bwd(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int B, int T,
-                     int Hq, int Hkv, int D) override;
 
-  void cross_entropy(Tensor losses, Tensor logits, Tensor targets, int vocab, float dloss,
-                     bool compute_grad) override;
+  void cross_entropy(Tensor losses, Tensor logits, Tensor targets, int vocab, float dloss, bool compute_grad) override;
 
   // vocab_parallel_ce.cu
   void vocab_parallel_ce_max(Tensor rowmax, Tensor logits, int valid_cols) override;
-  void vocab_parallel_ce_sums(Tensor sums, Tensor logits, Tensor rowmax, Tensor targets,
-                              int vocab_start, int valid_cols) override;
-  void vocab_parallel_ce_finish(Tensor losses, Tensor logits, Tensor rowmax, Tensor sums,
-                                Tensor targets, int vocab_start, int valid_cols, float dloss,
-                                bool compute_grad) override;
+  void vocab_parallel_ce_sums(Tensor sums, Tensor logits, Tensor rowmax, Tensor targets, int vocab_start,
+                              int valid_cols) override;
+  void vocab_parallel_ce_finish(Tensor losses, Tensor logits, Tensor rowmax, Tensor sums, Tensor targets,
+                                int vocab_start, int valid_cols, float dloss, bool compute_grad) override;
 
-  void adamw(Tensor master, Tensor grad, Tensor m, Tensor v, Tensor compute_copy,
-             const AdamWArgs& args) override;
+  void adamw(Tensor master, Tensor grad, Tensor m, Tensor v, Tensor compute_copy, const AdamWArgs& args) override;
   double sum_squares(Tensor x) override;
-  void grad_norm_clip(Tensor out, Tensor grads, float clip, Tensor losses,
-                      double loss_sum_limit) override;
+  void grad_norm_clip(Tensor out, Tensor grads, float clip, Tensor losses, double loss_sum_limit) override;
   void scale(Tensor x, float s) override;
 
   // No per-step memset: each gradient's first write overwrites (GradWriteTracker).
@@ -146,9 +137,8 @@ class CudaBackend final : public Backend {
   unsigned* column_sum_tickets_ = nullptr;
   std::unique_ptr<CublasLtLinear> linear_;
   // Zeroes in stream order, so a memset it asks for lands before the op that asked.
-  GradWriteTracker grad_writes_{[this](void* p, size_t bytes) {
-    RECIPE_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream_));
-  }};
+  GradWriteTracker grad_writes_{
+      [this](void* p, size_t bytes) { RECIPE_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream_)); }};
   std::unique_ptr<CudnnAttention> attention_;
   int64_t cudnn_calls_ = 0, fallback_calls_ = 0;
   std::set<std::string> reported_fallbacks_;

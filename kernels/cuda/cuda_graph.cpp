@@ -69,13 +69,11 @@ void CudaBackend::free_host(void* p) {
 void CudaBackend::from_host_async(Tensor dst, const void* src) {
   if (!dst.numel()) return;
   if (dst.device != Device::cuda)
-    throw std::invalid_argument("CUDA backend from_host_async: dst " + dst.shape_str() +
-                                " is not a CUDA tensor");
+    throw std::invalid_argument("CUDA backend from_host_async: dst " + dst.shape_str() + " is not a CUDA tensor");
   RECIPE_CUDA_CHECK(cudaMemcpyAsync(dst.ptr, src, dst.bytes(), cudaMemcpyHostToDevice, stream_));
 }
 
-std::unique_ptr<RecordedWork> CudaBackend::record(const std::function<void()>& body,
-                                                  std::string& why) {
+std::unique_ptr<RecordedWork> CudaBackend::record(const std::function<void()>& body, std::string& why) {
   if (recording_) {
     why = "a recording is already in progress on this backend";
     return nullptr;

@@ -26,11 +26,10 @@ struct Workspace {
 // compute capability 9.0, N % 128, H % 128 (H ≤ 128·2048), C % 64, 16-byte aligned pointers,
 // room in ws for the per-tile dbias partials, and RECIPE_CUDA_FUSED_MLP not 0. The launch
 // requires it. One launch; calls must not overlap one another (they share the dbias tickets).
-bool gelu_fc2_dgrad_fused_fits(const void* dh, const void* g, const void* dy, const void* w2,
-                               const void* pre, int64_t N, int64_t C, int64_t H, Workspace ws);
-void gelu_fc2_dgrad_fused(void* dh, void* g, float* dbias, bool overwrite_dbias, const void* dy,
-                          const void* w2, const void* pre, int64_t N, int64_t C, int64_t H,
-                          Workspace ws, cudaStream_t s);
+bool gelu_fc2_dgrad_fused_fits(const void* dh, const void* g, const void* dy, const void* w2, const void* pre,
+                               int64_t N, int64_t C, int64_t H, Workspace ws);
+void gelu_fc2_dgrad_fused(void* dh, void* g, float* dbias, bool overwrite_dbias, const void* dy, const void* w2,
+                          const void* pre, int64_t N, int64_t C, int64_t H, Workspace ws, cudaStream_t s);
 
 // ---- elementwise (elementwise.cu) ----
 void cast_f32_to_bf16(void* out, const float* in, int64_t n, cudaStream_t s);
@@ -43,8 +42,7 @@ void gelu_fwd_bf16(void* out, const void* inp, int64_t n, cudaStream_t s);
 // dinp = dout · gelu'(inp); dinp may alias dout (the in-place dGELU fallback).
 void gelu_bwd_bf16(void* dinp, const void* dout, const void* inp, int64_t n, cudaStream_t s);
 void swiglu_fwd_bf16(void* out, const void* gate_up, int64_t rows, int64_t F, cudaStream_t s);
-void swiglu_bwd_bf16(void* dgate_up, const void* dout, const void* gate_up, int64_t rows,
-                     int64_t F, cudaStream_t s);
+void swiglu_bwd_bf16(void* dgate_up, const void* dout, const void* gate_up, int64_t rows, int64_t F, cudaStream_t s);
 // Device counters (zero between launches) that let the last block of a column tile finish a
 // one-launch column sum; owned by the backend, allocated and zeroed once at its start.
 struct ColumnSumTickets {
@@ -54,20 +52,17 @@ struct ColumnSumTickets {
 // dst[C] += Σ_rows src[rows, C] (bf16 src) in one launch, summed in a fixed order (bitwise
 // repeatable); partial row sums go to the workspace. Launches on `s` must not overlap one another
 // (the tickets are shared). overwrite: dst = Σ instead (a gradient's first write of a step).
-void column_sum_accumulate(float* dst, const void* src, int64_t rows, int64_t C,
-                           ColumnSumTickets tickets, Workspace ws, cudaStream_t s,
-                           bool overwrite = false);
+void column_sum_accumulate(float* dst, const void* src, int64_t rows, int64_t C, ColumnSumTickets tickets, Workspace ws,
+                           cudaStream_t s, bool overwrite = false);
 
 // ---- RoPE (rope.cu): in place on packed qkv [B,T,(Hq+2Hkv)·D]; backward applies the inverse.
-void rope_bf16(void* qkv, int B, int T, int Hq, int Hkv, int D, float theta, bool backward,
-               cudaStream_t s);
+void rope_bf16(void* qkv, int B, int T, int Hq, int Hkv, int D, float theta, bool backward, cudaStream_t s);
 
 // ---- norms (norms.cu) ----
 // If res_a/res_b are given: residual = res_a + res_b (written to `inp_or_residual`), then the norm
 // of it; otherwise the norm of `inp_or_residual`. mean (LayerNorm only) and rstd may be null.
-void layernorm_fwd(void* out, float* mean, float* rstd, void* inp_or_residual, const void* res_a,
-                   const void* res_b, const void* weight, const void* bias, int64_t N, int64_t C,
-                   float eps, bool rms, cudaStream_t s);
+void layernorm_fwd(void* out, float* mean, float* rstd, void* inp_or_residual, const void* res_a, const void* res_b,
+                   const void* weight, const void* bias, int64_t N, int64_t C, float eps, bool rms, cudaStream_t s);
 // Which f32 outputs of layernorm_bwd are written (=) rather than accumulated (+=): the first
 // write of a parameter gradient in a step (see Backend::begin_grad_writes).
 struct NormGradOverwrite {
@@ -78,38 +73,34 @@ struct NormGradOverwrite {
 // linear whose output was added into this residual; saves a separate column sum). All f32 [C];
 // bias/mean null for RMSNorm; dinp/dweight/dbias/dinp_sum may each be null to skip (dinp_sum
 // needs dinp). Column sums in a fixed order: bitwise repeatable.
-void layernorm_bwd(void* dinp, float* dweight, float* dbias, float* dinp_sum, const void* dout,
-                   const void* inp, const void* weight, const float* mean, const float* rstd,
-                   int64_t N, int64_t C, bool rms, NormGradOverwrite overwrite, Workspace ws,
-                   cudaStream_t s);
+void layernorm_bwd(void* dinp, float* dweight, float* dbias, float* dinp_sum, const void* dout, const void* inp,
+                   const void* weight, const float* mean, const float* rstd, int64_t N, int64_t C, bool rms,
+                   NormGradOverwrite overwrite, Workspace ws, cudaStream_t s);
 
 // ---- embeddings (embedding.cu) ----
-void embedding_fwd(void* out, const int32_t* tokens, const void* wte, int64_t wte_rows,
-                   const void* wpe, int64_t N, int64_t C, int T, int vocab_start, cudaStream_t s);
-void embedding_bwd(float* dwte, int64_t wte_rows, float* dwpe, const void* dout,
-                   const int32_t* tokens, int64_t N, int64_t C, int T, int vocab_start,
-                   Workspace ws, cudaStream_t s);
+void embedding_fwd(void* out, const int32_t* tokens, const void* wte, int64_t wte_rows, const void* wpe, int64_t N,
+                   int64_t C, int T, int vocab_start, cudaStream_t s);
+void embedding_bwd(float* dwte, int64_t wte_rows, float* dwpe, const void* dout, const int32_t* tokens, int64_t N,
+                   int64_t C, int T, int vocab_start, Workspace ws, cudaStream_t s);
 
 // ---- loss (cross_entropy.cu) ----
-void cross_entropy(float* losses, void* logits, const int32_t* targets, int64_t N, int64_t Vp,
-                   int vocab, float dloss, bool compute_grad, cudaStream_t s);
+void cross_entropy(float* losses, void* logits, const int32_t* targets, int64_t N, int64_t Vp, int vocab, float dloss,
+                   bool compute_grad, cudaStream_t s);
 
 // ---- optimizer and reductions (optimizer.cu) ----
-void adamw(float* master, const float* grad, float* m, float* v, void* compute_copy_bf16,
-           int64_t n, float lr, float beta1, float beta2, float eps, float weight_decay,
-           int step, float grad_scale, const float* grad_scale_device,
-           const float* schedule_device, cudaStream_t s);
+void adamw(float* master, const float* grad, float* m, float* v, void* compute_copy_bf16, int64_t n, float lr,
+           float beta1, float beta2, float eps, float weight_decay, int step, float grad_scale,
+           const float* grad_scale_device, const float* schedule_device, cudaStream_t s);
 // out[0] = ‖x‖₂, out[1] = clip factor or NaN (skip); see Backend::grad_norm_clip. No host sync.
-void grad_norm_clip(float* out, const float* x, int64_t n, const float* losses, int64_t n_losses,
-                    float clip, double loss_sum_limit, Workspace ws, cudaStream_t s);
+void grad_norm_clip(float* out, const float* x, int64_t n, const float* losses, int64_t n_losses, float clip,
+                    double loss_sum_limit, Workspace ws, cudaStream_t s);
 // Σ x² in double, two passes with fixed order; result copied into *host_result (synchronizes).
 double sum_squares(const float* x, int64_t n, Workspace ws, cudaStream_t s);
 
 // ---- attention fallback (attention_fallback.cu): causal, GQA, packed qkv, D ≤ 128 ----
-void attention_fwd_fallback(void* out, float* lse, const void* qkv, int B, int T, int Hq, int Hkv,
-                            int D, cudaStream_t s);
-void attention_bwd_fallback(void* dqkv, const void* dout, const void* qkv, const void* out,
-                            const float* lse, int B, int T, int Hq, int Hkv, int D, Workspace ws,
+void attention_fwd_fallback(void* out, float* lse, const void* qkv, int B, int T, int Hq, int Hkv, int D,
                             cudaStream_t s);
+void attention_bwd_fallback(void* dqkv, const void* dout, const void* qkv, const void* out, const float* lse, int B,
+                            int T, int Hq, int Hkv, int D, Workspace ws, cudaStream_t s);
 
 }  // namespace recipe::kernels::cuda

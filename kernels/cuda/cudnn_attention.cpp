@@ -42,13 +42,11 @@ CudnnAttention::CudnnAttention(cudaStream_t stream, bool deterministic, bool tun
   cudnnHandle_t h = nullptr;
   cudnnStatus_t st = cudnnCreate(&h);
   if (st != CUDNN_STATUS_SUCCESS)
-    throw std::runtime_error(std::string("CUDA backend: cudnnCreate failed: ") +
-                             cudnnGetErrorString(st));
+    throw std::runtime_error(std::string("CUDA backend: cudnnCreate failed: ") + cudnnGetErrorString(st));
   st = cudnnSetStream(h, stream_);
   if (st != CUDNN_STATUS_SUCCESS) {
     cudnnDestroy(h);
-    throw std::runtime_error(std::string("CUDA backend: cudnnSetStream failed: ") +
-                             cudnnGetErrorString(st));
+    throw std::runtime_error(std::string("CUDA backend: cudnnSetStream failed: ") + cudnnGetErrorString(st));
   }
   handle_ = h;
 }
@@ -73,11 +71,8 @@ CudnnAttention::Entry& CudnnAttention::entry(const Key& key) {
       .set_intermediate_data_type(fe::DataType_t::FLOAT)
       .set_compute_data_type(fe::DataType_t::FLOAT);
   auto tensor = [&](const char* name, int64_t uid, int64_t heads, const std::vector<int64_t>& stride) {
-    return g->tensor(fe::graph::Tensor_attributes()
-                         .set_name(name)
-                         .set_uid(uid)
-                         .set_dim({B, heads, T, D})
-                         .set_stride(stride));
+    return g->tensor(
+        fe::graph::Tensor_attributes().set_name(name).set_uid(uid).set_dim({B, heads, T, D}).set_stride(stride));
   };
   auto Q = tensor("Q", kQ, Hq, qkv_stride);
   auto K = tensor("K", kK, Hkv, qkv_stride);
@@ -121,12 +116,10 @@ CudnnAttention::Entry& CudnnAttention::entry(const Key& key) {
     return false;
   };
   cudnnHandle_t h = as_handle(handle_);
-  bool ok = step(g->validate(), "validate") &&
-            step(g->build_operation_graph(h), "build_operation_graph") &&
+  bool ok = step(g->validate(), "validate") && step(g->build_operation_graph(h), "build_operation_graph") &&
             step(g->create_execution_plans({fe::HeurMode_t::A}), "create_execution_plans") &&
             step(g->check_support(h), "check_support") &&
-            step(g->build_plans(h, tune_plans_ ? fe::BuildPlanPolicy_t::ALL
-                                               : fe::BuildPlanPolicy_t::HEURISTICS_CHOICE),
+            step(g->build_plans(h, tune_plans_ ? fe::BuildPlanPolicy_t::ALL : fe::BuildPlanPolicy_t::HEURISTICS_CHOICE),
                  "build_plans");
   // With ALL, a plan that failed to build keeps its index but cannot run: workspace -1.
   if (ok) {
@@ -135,21 +128,19 @@ CudnnAttention::Entry& CudnnAttention::entry(const Key& key) {
       if (!g->get_workspace_size_plan_at_index(i, ws).is_good()) ws = -1;
       e->plan_workspace.push_back(ws);
     }
-    auto first = std::find_if(e->plan_workspace.begin(), e->plan_workspace.end(),
-                              [](int64_t w) { return w >= 0; });
+    auto first = std::find_if(e->plan_workspace.begin(), e->plan_workspace.end(), [](int64_t w) { return w >= 0; });
     ok = first != e->plan_workspace.end();
     if (!ok) e->why = "build_plans: no plan could be built";
     e->plan = first - e->plan_workspace.begin();
-    e->timed = std::count_if(e->plan_workspace.begin(), e->plan_workspace.end(),
-                             [](int64_t w) { return w >= 0; }) < 2;
+    e->timed = std::count_if(e->plan_workspace.begin(), e->plan_workspace.end(), [](int64_t w) { return w >= 0; }) < 2;
   }
   e->ok = ok;
   e->graph = std::move(g);
   return *cache_.emplace(key, std::move(e)).first->second;
 }
 
-bool CudnnAttention::forward(void* out, float* lse, const void* qkv, int B, int T, int Hq, int Hkv,
-                             int D, Workspace ws) {
+bool CudnnAttention::forward(void* out, float* lse, const void* qkv, int B, int T, int Hq, int Hkv, int D,
+                             Workspace ws) {
   Entry& e = entry(Key{B, T, Hq, Hkv, D, false});
   if (!e.ok) {
     last_rejection_ = e.why;
@@ -165,8 +156,8 @@ bool CudnnAttention::forward(void* out, float* lse, const void* qkv, int B, int 
   return execute(e, pack, ws, "forward");
 }
 
-bool CudnnAttention::backward(void* dqkv, const void* dout, const void* qkv, const void* out,
-                              const float* lse, int B, int T, int Hq, int Hkv, int D, Workspace ws) {
+bool CudnnAttention::backward(void* dqkv, const void* dout, const void* qkv, const void* out, const float* lse, int B,
+                              int T, int Hq, int Hkv, int D, Workspace ws) {
   Entry& e = entry(Key{B, T, Hq, Hkv, D, true});
   if (!e.ok) {
     last_rejection_ = e.why;
@@ -175,16 +166,15 @@ bool CudnnAttention::backward(void* dqkv, const void* dout, const void* qkv, con
   auto* base = static_cast<char*>(const_cast<void*>(qkv));
   auto* dbase = static_cast<char*>(dqkv);
   const size_t head_bytes = size_t(D) * 2;
-  std::unordered_map<int64_t, void*> pack{
-      {kQ, base},
-      {kK, base + size_t(Hq) * head_bytes},
-      {kV, base + size_t(Hq + Hkv) * head_bytes},
-      {kO, const_cast<void*>(out)},
-      {kdO, const_cast<void*>(dout)},
-      {kStats, const_cast<float*>(lse)},
-      {kdQ, dbase},
-      {kdK, dbase + size_t(Hq) * head_bytes},
-      {kdV, dbase + size_t(Hq + Hkv) * head_bytes}};
+  std::unordered_map<int64_t, void*> pack{{kQ, base},
+                                          {kK, base + size_t(Hq) * head_bytes},
+                                          {kV, base + size_t(Hq + Hkv) * head_bytes},
+                                          {kO, const_cast<void*>(out)},
+                                          {kdO, const_cast<void*>(dout)},
+                                          {kStats, const_cast<float*>(lse)},
+                                          {kdQ, dbase},
+                                          {kdK, dbase + size_t(Hq) * head_bytes},
+                                          {kdV, dbase + size_t(Hq + Hkv) * head_bytes}};
   return execute(e, pack, ws, "backward");
 }
 
@@ -192,8 +182,7 @@ bool CudnnAttention::backward(void* dqkv, const void* dout, const void* qkv, con
 // Stats; dQ, dK, dV), from inputs they do not modify, so the extra runs leave what the chosen
 // run leaves. It needs a host wait, so it is put off while the stream is captured into a CUDA
 // graph (the step runs eagerly before it is captured).
-bool CudnnAttention::execute(Entry& e, std::unordered_map<int64_t, void*>& pack, Workspace ws,
-                             const char* what) {
+bool CudnnAttention::execute(Entry& e, std::unordered_map<int64_t, void*>& pack, Workspace ws, const char* what) {
   const size_t free_bytes = ws.bytes - ws.used;
   cudnnHandle_t h = as_handle(handle_);
   if (!e.timed) {
@@ -205,9 +194,8 @@ bool CudnnAttention::execute(Entry& e, std::unordered_map<int64_t, void*>& pack,
       // still fit in every later call, where less of the workspace may be free.
       const int64_t limit = e.plan_workspace[size_t(e.plan)];
       Workspace timing = ws;  // the run below takes its own region from the same start
-      void* wsp = limit > 0 && size_t(limit) <= free_bytes
-                      ? timing.take(size_t(limit), "cuDNN attention plan timing")
-                      : nullptr;
+      void* wsp = limit > 0 && size_t(limit) <= free_bytes ? timing.take(size_t(limit), "cuDNN attention plan timing")
+                                                           : nullptr;
       cudaEvent_t start = nullptr, stop = nullptr;
       RECIPE_CUDA_CHECK(cudaEventCreate(&start));
       RECIPE_CUDA_CHECK(cudaEventCreate(&stop));
@@ -219,8 +207,7 @@ bool CudnnAttention::execute(Entry& e, std::unordered_map<int64_t, void*>& pack,
         constexpr int kReps = 3;
         bool ran = true;
         RECIPE_CUDA_CHECK(cudaEventRecord(start, stream_));
-        for (int r = 0; r < kReps && ran; ++r)
-          ran = e.graph->execute_plan_at_index(h, pack, wsp, i).is_good();
+        for (int r = 0; r < kReps && ran; ++r) ran = e.graph->execute_plan_at_index(h, pack, wsp, i).is_good();
         RECIPE_CUDA_CHECK(cudaEventRecord(stop, stream_));
         RECIPE_CUDA_CHECK(cudaEventSynchronize(stop));
         float ms = 0.f;
@@ -240,8 +227,7 @@ bool CudnnAttention::execute(Entry& e, std::unordered_map<int64_t, void*>& pack,
   void* wsp = need ? ws.take(need, "cuDNN attention") : nullptr;
   fe::error_t st = e.graph->execute_plan_at_index(h, pack, wsp, e.plan);
   if (!st.is_good())
-    throw std::runtime_error(std::string("CUDA backend: cuDNN SDPA ") + what +
-                             " execute failed: " + st.get_message());
+    throw std::runtime_error(std::string("CUDA backend: cuDNN SDPA ") + what + " execute failed: " + st.get_message());
   return true;
 }
 

@@ -31,10 +31,9 @@ class CudnnAttention {
   CudnnAttention& operator=(const CudnnAttention&) = delete;
 
   // Each returns false, having run nothing, when cuDNN cannot run this shape.
-  bool forward(void* out, float* lse, const void* qkv, int B, int T, int Hq, int Hkv, int D,
-               Workspace ws);
-  bool backward(void* dqkv, const void* dout, const void* qkv, const void* out, const float* lse,
-                int B, int T, int Hq, int Hkv, int D, Workspace ws);
+  bool forward(void* out, float* lse, const void* qkv, int B, int T, int Hq, int Hkv, int D, Workspace ws);
+  bool backward(void* dqkv, const void* dout, const void* qkv, const void* out, const float* lse, int B, int T, int Hq,
+                int Hkv, int D, Workspace ws);
 
   // Why the last rejected shape was rejected ("" if none was).
   const std::string& last_rejection() const { return last_rejection_; }

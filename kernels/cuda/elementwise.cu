@@ -15,8 +15,7 @@ void* Workspace::take(size_t n, const char* what) {
   size_t start = (used + 255) & ~size_t(255);
   if (start + n > bytes)
     throw std::runtime_error(std::string("CUDA backend: ") + what + " needs " + std::to_string(n) +
-                             " bytes of workspace but only " +
-                             std::to_string(bytes > start ? bytes - start : 0) +
+                             " bytes of workspace but only " + std::to_string(bytes > start ? bytes - start : 0) +
                              " are left; set RECIPE_CUDA_WORKSPACE_MB higher");
   used = start + n;
   return static_cast<char*>(ptr) + start;
@@ -33,8 +32,7 @@ inline int grid_for(int64_t work, int threads = kThreads) {
 
 // out = f(in0, in1) elementwise; in1 may be null for unary ops.
 template <class F>
-__global__ void map_bf16_kernel(bf16* out, const bf16* in0, const bf16* in1, int64_t n, F f,
-                                bool vec) {
+__global__ void map_bf16_kernel(bf16* out, const bf16* in0, const bf16* in1, int64_t n, F f, bool vec) {
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   if (vec) {
     const int64_t nv = n / 8;
@@ -54,8 +52,12 @@ __global__ void map_bf16_kernel(bf16* out, const bf16* in0, const bf16* in1, int
   }
 }
 
-struct AddOp { __device__ float operator()(float a, float b) const { return a + b; } };
-struct GeluOp { __device__ float operator()(float x, float) const { return gelu_tanh(x); } };
+struct AddOp {
+  __device__ float operator()(float a, float b) const { return a + b; }
+};
+struct GeluOp {
+  __device__ float operator()(float x, float) const { return gelu_tanh(x); }
+};
 // (dout, inp) -> dout·gelu'(inp)
 struct GeluBwdOp {
   __device__ float operator()(float d, float x) const { return d * gelu_tanh_grad(x); }
@@ -66,35 +68,30 @@ struct ScaleOp {
 };
 
 template <class F>
-void map_bf16(void* out, const void* a, const void* b, int64_t n, F f, cudaStream_t s,
-              const char* name) {
+void map_bf16(void* out, const void* a, const void* b, int64_t n, F f, cudaStream_t s, const char* name) {
   if (n <= 0) return;
   bool vec = aligned16(out) && aligned16(a) && (!b || aligned16(b));
   int64_t work = vec ? n / 8 + 1 : n;
-  map_bf16_kernel<<<grid_for(work), kThreads, 0, s>>>(
-      static_cast<bf16*>(out), static_cast<const bf16*>(a), static_cast<const bf16*>(b), n, f, vec);
+  map_bf16_kernel<<<grid_for(work), kThreads, 0, s>>>(static_cast<bf16*>(out), static_cast<const bf16*>(a),
+                                                      static_cast<const bf16*>(b), n, f, vec);
   RECIPE_CUDA_CHECK_LAUNCH("map_bf16");
   (void)name;
 }
 
 __global__ void cast_f32_bf16_kernel(bf16* out, const float* in, int64_t n) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
     out[i] = __float2bfloat16_rn(in[i]);
 }
 __global__ void cast_bf16_f32_kernel(float* out, const bf16* in, int64_t n) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
     out[i] = __bfloat162float(in[i]);
 }
 __global__ void add_f32_kernel(float* out, const float* a, const float* b, int64_t n) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
     out[i] = a[i] + b[i];
 }
 __global__ void scale_f32_kernel(float* x, float k, int64_t n) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
     x[i] *= k;
 }
 
@@ -103,18 +100,15 @@ __device__ __forceinline__ float silu(float g) { return g / (1.f + __expf(-g)); 
 // gate_up rows are [gate (F) | up (F)]; out rows are [F].
 __global__ void swiglu_fwd_kernel(bf16* out, const bf16* gu, int64_t rows, int64_t F) {
   const int64_t n = rows * F;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     int64_t r = i / F, c = i - r * F;
     float g = to_f(gu[r * 2 * F + c]), u = to_f(gu[r * 2 * F + F + c]);
     out[i] = __float2bfloat16_rn(silu(g) * u);
   }
 }
-__global__ void swiglu_bwd_kernel(bf16* dgu, const bf16* dout, const bf16* gu, int64_t rows,
-                                  int64_t F) {
+__global__ void swiglu_bwd_kernel(bf16* dgu, const bf16* dout, const bf16* gu, int64_t rows, int64_t F) {
   const int64_t n = rows * F;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     int64_t r = i / F, c = i - r * F;
     float g = to_f(gu[r * 2 * F + c]), u = to_f(gu[r * 2 * F + F + c]), d = to_f(dout[i]);
     float sig = 1.f / (1.f + __expf(-g));
@@ -135,9 +129,16 @@ __global__ void swiglu_bwd_kernel(bf16* dgu, const bf16* dout, const bf16* gu, i
 // bitwise repeatable. Tiles are narrow (64 columns of 8 lanes x 16 B, i.e. 128 B per row segment)
 // so that even C = 1024 gives enough blocks, and there are few chunks so that the last block's
 // share (chunks x 64 floats) is small.
-template <int kVec> struct ColumnSumShape;
-template <> struct ColumnSumShape<8> { static constexpr int col_lanes = 8, row_lanes = 32; };
-template <> struct ColumnSumShape<1> { static constexpr int col_lanes = 32, row_lanes = 8; };
+template <int kVec>
+struct ColumnSumShape;
+template <>
+struct ColumnSumShape<8> {
+  static constexpr int col_lanes = 8, row_lanes = 32;
+};
+template <>
+struct ColumnSumShape<1> {
+  static constexpr int col_lanes = 32, row_lanes = 8;
+};
 constexpr int kColumnSumThreads = 256;
 constexpr int kColumnSumUnroll = 4;
 
@@ -165,9 +166,8 @@ __device__ __forceinline__ void fold_rows(float (&fold)[kRows][kTile], int t, Ou
 
 template <int kVec>
 __global__ void __launch_bounds__(kColumnSumThreads)
-    column_sum_kernel(float* dst, float* partial, unsigned* tickets, const bf16* src,
-                      int64_t rows, int64_t cols, int64_t ld, int64_t rows_per_chunk,
-                      bool overwrite) {
+    column_sum_kernel(float* dst, float* partial, unsigned* tickets, const bf16* src, int64_t rows, int64_t cols,
+                      int64_t ld, int64_t rows_per_chunk, bool overwrite) {
   constexpr int kColLanes = ColumnSumShape<kVec>::col_lanes;
   constexpr int kRowLanes = ColumnSumShape<kVec>::row_lanes;
   constexpr int kTile = kColLanes * kVec;
@@ -190,8 +190,7 @@ __global__ void __launch_bounds__(kColumnSumThreads)
     for (; r + (kColumnSumUnroll - 1) * kRowLanes < r1; r += kStep) {
       float v[kColumnSumUnroll][kVec];
 #pragma unroll
-      for (int u = 0; u < kColumnSumUnroll; ++u)
-        load_cols<kVec>(src + (r + u * kRowLanes) * ld + c, v[u]);
+      for (int u = 0; u < kColumnSumUnroll; ++u) load_cols<kVec>(src + (r + u * kRowLanes) * ld + c, v[u]);
 #pragma unroll
       for (int u = 0; u < kColumnSumUnroll; ++u)
 #pragma unroll
@@ -274,29 +273,25 @@ void gelu_bwd_bf16(void* dinp, const void* dout, const void* inp, int64_t n, cud
 }
 void swiglu_fwd_bf16(void* out, const void* gate_up, int64_t rows, int64_t F, cudaStream_t s) {
   if (rows * F <= 0) return;
-  swiglu_fwd_kernel<<<grid_for(rows * F), kThreads, 0, s>>>(
-      static_cast<bf16*>(out), static_cast<const bf16*>(gate_up), rows, F);
+  swiglu_fwd_kernel<<<grid_for(rows * F), kThreads, 0, s>>>(static_cast<bf16*>(out), static_cast<const bf16*>(gate_up),
+                                                            rows, F);
   RECIPE_CUDA_CHECK_LAUNCH("swiglu_fwd");
 }
-void swiglu_bwd_bf16(void* dgate_up, const void* dout, const void* gate_up, int64_t rows,
-                     int64_t F, cudaStream_t s) {
+void swiglu_bwd_bf16(void* dgate_up, const void* dout, const void* gate_up, int64_t rows, int64_t F, cudaStream_t s) {
   if (rows * F <= 0) return;
   swiglu_bwd_kernel<<<grid_for(rows * F), kThreads, 0, s>>>(
-      static_cast<bf16*>(dgate_up), static_cast<const bf16*>(dout),
-      static_cast<const bf16*>(gate_up), rows, F);
+      static_cast<bf16*>(dgate_up), static_cast<const bf16*>(dout), static_cast<const bf16*>(gate_up), rows, F);
   RECIPE_CUDA_CHECK_LAUNCH("swiglu_bwd");
 }
 
-void column_sum_accumulate(float* dst, const void* src, int64_t rows, int64_t C,
-                           ColumnSumTickets tickets, Workspace ws, cudaStream_t s,
-                           bool overwrite) {
+void column_sum_accumulate(float* dst, const void* src, int64_t rows, int64_t C, ColumnSumTickets tickets, Workspace ws,
+                           cudaStream_t s, bool overwrite) {
   if (C <= 0) return;
   if (rows <= 0) {  // an empty sum: "=" still has to write its zeros
     if (overwrite) RECIPE_CUDA_CHECK(cudaMemsetAsync(dst, 0, size_t(C) * sizeof(float), s));
     return;
   }
-  if (!tickets.ptr || tickets.count <= 0)
-    throw std::invalid_argument("column_sum_accumulate: no ticket buffer");
+  if (!tickets.ptr || tickets.count <= 0) throw std::invalid_argument("column_sum_accumulate: no ticket buffer");
   const bool vec = C % 8 == 0 && aligned16(src);
   const int64_t tile = vec ? ColumnSumShape<8>::col_lanes * 8 : ColumnSumShape<1>::col_lanes;
   const int64_t row_lanes = vec ? ColumnSumShape<8>::row_lanes : ColumnSumShape<1>::row_lanes;
@@ -305,8 +300,7 @@ void column_sum_accumulate(float* dst, const void* src, int64_t rows, int64_t C,
   // rows per thread: enough loads in flight, few partial rows for the last block to add.
   int sms = 132;
   int dev = 0;
-  if (cudaGetDevice(&dev) == cudaSuccess)
-    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  if (cudaGetDevice(&dev) == cudaSuccess) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
   const int64_t target_blocks = int64_t(sms) * 4;
   const int64_t min_rows = row_lanes * kColumnSumUnroll;
   int64_t chunks = std::max<int64_t>(1, (target_blocks + col_tiles - 1) / col_tiles);
@@ -328,11 +322,11 @@ void column_sum_accumulate(float* dst, const void* src, int64_t rows, int64_t C,
     const dim3 grid{unsigned(nt), unsigned(chunks)};
     const bf16* base = static_cast<const bf16*>(src) + c0;
     if (vec)
-      column_sum_kernel<8><<<grid, block, 0, s>>>(dst + c0, partial + c0, tickets.ptr, base, rows,
-                                                  cols, C, rows_per_chunk, overwrite);
+      column_sum_kernel<8>
+          <<<grid, block, 0, s>>>(dst + c0, partial + c0, tickets.ptr, base, rows, cols, C, rows_per_chunk, overwrite);
     else
-      column_sum_kernel<1><<<grid, block, 0, s>>>(dst + c0, partial + c0, tickets.ptr, base, rows,
-                                                  cols, C, rows_per_chunk, overwrite);
+      column_sum_kernel<1>
+          <<<grid, block, 0, s>>>(dst + c0, partial + c0, tickets.ptr, base, rows, cols, C, rows_per_chunk, overwrite);
     RECIPE_CUDA_CHECK_LAUNCH("column_sum");
   }
 }

@@ -13,12 +13,10 @@
 namespace recipe::kernels::cuda {
 namespace {
 
-__global__ void embedding_fwd_kernel(bf16* out, const int32_t* tokens, const bf16* wte,
-                                     int64_t wte_rows, const bf16* wpe, int64_t N, int64_t C,
-                                     int T, int vocab_start) {
+__global__ void embedding_fwd_kernel(bf16* out, const int32_t* tokens, const bf16* wte, int64_t wte_rows,
+                                     const bf16* wpe, int64_t N, int64_t C, int T, int vocab_start) {
   const int64_t total = N * C;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
-       i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     int64_t n = i / C, c = i - n * C;
     int64_t row = int64_t(tokens[n]) - vocab_start;
     float v = (row >= 0 && row < wte_rows) ? to_f(wte[row * C + c]) : 0.f;
@@ -28,15 +26,13 @@ __global__ void embedding_fwd_kernel(bf16* out, const int32_t* tokens, const bf1
 }
 
 __global__ void iota_kernel(int32_t* v, int64_t n) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
     v[i] = int32_t(i);
 }
 
 // Block i handles the run of equal tokens that starts at sorted position i (other blocks exit).
-__global__ void dwte_runs_kernel(float* dwte, int64_t wte_rows, const bf16* dout,
-                                 const int32_t* sorted_tok, const int32_t* sorted_row, int64_t N,
-                                 int64_t C, int vocab_start) {
+__global__ void dwte_runs_kernel(float* dwte, int64_t wte_rows, const bf16* dout, const int32_t* sorted_tok,
+                                 const int32_t* sorted_row, int64_t N, int64_t C, int vocab_start) {
   const int64_t start = blockIdx.x;
   const int32_t tok = sorted_tok[start];
   if (start > 0 && sorted_tok[start - 1] == tok) return;
@@ -44,8 +40,7 @@ __global__ void dwte_runs_kernel(float* dwte, int64_t wte_rows, const bf16* dout
   if (row < 0 || row >= wte_rows) return;
   int64_t end = start + 1;
   while (end < N && sorted_tok[end] == tok) ++end;
-  for (int64_t c = int64_t(blockIdx.y) * blockDim.x + threadIdx.x; c < C;
-       c += int64_t(gridDim.y) * blockDim.x) {
+  for (int64_t c = int64_t(blockIdx.y) * blockDim.x + threadIdx.x; c < C; c += int64_t(gridDim.y) * blockDim.x) {
     float acc = 0.f;
     for (int64_t k = start; k < end; ++k) acc += to_f(dout[int64_t(sorted_row[k]) * C + c]);
     dwte[row * C + c] += acc;
@@ -54,8 +49,7 @@ __global__ void dwte_runs_kernel(float* dwte, int64_t wte_rows, const bf16* dout
 
 __global__ void dwpe_kernel(float* dwpe, const bf16* dout, int64_t N, int64_t C, int T) {
   const int64_t total = int64_t(T) * C, batches = N / T;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
-       i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     float acc = 0.f;
     for (int64_t b = 0; b < batches; ++b) acc += to_f(dout[b * total + i]);
     dwpe[i] += acc;
@@ -69,18 +63,16 @@ unsigned blocks_for(int64_t work) {
 
 }  // namespace
 
-void embedding_fwd(void* out, const int32_t* tokens, const void* wte, int64_t wte_rows,
-                   const void* wpe, int64_t N, int64_t C, int T, int vocab_start, cudaStream_t s) {
+void embedding_fwd(void* out, const int32_t* tokens, const void* wte, int64_t wte_rows, const void* wpe, int64_t N,
+                   int64_t C, int T, int vocab_start, cudaStream_t s) {
   if (N * C <= 0) return;
-  embedding_fwd_kernel<<<blocks_for(N * C), 256, 0, s>>>(
-      static_cast<bf16*>(out), tokens, static_cast<const bf16*>(wte), wte_rows,
-      static_cast<const bf16*>(wpe), N, C, T, vocab_start);
+  embedding_fwd_kernel<<<blocks_for(N * C), 256, 0, s>>>(static_cast<bf16*>(out), tokens, static_cast<const bf16*>(wte),
+                                                         wte_rows, static_cast<const bf16*>(wpe), N, C, T, vocab_start);
   RECIPE_CUDA_CHECK_LAUNCH("embedding_fwd");
 }
 
-void embedding_bwd(float* dwte, int64_t wte_rows, float* dwpe, const void* dout,
-                   const int32_t* tokens, int64_t N, int64_t C, int T, int vocab_start,
-                   Workspace ws, cudaStream_t s) {
+void embedding_bwd(float* dwte, int64_t wte_rows, float* dwpe, const void* dout, const int32_t* tokens, int64_t N,
+                   int64_t C, int T, int vocab_start, Workspace ws, cudaStream_t s) {
   if (N <= 0) return;
   auto* d = static_cast<const bf16*>(dout);
   if (dwte) {
@@ -88,18 +80,17 @@ void embedding_bwd(float* dwte, int64_t wte_rows, float* dwpe, const void* dout,
     auto* rows_in = static_cast<int32_t*>(ws.take(size_t(N) * 4, "embedding backward"));
     auto* sorted_row = static_cast<int32_t*>(ws.take(size_t(N) * 4, "embedding backward"));
     size_t temp_bytes = 0;
-    RECIPE_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, tokens, sorted_tok,
-                                                      rows_in, sorted_row, N, 0, 32, s));
+    RECIPE_CUDA_CHECK(
+        cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, tokens, sorted_tok, rows_in, sorted_row, N, 0, 32, s));
     void* temp = ws.take(temp_bytes, "embedding backward (radix sort)");
     iota_kernel<<<blocks_for(N), 256, 0, s>>>(rows_in, N);
     RECIPE_CUDA_CHECK_LAUNCH("iota");
-    RECIPE_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, tokens, sorted_tok,
-                                                      rows_in, sorted_row, N, 0, 32, s));
+    RECIPE_CUDA_CHECK(
+        cub::DeviceRadixSort::SortPairs(temp, temp_bytes, tokens, sorted_tok, rows_in, sorted_row, N, 0, 32, s));
     unsigned threads = C >= 256 ? 256 : 32 * unsigned((C + 31) / 32);
     unsigned col_blocks = unsigned((C + threads * 4 - 1) / (threads * 4));  // ≥4 columns/thread
     dim3 grid{unsigned(N), col_blocks};
-    dwte_runs_kernel<<<grid, threads, 0, s>>>(dwte, wte_rows, d, sorted_tok, sorted_row, N, C,
-                                              vocab_start);
+    dwte_runs_kernel<<<grid, threads, 0, s>>>(dwte, wte_rows, d, sorted_tok, sorted_row, N, C, vocab_start);
     RECIPE_CUDA_CHECK_LAUNCH("dwte_runs");
   }
   if (dwpe) {

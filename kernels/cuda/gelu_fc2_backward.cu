@@ -68,12 +68,12 @@ namespace {
 // ------------------------------------------------------------------------------------------
 // Fused kernel configuration
 // ------------------------------------------------------------------------------------------
-constexpr int BM = 128;               // tokens per tile (two m64 wgmma halves)
-constexpr int BN = 128;               // H columns per tile (wgmma n = 128)
-constexpr int BK = 64;                // 64 bf16 = 128 B rows: exactly one 128B-swizzle atom wide
+constexpr int BM = 128;  // tokens per tile (two m64 wgmma halves)
+constexpr int BN = 128;  // H columns per tile (wgmma n = 128)
+constexpr int BK = 64;   // 64 bf16 = 128 B rows: exactly one 128B-swizzle atom wide
 constexpr int STAGES = 5;
-constexpr int A_BYTES = BM * BK * 2;  // 16 KB
-constexpr int B_BOX_BYTES = 64 * BK * 2;         // 8 KB: [64 K rows][64 H cols], 128 B rows
+constexpr int A_BYTES = BM * BK * 2;              // 16 KB
+constexpr int B_BOX_BYTES = 64 * BK * 2;          // 8 KB: [64 K rows][64 H cols], 128 B rows
 constexpr int B_BYTES = (BN / 64) * B_BOX_BYTES;  // 16 KB: the B tile is BN / 64 such boxes
 constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
 constexpr int PRE_BYTES = BM * BN * 2;  // one consumer's pre tile, 32 KB
@@ -81,8 +81,7 @@ constexpr int DH_BOX_ROWS = 16;         // dh TMA-store box: 16 rows x 64 column
 static_assert(DH_BOX_ROWS == 16 && BM == 128 && BN == 128, "tile_epilogue's warp blocks");
 // smem: ring 160 KB + 2 pre/dh tiles 64 KB (= 224 KB of the 227 KB a block may have), then
 // 2·STAGES + 10 mbarriers and one 8-byte slot per consumer for its dbias ticket
-constexpr int SMEM_BYTES = 1024 /*align slack*/ + STAGES * STAGE_BYTES + 2 * PRE_BYTES +
-                           (2 * STAGES + 10) * 8 + 2 * 8;
+constexpr int SMEM_BYTES = 1024 /*align slack*/ + STAGES * STAGE_BYTES + 2 * PRE_BYTES + (2 * STAGES + 10) * 8 + 2 * 8;
 constexpr int THREADS = 384;
 // dbias tickets: one per 128-column band, so H ≤ 128 · kMaxBands (the fits check says so).
 constexpr int kMaxBands = 2048;
@@ -102,9 +101,7 @@ __device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count));
 }
 __device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)),
-               "r"(bytes)
-               : "memory");
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
 }
 __device__ __forceinline__ void mbar_arrive_u32(uint32_t bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
@@ -121,13 +118,10 @@ __device__ __forceinline__ void mbar_wait_u32(uint32_t bar, uint32_t parity) {
       "r"(parity)
       : "memory");
 }
-__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
-  mbar_wait_u32(smem_u32(bar), parity);
-}
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) { mbar_wait_u32(smem_u32(bar), parity); }
 
 // 2D TMA load of box {64 (inner, K), rows} at coordinates (k, row); completes on bar.
-__device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, int k, int row,
-                                            uint64_t* bar) {
+__device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, int k, int row, uint64_t* bar) {
   asm volatile(
       "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
       " [%0], [%1, {%2, %3}], [%4];" ::"r"(smem_u32(dst)),
@@ -136,17 +130,13 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, i
 }
 
 // 2D TMA store (bulk async-group) of the smem box at src to coordinates (col, row).
-__device__ __forceinline__ void tma_store_2d(const CUtensorMap* map, const void* src, int col,
-                                             int row) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];" ::"l"(
-          reinterpret_cast<uint64_t>(map)),
-      "r"(smem_u32(src)), "r"(col), "r"(row)
-      : "memory");
+__device__ __forceinline__ void tma_store_2d(const CUtensorMap* map, const void* src, int col, int row) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];" ::"l"(
+                   reinterpret_cast<uint64_t>(map)),
+               "r"(smem_u32(src)), "r"(col), "r"(row)
+               : "memory");
 }
-__device__ __forceinline__ void bulk_commit() {
-  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
 template <int N>
 __device__ __forceinline__ void bulk_wait_read() {
   asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
@@ -162,13 +152,12 @@ __device__ __forceinline__ void ldsm_x4(uint32_t a, uint32_t (&r)[4]) {
                : "memory");
 }
 __device__ __forceinline__ void stsm_x4(uint32_t a, const uint32_t (&r)[4]) {
-  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(a),
-               "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(a), "r"(r[0]), "r"(r[1]),
+               "r"(r[2]), "r"(r[3])
                : "memory");
 }
 
-__device__ __forceinline__ void tma_load_2d_u32(uint32_t dst, const CUtensorMap* map, int c0,
-                                                int c1, uint32_t bar) {
+__device__ __forceinline__ void tma_load_2d_u32(uint32_t dst, const CUtensorMap* map, int c0, int c1, uint32_t bar) {
   asm volatile(
       "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
       " [%0], [%1, {%2, %3}], [%4];" ::"r"(dst),
@@ -176,14 +165,13 @@ __device__ __forceinline__ void tma_load_2d_u32(uint32_t dst, const CUtensorMap*
       : "memory");
 }
 __device__ __forceinline__ void mbar_arrive_expect_tx_u32(uint32_t bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
-               : "memory");
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
 }
 
 // Multicast variant: the same box lands at the same CTA-relative smem offset in every CTA of
 // cta_mask, and complete_tx is signalled on the mbarrier at the same offset in each of them.
-__device__ __forceinline__ void tma_load_2d_mc(void* dst, const CUtensorMap* map, int k, int row,
-                                               uint64_t* bar, uint16_t cta_mask) {
+__device__ __forceinline__ void tma_load_2d_mc(void* dst, const CUtensorMap* map, int k, int row, uint64_t* bar,
+                                               uint16_t cta_mask) {
   asm volatile(
       "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
       ".multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(smem_u32(dst)),
@@ -205,8 +193,10 @@ __device__ __forceinline__ uint32_t cluster_ctarank() {
   return r;
 }
 __device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\n"
-               "barrier.cluster.wait.acquire.aligned;" ::: "memory");
+  asm volatile(
+      "barrier.cluster.arrive.release.aligned;\n"
+      "barrier.cluster.wait.acquire.aligned;" ::
+          : "memory");
 }
 
 // wgmma shared-memory descriptors (PTX ISA "matrix descriptor"): start address >> 4 (bits
@@ -230,8 +220,7 @@ __device__ __forceinline__ uint64_t desc_k(uint32_t addr4) {
 // LBO = one box (8 KB), SBO = 8 rows (1024 B). Stepping K by 16 = 16 rows = +2048 B, a whole
 // number of atoms, so the swizzle phase is unchanged.
 __device__ __forceinline__ uint64_t desc_mn(uint32_t addr4) {
-  return (uint64_t((1024 >> 4) | (1u << 30)) << 32) |
-         uint64_t(addr4 | ((B_BOX_BYTES >> 4) << 16));
+  return (uint64_t((1024 >> 4) | (1u << 30)) << 32) | uint64_t(addr4 | ((B_BOX_BYTES >> 4) << 16));
 }
 
 __device__ __forceinline__ void wgmma_fence() {
@@ -268,17 +257,14 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t da, ui
       "%53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
       "%64, %65, p, 1, 1, 0, 1;\n"  // scale-a, scale-b, trans-a (K-major), trans-b (N-major)
       "}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
-        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]),
-        "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]),
-        "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
-        "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]),
-        "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]),
-        "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]),
-        "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
-        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]),
-        "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]),
-        "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
+        "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),
+        "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
+        "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]),
+        "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]),
+        "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),
+        "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
       : "l"(da), "l"(db), "r"(1));
 #endif
 }
@@ -317,30 +303,37 @@ __device__ __forceinline__ void quad_transpose(uint32_t (&w)[4], int lane) {
   const bool hi = lane & 2;
   uint32_t s0 = hi ? w[0] : w[2], s1 = hi ? w[1] : w[3];
   uint32_t r0 = __shfl_xor_sync(0xffffffffu, s0, 2), r1 = __shfl_xor_sync(0xffffffffu, s1, 2);
-  if (hi) { w[0] = r0; w[1] = r1; } else { w[2] = r0; w[3] = r1; }
+  if (hi) {
+    w[0] = r0;
+    w[1] = r1;
+  } else {
+    w[2] = r0;
+    w[3] = r1;
+  }
   const bool odd = lane & 1;
   s0 = odd ? w[0] : w[1];
   s1 = odd ? w[2] : w[3];
   r0 = __shfl_xor_sync(0xffffffffu, s0, 1);
   r1 = __shfl_xor_sync(0xffffffffu, s1, 1);
-  if (odd) { w[0] = r0; w[2] = r1; } else { w[1] = r0; w[3] = r1; }
+  if (odd) {
+    w[0] = r0;
+    w[2] = r1;
+  } else {
+    w[1] = r0;
+    w[3] = r1;
+  }
 }
 
-__device__ __forceinline__ uint32_t bf2_as_u32(__nv_bfloat162 v) {
-  return *reinterpret_cast<uint32_t*>(&v);
-}
-__device__ __forceinline__ __nv_bfloat162 u32_as_bf2(uint32_t v) {
-  return *reinterpret_cast<__nv_bfloat162*>(&v);
-}
+__device__ __forceinline__ uint32_t bf2_as_u32(__nv_bfloat162 v) { return *reinterpret_cast<uint32_t*>(&v); }
+__device__ __forceinline__ __nv_bfloat162 u32_as_bf2(uint32_t v) { return *reinterpret_cast<__nv_bfloat162*>(&v); }
 
 // dbias[h] (=|+=) Σ_rb partial[rb][h] for this thread's column h, rows in a fixed order: four
 // interleaved chains (row r goes to chain r % 4), combined as (s0 + s1) + (s2 + s3) — the order
 // of the former separate finalize kernel, so dbias is bitwise what it was. Loads are issued 16
 // at a time (4 per chain) so that the last arriver's tail is a few L2 round trips, not 128; the
 // adds stay in row order within each chain. __ldcg: the rows were written by other SMs.
-__device__ __forceinline__ void dbias_finalize_column(const float* __restrict__ partial,
-                                                      float* __restrict__ dbias, int rows, int H,
-                                                      int h, bool overwrite) {
+__device__ __forceinline__ void dbias_finalize_column(const float* __restrict__ partial, float* __restrict__ dbias,
+                                                      int rows, int H, int h, bool overwrite) {
   const float* p = partial + h;
   float s0 = 0.f, s1 = 0.f, s2 = 0.f, s3 = 0.f;
   int r = 0;
@@ -407,12 +400,10 @@ __device__ __forceinline__ float warp_colsum(const float (&cs)[8], int lane) {
 //   - Column sums of the rounded dh per jg in the order (m,h) = (0,0), (0,1), (1,0), (1,1),
 //     reduce-scattered within the warp, then summed over the 4 warps in fixed order through
 //     shared memory (each warp's own read-out block, once its TMA stores have read it).
-__device__ __forceinline__ void tile_epilogue(float (&acc0)[64], float (&acc1)[64],
-                                              uint8_t* pre_s, uint64_t* pre_empty,
+__device__ __forceinline__ void tile_epilogue(float (&acc0)[64], float (&acc1)[64], uint8_t* pre_s, uint64_t* pre_empty,
                                               const CUtensorMap* tm_dh, bf16* __restrict__ g,
-                                              float* __restrict__ partial, bool with_dbias,
-                                              uint64_t* part_ready, int rb, int cb, int H,
-                                              int wg_bar) {
+                                              float* __restrict__ partial, bool with_dbias, uint64_t* part_ready,
+                                              int rb, int cb, int H, int wg_bar) {
   const int tid = threadIdx.x & 127, w = tid >> 5, lane = tid & 31, q = lane & 3, r = lane >> 2;
   const uint32_t pre_a = smem_u32(pre_s);
   float colv[4];  // this lane's warp-level column sum for each column group jg
@@ -420,7 +411,10 @@ __device__ __forceinline__ void tile_epilogue(float (&acc0)[64], float (&acc1)[6
   for (int hf = 0; hf < 2; ++hf) {
     float cs[2][8];  // column sums of jg = 2hf + jgl: index 2*jj + e -> col 32jg + 8jj + 2q + e
 #pragma unroll
-    for (int i = 0; i < 8; ++i) { cs[0][i] = 0.f; cs[1][i] = 0.f; }
+    for (int i = 0; i < 8; ++i) {
+      cs[0][i] = 0.f;
+      cs[1][i] = 0.f;
+    }
 #pragma unroll
     for (int m = 0; m < 2; ++m) {
       float(&acc)[64] = m ? acc1 : acc0;
@@ -432,8 +426,7 @@ __device__ __forceinline__ void tile_epilogue(float (&acc0)[64], float (&acc1)[6
           // this lane's ldmatrix/stmatrix row: row (lane & 7) of matrix lane >> 3, i.e. chunk
           // 4 jgl + (lane >> 3) of tile row 64m + 16w + 8h + (lane & 7), swizzled by row % 8
           const uint32_t sw = uint32_t((4 * jgl + (lane >> 3)) ^ (lane & 7)) << 4;
-          const uint32_t pa =
-              pre_a + hf * (BM * 128) + (64 * m + 16 * w + 8 * h + (lane & 7)) * 128 + sw;
+          const uint32_t pa = pre_a + hf * (BM * 128) + (64 * m + 16 * w + 8 * h + (lane & 7)) * 128 + sw;
           uint32_t p[4], dw[4], gw[4];
           ldsm_x4(pa, p);
 #pragma unroll
@@ -443,8 +436,7 @@ __device__ __forceinline__ void tile_epilogue(float (&acc0)[64], float (&acc1)[6
             float g0, g1, d0, d1;
             gelu_and_grad(x.x, g0, d0);
             gelu_and_grad(x.y, g1, d1);
-            const __nv_bfloat162 db =
-                __floats2bfloat162_rn(acc[4 * j + 2 * h] * d0, acc[4 * j + 2 * h + 1] * d1);
+            const __nv_bfloat162 db = __floats2bfloat162_rn(acc[4 * j + 2 * h] * d0, acc[4 * j + 2 * h + 1] * d1);
             dw[jj] = bf2_as_u32(db);
             gw[jj] = bf2_as_u32(__floats2bfloat162_rn(g0, g1));
             const float2 dr = __bfloat1622float2(db);  // dbias sums the rounded values
@@ -453,9 +445,8 @@ __device__ __forceinline__ void tile_epilogue(float (&acc0)[64], float (&acc1)[6
           }
           stsm_x4(pa, dw);
           quad_transpose(gw, lane);  // lane q: the 8 columns of block 4 jg + q
-          *reinterpret_cast<uint4*>(
-              g + (size_t(rb) * BM + 64 * m + 16 * w + 8 * h + r) * H + size_t(cb) * BN +
-              32 * jg + 8 * q) = make_uint4(gw[0], gw[1], gw[2], gw[3]);
+          *reinterpret_cast<uint4*>(g + (size_t(rb) * BM + 64 * m + 16 * w + 8 * h + r) * H + size_t(cb) * BN +
+                                    32 * jg + 8 * q) = make_uint4(gw[0], gw[1], gw[2], gw[3]);
         }
       }
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
@@ -476,8 +467,7 @@ __device__ __forceinline__ void tile_epilogue(float (&acc0)[64], float (&acc1)[6
   float* red = reinterpret_cast<float*>(pre_s);
   constexpr int RS = 16 * 128 / 4;  // floats between two warps' rows of red (one 2 KB block)
 #pragma unroll
-  for (int jg = 0; jg < 4; ++jg)
-    red[w * RS + 32 * jg + 8 * (r >> 1) + 2 * q + (r & 1)] = colv[jg];
+  for (int jg = 0; jg < 4; ++jg) red[w * RS + 32 * jg + 8 * (r >> 1) + 2 * q + (r & 1)] = colv[jg];
   asm volatile("bar.sync %0, 128;" ::"r"(wg_bar) : "memory");
   const float s = (red[tid] + red[RS + tid]) + (red[2 * RS + tid] + red[3 * RS + tid]);
   if (with_dbias) {
@@ -492,16 +482,14 @@ __device__ __forceinline__ void tile_epilogue(float (&acc0)[64], float (&acc1)[6
 // Consumer side of the dbias tickets, for its previous tile (band pend_cb, its i-th tile): wait
 // until the ticket thread has drawn that tile's ticket (normally long done: it had a whole
 // mainloop), and if it was the band's last, sum the band with all 128 threads.
-__device__ __forceinline__ void dbias_check_pending(const float* __restrict__ partial,
-                                                    float* __restrict__ dbias, bool overwrite,
-                                                    uint64_t* ticket_done,
-                                                    const volatile int* last_flag, int pend_cb,
-                                                    int i, int row_blocks, int H) {
+__device__ __forceinline__ void dbias_check_pending(const float* __restrict__ partial, float* __restrict__ dbias,
+                                                    bool overwrite, uint64_t* ticket_done,
+                                                    const volatile int* last_flag, int pend_cb, int i, int row_blocks,
+                                                    int H) {
   mbar_wait(ticket_done, uint32_t(i) & 1);
   if (*last_flag) {  // every tile of band pend_cb has published its partial row
     __threadfence();
-    dbias_finalize_column(partial, dbias, row_blocks, H, pend_cb * BN + (threadIdx.x & 127),
-                          overwrite);
+    dbias_finalize_column(partial, dbias, row_blocks, H, pend_cb * BN + (threadIdx.x & 127), overwrite);
   }
 }
 
@@ -522,12 +510,10 @@ __device__ __forceinline__ void dbias_check_pending(const float* __restrict__ pa
 // dbias == nullptr: no partials, no tickets (partial may be null too).
 template <int CM, int CN>
 __global__ void __launch_bounds__(THREADS, 1)
-    fused_dgrad_kernel(const __grid_constant__ CUtensorMap tm_dy,
-                       const __grid_constant__ CUtensorMap tm_w2,
-                       const __grid_constant__ CUtensorMap tm_pre,
-                       const __grid_constant__ CUtensorMap tm_dh, bf16* __restrict__ g,
-                       float* __restrict__ partial,
-                       float* __restrict__ dbias, bool overwrite_dbias, int N, int C, int H) {
+    fused_dgrad_kernel(const __grid_constant__ CUtensorMap tm_dy, const __grid_constant__ CUtensorMap tm_w2,
+                       const __grid_constant__ CUtensorMap tm_pre, const __grid_constant__ CUtensorMap tm_dh,
+                       bf16* __restrict__ g, float* __restrict__ partial, float* __restrict__ dbias,
+                       bool overwrite_dbias, int N, int C, int H) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int CL = CM * CN;
   constexpr int B_BOXES = BN / 64;
@@ -538,8 +524,7 @@ __global__ void __launch_bounds__(THREADS, 1)
   // every row 128 B with the TMA 128B swizzle (16-byte chunk c of row r at chunk c ^ (r % 8)).
   // Then pre_buf[2] (one 32 KB pre tile per consumer, same layout as two [128][64] boxes; the
   // epilogue overwrites it with dh for the TMA stores), the mbarriers, the ticket flags.
-  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
-                                             ~uintptr_t(1023));
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   uint8_t* pre_buf = smem + STAGES * STAGE_BYTES;
   uint64_t* full = reinterpret_cast<uint64_t*>(pre_buf + 2 * PRE_BYTES);
   uint64_t* empty = full + STAGES;
@@ -567,7 +552,7 @@ __global__ void __launch_bounds__(THREADS, 1)
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
-      mbar_init(&full[s], 1);   // producer's arrive.expect_tx; TMA bytes complete the phase
+      mbar_init(&full[s], 1);                   // producer's arrive.expect_tx; TMA bytes complete the phase
       mbar_init(&empty[s], 4 * (CM + CN - 1));  // one arrive per consumer warp of each writer CTA
     }
     for (int c = 0; c < 2; ++c) {
@@ -581,7 +566,10 @@ __global__ void __launch_bounds__(THREADS, 1)
   }
   // Peer CTAs multicast into our ring and arrive on our empty barriers: all barriers of the
   // cluster must be initialised before anyone starts, and nobody may exit while a peer still can.
-  if (CL > 1) cluster_sync(); else __syncthreads();
+  if (CL > 1)
+    cluster_sync();
+  else
+    __syncthreads();
   const uint32_t crank = CL > 1 ? cluster_ctarank() : 0;
   const int mr = int(crank) % CM, nr = int(crank) / CM;
   const int cluster_id = blockIdx.x / CL, num_clusters = gridDim.x / CL;
@@ -621,7 +609,11 @@ __global__ void __launch_bounds__(THREADS, 1)
             tma_load_2d_u32(dst, &tm_dy, kb * BK, arow, bar);
             tma_load_2d_u32(dst + A_BYTES, &tm_w2, bcol, kb * BK, bar);
             tma_load_2d_u32(dst + A_BYTES + B_BOX_BYTES, &tm_w2, bcol + 64, kb * BK, bar);
-            if (++st == STAGES) { st = 0; ph ^= 1; wrapped = true; }
+            if (++st == STAGES) {
+              st = 0;
+              ph ^= 1;
+              wrapped = true;
+            }
           }
         }
       } else {  // clusters: multicast slices of A and B (see above the kernel)
@@ -632,20 +624,17 @@ __global__ void __launch_bounds__(THREADS, 1)
             if (n > 0) mbar_wait(&empty[s], (n - 1) & 1);
             uint8_t* st = smem + s * STAGE_BYTES;
             mbar_arrive_expect_tx(&full[s], STAGE_BYTES);  // whole A + B tile, whoever loads it
-            if (CN > 1)  // our BM/CN-row slice of the A tile, to every CTA sharing it
-              tma_load_2d_mc(st + nr * (A_BYTES / CN), &tm_dy, kb * BK,
-                             rb * BM + nr * (BM / CN), &full[s], mask_a);
+            if (CN > 1)                                    // our BM/CN-row slice of the A tile, to every CTA sharing it
+              tma_load_2d_mc(st + nr * (A_BYTES / CN), &tm_dy, kb * BK, rb * BM + nr * (BM / CN), &full[s], mask_a);
             else
               tma_load_2d(st, &tm_dy, kb * BK, rb * BM, &full[s]);
-            // B: W2 rows kb·64.. (K), H columns cb·128 + 64b.. : box b of the tile
+              // B: W2 rows kb·64.. (K), H columns cb·128 + 64b.. : box b of the tile
 #pragma unroll
             for (int b = mr * (B_BOXES / CM); b < (mr + 1) * (B_BOXES / CM); ++b) {
               if (CM > 1)  // our 1/CM of the boxes, to every CTA sharing the B tile
-                tma_load_2d_mc(st + A_BYTES + b * B_BOX_BYTES, &tm_w2, cb * BN + 64 * b,
-                               kb * BK, &full[s], mask_b);
+                tma_load_2d_mc(st + A_BYTES + b * B_BOX_BYTES, &tm_w2, cb * BN + 64 * b, kb * BK, &full[s], mask_b);
               else
-                tma_load_2d(st + A_BYTES + b * B_BOX_BYTES, &tm_w2, cb * BN + 64 * b, kb * BK,
-                            &full[s]);
+                tma_load_2d(st + A_BYTES + b * B_BOX_BYTES, &tm_w2, cb * BN + 64 * b, kb * BK, &full[s]);
             }
           }
         }
@@ -674,8 +663,8 @@ __global__ void __launch_bounds__(THREADS, 1)
         __threadfence();                             // ... and publish them at GPU scope
         const bool last = atomicAdd(&band_tickets[cb], 1u) == unsigned(row_blocks - 1);
         if (last) {
-          __threadfence();         // acquire side: every other tile's row is visible
-          band_tickets[cb] = 0;    // all of this launch's tickets of band cb are drawn
+          __threadfence();       // acquire side: every other tile's row is visible
+          band_tickets[cb] = 0;  // all of this launch's tickets of band cb are drawn
         }
         *flag = last;
         mbar_arrive(&ticket_done[c]);
@@ -687,12 +676,14 @@ __global__ void __launch_bounds__(THREADS, 1)
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
     const int c = wg - 1;  // consumer index: takes this CTA's tiles j = c, c+2, ...
     const int lane = threadIdx.x & 31;
-    const uint32_t smem_base = smem_u32(smem), full_u32 = smem_u32(full),
-                   empty_u32 = smem_u32(empty);
+    const uint32_t smem_base = smem_u32(smem), full_u32 = smem_u32(full), empty_u32 = smem_u32(empty);
     // a consumer warp releases ring stage s to every CTA that writes into it (see above)
     auto release = [&](uint32_t s) {
       if (lane != 0) return;
-      if (CL == 1) { mbar_arrive_u32(empty_u32 + 8 * s); return; }
+      if (CL == 1) {
+        mbar_arrive_u32(empty_u32 + 8 * s);
+        return;
+      }
       mbar_arrive(&empty[s]);
 #pragma unroll
       for (int n = 0; n < CN; ++n)
@@ -707,7 +698,10 @@ __global__ void __launch_bounds__(THREADS, 1)
     int i = 0;         // this consumer's tile count
     for (int j = c; tile_of(j, rb, cb); j += 2, ++i) {
 #pragma unroll
-      for (int x = 0; x < 64; ++x) { acc0[x] = 0.f; acc1[x] = 0.f; }
+      for (int x = 0; x < 64; ++x) {
+        acc0[x] = 0.f;
+        acc1[x] = 0.f;
+      }
       if (j > 0) mbar_wait(&order[c], uint32_t(c == 0 ? i - 1 : i) & 1);
       // ring position of this tile's first K block; then stage and phase advance by counters
       const uint32_t seq0 = uint32_t(j) * kblocks;
@@ -733,21 +727,24 @@ __global__ void __launch_bounds__(THREADS, 1)
           release(st_prev);
         }
         st_prev = st;
-        if (++st == STAGES) { st = 0; ph ^= 1; }
+        if (++st == STAGES) {
+          st = 0;
+          ph ^= 1;
+        }
       }
       wgmma_wait<0>();
       release(st_prev);
       if (with_dbias && pend_cb >= 0)
-        dbias_check_pending(partial, dbias, overwrite_dbias, &ticket_done[c], last_flag + 2 * c,
-                            pend_cb, i - 1, row_blocks, H);
+        dbias_check_pending(partial, dbias, overwrite_dbias, &ticket_done[c], last_flag + 2 * c, pend_cb, i - 1,
+                            row_blocks, H);
       mbar_wait(&pre_full[c], uint32_t(i) & 1);
-      tile_epilogue(acc0, acc1, pre_buf + c * PRE_BYTES, &pre_empty[c], &tm_dh, g, partial,
-                    with_dbias, &part_ready[c], rb, cb, H, 1 + c);
+      tile_epilogue(acc0, acc1, pre_buf + c * PRE_BYTES, &pre_empty[c], &tm_dh, g, partial, with_dbias, &part_ready[c],
+                    rb, cb, H, 1 + c);
       pend_cb = cb;
     }
     if (with_dbias && pend_cb >= 0)  // the last tile's ticket
-      dbias_check_pending(partial, dbias, overwrite_dbias, &ticket_done[c], last_flag + 2 * c,
-                          pend_cb, i - 1, row_blocks, H);
+      dbias_check_pending(partial, dbias, overwrite_dbias, &ticket_done[c], last_flag + 2 * c, pend_cb, i - 1,
+                          row_blocks, H);
     if (lane == 0) bulk_wait<0>();  // this warp's dh TMA stores are complete before exit
   }
   if (CL > 1) {
@@ -763,8 +760,7 @@ PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
   static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
     void* p = nullptr;
     cudaDriverEntryPointQueryResult q{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault,
-                                         &q) != cudaSuccess ||
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) != cudaSuccess ||
         q != cudaDriverEntryPointSuccess)
       p = nullptr;
     cudaGetLastError();
@@ -781,10 +777,9 @@ bool make_map(CUtensorMap& m, const void* ptr, uint64_t rows, uint64_t cols, uin
   cuuint64_t strides[1] = {cols * 2};
   cuuint32_t box[2] = {64, box_rows};
   cuuint32_t estr[2] = {1, 1};
-  return tensor_map_encoder()(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(ptr), dims,
-                              strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                              CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+  return tensor_map_encoder()(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(ptr), dims, strides, box, estr,
+                              CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                              CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
 // sm_90a machine code runs only on compute capability 9.0; also the opt-in shared memory.
@@ -800,8 +795,8 @@ int usable_sms() {
       return 0;
     }
     if (major != 9 || minor != 0 || smem < SMEM_BYTES || !tensor_map_encoder()) return 0;
-    if (cudaFuncSetAttribute(fused_dgrad_kernel<1, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             SMEM_BYTES) != cudaSuccess) {
+    if (cudaFuncSetAttribute(fused_dgrad_kernel<1, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES) !=
+        cudaSuccess) {
       cudaGetLastError();
       return 0;
     }
@@ -814,41 +809,37 @@ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 
 
 }  // namespace
 
-bool gelu_fc2_dgrad_fused_fits(const void* dh, const void* g, const void* dy, const void* w2,
-                               const void* pre, int64_t N, int64_t C, int64_t H, Workspace ws) {
+bool gelu_fc2_dgrad_fused_fits(const void* dh, const void* g, const void* dy, const void* w2, const void* pre,
+                               int64_t N, int64_t C, int64_t H, Workspace ws) {
   static const bool enabled = [] {
     const char* e = std::getenv("RECIPE_CUDA_FUSED_MLP");
     return !(e && std::string(e) == "0");
   }();
   if (!enabled || N <= 0 || N % BM || H % BN || C % BK || H / BN > kMaxBands) return false;
   if (N > (int64_t(1) << 30) || C > (int64_t(1) << 30) || H > (int64_t(1) << 30)) return false;
-  if (!aligned16(dh) || !aligned16(g) || !aligned16(dy) || !aligned16(w2) || !aligned16(pre))
-    return false;
+  if (!aligned16(dh) || !aligned16(g) || !aligned16(dy) || !aligned16(w2) || !aligned16(pre)) return false;
   if (usable_sms() == 0) return false;
   const size_t part_bytes = size_t(N / BM) * size_t(H) * 4;  // dbias partials (taken always)
   return ((ws.used + 255) & ~size_t(255)) + part_bytes <= ws.bytes;
 }
 
-void gelu_fc2_dgrad_fused(void* dh, void* g, float* dbias, bool overwrite_dbias, const void* dy,
-                          const void* w2, const void* pre, int64_t N, int64_t C, int64_t H,
-                          Workspace ws, cudaStream_t s) {
+void gelu_fc2_dgrad_fused(void* dh, void* g, float* dbias, bool overwrite_dbias, const void* dy, const void* w2,
+                          const void* pre, int64_t N, int64_t C, int64_t H, Workspace ws, cudaStream_t s) {
   if (!gelu_fc2_dgrad_fused_fits(dh, g, dy, w2, pre, N, C, H, ws))
     throw std::logic_error("gelu_fc2_dgrad_fused: called for a shape that does not fit");
   const int sms = usable_sms();
   const size_t part_bytes = size_t(N / BM) * size_t(H) * 4;
   auto* partial = static_cast<float*>(ws.take(part_bytes, "fused fc2 backward: dbias partials"));
   CUtensorMap tm_dy, tm_w2, tm_pre, tm_dh;
-  if (!make_map(tm_dy, dy, uint64_t(N), uint64_t(C), BM) ||
-      !make_map(tm_w2, w2, uint64_t(C), uint64_t(H), BK) ||
+  if (!make_map(tm_dy, dy, uint64_t(N), uint64_t(C), BM) || !make_map(tm_w2, w2, uint64_t(C), uint64_t(H), BK) ||
       !make_map(tm_pre, pre, uint64_t(N), uint64_t(H), BM) ||
       !make_map(tm_dh, dh, uint64_t(N), uint64_t(H), DH_BOX_ROWS))
     throw std::runtime_error("gelu_fc2_dgrad_fused: cuTensorMapEncodeTiled rejected a tensor map");
   const int64_t tiles = (N / BM) * (H / BN);
   const unsigned grid = unsigned(tiles < sms ? tiles : sms);
   // One launch: GEMM, GELU rebuild and dbias (finalized by each band's last tile).
-  fused_dgrad_kernel<1, 1><<<grid, THREADS, SMEM_BYTES, s>>>(
-      tm_dy, tm_w2, tm_pre, tm_dh, static_cast<bf16*>(g), partial, dbias, overwrite_dbias,
-      int(N), int(C), int(H));
+  fused_dgrad_kernel<1, 1><<<grid, THREADS, SMEM_BYTES, s>>>(tm_dy, tm_w2, tm_pre, tm_dh, static_cast<bf16*>(g),
+                                                             partial, dbias, overwrite_dbias, int(N), int(C), int(H));
   RECIPE_CUDA_CHECK_LAUNCH("fused fc2 backward");
 }
 

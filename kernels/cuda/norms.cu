@@ -35,9 +35,9 @@ __device__ __forceinline__ void storev(bf16* p, const float (&x)[VEC]) {
 }
 
 template <int VEC>
-__global__ void norm_fwd_kernel(bf16* out, float* mean_out, float* rstd_out, bf16* inp,
-                                const bf16* res_a, const bf16* res_b, const bf16* weight,
-                                const bf16* bias, int64_t N, int64_t C, float eps, bool rms) {
+__global__ void norm_fwd_kernel(bf16* out, float* mean_out, float* rstd_out, bf16* inp, const bf16* res_a,
+                                const bf16* res_b, const bf16* weight, const bf16* bias, int64_t N, int64_t C,
+                                float eps, bool rms) {
   const int lane = threadIdx.x & 31;
   const int64_t row = int64_t(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
   if (row >= N) return;
@@ -132,9 +132,7 @@ constexpr int kFinCols = 32, kFinRowLanes = 16;
 template <int VEC>
 struct alignas(2 * VEC) RowVec {
   bf16 v[VEC];
-  __device__ __forceinline__ void load(const bf16* p) {
-    *this = *reinterpret_cast<const RowVec*>(p);
-  }
+  __device__ __forceinline__ void load(const bf16* p) { *this = *reinterpret_cast<const RowVec*>(p); }
   __device__ __forceinline__ void store(bf16* p) const { *reinterpret_cast<RowVec*>(p) = *this; }
   __device__ __forceinline__ void zero() {
 #pragma unroll
@@ -159,15 +157,13 @@ struct NormBwdArgs {
   bool rms;
 };
 
-__device__ __forceinline__ void prefetch_l2(const void* p) {
-  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
-}
+__device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 
 // Folds the kWarps per-warp accumulators of this block (warp order) into partial row blockIdx.x.
 template <int kWarps, int VEC, int SLOTS>
 __device__ __forceinline__ void write_block_partial(float (&fold)[kWarps][32 * VEC * SLOTS],
-                                                    const float (&acc)[SLOTS][VEC], float* part,
-                                                    int64_t slab0, int64_t C) {
+                                                    const float (&acc)[SLOTS][VEC], float* part, int64_t slab0,
+                                                    int64_t C) {
   constexpr int kSlab = 32 * VEC * SLOTS;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   __syncthreads();  // the previous output's fold has been read
@@ -206,8 +202,7 @@ __global__ void __launch_bounds__(kWarps * 32) norm_bwd_fused_kernel(const NormB
   }
   // The slab's weights as f32 in shared memory (registers are kept for the accumulators); lane l
   // reads w_sh[(32·s + l)·VEC + k], the layout of its columns.
-  for (int i = threadIdx.x; i < kSlab; i += kWarps * 32)
-    w_sh[i] = slab0 + i < C ? to_f(a.weight[slab0 + i]) : 0.f;
+  for (int i = threadIdx.x; i < kSlab; i += kWarps * 32) w_sh[i] = slab0 + i < C ? to_f(a.weight[slab0 + i]) : 0.f;
   __syncthreads();
   const float* w_lane = w_sh + lane * VEC;  // slot s, element k at w_lane[s·32·VEC + k]
   float acc_w[SLOTS][VEC], acc_b[SLOTS][VEC], acc_s[SLOTS][VEC];
@@ -296,9 +291,8 @@ __global__ void __launch_bounds__(kWarps * 32) norm_bwd_fused_kernel(const NormB
 // (mean g, mean g·x̂) of each row, for rows wider than one slab; one warp per row, same arithmetic
 // as the in-register path.
 template <int VEC>
-__global__ void norm_bwd_row_stats_kernel(float2* stats, const bf16* dout, const bf16* inp,
-                                          const bf16* weight, const float* mean,
-                                          const float* rstd, int64_t N, int64_t C, bool rms) {
+__global__ void norm_bwd_row_stats_kernel(float2* stats, const bf16* dout, const bf16* inp, const bf16* weight,
+                                          const float* mean, const float* rstd, int64_t N, int64_t C, bool rms) {
   const int lane = threadIdx.x & 31;
   const int64_t row = int64_t(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
   if (row >= N) return;
@@ -333,12 +327,10 @@ struct NormBwdFinalizeJobs {
 };
 
 // Grid (column tiles of kFinCols, one y per job); block (kFinCols, kFinRowLanes).
-__global__ void norm_bwd_finalize_kernel(const NormBwdFinalizeJobs jobs, int64_t chunks,
-                                         int64_t C) {
+__global__ void norm_bwd_finalize_kernel(const NormBwdFinalizeJobs jobs, int64_t chunks, int64_t C) {
   __shared__ float fold[kFinRowLanes][kFinCols + 1];
   // (Selected, not indexed: indexing the parameter array would copy it to local memory.)
-  const NormBwdFinalizeJob job =
-      blockIdx.y == 0 ? jobs.job[0] : (blockIdx.y == 1 ? jobs.job[1] : jobs.job[2]);
+  const NormBwdFinalizeJob job = blockIdx.y == 0 ? jobs.job[0] : (blockIdx.y == 1 ? jobs.job[1] : jobs.job[2]);
   const int tx = threadIdx.x, ty = threadIdx.y;
   const int64_t c = int64_t(blockIdx.x) * kFinCols + tx;
   float sum = 0.f;
@@ -360,8 +352,7 @@ int sm_count() {
   // Only sizes the grid (results do not depend on it); queried once per process.
   static const int sms = [] {
     int n = 132, dev = 0;
-    if (cudaGetDevice(&dev) == cudaSuccess)
-      cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev);
+    if (cudaGetDevice(&dev) == cudaSuccess) cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev);
     return n > 0 ? n : 132;
   }();
   return sms;
@@ -379,17 +370,16 @@ bool vec_ok(int64_t C, std::initializer_list<const void*> ptrs) {
 // shapes can be timed; layernorm_bwd uses kBwdWarps and kBwdBlocksPerSm, the best of 4 or 8 warps
 // and 1, 2 or 4 blocks per SM on an H100 (docs/performance.md, round 5).
 template <int kWarps, int VEC, int SLOTS>
-void launch_norm_bwd_shape(NormBwdArgs a, float* dweight, float* dbias, float* dinp_sum,
-                           NormGradOverwrite overwrite, Workspace& ws, int blocks_per_sm,
-                           cudaStream_t s) {
+void launch_norm_bwd_shape(NormBwdArgs a, float* dweight, float* dbias, float* dinp_sum, NormGradOverwrite overwrite,
+                           Workspace& ws, int blocks_per_sm, cudaStream_t s) {
   constexpr int64_t kSlab = 32 * VEC * SLOTS;
   const int64_t N = a.N, C = a.C;
   const int64_t slabs = (C + kSlab - 1) / kSlab;
   if (a.dinp && slabs > 1) {
     auto* stats = static_cast<float2*>(ws.take(size_t(N) * sizeof(float2), "norm backward"));
     const unsigned grid = unsigned((N + kWarpsPerBlock - 1) / kWarpsPerBlock);
-    norm_bwd_row_stats_kernel<VEC><<<grid, 32 * kWarpsPerBlock, 0, s>>>(
-        stats, a.dout, a.inp, a.weight, a.mean, a.rstd, N, C, a.rms);
+    norm_bwd_row_stats_kernel<VEC>
+        <<<grid, 32 * kWarpsPerBlock, 0, s>>>(stats, a.dout, a.inp, a.weight, a.mean, a.rstd, N, C, a.rms);
     RECIPE_CUDA_CHECK_LAUNCH("norm_bwd_row_stats");
     a.row_stats = stats;
   }
@@ -417,8 +407,7 @@ void launch_norm_bwd_shape(NormBwdArgs a, float* dweight, float* dbias, float* d
   add_job(a.part_b, dbias, overwrite.dbias);
   add_job(a.part_s, dinp_sum, overwrite.dinp_sum);
 
-  norm_bwd_fused_kernel<kWarps, VEC, SLOTS>
-      <<<dim3(unsigned(chunks), unsigned(slabs)), kWarps * 32, 0, s>>>(a);
+  norm_bwd_fused_kernel<kWarps, VEC, SLOTS><<<dim3(unsigned(chunks), unsigned(slabs)), kWarps * 32, 0, s>>>(a);
   RECIPE_CUDA_CHECK_LAUNCH("norm_bwd_fused");
   if (njobs > 0) {
     const dim3 grid{unsigned((C + kFinCols - 1) / kFinCols), unsigned(njobs)};
@@ -428,31 +417,25 @@ void launch_norm_bwd_shape(NormBwdArgs a, float* dweight, float* dbias, float* d
 }
 
 template <int kWarps>
-void launch_norm_bwd(const NormBwdArgs& a, float* dweight, float* dbias, float* dinp_sum,
-                     NormGradOverwrite overwrite, Workspace& ws, int blocks_per_sm,
-                     cudaStream_t s) {
+void launch_norm_bwd(const NormBwdArgs& a, float* dweight, float* dbias, float* dinp_sum, NormGradOverwrite overwrite,
+                     Workspace& ws, int blocks_per_sm, cudaStream_t s) {
   // Slots per lane: the fewest that hold a row of C (up to 4 vectors = 32 columns per lane).
   if (vec_ok(a.C, {a.dinp, a.dout, a.inp, a.weight})) {
     if (a.C <= 256)
-      launch_norm_bwd_shape<kWarps, 8, 1>(a, dweight, dbias, dinp_sum, overwrite, ws,
-                                          blocks_per_sm, s);
+      launch_norm_bwd_shape<kWarps, 8, 1>(a, dweight, dbias, dinp_sum, overwrite, ws, blocks_per_sm, s);
     else if (a.C <= 512)
-      launch_norm_bwd_shape<kWarps, 8, 2>(a, dweight, dbias, dinp_sum, overwrite, ws,
-                                          blocks_per_sm, s);
+      launch_norm_bwd_shape<kWarps, 8, 2>(a, dweight, dbias, dinp_sum, overwrite, ws, blocks_per_sm, s);
     else
-      launch_norm_bwd_shape<kWarps, 8, 4>(a, dweight, dbias, dinp_sum, overwrite, ws,
-                                          blocks_per_sm, s);
+      launch_norm_bwd_shape<kWarps, 8, 4>(a, dweight, dbias, dinp_sum, overwrite, ws, blocks_per_sm, s);
   } else {
-    launch_norm_bwd_shape<kWarps, 1, 8>(a, dweight, dbias, dinp_sum, overwrite, ws,
-                                        blocks_per_sm, s);
+    launch_norm_bwd_shape<kWarps, 1, 8>(a, dweight, dbias, dinp_sum, overwrite, ws, blocks_per_sm, s);
   }
 }
 
 }  // namespace
 
-void layernorm_fwd(void* out, float* mean, float* rstd, void* inp_or_residual, const void* res_a,
-                   const void* res_b, const void* weight, const void* bias, int64_t N, int64_t C,
-                   float eps, bool rms, cudaStream_t s) {
+void layernorm_fwd(void* out, float* mean, float* rstd, void* inp_or_residual, const void* res_a, const void* res_b,
+                   const void* weight, const void* bias, int64_t N, int64_t C, float eps, bool rms, cudaStream_t s) {
   if (N <= 0) return;
   unsigned grid = unsigned((N + kWarpsPerBlock - 1) / kWarpsPerBlock);
   auto* o = static_cast<bf16*>(out);
@@ -462,18 +445,17 @@ void layernorm_fwd(void* out, float* mean, float* rstd, void* inp_or_residual, c
   auto* w = static_cast<const bf16*>(weight);
   auto* bi = rms ? nullptr : static_cast<const bf16*>(bias);
   if (vec_ok(C, {out, inp_or_residual, res_a, res_b, weight, bi}))
-    norm_fwd_kernel<8><<<grid, 32 * kWarpsPerBlock, 0, s>>>(o, rms ? nullptr : mean, rstd, x, a, b,
-                                                            w, bi, N, C, eps, rms);
+    norm_fwd_kernel<8>
+        <<<grid, 32 * kWarpsPerBlock, 0, s>>>(o, rms ? nullptr : mean, rstd, x, a, b, w, bi, N, C, eps, rms);
   else
-    norm_fwd_kernel<1><<<grid, 32 * kWarpsPerBlock, 0, s>>>(o, rms ? nullptr : mean, rstd, x, a, b,
-                                                            w, bi, N, C, eps, rms);
+    norm_fwd_kernel<1>
+        <<<grid, 32 * kWarpsPerBlock, 0, s>>>(o, rms ? nullptr : mean, rstd, x, a, b, w, bi, N, C, eps, rms);
   RECIPE_CUDA_CHECK_LAUNCH("norm_fwd");
 }
 
-void layernorm_bwd(void* dinp, float* dweight, float* dbias, float* dinp_sum, const void* dout,
-                   const void* inp, const void* weight, const float* mean, const float* rstd,
-                   int64_t N, int64_t C, bool rms, NormGradOverwrite overwrite, Workspace ws,
-                   cudaStream_t s) {
+void layernorm_bwd(void* dinp, float* dweight, float* dbias, float* dinp_sum, const void* dout, const void* inp,
+                   const void* weight, const float* mean, const float* rstd, int64_t N, int64_t C, bool rms,
+                   NormGradOverwrite overwrite, Workspace ws, cudaStream_t s) {
   if (N <= 0 || C <= 0) return;
   if (rms) dbias = nullptr;
   if (!dinp) dinp_sum = nullptr;

@@ -31,8 +31,7 @@ struct AdamWHyper {
 // The update of ONE element: the single definition used by the vector body and the scalar
 // head/tail, with the expressions (and their order) of the element-at-a-time kernel this file
 // used to have, so every parameter gets bitwise the same result whichever path it goes through.
-__device__ __forceinline__ void adamw_update(float grad, float& m, float& v, float& w,
-                                             const AdamWHyper& h) {
+__device__ __forceinline__ void adamw_update(float grad, float& m, float& v, float& w, const AdamWHyper& h) {
   float g = grad * h.grad_scale;
   float mi = h.beta1 * m + (1.f - h.beta1) * g;
   float vi = h.beta2 * v + (1.f - h.beta2) * g * g;
@@ -42,9 +41,8 @@ __device__ __forceinline__ void adamw_update(float grad, float& m, float& v, flo
   w -= h.lr * (mhat / (sqrtf(vhat) + h.eps) + h.wd * w);
 }
 
-__device__ __forceinline__ void adamw_scalar(int64_t i, float* master, const float* grad,
-                                             float* m, float* v, bf16* compute_copy,
-                                             const AdamWHyper& h) {
+__device__ __forceinline__ void adamw_scalar(int64_t i, float* master, const float* grad, float* m, float* v,
+                                             bf16* compute_copy, const AdamWHyper& h) {
   float mi = m[i], vi = v[i], w = master[i];
   adamw_update(grad[i], mi, vi, w, h);
   m[i] = mi;
@@ -64,10 +62,9 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
 // (the launcher checked). Thread→element mapping does not matter for the result: each element is
 // independent and computed by the same instructions.
 template <int kUnroll>
-__global__ void __launch_bounds__(kAdamThreads) adamw_kernel(
-    float* master, const float* grad, float* m, float* v, bf16* compute_copy, int64_t n,
-    int64_t vec_begin, int64_t vec_count, AdamWHyper h, const float* grad_scale_device,
-    const float* schedule_device) {
+__global__ void __launch_bounds__(kAdamThreads)
+    adamw_kernel(float* master, const float* grad, float* m, float* v, bf16* compute_copy, int64_t n, int64_t vec_begin,
+                 int64_t vec_count, AdamWHyper h, const float* grad_scale_device, const float* schedule_device) {
   if (schedule_device) {  // {lr, 1/bc1, 1/bc2} written by the host before a recorded step runs
     h.lr = schedule_device[0];
     h.inv_bc1 = schedule_device[1];
@@ -109,13 +106,11 @@ __global__ void __launch_bounds__(kAdamThreads) adamw_kernel(
         __stcs(m4 + k, mm[u]);
         __stcs(v4 + k, vv[u]);
         __stcs(w4 + k, ww[u]);
-        if (c4)
-          __stcs(c4 + k, make_uint2(pack_bf16x2(ww[u].x, ww[u].y), pack_bf16x2(ww[u].z, ww[u].w)));
+        if (c4) __stcs(c4 + k, make_uint2(pack_bf16x2(ww[u].x, ww[u].y), pack_bf16x2(ww[u].z, ww[u].w)));
       }
     }
   }
-  for (int64_t i = tid; i < vec_begin; i += stride)
-    adamw_scalar(i, master, grad, m, v, compute_copy, h);
+  for (int64_t i = tid; i < vec_begin; i += stride) adamw_scalar(i, master, grad, m, v, compute_copy, h);
   for (int64_t i = vec_begin + 4 * vec_count + tid; i < n; i += stride)
     adamw_scalar(i, master, grad, m, v, compute_copy, h);
 }
@@ -129,8 +124,7 @@ constexpr int kSumBlocks = 1024, kSumThreads = 256;
 __global__ void sum_squares_partial_kernel(double* partial, const float* x, int64_t n) {
   __shared__ double red[32];
   double acc = 0.0;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     double xi = x[i];
     acc += xi * xi;
   }
@@ -139,9 +133,8 @@ __global__ void sum_squares_partial_kernel(double* partial, const float* x, int6
 }
 // One block: the norm from the partial sums, the guard over the per-token losses, the clip factor.
 // Fixed thread→element mapping and a fixed reduction tree: deterministic.
-__global__ void grad_norm_clip_final_kernel(float* out, const double* partial, int count,
-                                            const float* losses, int64_t n_losses, float clip,
-                                            double loss_sum_limit) {
+__global__ void grad_norm_clip_final_kernel(float* out, const double* partial, int count, const float* losses,
+                                            int64_t n_losses, float clip, double loss_sum_limit) {
   __shared__ double red[32];
   double acc = 0.0;
   for (int i = threadIdx.x; i < count; i += blockDim.x) acc += partial[i];
@@ -179,9 +172,7 @@ int adamw_resident_blocks() {
   }
   int sms = 0, per_sm = 0;
   RECIPE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  RECIPE_CUDA_CHECK(
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, adamw_kernel<kAdamUnroll>,
-                                                    kAdamThreads, 0));
+  RECIPE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, adamw_kernel<kAdamUnroll>, kAdamThreads, 0));
   const int blocks = (sms > 0 ? sms : 1) * (per_sm > 0 ? per_sm : 1);
   if (dev >= 0 && dev < kMaxDevices) cache[dev].store(blocks, std::memory_order_relaxed);
   return blocks;
@@ -189,10 +180,9 @@ int adamw_resident_blocks() {
 
 }  // namespace
 
-void adamw(float* master, const float* grad, float* m, float* v, void* compute_copy_bf16,
-           int64_t n, float lr, float beta1, float beta2, float eps, float weight_decay, int step,
-           float grad_scale, const float* grad_scale_device, const float* schedule_device,
-           cudaStream_t s) {
+void adamw(float* master, const float* grad, float* m, float* v, void* compute_copy_bf16, int64_t n, float lr,
+           float beta1, float beta2, float eps, float weight_decay, int step, float grad_scale,
+           const float* grad_scale_device, const float* schedule_device, cudaStream_t s) {
   if (n <= 0) return;
   // The same expressions as kernels::adamw_schedule (the host side of schedule_device).
   float inv_bc1 = float(1.0 / (1.0 - std::pow(double(beta1), step)));
@@ -206,9 +196,8 @@ void adamw(float* master, const float* grad, float* m, float* v, void* compute_c
   auto addr = [](const void* p) { return reinterpret_cast<uintptr_t>(p); };
   int64_t head = int64_t((16 - addr(master) % 16) % 16) / int64_t(sizeof(float));
   if (head > n) head = n;
-  const bool vec_ok = addr(master) % sizeof(float) == 0 && aligned16(grad + head) &&
-                      aligned16(m + head) && aligned16(v + head) &&
-                      (copy == nullptr || addr(copy + head) % 8 == 0);
+  const bool vec_ok = addr(master) % sizeof(float) == 0 && aligned16(grad + head) && aligned16(m + head) &&
+                      aligned16(v + head) && (copy == nullptr || addr(copy + head) % 8 == 0);
   const int64_t vec_begin = vec_ok ? head : n;
   const int64_t vec_count = vec_ok ? (n - head) / 4 : 0;
 
@@ -217,8 +206,8 @@ void adamw(float* master, const float* grad, float* m, float* v, void* compute_c
   const int64_t resident = adamw_resident_blocks();
   if (blocks > resident) blocks = resident;
   const AdamWHyper h{lr, beta1, beta2, eps, weight_decay, inv_bc1, inv_bc2, grad_scale};
-  adamw_kernel<kAdamUnroll><<<unsigned(blocks), kAdamThreads, 0, s>>>(
-      master, grad, m, v, copy, n, vec_begin, vec_count, h, grad_scale_device, schedule_device);
+  adamw_kernel<kAdamUnroll><<<unsigned(blocks), kAdamThreads, 0, s>>>(master, grad, m, v, copy, n, vec_begin, vec_count,
+                                                                      h, grad_scale_device, schedule_device);
   RECIPE_CUDA_CHECK_LAUNCH("adamw");
 }
 
@@ -232,22 +221,21 @@ double sum_squares(const float* x, int64_t n, Workspace ws, cudaStream_t s) {
   sum_squares_final_kernel<<<1, kSumThreads, 0, s>>>(partial + blocks, partial, blocks);
   RECIPE_CUDA_CHECK_LAUNCH("sum_squares_final");
   double result = 0.0;
-  RECIPE_CUDA_CHECK(cudaMemcpyAsync(&result, partial + blocks, sizeof(double),
-                                    cudaMemcpyDeviceToHost, s));
+  RECIPE_CUDA_CHECK(cudaMemcpyAsync(&result, partial + blocks, sizeof(double), cudaMemcpyDeviceToHost, s));
   RECIPE_CUDA_CHECK(cudaStreamSynchronize(s));
   return result;
 }
 
-void grad_norm_clip(float* out, const float* x, int64_t n, const float* losses, int64_t n_losses,
-                    float clip, double loss_sum_limit, Workspace ws, cudaStream_t s) {
+void grad_norm_clip(float* out, const float* x, int64_t n, const float* losses, int64_t n_losses, float clip,
+                    double loss_sum_limit, Workspace ws, cudaStream_t s) {
   int blocks = int((n + kSumThreads - 1) / kSumThreads);
   if (blocks > kSumBlocks) blocks = kSumBlocks;
   if (blocks < 1) blocks = 1;
   auto* partial = static_cast<double*>(ws.take(sizeof(double) * blocks, "grad_norm_clip"));
   sum_squares_partial_kernel<<<blocks, kSumThreads, 0, s>>>(partial, x, n);
   RECIPE_CUDA_CHECK_LAUNCH("grad_norm_clip_partial");
-  grad_norm_clip_final_kernel<<<1, kSumThreads, 0, s>>>(out, partial, blocks, losses,
-                                                        losses ? n_losses : 0, clip, loss_sum_limit);
+  grad_norm_clip_final_kernel<<<1, kSumThreads, 0, s>>>(out, partial, blocks, losses, losses ? n_losses : 0, clip,
+                                                        loss_sum_limit);
   RECIPE_CUDA_CHECK_LAUNCH("grad_norm_clip_final");
 }
 

@@ -10,8 +10,7 @@
 namespace recipe::kernels::cuda {
 namespace {
 
-__global__ void rope_kernel(bf16* qkv, int B, int T, int Hq, int Hkv, int D, double log_theta,
-                            bool backward) {
+__global__ void rope_kernel(bf16* qkv, int B, int T, int Hq, int Hkv, int D, double log_theta, bool backward) {
   const int half = D / 2, heads = Hq + Hkv, row = (Hq + 2 * Hkv) * D;
   const int64_t total = int64_t(B) * T * heads * half;
   for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
@@ -34,14 +33,12 @@ __global__ void rope_kernel(bf16* qkv, int B, int T, int Hq, int Hkv, int D, dou
 
 }  // namespace
 
-void rope_bf16(void* qkv, int B, int T, int Hq, int Hkv, int D, float theta, bool backward,
-               cudaStream_t s) {
+void rope_bf16(void* qkv, int B, int T, int Hq, int Hkv, int D, float theta, bool backward, cudaStream_t s) {
   int64_t total = int64_t(B) * T * (Hq + Hkv) * (D / 2);
   if (total <= 0) return;
   int64_t blocks = (total + 255) / 256;
   if (blocks > 1 << 20) blocks = 1 << 20;
-  rope_kernel<<<unsigned(blocks), 256, 0, s>>>(static_cast<bf16*>(qkv), B, T, Hq, Hkv, D,
-                                                log(double(theta)), backward);
+  rope_kernel<<<unsigned(blocks), 256, 0, s>>>(static_cast<bf16*>(qkv), B, T, Hq, Hkv, D, log(double(theta)), backward);
   RECIPE_CUDA_CHECK_LAUNCH("rope");
 }
 

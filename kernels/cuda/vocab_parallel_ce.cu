@@ -39,8 +39,7 @@ __device__ __forceinline__ void for_valid(const bf16* x, int valid, F&& f) {
 }
 
 template <bool VEC>
-__global__ void __launch_bounds__(kThreads) vp_max_kernel(float* rowmax, const bf16* logits,
-                                                          int64_t Vl, int valid) {
+__global__ void __launch_bounds__(kThreads) vp_max_kernel(float* rowmax, const bf16* logits, int64_t Vl, int valid) {
   __shared__ float red[32];
   const bf16* x = logits + int64_t(blockIdx.x) * Vl;
   float m = -INFINITY;
@@ -50,11 +49,9 @@ __global__ void __launch_bounds__(kThreads) vp_max_kernel(float* rowmax, const b
 }
 
 template <bool VEC>
-__global__ void __launch_bounds__(kThreads) vp_sums_kernel(float* sums, const bf16* logits,
-                                                           const float* rowmax,
-                                                           const int32_t* targets, int64_t n,
-                                                           int64_t Vl, int vocab_start,
-                                                           int valid) {
+__global__ void __launch_bounds__(kThreads)
+    vp_sums_kernel(float* sums, const bf16* logits, const float* rowmax, const int32_t* targets, int64_t n, int64_t Vl,
+                   int vocab_start, int valid) {
   __shared__ float red[32];
   const int64_t row = blockIdx.x;
   const bf16* x = logits + row * Vl;
@@ -77,9 +74,9 @@ __global__ void __launch_bounds__(kThreads) vp_sums_kernel(float* sums, const bf
 }
 
 template <bool VEC>
-__global__ void __launch_bounds__(kThreads) vp_finish_kernel(
-    float* losses, bf16* logits, const float* rowmax, const float* sums, const int32_t* targets,
-    int64_t n, int64_t Vl, int vocab_start, int valid, float dloss, bool compute_grad) {
+__global__ void __launch_bounds__(kThreads)
+    vp_finish_kernel(float* losses, bf16* logits, const float* rowmax, const float* sums, const int32_t* targets,
+                     int64_t n, int64_t Vl, int vocab_start, int valid, float dloss, bool compute_grad) {
   const int64_t row = blockIdx.x;
   bf16* x = logits + row * Vl;
   const int target = targets[row];
@@ -106,8 +103,7 @@ __global__ void __launch_bounds__(kThreads) vp_finish_kernel(
       store8(x + g * 8, v);
     }
   } else {
-    for (int64_t j = threadIdx.x; j < Vl; j += blockDim.x)
-      x[j] = __float2bfloat16_rn(grad(j, to_f(x[j])));
+    for (int64_t j = threadIdx.x; j < Vl; j += blockDim.x) x[j] = __float2bfloat16_rn(grad(j, to_f(x[j])));
   }
 }
 
@@ -118,31 +114,26 @@ bool vectorizable(int64_t Vl, const void* logits) { return Vl % 8 == 0 && aligne
 }
 void expect(const char* op, const char* name, const Tensor& t, DType dtype) {
   if (!t.defined()) bad_arg(op, std::string(name) + " is undefined");
-  if (t.device != Device::cuda)
-    bad_arg(op, std::string(name) + " " + t.shape_str() + " is not a CUDA tensor");
-  if (t.dtype != dtype)
-    bad_arg(op, std::string(name) + " " + t.shape_str() + " must be " + dtype_name(dtype));
+  if (t.device != Device::cuda) bad_arg(op, std::string(name) + " " + t.shape_str() + " is not a CUDA tensor");
+  if (t.dtype != dtype) bad_arg(op, std::string(name) + " " + t.shape_str() + " must be " + dtype_name(dtype));
 }
 void expect_numel(const char* op, const char* name, const Tensor& t, int64_t n) {
   if (t.numel() != n)
-    bad_arg(op, std::string(name) + " " + t.shape_str() + " must hold " + std::to_string(n) +
-                    " elements");
+    bad_arg(op, std::string(name) + " " + t.shape_str() + " must hold " + std::to_string(n) + " elements");
 }
 // logits must be [n, Vl] bf16 and 0 ≤ valid_cols ≤ Vl; returns Vl.
 int64_t shard_columns(const char* op, const Tensor& logits, int64_t n, int valid_cols) {
   expect(op, "logits", logits, DType::bf16);
   const int64_t cols = logits.ndim >= 1 ? logits.dim(-1) : 0;
   if (logits.numel() != n * cols)
-    bad_arg(op, "logits " + logits.shape_str() + " must be [n=" + std::to_string(n) +
-                    ", shard columns]");
+    bad_arg(op, "logits " + logits.shape_str() + " must be [n=" + std::to_string(n) + ", shard columns]");
   if (valid_cols < 0 || valid_cols > cols)
-    bad_arg(op, "valid_cols=" + std::to_string(valid_cols) + " must be in 0.." +
-                    std::to_string(cols) + " (clamp(vocab - vocab_start, 0, shard columns))");
+    bad_arg(op, "valid_cols=" + std::to_string(valid_cols) + " must be in 0.." + std::to_string(cols) +
+                    " (clamp(vocab - vocab_start, 0, shard columns))");
   return cols;
 }
 void expect_vocab_start(const char* op, int vocab_start) {
-  if (vocab_start < 0)
-    bad_arg(op, "vocab_start=" + std::to_string(vocab_start) + " must not be negative");
+  if (vocab_start < 0) bad_arg(op, "vocab_start=" + std::to_string(vocab_start) + " must not be negative");
 }
 
 }  // namespace
@@ -161,8 +152,8 @@ void CudaBackend::vocab_parallel_ce_max(Tensor rowmax, Tensor logits, int valid_
   RECIPE_CUDA_CHECK_LAUNCH("vocab_parallel_ce_max");
 }
 
-void CudaBackend::vocab_parallel_ce_sums(Tensor sums, Tensor logits, Tensor rowmax, Tensor targets,
-                                         int vocab_start, int valid_cols) {
+void CudaBackend::vocab_parallel_ce_sums(Tensor sums, Tensor logits, Tensor rowmax, Tensor targets, int vocab_start,
+                                         int valid_cols) {
   const char* op = "vocab_parallel_ce_sums";
   expect(op, "targets", targets, DType::i32);
   const int64_t n = targets.numel();
@@ -175,19 +166,16 @@ void CudaBackend::vocab_parallel_ce_sums(Tensor sums, Tensor logits, Tensor rowm
   if (n <= 0) return;
   auto* x = static_cast<const bf16*>(logits.ptr);
   if (vectorizable(Vl, x))
-    vp_sums_kernel<true><<<unsigned(n), kThreads, 0, stream_>>>(
-        sums.as<float>(), x, rowmax.as<float>(), targets.as<int32_t>(), n, Vl, vocab_start,
-        valid_cols);
+    vp_sums_kernel<true><<<unsigned(n), kThreads, 0, stream_>>>(sums.as<float>(), x, rowmax.as<float>(),
+                                                                targets.as<int32_t>(), n, Vl, vocab_start, valid_cols);
   else
-    vp_sums_kernel<false><<<unsigned(n), kThreads, 0, stream_>>>(
-        sums.as<float>(), x, rowmax.as<float>(), targets.as<int32_t>(), n, Vl, vocab_start,
-        valid_cols);
+    vp_sums_kernel<false><<<unsigned(n), kThreads, 0, stream_>>>(sums.as<float>(), x, rowmax.as<float>(),
+                                                                 targets.as<int32_t>(), n, Vl, vocab_start, valid_cols);
   RECIPE_CUDA_CHECK_LAUNCH("vocab_parallel_ce_sums");
 }
 
-void CudaBackend::vocab_parallel_ce_finish(Tensor losses, Tensor logits, Tensor rowmax, Tensor sums,
-                                           Tensor targets, int vocab_start, int valid_cols,
-                                           float dloss, bool compute_grad) {
+void CudaBackend::vocab_parallel_ce_finish(Tensor losses, Tensor logits, Tensor rowmax, Tensor sums, Tensor targets,
+                                           int vocab_start, int valid_cols, float dloss, bool compute_grad) {
   const char* op = "vocab_parallel_ce_finish";
   expect(op, "targets", targets, DType::i32);
   const int64_t n = targets.numel();
@@ -202,13 +190,13 @@ void CudaBackend::vocab_parallel_ce_finish(Tensor losses, Tensor logits, Tensor 
   if (n <= 0) return;
   auto* x = static_cast<bf16*>(logits.ptr);
   if (vectorizable(Vl, x))
-    vp_finish_kernel<true><<<unsigned(n), kThreads, 0, stream_>>>(
-        losses.as<float>(), x, rowmax.as<float>(), sums.as<float>(), targets.as<int32_t>(), n, Vl,
-        vocab_start, valid_cols, dloss, compute_grad);
+    vp_finish_kernel<true><<<unsigned(n), kThreads, 0, stream_>>>(losses.as<float>(), x, rowmax.as<float>(),
+                                                                  sums.as<float>(), targets.as<int32_t>(), n, Vl,
+                                                                  vocab_start, valid_cols, dloss, compute_grad);
   else
-    vp_finish_kernel<false><<<unsigned(n), kThreads, 0, stream_>>>(
-        losses.as<float>(), x, rowmax.as<float>(), sums.as<float>(), targets.as<int32_t>(), n, Vl,
-        vocab_start, valid_cols, dloss, compute_grad);
+    vp_finish_kernel<false><<<unsigned(n), kThreads, 0, stream_>>>(losses.as<float>(), x, rowmax.as<float>(),
+                                                                   sums.as<float>(), targets.as<int32_t>(), n, Vl,
+                                                                   vocab_start, valid_cols, dloss, compute_grad);
   RECIPE_CUDA_CHECK_LAUNCH("vocab_parallel_ce_finish");
 }
 

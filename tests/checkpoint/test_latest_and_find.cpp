@@ -55,8 +55,7 @@ TEST_CASE("latest points at the newest commit; keep_last prunes by step number, 
   CHECK(read_file(ckpts + "/latest") == "step-10\n");
   fs::create_directories(ckpts + "/step-3.partial");  // someone else's unfinished save: left alone
   fs::create_directories(ckpts + "/notes");
-  CHECK(entries(ckpts) ==
-        std::vector<std::string>{"latest", "notes", "step-10", "step-2", "step-3.partial", "step-9"});
+  CHECK(entries(ckpts) == std::vector<std::string>{"latest", "notes", "step-10", "step-2", "step-3.partial", "step-9"});
 
   RefTensor v11 = save_step(ckpts, 11, 2, 4);
   // Lexically step-9 and step-2 sort last; numerically the newest two are 10 and 11.
@@ -109,8 +108,7 @@ TEST_CASE("find_checkpoint resolves run dirs, checkpoints dirs and checkpoints")
     CHECK(find_checkpoint(run) == ckpts + "/step-5");
   }
   SUBCASE("nonexistent path") {
-    CHECK_THROWS_WITH_AS(find_checkpoint(tmp / "missing"), contains("missing: does not exist"),
-                         CheckpointError);
+    CHECK_THROWS_WITH_AS(find_checkpoint(tmp / "missing"), contains("missing: does not exist"), CheckpointError);
   }
   SUBCASE("latest naming a missing directory names both") {
     save_step(ckpts, 5, 0, 1);
@@ -122,8 +120,7 @@ TEST_CASE("find_checkpoint resolves run dirs, checkpoints dirs and checkpoints")
   SUBCASE("latest naming a partial checkpoint") {
     save_step(ckpts, 5, 0, 1);
     fs::remove(ckpts + "/step-5/metadata.json");
-    CHECK_THROWS_WITH_AS(find_checkpoint(ckpts), contains("partial checkpoint (no metadata.json)"),
-                         CheckpointError);
+    CHECK_THROWS_WITH_AS(find_checkpoint(ckpts), contains("partial checkpoint (no metadata.json)"), CheckpointError);
   }
   SUBCASE("a directory of shard files without metadata.json") {
     fs::create_directories(run + "/odd");

@@ -94,8 +94,7 @@ TEST_CASE("commit refuses a shard file whose size does not match its index") {
   fs::resize_file(staging + "/shard-1.safetensors", 100);
   CommitOptions opts;
   opts.world_size = 2;
-  CHECK_THROWS_WITH_AS(commit(staging, final_dir, opts), contains("shard-1.safetensors: 100 bytes"),
-                       CheckpointError);
+  CHECK_THROWS_WITH_AS(commit(staging, final_dir, opts), contains("shard-1.safetensors: 100 bytes"), CheckpointError);
 }
 
 TEST_CASE("checkpoint reader refuses partial or corrupt checkpoints, naming the file") {
@@ -131,13 +130,11 @@ TEST_CASE("checkpoint reader refuses partial or corrupt checkpoints, naming the 
     CHECK_NOTHROW(r.read("w", Box{{0, 0}, {3, 10}}, DType::f32, out.data()));
     CHECK_THROWS_WITH_AS(r.read("w", Box{{2, 0}, {2, 10}}, DType::f32, out.data()),
                          contains(shard1 + ": chunk \"w#0\" of tensor \"w\""), CheckpointError);
-    CHECK_THROWS_WITH_AS(r.read("w", Box{{5, 9}, {1, 1}}, DType::f32, out.data()), contains("CRC32"),
-                         CheckpointError);
+    CHECK_THROWS_WITH_AS(r.read("w", Box{{5, 9}, {1, 1}}, DType::f32, out.data()), contains("CRC32"), CheckpointError);
   }
   SUBCASE("corrupt safetensors header JSON") {
     flip_byte(shard1, 8);  // the header's opening brace
-    CHECK_THROWS_WITH_AS(CheckpointReader{dir}, contains(shard1 + ": corrupt safetensors header"),
-                         CheckpointError);
+    CHECK_THROWS_WITH_AS(CheckpointReader{dir}, contains(shard1 + ": corrupt safetensors header"), CheckpointError);
   }
   SUBCASE("corrupt safetensors header length") {
     flip_byte(shard1, 6);  // a high byte of the length prefix
@@ -152,19 +149,16 @@ TEST_CASE("checkpoint reader refuses partial or corrupt checkpoints, naming the 
   }
   SUBCASE("metadata.json that does not parse") {
     write_file(dir + "/metadata.json", "{\"format\": ");
-    CHECK_THROWS_WITH_AS(CheckpointReader{dir}, contains(dir + "/metadata.json: does not parse"),
-                         CheckpointError);
+    CHECK_THROWS_WITH_AS(CheckpointReader{dir}, contains(dir + "/metadata.json: does not parse"), CheckpointError);
   }
   SUBCASE("metadata disagreeing with the shard header") {
     auto meta = nlohmann::json::parse(read_file(dir + "/metadata.json"));
     for (auto& c : meta["tensors"]["b"]["chunks"]) c["key"] = "b#7";
     write_file(dir + "/metadata.json", meta.dump());
-    CHECK_THROWS_WITH_AS(CheckpointReader{dir}, contains(shard1 + ": chunk \"b#7\" of tensor \"b\""),
-                         CheckpointError);
+    CHECK_THROWS_WITH_AS(CheckpointReader{dir}, contains(shard1 + ": chunk \"b#7\" of tensor \"b\""), CheckpointError);
   }
   SUBCASE("not a checkpoint directory at all") {
-    CHECK_THROWS_WITH_AS(CheckpointReader{tmp / "nowhere"}, contains("no such checkpoint directory"),
-                         CheckpointError);
+    CHECK_THROWS_WITH_AS(CheckpointReader{tmp / "nowhere"}, contains("no such checkpoint directory"), CheckpointError);
   }
 }
 

@@ -175,10 +175,10 @@ TEST_CASE("checkpoint round trip: 4 ranks, mixed layouts, any region reads back 
   }
   SUBCASE("refusals of read: unknown tensor, region outside the tensor, wrong rank") {
     std::vector<char> buf(1024);
-    CHECK_THROWS_WITH_AS(r.read("nope", Box{{0}, {1}}, DType::f32, buf.data()),
-                         contains("has no tensor \"nope\""), CheckpointError);
-    CHECK_THROWS_WITH_AS(r.read("w", Box{{5, 0}, {2, 10}}, DType::f32, buf.data()),
-                         contains("lies outside"), CheckpointError);
+    CHECK_THROWS_WITH_AS(r.read("nope", Box{{0}, {1}}, DType::f32, buf.data()), contains("has no tensor \"nope\""),
+                         CheckpointError);
+    CHECK_THROWS_WITH_AS(r.read("w", Box{{5, 0}, {2, 10}}, DType::f32, buf.data()), contains("lies outside"),
+                         CheckpointError);
     CHECK_THROWS_AS(r.read("w", Box{{0}, {6}}, DType::f32, buf.data()), CheckpointError);
   }
 }
@@ -251,8 +251,7 @@ TEST_CASE("write_shard reports I/O failures with the path") {
   RefTensor b = make_ref({4}, DType::f32, 1);
   RankPieces rp;
   rp.add_all("b", b, whole({4}));
-  CHECK_THROWS_WITH_AS(write_shard(tmp / "a_file/staging", 0, rp.pieces), contains("a_file/staging"),
-                       CheckpointError);
+  CHECK_THROWS_WITH_AS(write_shard(tmp / "a_file/staging", 0, rp.pieces), contains("a_file/staging"), CheckpointError);
 }
 
 TEST_CASE("write_shard refuses pieces that do not fit their tensor") {

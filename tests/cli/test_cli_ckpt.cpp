@@ -70,9 +70,9 @@ TEST_CASE("ckpt info, export --format hf and import round-trip a CPU run's check
     auto bad = run({"ckpt", "import", hf.string(), "-o", (tmp.path() / "x").string(), "--recipe", "llama_tiny",
                     "model.hidden_size=128"});
     CHECK(bad.code == cli::kExitInvalidRecipe);
-    CHECK_MESSAGE(bad.err.find("hidden_size is 64 in config.json, the recipe has model.hidden_size=128") !=
-                      std::string::npos,
-                  bad.err);
+    CHECK_MESSAGE(
+        bad.err.find("hidden_size is 64 in config.json, the recipe has model.hidden_size=128") != std::string::npos,
+        bad.err);
   }
   {  // a GPT recipe does not take a Llama model
     auto bad = run({"ckpt", "import", hf.string(), "-o", (tmp.path() / "x").string(), "--recipe", "gpt_tiny"});

@@ -37,8 +37,8 @@ fs::path only_run_dir(const fs::path& experiments, const std::string& name) {
 TEST_CASE("pretrain gpt_tiny on CPU fills a complete run dir") {
   use_built_binary_for_launch();
   TempDir tmp;
-  auto r = run({"pretrain", "gpt_tiny", "--device", "cpu", "--max-steps", "5", "--experiments-dir", tmp.str(),
-                "--name", "tiny", "optimizer.lr=0.001"});
+  auto r = run({"pretrain", "gpt_tiny", "--device", "cpu", "--max-steps", "5", "--experiments-dir", tmp.str(), "--name",
+                "tiny", "optimizer.lr=0.001"});
   REQUIRE_MESSAGE(r.code == 0, (r.err + r.out));
   fs::path dir = only_run_dir(tmp.path(), "tiny");
   CHECK(dir.filename() == "run-1");
@@ -102,15 +102,15 @@ TEST_CASE("data prepare then pretrain on the indexed dataset") {
       out << "Paragraph " << i << ": the quick brown fox jumps over the lazy dog, again and again.\n\n";
   }
   std::string prefix = (tmp.path() / "corpus").string();
-  auto prep = run({"data", "prepare", "--input", text.string(), "--tokenizer", "byte", "--split-paragraphs",
-                   "--output", prefix});
+  auto prep = run(
+      {"data", "prepare", "--input", text.string(), "--tokenizer", "byte", "--split-paragraphs", "--output", prefix});
   REQUIRE_MESSAGE(prep.code == 0, prep.err);
   CHECK(prep.out.find("200 documents") != std::string::npos);
   CHECK(fs::is_regular_file(prefix + ".bin"));
   CHECK(fs::is_regular_file(prefix + ".idx"));
 
-  auto r = run({"pretrain", "gpt_tiny", "data.kind=indexed", "data.path=" + prefix, "data.tokenizer=byte",
-                "--device", "cpu", "--max-steps", "3", "--experiments-dir", tmp.str(), "--name", "indexed"});
+  auto r = run({"pretrain", "gpt_tiny", "data.kind=indexed", "data.path=" + prefix, "data.tokenizer=byte", "--device",
+                "cpu", "--max-steps", "3", "--experiments-dir", tmp.str(), "--name", "indexed"});
   REQUIRE_MESSAGE(r.code == 0, (r.err + r.out));
   fs::path dir = only_run_dir(tmp.path(), "indexed");
   CHECK(count_lines(read_text(dir / "metrics.jsonl")) == 3);
@@ -136,7 +136,8 @@ TEST_CASE("the recipe binary's exit codes") {
     CHECK(cuda.out.find("--device cpu") != std::string::npos);
     CHECK(fs::is_empty(tmp.path()));
   }
-  auto ok = run_binary("pretrain gpt_tiny schedule.warmup_steps=0 --device cpu --max-steps 2 --experiments-dir " + tmp.str());
+  auto ok =
+      run_binary("pretrain gpt_tiny schedule.warmup_steps=0 --device cpu --max-steps 2 --experiments-dir " + tmp.str());
   CHECK_MESSAGE(ok.code == 0, ok.out);
 }
 

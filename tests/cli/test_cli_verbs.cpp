@@ -51,7 +51,7 @@ std::vector<std::vector<int>> rank_rows(const std::string& report) {
 TEST_CASE("usage errors exit 2; --help exits 0 and documents exit codes") {
   CHECK(run({}).code == cli::kExitUsage);
   CHECK(run({"frobnicate"}).code == cli::kExitUsage);
-  CHECK(run({"pretrain"}).code == cli::kExitUsage);                   // recipe missing
+  CHECK(run({"pretrain"}).code == cli::kExitUsage);  // recipe missing
   CHECK(run({"pretrain", "gpt_tiny", "--max-steps", "zero"}).code == cli::kExitUsage);
   CHECK(run({"pretrain", "gpt_tiny", "--device", "tpu"}).code == cli::kExitUsage);
   auto stray = run({"pretrain", "gpt_tiny", "notanoverride"});
@@ -151,8 +151,8 @@ TEST_CASE("show --format json is JSON; show's TOML re-resolves to the same plan"
 
 TEST_CASE("--dry-run prints the rank map, memory and launch command and creates nothing") {
   TempDir tmp;
-  auto r = run({"pretrain", "llama3_70b", "--nodes", "4", "--gpus-per-node", "8", "--dry-run", "--experiments-dir",
-                tmp.str()});
+  auto r = run(
+      {"pretrain", "llama3_70b", "--nodes", "4", "--gpus-per-node", "8", "--dry-run", "--experiments-dir", tmp.str()});
   REQUIRE_MESSAGE(r.code == 0, r.err);
   CHECK(dir_is_empty(tmp.path()));
   auto rows = rank_rows(r.out);
@@ -201,8 +201,8 @@ TEST_CASE("--dry-run prints the rank map, memory and launch command and creates 
 
 TEST_CASE("a multi-rank local plan needs mpirun: without it, exit 4 before anything is created; --dry-run shows it") {
   TempDir tmp;
-  std::vector<std::string> args = {"pretrain", "gpt_tiny", "--device", "cpu", "executor.cpu_ranks=2", "--global-batch", "16",
-                                   "--experiments-dir", tmp.str()};
+  std::vector<std::string> args = {"pretrain",       "gpt_tiny", "--device",          "cpu",    "executor.cpu_ranks=2",
+                                   "--global-batch", "16",       "--experiments-dir", tmp.str()};
   const std::string saved_path = std::getenv("PATH") ? std::getenv("PATH") : "";
   ::setenv("PATH", tmp.str().c_str(), 1);  // an empty folder: no mpirun
   auto r = run(args);

@@ -17,8 +17,9 @@ TEST_CASE("docs/recipes.md equals `recipe keys --format markdown`") {
   std::stringstream ss;
   ss << in.rdbuf();
   const std::string expected = recipe::dsl::key_reference_markdown();
-  CHECK_MESSAGE(ss.str() == expected,
-                "docs/recipes.md is stale: regenerate it with `build/bin/recipe keys --format markdown > docs/recipes.md`");
+  CHECK_MESSAGE(
+      ss.str() == expected,
+      "docs/recipes.md is stale: regenerate it with `build/bin/recipe keys --format markdown > docs/recipes.md`");
   for (const auto& f : recipe::dsl::plan_fields()) CHECK(ss.str().find("`" + f.path() + "`") != std::string::npos);
 }
 

@@ -18,9 +18,9 @@ TEST_CASE("gpt_tiny on the repository's docs: validation loss falls") {
   TempDir tmp;
   const std::string prefix = (tmp.path() / "docs").string();
   const std::string src = RECIPE_SOURCE_DIR;
-  auto prep = run({"data", "prepare", "--input", src + "/README.md", "--input", src + "/docs/user-guide.md",
-                   "--input", src + "/docs/architecture.md", "--input", src + "/docs/recipes.md", "--tokenizer",
-                   "byte", "--split-paragraphs", "--output", prefix});
+  auto prep = run({"data", "prepare", "--input", src + "/README.md", "--input", src + "/docs/user-guide.md", "--input",
+                   src + "/docs/architecture.md", "--input", src + "/docs/recipes.md", "--tokenizer", "byte",
+                   "--split-paragraphs", "--output", prefix});
   REQUIRE_MESSAGE(prep.code == 0, prep.err);
 
   auto r = run({"pretrain", "gpt_tiny", "data.kind=indexed", "data.path=" + prefix, "data.tokenizer=byte",

@@ -90,8 +90,9 @@ TEST_CASE("launch command: mpi uses the hostfile and ranks per node; slurm write
   plan.executor.hostfile = "hosts.txt";
   plan.executor.mca["btl"] = "^openib";
   auto mpi = exec::launch_command(plan, "/r", "recipe");
-  CHECK(mpi.line == "mpirun -np 32 --hostfile hosts.txt --map-by ppr:8:node --bind-to none --mca btl '^openib' "
-                    "recipe worker --run-dir /r");
+  CHECK(mpi.line ==
+        "mpirun -np 32 --hostfile hosts.txt --map-by ppr:8:node --bind-to none --mca btl '^openib' "
+        "recipe worker --run-dir /r");
 
   plan.executor.kind = "slurm";
   plan.executor.partition = "gpu";

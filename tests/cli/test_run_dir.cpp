@@ -124,7 +124,10 @@ TEST_CASE("the log tee writes redrawn progress lines as plain lines") {
   {
     exec::TeeStream tee(terminal, log.string());
     REQUIRE(tee.log_ok());
-    tee << "\rstep 1 loss 5.0\x1b[K" << "\rstep 2 loss 4.0\x1b[K" << "\n" << "done\n";
+    tee << "\rstep 1 loss 5.0\x1b[K"
+        << "\rstep 2 loss 4.0\x1b[K"
+        << "\n"
+        << "done\n";
   }
   CHECK(terminal.str() == "\rstep 1 loss 5.0\x1b[K\rstep 2 loss 4.0\x1b[K\ndone\n");
   CHECK(read_text(log) == "step 1 loss 5.0\nstep 2 loss 4.0\ndone\n");

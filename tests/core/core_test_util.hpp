@@ -21,8 +21,7 @@ inline void fill_derived(plan::Plan& p) {
   if (m.num_kv_heads == 0) m.num_kv_heads = m.num_attention_heads;
   if (m.head_dim == 0) m.head_dim = m.hidden_size / m.num_attention_heads;
   if (m.ffn_hidden_size == 0)
-    m.ffn_hidden_size = m.activation == "gelu" ? 4 * m.hidden_size
-                                               : (2 * 4 * m.hidden_size / 3 + 255) / 256 * 256;
+    m.ffn_hidden_size = m.activation == "gelu" ? 4 * m.hidden_size : (2 * 4 * m.hidden_size / 3 + 255) / 256 * 256;
   if (m.max_position_embeddings == 0) m.max_position_embeddings = m.seq_length;
   const int mult = m.make_vocab_size_divisible_by * std::max(1, p.parallelism.tp);
   m.padded_vocab_size = (m.vocab_size + mult - 1) / mult * mult;
@@ -115,8 +114,7 @@ class RandomTokens : public data::SampleSource {
   int64_t period_;
 };
 
-inline std::unique_ptr<data::SampleSource> random_tokens(const plan::Plan& p, uint64_t seed = 7,
-                                                         int64_t period = 0) {
+inline std::unique_ptr<data::SampleSource> random_tokens(const plan::Plan& p, uint64_t seed = 7, int64_t period = 0) {
   return std::make_unique<RandomTokens>(p.model.seq_length, p.model.vocab_size, seed, period);
 }
 

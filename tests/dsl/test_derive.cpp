@@ -36,7 +36,7 @@ TEST_CASE("dsl_resolve: defaults that derive: global batch, Llama FFN, vocab pad
                                                               "activation": "swiglu", "vocab_size": 50257},
                                                     "parallelism": {"tp": 8}, "executor": {"cpu_ranks": 8}})")));
   REQUIRE_MESSAGE(r.ok(), report(r));
-  CHECK(r.plan.model.ffn_hidden_size == 11008);  // int(8·4096/3) = 10922 → 11008
+  CHECK(r.plan.model.ffn_hidden_size == 11008);    // int(8·4096/3) = 10922 → 11008
   CHECK(r.plan.model.padded_vocab_size == 51200);  // multiple of 128·8 = 1024
 }
 

@@ -122,7 +122,8 @@ TEST_CASE("dsl_resolve: data.blend pairs and normalizes; data.path is a blend of
   r = resolve_json(with(tiny_gpt(), json::parse(R"({"data": {"kind": "indexed", "blend": [-1, "a", 2, "b"]}})")));
   REQUIRE(find_violation(r, "data.blend"));
   CHECK(find_violation(r, "data.blend")->message.find("-1") != std::string::npos);
-  r = resolve_json(with(tiny_gpt(), json::parse(R"({"data": {"kind": "indexed", "path": "x", "blend": [1, "a", 1, "b"]}})")));
+  r = resolve_json(
+      with(tiny_gpt(), json::parse(R"({"data": {"kind": "indexed", "path": "x", "blend": [1, "a", 1, "b"]}})")));
   REQUIRE(find_violation(r, "data.path"));
 }
 

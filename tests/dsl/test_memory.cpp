@@ -126,7 +126,7 @@ TEST_CASE("dsl_resolve: CUDA workspace and classifier chunks follow the micro-ba
   CHECK(recipe::plan::classifier_chunk_rows(16384, Vp, 2, 1024 * MiB) == 8192);   // 1571 MiB of logits: 2 halves
   CHECK(recipe::plan::classifier_chunk_rows(16384, Vp, 2, 2048 * MiB) == 16384);  // one chunk when it fits
   CHECK(recipe::plan::classifier_chunk_rows(100, 64, 4, 0) == 100);
-  CHECK(recipe::plan::classifier_chunk_rows(5, int64_t(1) << 40, 4, 0) == 1);      // a row larger than the budget
+  CHECK(recipe::plan::classifier_chunk_rows(5, int64_t(1) << 40, 4, 0) == 1);  // a row larger than the budget
 }
 
 TEST_SUITE_END();

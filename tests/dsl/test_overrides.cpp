@@ -37,10 +37,10 @@ bool contains(const std::string& haystack, const std::string& needle) {
 
 TEST_CASE("override = types values by their syntax") {
   ConfigTree t = sample();
-  apply_overrides(t, {"model.num_layers=12", "optimizer.lr=1e-4", "optimizer.weight_decay=0",
-                      "trainer.cuda_graph=false", "trainer.precision=fp32", "model.new_float=0.5",
-                      "model.new_int=-3", "model.new_bool=true", "model.quoted=\"7\"", "model.word=abc",
-                      "model.sci=2E3", "model.plus=+4", "model.inf=inf"});
+  apply_overrides(t,
+                  {"model.num_layers=12", "optimizer.lr=1e-4", "optimizer.weight_decay=0", "trainer.cuda_graph=false",
+                   "trainer.precision=fp32", "model.new_float=0.5", "model.new_int=-3", "model.new_bool=true",
+                   "model.quoted=\"7\"", "model.word=abc", "model.sci=2E3", "model.plus=+4", "model.inf=inf"});
   CHECK(at(t, "model", "num_layers").is_number_integer());
   CHECK(at(t, "model", "num_layers") == 12);
   CHECK(at(t, "optimizer", "lr").is_number_float());
@@ -61,9 +61,9 @@ TEST_CASE("override = types values by their syntax") {
 
 TEST_CASE("override = keeps strings strings and parses lists") {
   ConfigTree t = sample();
-  apply_overrides(t, {"experiment.name=2024", "data.split=99,1,0", "peft.target_modules=fc1,fc2",
-                      "model.list=[1, 2]", "model.names=[\"a\", 'b', c]", "model.empty=[]",
-                      "data.blend=[1.0, \"only\"]", "experiment.dir=\"\""});
+  apply_overrides(
+      t, {"experiment.name=2024", "data.split=99,1,0", "peft.target_modules=fc1,fc2", "model.list=[1, 2]",
+          "model.names=[\"a\", 'b', c]", "model.empty=[]", "data.blend=[1.0, \"only\"]", "experiment.dir=\"\""});
   CHECK(at(t, "experiment", "name") == "2024");
   CHECK(at(t, "data", "split") == "99,1,0");
   CHECK(at(t, "peft", "target_modules") == Json({"fc1", "fc2"}));
@@ -164,8 +164,8 @@ TEST_CASE("overrides apply in order on a loaded preset") {
   // New sections take their canonical place (parallelism before experiment).
   std::vector<std::string> keys;
   for (const auto& [k, v] : t.root.items()) keys.push_back(k);
-  CHECK(keys == std::vector<std::string>{"model", "data", "optimizer", "schedule", "trainer", "parallelism",
-                                         "experiment"});
+  CHECK(keys ==
+        std::vector<std::string>{"model", "data", "optimizer", "schedule", "trainer", "parallelism", "experiment"});
 }
 
 TEST_SUITE_END();

@@ -126,7 +126,8 @@ TEST_CASE("Lua errors carry file:line and never crash") {
   msg = error_of_recipe(dir, "return {\n  data = { blend = { 0.5, 'a', x = 1 } },\n}");
   CHECK(contains(msg, "data.blend mixes list items and named keys"));
   CHECK(contains(msg, file + ":2:"));
-  CHECK(contains(error_of_recipe(dir, "return { model = { list = { [1] = 1, [3] = 3 } } }"), "model.list is a list with gaps"));
+  CHECK(contains(error_of_recipe(dir, "return { model = { list = { [1] = 1, [3] = 3 } } }"),
+                 "model.list is a list with gaps"));
   CHECK(contains(error_of_recipe(dir, "return { model = { f = print } }"), "model.f is a function"));
   CHECK(contains(error_of_recipe(dir, "return { model = { x = 0/0 } }"), "model.x is not a finite number"));
   CHECK(contains(error_of_recipe(dir, "return { model = { [true] = 1 } }"), "has a key of type boolean"));

@@ -43,8 +43,7 @@ std::vector<Sample> samples() {
       {"tiny gpt", tiny_gpt(), {}},
       {"gpt 345m", gpt3_345m(), {}},
       {"llama3 70b on 4x8", llama3_70b(), gpu_facts(4, 8)},
-      {"lora + blend + executor tables",
-       with(llama3_8b(), json::parse(R"({
+      {"lora + blend + executor tables", with(llama3_8b(), json::parse(R"({
          "mode": "finetune",
          "peft": {"kind": "lora", "rank": 8, "alpha": 16.0, "target_modules": ["qkv", "fc2"]},
          "data": {"kind": "indexed", "blend": [0.7, "data/wiki \"text\"", 0.2, "data/code", 0.1, "d/x"],

@@ -27,17 +27,21 @@ inline void write_text(const std::filesystem::path& p, const std::string& text) 
 }
 
 // A run dir as the trainer leaves it: status.json, resolved.toml, metrics.jsonl, timing.jsonl.
-inline std::filesystem::path make_run(const std::filesystem::path& exp_dir, const std::string& name, const std::string& id,
-                                      const std::string& resolved_toml, int steps, double loss0, const std::string& state = "completed") {
+inline std::filesystem::path make_run(const std::filesystem::path& exp_dir, const std::string& name,
+                                      const std::string& id, const std::string& resolved_toml, int steps, double loss0,
+                                      const std::string& state = "completed") {
   auto dir = exp_dir / name / id;
   std::filesystem::create_directories(dir / "logs");
   write_text(dir / "resolved.toml", resolved_toml);
-  write_text(dir / "status.json", "{\"state\": \"" + state + "\", \"start_time\": \"2025-01-02T03:04:05Z\", \"end_time\": null, "
-                                  "\"exit_code\": 0, \"steps\": " + std::to_string(steps) + ", \"message\": \"\", \"pid\": 0}\n");
+  write_text(dir / "status.json", "{\"state\": \"" + state +
+                                      "\", \"start_time\": \"2025-01-02T03:04:05Z\", \"end_time\": null, "
+                                      "\"exit_code\": 0, \"steps\": " +
+                                      std::to_string(steps) + ", \"message\": \"\", \"pid\": 0}\n");
   std::string metrics, timing;
   for (int s = 1; s <= steps; ++s) {
-    metrics += "{\"step\":" + std::to_string(s) + ",\"loss\":" + std::to_string(loss0 - 0.1 * s) + ",\"lr\":" +
-               std::to_string(0.001 * s / steps) + ",\"grad_norm\":1.5,\"consumed_samples\":" + std::to_string(8 * s) + "}\n";
+    metrics += "{\"step\":" + std::to_string(s) + ",\"loss\":" + std::to_string(loss0 - 0.1 * s) +
+               ",\"lr\":" + std::to_string(0.001 * s / steps) +
+               ",\"grad_norm\":1.5,\"consumed_samples\":" + std::to_string(8 * s) + "}\n";
     timing += "{\"step\":" + std::to_string(s) + ",\"step_ms\":100.0,\"tokens_per_sec\":" + std::to_string(1000 * s) +
               ",\"tflops\":0.5,\"mfu\":null,\"peak_memory_bytes\":1024}\n";
   }
@@ -76,7 +80,8 @@ inline std::string environ_value(long pid, const std::string& key) {
   while (at < env.size()) {
     size_t end = env.find('\0', at);
     if (end == std::string::npos) end = env.size();
-    if (env.compare(at, key.size() + 1, key + "=") == 0) return env.substr(at + key.size() + 1, end - at - key.size() - 1);
+    if (env.compare(at, key.size() + 1, key + "=") == 0)
+      return env.substr(at + key.size() + 1, end - at - key.size() - 1);
     at = end + 1;
   }
   return "";

@@ -24,21 +24,24 @@ TEST_SUITE_BEGIN("executors");
 namespace fs = std::filesystem;
 using namespace recipe::exec;
 using namespace recipe::exec::testing;
+using recipe::cli::testing::count_lines;
 using recipe::cli::testing::recipe_binary;
 using recipe::cli::testing::run_binary;
-using recipe::cli::testing::count_lines;
 
 namespace {
 
 // gpt_tiny, mock data, dp = 2 on 2 CPU ranks, 10 steps: the file every executor runs unchanged.
 fs::path write_tiny_dp2_recipe(const fs::path& dir, int max_steps = 10) {
   auto path = dir / "tiny_dp2.toml";
-  write_text(path, "preset = \"gpt_tiny\"\n"
-                   "\n[trainer]\nmax_steps = " + std::to_string(max_steps) + "\nglobal_batch_size = 16\ndevice = \"cpu\"\n"
-                   "\n[data]\nkind = \"mock\"\n"
-                   "\n[parallelism]\ndp = 2\n"
-                   "\n[executor]\ncpu_ranks = 2\n"
-                   "\n[experiment]\nname = \"tiny_dp2\"\n");
+  write_text(path,
+             "preset = \"gpt_tiny\"\n"
+             "\n[trainer]\nmax_steps = " +
+                 std::to_string(max_steps) +
+                 "\nglobal_batch_size = 16\ndevice = \"cpu\"\n"
+                 "\n[data]\nkind = \"mock\"\n"
+                 "\n[parallelism]\ndp = 2\n"
+                 "\n[executor]\ncpu_ranks = 2\n"
+                 "\n[experiment]\nname = \"tiny_dp2\"\n");
   return path;
 }
 
@@ -142,8 +145,8 @@ TEST_CASE("one gpt_tiny recipe file, 2 data-parallel CPU ranks: local, mpi and s
 
   // A job whose ranks cannot start training (a data path readable on no node) fails, and both the
   // job's own record and `recipe runs status` say so.
-  auto bad = run_binary("pretrain " + common + " --executor slurm data.kind=indexed data.path=" +
-                        (tmp.path() / "no_such_dataset").string());
+  auto bad = run_binary("pretrain " + common +
+                        " --executor slurm data.kind=indexed data.path=" + (tmp.path() / "no_such_dataset").string());
   REQUIRE_MESSAGE(bad.code == 0, bad.out);
   auto run4 = exp / "tiny_dp2" / "run-4";
   std::string bad_job = recorded_slurm_job(run4.string());
@@ -342,7 +345,8 @@ void stop_and_resume(const fs::path& tmp, const fs::path& recipe, const std::str
   CHECK(fs::exists(run / "checkpoints" / ("step-" + std::to_string(stopped_at)) / "metadata.json"));
   CHECK(read_text(run / "checkpoints" / "latest").find("step-" + std::to_string(stopped_at)) == 0);
   if (multi_rank)
-    for (long pid : pids_with_cmdline("worker --run-dir " + run.string())) CHECK_MESSAGE(false, "left running: " << pid);
+    for (long pid : pids_with_cmdline("worker --run-dir " + run.string()))
+      CHECK_MESSAGE(false, "left running: " << pid);
 
   auto runs = run_binary("runs status " + name + "/run-1 --experiments-dir " + exp.string());
   CHECK_MESSAGE(runs.out.find(name + "/run-1: stopped") != std::string::npos, runs.out);
@@ -369,8 +373,9 @@ TEST_CASE("SIGUSR1 stops a local run with a checkpoint; `runs resume` finishes i
   TempDir tmp;
   SUBCASE("one process") {
     auto recipe = tmp.path() / "tiny_one.toml";
-    write_text(recipe, "preset = \"gpt_tiny\"\n\n[trainer]\nglobal_batch_size = 16\ndevice = \"cpu\"\n"
-                       "\n[data]\nkind = \"mock\"\n\n[experiment]\nname = \"tiny_one\"\n");
+    write_text(recipe,
+               "preset = \"gpt_tiny\"\n\n[trainer]\nglobal_batch_size = 16\ndevice = \"cpu\"\n"
+               "\n[data]\nkind = \"mock\"\n\n[experiment]\nname = \"tiny_one\"\n");
     stop_and_resume(tmp.path(), recipe, "tiny_one", false);
   }
   SUBCASE("two data-parallel ranks under mpirun") {

@@ -14,16 +14,17 @@ using namespace recipe::exec::testing;
 
 TEST_CASE("mpirun's report of a rank that exited non-zero") {
   LauncherFailureParser p;
-  p.text("[1,0]<stdout>:step 1\n"
-         "--------------------------------------------------------------------------\n"
-         "Primary job  terminated normally, but 1 process returned\n"
-         "a non-zero exit code. Per user-direction, the job has been aborted.\n"
-         "--------------------------------------------------------------------------\n"
-         "mpirun detected that one or more processes exited with non-zero status, thus causing\n"
-         "the job to be terminated. The first process to do so was:\n"
-         "\n"
-         "  Process name: [[13031,1],1]\n"
-         "  Exit code:    3\n");
+  p.text(
+      "[1,0]<stdout>:step 1\n"
+      "--------------------------------------------------------------------------\n"
+      "Primary job  terminated normally, but 1 process returned\n"
+      "a non-zero exit code. Per user-direction, the job has been aborted.\n"
+      "--------------------------------------------------------------------------\n"
+      "mpirun detected that one or more processes exited with non-zero status, thus causing\n"
+      "the job to be terminated. The first process to do so was:\n"
+      "\n"
+      "  Process name: [[13031,1],1]\n"
+      "  Exit code:    3\n");
   REQUIRE(p.failure());
   CHECK(p.failure()->rank == 1);
   CHECK(p.failure()->exit_code == 3);
@@ -39,8 +40,9 @@ TEST_CASE("mpirun's report of a killed rank, and of MPI_Abort") {
   CHECK(describe_rank_failure(*killed.failure()) == "rank 1 was killed by signal 9 (Killed)");
 
   LauncherFailureParser aborted;
-  aborted.text("MPI_ABORT was invoked on rank 0 in communicator MPI_COMM_WORLD\nwith errorcode 3.\n\n"
-               "srun: error: vm: task 1: Killed\n");
+  aborted.text(
+      "MPI_ABORT was invoked on rank 0 in communicator MPI_COMM_WORLD\nwith errorcode 3.\n\n"
+      "srun: error: vm: task 1: Killed\n");
   REQUIRE(aborted.failure());
   CHECK(aborted.failure()->rank == 0);  // the first report wins: rank 1 was killed because of it
   CHECK(describe_rank_failure(*aborted.failure()) == "rank 0 called MPI_Abort with code 3");
@@ -48,9 +50,10 @@ TEST_CASE("mpirun's report of a killed rank, and of MPI_Abort") {
 
 TEST_CASE("srun's report: the first failing task") {
   LauncherFailureParser p;
-  p.text("srun: Job step aborted: Waiting up to 7 seconds for job step to finish.\n"
-         "srun: error: vm: task 1: Exited with exit code 3\n"
-         "srun: error: vm: task 0: Terminated\n");
+  p.text(
+      "srun: Job step aborted: Waiting up to 7 seconds for job step to finish.\n"
+      "srun: error: vm: task 1: Exited with exit code 3\n"
+      "srun: error: vm: task 0: Terminated\n");
   REQUIRE(p.failure());
   CHECK(p.failure()->rank == 1);
   CHECK(p.failure()->exit_code == 3);
@@ -75,8 +78,9 @@ TEST_CASE("the Slurm job's start and end records own status.json") {
 
   // An earlier start of the same job (before a requeue) failed differently: only the output after
   // the latest marker counts.
-  write_text(run / "logs" / "slurm-42.out", job_start_marker("42") + " at t0\nsrun: error: vm: task 0: Exited with exit code 9\n" +
-                                                 out.str() + "srun: error: vm: task 1: Exited with exit code 3\n");
+  write_text(run / "logs" / "slurm-42.out", job_start_marker("42") +
+                                                " at t0\nsrun: error: vm: task 0: Exited with exit code 9\n" +
+                                                out.str() + "srun: error: vm: task 1: Exited with exit code 3\n");
   // World rank 0 had recorded its own failure meanwhile.
   RunStatus rank0 = read_status(run.string());
   rank0.state = "failed";

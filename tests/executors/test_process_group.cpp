@@ -41,10 +41,10 @@ TEST_CASE("a failing child stops its siblings and nothing is left running") {
   opts.kill_grace_ms = 1000;
   auto t0 = std::chrono::steady_clock::now();
   // rank 1 also starts a grandchild (sleep in the background) that must not survive.
-  ProcessGroupResult r = run_process_group(
-      {sh("sleep 0.3; echo failing; exit 1", 0), sh("sleep 30 & echo $! > " + pidfile.string() + "; wait", 1),
-       sh("exec sleep 30", 2)},
-      opts);
+  ProcessGroupResult r =
+      run_process_group({sh("sleep 0.3; echo failing; exit 1", 0),
+                         sh("sleep 30 & echo $! > " + pidfile.string() + "; wait", 1), sh("exec sleep 30", 2)},
+                        opts);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   CHECK(secs < 5.0);
   CHECK(r.exit_code == 1);
@@ -68,10 +68,9 @@ TEST_CASE("a child ignoring SIGTERM is killed after the grace period") {
   // SIGTERM could land before the trap and the shell would die of it.
   TempDir tmp;
   const std::string marker = (tmp.path() / "trapped").string();
-  ProcessGroupResult r = run_process_group(
-      {sh("while [ ! -f " + marker + " ]; do sleep 0.02; done; exit 3", 0),
-       sh("trap '' TERM; touch " + marker + "; sleep 30 & wait; sleep 30", 1)},
-      opts);
+  ProcessGroupResult r = run_process_group({sh("while [ ! -f " + marker + " ]; do sleep 0.02; done; exit 3", 0),
+                                            sh("trap '' TERM; touch " + marker + "; sleep 30 & wait; sleep 30", 1)},
+                                           opts);
   CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 5.0);
   CHECK(r.exit_code == 3);
   CHECK(r.child_status[1] == 128 + SIGKILL);
@@ -135,7 +134,8 @@ TEST_CASE("mpirun's per-chunk tags: a line written in pieces, and two ranks' chu
   opts.log_ranks = 3;
   opts.on_line = [&seen](int rank, const std::string& text) { seen.push_back(std::to_string(rank) + ":" + text); };
   run_process_group({sh("printf '[1,0]<stdout>:step 9[1,0]<stdout>:\\n"
-                        "[1,0]<stdout>:loss [1,1]<stdout>:from one\\n[1,0]<stdout>:5.2\\n'", 0)},
+                        "[1,0]<stdout>:loss [1,1]<stdout>:from one\\n[1,0]<stdout>:5.2\\n'",
+                        0)},
                     opts);
   CHECK(term.str() == "[rank 0] step 9\n[rank 1] from one\n[rank 0] loss 5.2\n");
   CHECK(read_text(tmp.path() / "logs" / "rank-0.log") == "step 9\nloss 5.2\n");
@@ -158,10 +158,10 @@ TEST_CASE("SIGTERM and SIGINT to the launcher are forwarded to every child") {
     });
     auto t0 = std::chrono::steady_clock::now();
     const char* trap = sig == SIGTERM ? "TERM" : "INT";
-    ProcessGroupResult r = run_process_group(
-        {sh(std::string("trap 'echo got ") + trap + "; exit 0' " + trap + "; sleep 30 & wait", 0),
-         sh(std::string("trap 'echo got ") + trap + "; exit 0' " + trap + "; sleep 30 & wait", 1)},
-        opts);
+    ProcessGroupResult r =
+        run_process_group({sh(std::string("trap 'echo got ") + trap + "; exit 0' " + trap + "; sleep 30 & wait", 0),
+                           sh(std::string("trap 'echo got ") + trap + "; exit 0' " + trap + "; sleep 30 & wait", 1)},
+                          opts);
     sender.join();
     CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 5.0);
     CHECK(r.interrupted);
@@ -176,10 +176,11 @@ TEST_CASE("a real mpirun world: a dying rank ends the run with a non-zero exit")
     MESSAGE("skipped: mpirun not installed");
     return;
   }
-  ChildSpec mpirun{{"mpirun", "--tag-output", "--oversubscribe", "-np", "2", "sh", "-c",
-                    "echo hello from $OMPI_COMM_WORLD_RANK; if [ $OMPI_COMM_WORLD_RANK = 1 ]; then exit 3; fi; exec sleep 30"},
-                   {{"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"}},
-                   0};
+  ChildSpec mpirun{
+      {"mpirun", "--tag-output", "--oversubscribe", "-np", "2", "sh", "-c",
+       "echo hello from $OMPI_COMM_WORLD_RANK; if [ $OMPI_COMM_WORLD_RANK = 1 ]; then exit 3; fi; exec sleep 30"},
+      {{"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"}},
+      0};
   TempDir tmp;
   std::ostringstream term;
   ProcessGroupOptions opts;

@@ -35,19 +35,33 @@ TEST_CASE("the sbatch script carries the executor section") {
   plan.executor.env = {{"NCCL_DEBUG", "WARN"}};
   plan.experiment.name = "wiki";
   std::string s = launch_command(plan, "/runs/wiki/run-1", "/opt/recipe").script;
-  for (const char* line : {"#!/bin/bash\n", "#SBATCH --job-name=wiki\n", "#SBATCH --nodes=2\n", "#SBATCH --ntasks-per-node=8\n",
-                           "#SBATCH --gpus-per-node=8\n", "#SBATCH --partition=gpu\n", "#SBATCH --account=proj1\n",
-                           "#SBATCH --qos=high\n", "#SBATCH --time=04:00:00\n", "#SBATCH --exclusive\n",
-                           "#SBATCH --signal=B:USR1@120\n", "#SBATCH --requeue\n", "#SBATCH --constraint=h100\n",
-                           "#SBATCH --mail-type=END\n", "#SBATCH --output=/runs/wiki/run-1/logs/slurm-%j.out\n",
-                           "export NCCL_DEBUG=WARN\n", "export SLURM_KILL_BAD_EXIT=1",
-                           "export SLURM_STDOUTMODE=/runs/wiki/run-1/logs/rank-%t.log\n",
-                           "trap on_usr1 USR1\n", "if srun --mpi=list 2>&1 | grep -q pmix; then\n",
-                           "    exec srun --mpi=pmix /opt/recipe worker --run-dir /runs/wiki/run-1\n",
-                           "    exec mpirun -np 16 --map-by ppr:8:node --bind-to none --tag-output -x NCCL_DEBUG /opt/recipe worker",
-                           "/opt/recipe job-state --run-dir /runs/wiki/run-1 --job \"$SLURM_JOB_ID\" --begin\n",
-                           "/opt/recipe job-state --run-dir /runs/wiki/run-1 --job \"$SLURM_JOB_ID\" --end \"$rc\"\n",
-                           "scontrol requeue \"$SLURM_JOB_ID\"", "exit $rc\n"}) {
+  for (const char* line :
+       {"#!/bin/bash\n",
+        "#SBATCH --job-name=wiki\n",
+        "#SBATCH --nodes=2\n",
+        "#SBATCH --ntasks-per-node=8\n",
+        "#SBATCH --gpus-per-node=8\n",
+        "#SBATCH --partition=gpu\n",
+        "#SBATCH --account=proj1\n",
+        "#SBATCH --qos=high\n",
+        "#SBATCH --time=04:00:00\n",
+        "#SBATCH --exclusive\n",
+        "#SBATCH --signal=B:USR1@120\n",
+        "#SBATCH --requeue\n",
+        "#SBATCH --constraint=h100\n",
+        "#SBATCH --mail-type=END\n",
+        "#SBATCH --output=/runs/wiki/run-1/logs/slurm-%j.out\n",
+        "export NCCL_DEBUG=WARN\n",
+        "export SLURM_KILL_BAD_EXIT=1",
+        "export SLURM_STDOUTMODE=/runs/wiki/run-1/logs/rank-%t.log\n",
+        "trap on_usr1 USR1\n",
+        "if srun --mpi=list 2>&1 | grep -q pmix; then\n",
+        "    exec srun --mpi=pmix /opt/recipe worker --run-dir /runs/wiki/run-1\n",
+        "    exec mpirun -np 16 --map-by ppr:8:node --bind-to none --tag-output -x NCCL_DEBUG /opt/recipe worker",
+        "/opt/recipe job-state --run-dir /runs/wiki/run-1 --job \"$SLURM_JOB_ID\" --begin\n",
+        "/opt/recipe job-state --run-dir /runs/wiki/run-1 --job \"$SLURM_JOB_ID\" --end \"$rc\"\n",
+        "scontrol requeue \"$SLURM_JOB_ID\"",
+        "exit $rc\n"}) {
     CAPTURE(line);
     CHECK(s.find(line) != std::string::npos);
   }
@@ -81,9 +95,13 @@ TEST_CASE("a real single-node Slurm: submit, observe a failing rank, cancel") {
   // A two-task job whose rank 1 fails: the step is killed, the job FAILED, runs status says so.
   auto failing = make_run(exp, "exp", "run-1", "[executor]\nkind = \"slurm\"\n", 0, 0, "created");
   write_text(failing / "launch.sh",
-             "#!/bin/bash\n#SBATCH --ntasks=2\n#SBATCH --output=" + (failing / "logs" / "slurm-%j.out").string() + "\n"
-             "export SLURM_KILL_BAD_EXIT=1 SLURM_STDOUTMODE=" + (failing / "logs" / "rank-%t.log").string() + "\n"
-             "srun --mpi=pmix sh -c 'echo rank $SLURM_PROCID; if [ $SLURM_PROCID = 1 ]; then exit 3; fi; exec sleep 60'\n");
+             "#!/bin/bash\n#SBATCH --ntasks=2\n#SBATCH --output=" + (failing / "logs" / "slurm-%j.out").string() +
+                 "\n"
+                 "export SLURM_KILL_BAD_EXIT=1 SLURM_STDOUTMODE=" +
+                 (failing / "logs" / "rank-%t.log").string() +
+                 "\n"
+                 "srun --mpi=pmix sh -c 'echo rank $SLURM_PROCID; if [ $SLURM_PROCID = 1 ]; then exit 3; fi; exec "
+                 "sleep 60'\n");
   SlurmSubmitResult sub = submit_slurm(failing.string());
   REQUIRE_MESSAGE(sub.ok, sub.message);
   CHECK(recorded_slurm_job(failing.string()) == sub.job_id);

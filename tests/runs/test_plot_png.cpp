@@ -194,8 +194,9 @@ TEST_CASE("PNG plot: the image has the layout's size, each run's colour in every
   CHECK(img.at(2, 2) == kWhite);
   CHECK(img.count(kWhite, 880, 0, 900, 850, 0) == 20u * 850u);
   CHECK(img.count(kWhite, l.panels[0].x, l.panels[0].y + l.panels[0].h + 20, l.panels[0].x + l.panels[0].w,
-                  l.panels[1].y - 22, 0) ==
-        static_cast<size_t>(l.panels[0].w) * static_cast<size_t>(l.panels[1].y - 22 - (l.panels[0].y + l.panels[0].h + 20)));
+                  l.panels[1].y - 22,
+                  0) == static_cast<size_t>(l.panels[0].w) *
+                            static_cast<size_t>(l.panels[1].y - 22 - (l.panels[0].y + l.panels[0].h + 20)));
   // The legend swatches: a 3 px line of each run's colour at x 700..724.
   CHECK(img.count(plot_series_color(0), 700, 45, 725, 55, 0) >= 20);
   CHECK(img.count(plot_series_color(1), 700, 65, 725, 75, 0) >= 20);
@@ -242,11 +243,13 @@ TEST_CASE("runs plot -o x.png through the CLI writes a PNG file") {
   CHECK(img.ok());
   CHECK(img.width == 900);
 
-  auto upper = run({"runs", "plot", "exp/run-1", "-o", (tmp.path() / "LOSS.PNG").string(), "--experiments-dir", exp.string()});
+  auto upper =
+      run({"runs", "plot", "exp/run-1", "-o", (tmp.path() / "LOSS.PNG").string(), "--experiments-dir", exp.string()});
   CHECK(upper.code == 0);
   CHECK(read_text(tmp.path() / "LOSS.PNG").starts_with("\x89PNG"));
 
-  auto jpg = run({"runs", "plot", "exp/run-1", "-o", (tmp.path() / "loss.jpg").string(), "--experiments-dir", exp.string()});
+  auto jpg =
+      run({"runs", "plot", "exp/run-1", "-o", (tmp.path() / "loss.jpg").string(), "--experiments-dir", exp.string()});
   CHECK(jpg.code == 2);
   CHECK_FALSE(std::filesystem::exists(tmp.path() / "loss.jpg"));
 

@@ -119,7 +119,8 @@ TEST_CASE("runs plot writes an SVG with one polyline per run and panel, and reje
   make_run(exp, "exp", "run-1", plan_toml(1e-3), 6, 3.0);
   make_run(exp, "exp", "run-2", plan_toml(2e-3), 4, 2.0);
   auto svg_path = tmp.path() / "loss.svg";
-  auto out = run({"runs", "plot", "exp/run-1", "exp/run-2", "-o", svg_path.string(), "--experiments-dir", exp.string()});
+  auto out =
+      run({"runs", "plot", "exp/run-1", "exp/run-2", "-o", svg_path.string(), "--experiments-dir", exp.string()});
   CHECK(out.code == 0);
   std::string svg = read_text(svg_path);
   CHECK(svg.starts_with("<?xml"));
@@ -137,13 +138,15 @@ TEST_CASE("runs plot writes an SVG with one polyline per run and panel, and reje
   CHECK(count(svg.substr(first, end - first), ",") == 6);
 
   // Formats other than SVG and PNG are refused before anything is written.
-  auto jpg = run({"runs", "plot", "exp/run-1", "-o", (tmp.path() / "loss.jpg").string(), "--experiments-dir", exp.string()});
+  auto jpg =
+      run({"runs", "plot", "exp/run-1", "-o", (tmp.path() / "loss.jpg").string(), "--experiments-dir", exp.string()});
   CHECK(jpg.code == 2);
   CHECK(jpg.err.find("SVG or PNG") != std::string::npos);
   CHECK(jpg.err.find("loss.png") != std::string::npos);
   CHECK_FALSE(std::filesystem::exists(tmp.path() / "loss.jpg"));
 #ifndef RECIPE_HAVE_CAIRO
-  auto png = run({"runs", "plot", "exp/run-1", "-o", (tmp.path() / "loss.png").string(), "--experiments-dir", exp.string()});
+  auto png =
+      run({"runs", "plot", "exp/run-1", "-o", (tmp.path() / "loss.png").string(), "--experiments-dir", exp.string()});
   CHECK(png.code == 2);
   CHECK(png.err.find("libcairo2-dev") != std::string::npos);
   CHECK_FALSE(std::filesystem::exists(tmp.path() / "loss.png"));
@@ -184,8 +187,7 @@ TEST_CASE("runs status / logs / cancel for a local run") {
   }
   ::close(fds[1]);
   char byte;
-  while (::read(fds[0], &byte, 1) > 0) {
-  }
+  while (::read(fds[0], &byte, 1) > 0) {}
   ::close(fds[0]);
   write_text(dir / "status.json", "{\"state\": \"running\", \"steps\": 1, \"pid\": " + std::to_string(child) + "}\n");
   auto c2 = run({"runs", "cancel", "exp/run-1", "--experiments-dir", exp.string()});

@@ -82,7 +82,8 @@ TEST_CASE("a run dir's metrics round-trip through the event file") {
   std::string bytes = read_text(again);
   bytes[20] ^= 0x55;
   write_text(tmp.path() / "bad", bytes);
-  CHECK_THROWS_WITH_AS(read_event_file((tmp.path() / "bad").string()), doctest::Contains("record at byte 0"), std::runtime_error);
+  CHECK_THROWS_WITH_AS(read_event_file((tmp.path() / "bad").string()), doctest::Contains("record at byte 0"),
+                       std::runtime_error);
 }
 
 TEST_SUITE_END();

@@ -112,8 +112,9 @@ class Probe {
     for (size_t i = 0; i < got.size(); ++i) {
       const float w = want(int64_t(i));
       if (got[i] != w) {
-        expect(false, group, what + ": element " + std::to_string(i) + " is " + std::to_string(got[i]) +
-                                 ", expected " + std::to_string(w));
+        expect(false, group,
+               what + ": element " + std::to_string(i) + " is " + std::to_string(got[i]) + ", expected " +
+                   std::to_string(w));
         return;
       }
     }
@@ -138,8 +139,9 @@ class Probe {
       h[size_t(r)] = float(me_);
       Tensor all = upload(h, DType::i32);
       c.all_gather(all, all.rows(r, 1));
-      expect_values(read(all), [&](int64_t i) { return float(members[size_t(i)]); }, g,
-                    "all_gather(i32, in place) of world ranks");
+      expect_values(
+          read(all), [&](int64_t i) { return float(members[size_t(i)]); }, g,
+          "all_gather(i32, in place) of world ranks");
     }
 
     // all_reduce sum (f32, bf16, i32) and max (f32).
@@ -173,11 +175,14 @@ class Probe {
       for (int64_t i = 0; i < len; ++i) h[size_t(i)] = max_value(me_, i);
       Tensor t = upload(h, DType::f32);
       c.all_reduce_max(t);
-      expect_values(read(t), [&](int64_t i) {
-        float m = -1e30f;
-        for (int w : members) m = std::max(m, max_value(w, i));
-        return m;
-      }, g, "all_reduce_max(f32)");
+      expect_values(
+          read(t),
+          [&](int64_t i) {
+            float m = -1e30f;
+            for (int w : members) m = std::max(m, max_value(w, i));
+            return m;
+          },
+          g, "all_reduce_max(f32)");
     }
 
     // Broadcast from the last group rank, every dtype.
@@ -186,8 +191,9 @@ class Probe {
       for (int64_t i = 0; i < len; ++i) h[size_t(i)] = small_int(me_, i);
       Tensor t = upload(h, dt);
       c.broadcast(t, n - 1);
-      expect_values(read(t), [&](int64_t i) { return small_int(members.back(), i); }, g,
-                    std::string("broadcast(") + recipe::kernels::dtype_name(dt) + ", root " + std::to_string(n - 1) + ")");
+      expect_values(
+          read(t), [&](int64_t i) { return small_int(members.back(), i); }, g,
+          std::string("broadcast(") + recipe::kernels::dtype_name(dt) + ", root " + std::to_string(n - 1) + ")");
     }
 
     // reduce_scatter and all_gather, in place (the ZeRO-1 pattern) and, for real groups, out of place.
@@ -200,8 +206,9 @@ class Probe {
       c.reduce_scatter_sum(in.rows(r * chunk, chunk), in);
       auto got = read(in);
       std::vector<float> mine(got.begin() + r * chunk, got.begin() + (r + 1) * chunk);
-      expect_values(mine, [&](int64_t k) { return sum_over(small_int)(r * chunk + k); }, g,
-                    "reduce_scatter_sum(" + tag + ", in place)");
+      expect_values(
+          mine, [&](int64_t k) { return sum_over(small_int)(r * chunk + k); }, g,
+          "reduce_scatter_sum(" + tag + ", in place)");
       std::vector<float> others;
       for (int64_t j = 0; j < chunk * n; ++j)
         if (j / chunk != r) others.push_back(got[size_t(j)]);
@@ -214,22 +221,25 @@ class Probe {
       for (int64_t k = 0; k < chunk; ++k) gathered[size_t(r * chunk + k)] = exact_value(me_, k);
       Tensor out = upload(gathered, dt);
       c.all_gather(out, out.rows(r * chunk, chunk));
-      expect_values(read(out), [&](int64_t j) { return exact_value(members[size_t(j / chunk)], j % chunk); }, g,
-                    "all_gather(" + tag + ", in place)");
+      expect_values(
+          read(out), [&](int64_t j) { return exact_value(members[size_t(j / chunk)], j % chunk); }, g,
+          "all_gather(" + tag + ", in place)");
 
       if (n > 1) {
         Tensor in2 = upload(h, dt);
         Tensor out2 = alloc(chunk, dt);
         c.reduce_scatter_sum(out2, in2);
-        expect_values(read(out2), [&](int64_t k) { return sum_over(small_int)(r * chunk + k); }, g,
-                      "reduce_scatter_sum(" + tag + ", out of place)");
+        expect_values(
+            read(out2), [&](int64_t k) { return sum_over(small_int)(r * chunk + k); }, g,
+            "reduce_scatter_sum(" + tag + ", out of place)");
         std::vector<float> mine_in(static_cast<size_t>(chunk));
         for (int64_t k = 0; k < chunk; ++k) mine_in[size_t(k)] = exact_value(me_, k);
         Tensor src = upload(mine_in, dt);
         Tensor dst = alloc(chunk * n, dt);
         c.all_gather(dst, src);
-        expect_values(read(dst), [&](int64_t j) { return exact_value(members[size_t(j / chunk)], j % chunk); }, g,
-                      "all_gather(" + tag + ", out of place)");
+        expect_values(
+            read(dst), [&](int64_t j) { return exact_value(members[size_t(j / chunk)], j % chunk); }, g,
+            "all_gather(" + tag + ", out of place)");
       }
     }
 
@@ -247,8 +257,9 @@ class Probe {
       expect_values(read(tb), sum_over(small_int), g, "all_reduce_sum_start(bf16) + wait_all");
       auto got = read(ts);
       std::vector<float> mine(got.begin() + r * chunk, got.begin() + (r + 1) * chunk);
-      expect_values(mine, [&](int64_t k) { return sum_over(exact_value)(r * chunk + k); }, g,
-                    "reduce_scatter_sum_start(f32, in place) + wait_all");
+      expect_values(
+          mine, [&](int64_t k) { return sum_over(exact_value)(r * chunk + k); }, g,
+          "reduce_scatter_sum_start(f32, in place) + wait_all");
     }
 
     // Bitwise agreement on order-sensitive data, large enough for the bandwidth algorithms, blocking
@@ -292,11 +303,13 @@ class Probe {
       Tensor send = upload(h, dt);
       Tensor recv = alloc(len, dt);
       c.send_recv(send, next, recv, prev);  // forward: activations to the next stage
-      expect_values(read(recv), [&](int64_t i) { return small_int(members[size_t(prev)], i); }, g,
-                    "send_recv(" + tag + ") forward ring");
+      expect_values(
+          read(recv), [&](int64_t i) { return small_int(members[size_t(prev)], i); }, g,
+          "send_recv(" + tag + ") forward ring");
       c.send_recv(send, prev, recv, next);  // backward: gradients to the previous stage
-      expect_values(read(recv), [&](int64_t i) { return small_int(members[size_t(next)], i); }, g,
-                    "send_recv(" + tag + ") backward ring");
+      expect_values(
+          read(recv), [&](int64_t i) { return small_int(members[size_t(next)], i); }, g,
+          "send_recv(" + tag + ") backward ring");
     }
     // Only group rank 0 sends, only group rank 1 receives (the undefined halves are skipped).
     std::vector<float> h(len);
@@ -306,7 +319,8 @@ class Probe {
     if (r == 0) c.send_recv(t, 1, Tensor(), 0);
     if (r == 1) {
       c.send_recv(Tensor(), 0, got, 0);
-      expect_values(read(got), [&](int64_t i) { return exact_value(members[0], i); }, g, "send_recv one-sided");
+      expect_values(
+          read(got), [&](int64_t i) { return exact_value(members[0], i); }, g, "send_recv one-sided");
     }
     c.barrier();
   }
@@ -347,9 +361,8 @@ int run(int argc, char** argv) {
 
   Probe probe(*backend, *ps);
   probe.expect(launcher.launched && launcher.rank == me && launcher.size == ps->world_size(), "launcher",
-               "launcher_world() says rank " + std::to_string(launcher.rank) + " of " +
-                   std::to_string(launcher.size) + ", MPI says " + std::to_string(me) + " of " +
-                   std::to_string(ps->world_size()));
+               "launcher_world() says rank " + std::to_string(launcher.rank) + " of " + std::to_string(launcher.size) +
+                   ", MPI says " + std::to_string(me) + " of " + std::to_string(ps->world_size()));
   std::vector<int> everyone(size_t(ps->world_size()));
   std::iota(everyone.begin(), everyone.end(), 0);
   probe.check_group(ps->world(), everyone);
@@ -372,8 +385,8 @@ int run(int argc, char** argv) {
     return 1;
   }
   if (me == 0)
-    std::printf("comm_probe ok: world %d (tp %d, cp %d, dp %d, pp %d) on %s\n", ps->world_size(), sizes.tp,
-                sizes.cp, sizes.dp, sizes.pp, device.c_str());
+    std::printf("comm_probe ok: world %d (tp %d, cp %d, dp %d, pp %d) on %s\n", ps->world_size(), sizes.tp, sizes.cp,
+                sizes.dp, sizes.pp, device.c_str());
   return 0;
 }
 

@@ -44,9 +44,12 @@ int main(int argc, char** argv) {
       const std::string a = argv[i];
       if ((a == "--load" || a == "--save" || a == "--stop-after") && i + 1 < argc) {
         const std::string v = argv[++i];
-        if (a == "--load") load_dir = v;
-        else if (a == "--save") save_dir = v;
-        else stop_after = std::stoi(v);
+        if (a == "--load")
+          load_dir = v;
+        else if (a == "--save")
+          save_dir = v;
+        else
+          stop_after = std::stoi(v);
       } else {
         overrides.push_back(a);
       }
@@ -103,8 +106,7 @@ int main(int argc, char** argv) {
     std::vector<float> host;
     char buf[32];
     for (const core::ParamSpec& p : store.layout().params) {
-      f << p.name << ' ' << p.shard_dim << ' ' << p.shard_begin << ' ' << p.shard_size << ' '
-        << p.global_shape.size();
+      f << p.name << ' ' << p.shard_dim << ' ' << p.shard_begin << ' ' << p.shard_size << ' ' << p.global_shape.size();
       for (int64_t d : p.global_shape) f << ' ' << d;
       f << ' ' << p.numel << '\n';
       host.resize(size_t(p.numel));

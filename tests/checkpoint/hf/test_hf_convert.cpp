@@ -206,7 +206,7 @@ TEST_CASE("gpt_tiny exports as GPT-2 (Conv1D transposed, q|k|v in c_attn, vocab 
     }
   CHECK(all_equal);
   const std::vector<float> hf_fc = files.read_f32("transformer.h.0.mlp.c_fc.weight");  // [64, 256]
-  const std::vector<float>& fc1 = m.at("layers.0.mlp.fc1.weight");                   // [256, 64]
+  const std::vector<float>& fc1 = m.at("layers.0.mlp.fc1.weight");                     // [256, 64]
   CHECK(hf_fc[size_t(5 * 256 + 200)] == fc1[size_t(200 * 64 + 5)]);
   const std::vector<float> hf_wte = files.read_f32("transformer.wte.weight");
   const std::vector<float>& word = m.at("embedding.word.weight");
@@ -426,8 +426,8 @@ TEST_CASE("export refuses models with no HF equivalent and checkpoints of anothe
   fs::create_directories(dir / "busy");
   std::ofstream(dir / "busy/README.md") << "mine";
   eo.out_dir = (dir / "busy");
-  CHECK_THROWS_WITH_AS(core::hf::export_checkpoint(t.checkpoint, t.shape(), eo), doctest::Contains("already holds README.md"),
-                       std::runtime_error);
+  CHECK_THROWS_WITH_AS(core::hf::export_checkpoint(t.checkpoint, t.shape(), eo),
+                       doctest::Contains("already holds README.md"), std::runtime_error);
 }
 
 TEST_SUITE_END();

@@ -31,7 +31,8 @@ class TaggedSource : public SampleSource {
 
 std::unique_ptr<BlendedSource> blend(std::vector<double> w, int64_t block = BlendedSource::kDefaultBlock) {
   std::vector<std::pair<double, std::unique_ptr<SampleSource>>> parts;
-  for (size_t i = 0; i < w.size(); ++i) parts.emplace_back(w[i], std::make_unique<TaggedSource>(static_cast<int>(i), 1000));
+  for (size_t i = 0; i < w.size(); ++i)
+    parts.emplace_back(w[i], std::make_unique<TaggedSource>(static_cast<int>(i), 1000));
   return std::make_unique<BlendedSource>(std::move(parts), block);
 }
 

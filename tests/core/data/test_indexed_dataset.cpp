@@ -9,8 +9,8 @@
 TEST_SUITE_BEGIN("core/data");
 
 using namespace recipe::data;
-using recipe::data::testing::TempDir;
 using recipe::data::testing::read_file;
+using recipe::data::testing::TempDir;
 using recipe::data::testing::write_file;
 
 namespace {
@@ -47,15 +47,15 @@ TEST_CASE("MMIDIDX: the .idx header and arrays sit at Megatron's byte offsets") 
   const std::string idx = read_file(prefix + ".idx");
   REQUIRE(idx.size() == 34 + 2 * 4 + 2 * 8 + 3 * 8);
   CHECK(idx.compare(0, 9, std::string("MMIDIDX\0\0", 9)) == 0);
-  CHECK(at<uint64_t>(idx, 9) == 1);        // version
+  CHECK(at<uint64_t>(idx, 9) == 1);           // version
   CHECK(static_cast<uint8_t>(idx[17]) == 8);  // uint16
-  CHECK(at<uint64_t>(idx, 18) == 2);       // sequences
-  CHECK(at<uint64_t>(idx, 26) == 3);       // document index entries = documents + 1
-  CHECK(at<int32_t>(idx, 34) == 3);        // lengths
+  CHECK(at<uint64_t>(idx, 18) == 2);          // sequences
+  CHECK(at<uint64_t>(idx, 26) == 3);          // document index entries = documents + 1
+  CHECK(at<int32_t>(idx, 34) == 3);           // lengths
   CHECK(at<int32_t>(idx, 38) == 2);
-  CHECK(at<int64_t>(idx, 42) == 0);        // pointers in bytes
+  CHECK(at<int64_t>(idx, 42) == 0);  // pointers in bytes
   CHECK(at<int64_t>(idx, 50) == 6);
-  CHECK(at<int64_t>(idx, 58) == 0);        // document index
+  CHECK(at<int64_t>(idx, 58) == 0);  // document index
   CHECK(at<int64_t>(idx, 66) == 1);
   CHECK(at<int64_t>(idx, 74) == 2);
 
@@ -92,7 +92,8 @@ TEST_CASE("MMIDIDX: large ids use int32, small vocabularies uint16 (Megatron's 6
   CHECK(token_dtype_for_vocab(128256) == TokenDType::int32);
   TempDir dir;
   IndexedDatasetWriter w(dir / "x.bin", dir / "x.idx", TokenDType::uint16);
-  CHECK_THROWS_WITH_AS(w.add_document(std::vector<int32_t>{70000}), doctest::Contains("does not fit"), std::runtime_error);
+  CHECK_THROWS_WITH_AS(w.add_document(std::vector<int32_t>{70000}), doctest::Contains("does not fit"),
+                       std::runtime_error);
 }
 
 TEST_CASE("MMIDIDX: broken files are refused with the file and the problem named") {

@@ -33,7 +33,8 @@ plan::Plan tiny_plan() {
 // token tells which dataset it came from.
 std::string make_corpus(const TempDir& dir, const std::string& name, char letter, int docs) {
   std::string jsonl;
-  for (int i = 0; i < docs; ++i) jsonl += "{\"text\": \"" + std::string(static_cast<size_t>(20 + i % 13), letter) + "\"}\n";
+  for (int i = 0; i < docs; ++i)
+    jsonl += "{\"text\": \"" + std::string(static_cast<size_t>(20 + i % 13), letter) + "\"}\n";
   write_file(dir / (name + ".jsonl"), jsonl);
   PrepareOptions o;
   o.inputs = {dir / (name + ".jsonl")};

@@ -40,7 +40,7 @@ TEST_CASE("prepare: .txt and .jsonl documents round-trip through .bin/.idx") {
   o.inputs = {dir / "a.txt", dir / "b.jsonl"};
   o.output_prefix = dir / "out/corpus";
   const PrepareStats st = prepare_dataset(o);
-  CHECK(st.documents == 3);  // the empty jsonl document is skipped
+  CHECK(st.documents == 3);         // the empty jsonl document is skipped
   CHECK(st.tokens == 13 + 10 + 7);  // text bytes + one eod each
   CHECK(st.vocab_size == 256);
 

@@ -21,7 +21,8 @@ namespace {
 
 std::string utf8(uint32_t cp) {
   std::string s;
-  if (cp < 0x80) s.push_back(static_cast<char>(cp));
+  if (cp < 0x80)
+    s.push_back(static_cast<char>(cp));
   else {
     s.push_back(static_cast<char>(0xC0 | (cp >> 6)));
     s.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
@@ -110,8 +111,8 @@ TEST_CASE("gpt2_bpe: pre-tokenization follows GPT-2's pattern (merges never cros
 
 TEST_CASE("gpt2_bpe: decode inverts encode for any text") {
   HandmadeBpe bpe({"l l", "h e", "he ll", "Ġ w"});
-  for (const std::string& text : std::vector<std::string>{"hello world", "  spaces   and\ttabs\n\n", "ünïcödé 日本語 123.45!?",
-                                 std::string("bytes \xff\xfe end")}) {
+  for (const std::string& text : std::vector<std::string>{
+           "hello world", "  spaces   and\ttabs\n\n", "ünïcödé 日本語 123.45!?", std::string("bytes \xff\xfe end")}) {
     CHECK(bpe.tok->decode(bpe.tok->encode(text)) == text);
   }
 }
@@ -126,15 +127,15 @@ TEST_CASE("gpt2_bpe: missing or malformed files are named") {
                        doctest::Contains("<|endoftext|>"), std::runtime_error);
   write_file(dir / "v.json", "{\"a\": 0, \"<|endoftext|>\": 1}");
   write_file(dir / "m.txt", "#version: 0.2\na b\nbroken\n");
-  CHECK_THROWS_WITH_AS(make_tokenizer("gpt2_bpe", dir / "v.json", dir / "m.txt", ""),
-                       doctest::Contains("m.txt:3"), std::runtime_error);
+  CHECK_THROWS_WITH_AS(make_tokenizer("gpt2_bpe", dir / "v.json", dir / "m.txt", ""), doctest::Contains("m.txt:3"),
+                       std::runtime_error);
   CHECK_THROWS_WITH_AS(make_tokenizer("gpt2_bpe", "", "", ""), doctest::Contains("merges.txt"), std::runtime_error);
 }
 
 TEST_CASE("sentencepiece: a missing model is named") {
   TempDir dir;
-  CHECK_THROWS_WITH_AS(make_tokenizer("sentencepiece", "", "", dir / "absent.model"),
-                       doctest::Contains("absent.model"), std::runtime_error);
+  CHECK_THROWS_WITH_AS(make_tokenizer("sentencepiece", "", "", dir / "absent.model"), doctest::Contains("absent.model"),
+                       std::runtime_error);
   CHECK_THROWS_WITH_AS(make_tokenizer("sentencepiece", "", "", ""), doctest::Contains("data.tokenizer_model"),
                        std::runtime_error);
 }
@@ -146,9 +147,9 @@ TEST_CASE("sentencepiece: a tiny trained model encodes, decodes and ends documen
   for (int i = 0; i < 200; ++i)
     corpus += "the quick brown fox jumps over the lazy dog " + std::to_string(i % 17) + "\n";
   write_file(dir / "corpus.txt", corpus);
-  const auto status = sentencepiece::SentencePieceTrainer::Train(
-      "--input=" + (dir / "corpus.txt") + " --model_prefix=" + (dir / "sp") +
-      " --vocab_size=60 --model_type=bpe --minloglevel=2");
+  const auto status =
+      sentencepiece::SentencePieceTrainer::Train("--input=" + (dir / "corpus.txt") + " --model_prefix=" + (dir / "sp") +
+                                                 " --vocab_size=60 --model_type=bpe --minloglevel=2");
   REQUIRE_MESSAGE(status.ok(), status.ToString());
   auto tok = make_tokenizer("sentencepiece", "", "", dir / "sp.model");
   CHECK(tok->vocab_size() == 60);

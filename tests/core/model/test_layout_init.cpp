@@ -157,9 +157,9 @@ TEST_CASE("init: a TP shard initializes exactly like its slice of the serial ten
   const ParamLayout serial = build_param_layout(s, plan.optimizer);
   for (int rank = 0; rank < 2; ++rank) {
     const ParamLayout shard = build_param_layout(s, plan.optimizer, 2, rank);
-    for (const char* name : {"layers.0.attention.q.weight", "layers.0.attention.proj.weight",
-                             "layers.1.mlp.down.weight", "embedding.word.weight", "lm_head.weight",
-                             "layers.0.mlp.up.weight"}) {
+    for (const char* name :
+         {"layers.0.attention.q.weight", "layers.0.attention.proj.weight", "layers.1.mlp.down.weight",
+          "embedding.word.weight", "lm_head.weight", "layers.0.mlp.up.weight"}) {
       CAPTURE(name);
       CAPTURE(rank);
       const ParamSpec& g = serial.get(name);

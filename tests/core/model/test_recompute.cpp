@@ -98,8 +98,8 @@ TEST_CASE("recompute: the arena sheds one [N, ffn] per layer (gelu) and two [N, 
     const int64_t N = int64_t(B) * s.seq;
     const size_t fc_act = aligned(N * s.ffn * 4), ln = aligned(N * s.hidden * 4);
     auto breakdown = [&](Recompute r) { return activation_breakdown(s, B, r, kernels::DType::f32); };
-    const auto none = breakdown(Recompute::none), gelu = breakdown(Recompute::gelu),
-               norm = breakdown(Recompute::norm), full = breakdown(Recompute::full);
+    const auto none = breakdown(Recompute::none), gelu = breakdown(Recompute::gelu), norm = breakdown(Recompute::norm),
+               full = breakdown(Recompute::full);
     CHECK(count_of(none, "fc_act") == L);
     CHECK(count_of(gelu, "fc_act") == 0);
     CHECK(count_of(gelu, "ln1") == L);

@@ -30,8 +30,8 @@
 namespace recipe::testing {
 
 struct MpiRun {
-  int exit_code = -1;   // the program's exit status; 128+signal when killed; 124 on timeout
-  std::string output;   // stdout and stderr of every rank, interleaved as they arrived
+  int exit_code = -1;  // the program's exit status; 128+signal when killed; 124 on timeout
+  std::string output;  // stdout and stderr of every rank, interleaved as they arrived
 };
 
 // The built helper program tests/tools/<name>.cpp.
@@ -88,7 +88,7 @@ inline MpiRun run_mpi(int np, const std::vector<std::string>& argv,
     result.output = "mpirun not found on PATH";
     return result;
   }
-  std::vector<std::string> args = {mpirun, "-np", std::to_string(np), "--oversubscribe", "--bind-to", "none",
+  std::vector<std::string> args = {mpirun,  "-np", std::to_string(np), "--oversubscribe", "--bind-to", "none",
                                    "--mca", "btl", "self,vader"};
   args.insert(args.end(), argv.begin(), argv.end());
 
@@ -130,7 +130,8 @@ inline MpiRun run_mpi(int np, const std::vector<std::string>& argv,
   int status = 0;
   char buf[4096];
   for (;;) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+    auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
     if (left <= 0) {
       timed_out = true;
       break;

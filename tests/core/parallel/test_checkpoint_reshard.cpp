@@ -35,13 +35,18 @@ struct Layout {
 
 // One probe world (4 layers, so that pp = 4 fits): 20-step schedule, optionally resumed from `load`, stopped after `stop_after`,
 // saving into `save`.
-Trained probe(const std::string& recipe, const Layout& l, const fs::path& out, const std::string& load,
-              int stop_after, const std::string& save, const std::vector<std::string>& extra = {}) {
+Trained probe(const std::string& recipe, const Layout& l, const fs::path& out, const std::string& load, int stop_after,
+              const std::string& save, const std::vector<std::string>& extra = {}) {
   fs::create_directories(out);
-  std::vector<std::string> argv = {tool_path("train_probe"), recipe, out.string(),
-                                   "trainer.max_steps=20", "trainer.micro_batch_size=2",
-                                   "trainer.global_batch_size=8", "optimizer.weight_decay=0.1",
-                                   "optimizer.clip_grad=1.0", "model.num_layers=4",
+  std::vector<std::string> argv = {tool_path("train_probe"),
+                                   recipe,
+                                   out.string(),
+                                   "trainer.max_steps=20",
+                                   "trainer.micro_batch_size=2",
+                                   "trainer.global_batch_size=8",
+                                   "optimizer.weight_decay=0.1",
+                                   "optimizer.clip_grad=1.0",
+                                   "model.num_layers=4",
                                    "executor.cpu_ranks=" + std::to_string(l.world)};
   if (!load.empty()) argv.insert(argv.end(), {"--load", load});
   if (stop_after >= 0) argv.insert(argv.end(), {"--stop-after", std::to_string(stop_after)});
@@ -108,8 +113,7 @@ void reshard_for(const std::string& recipe, const std::vector<std::string>& extr
     const fs::path dir = tmp.path / ("case-" + std::to_string(n++));
     const Trained first = probe(recipe, c.save, dir / "first", "", 10, (dir / "ckpt").string(), extra);
     REQUIRE(fs::exists(dir / "ckpt" / "step-10" / "metadata.json"));
-    const Trained resumed =
-        probe(recipe, c.load, dir / "resumed", (dir / "ckpt" / "step-10").string(), -1, "", extra);
+    const Trained resumed = probe(recipe, c.load, dir / "resumed", (dir / "ckpt" / "step-10").string(), -1, "", extra);
     check_resumed(serial, first, resumed, recipe + ": saved " + c.save.name + ", resumed " + c.load.name, loss_tol,
                   param_tol);
   }

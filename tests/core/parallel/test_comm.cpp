@@ -31,15 +31,21 @@ void expect_probe_ok(int np, std::vector<std::string> sizes, const std::string& 
   CHECK(r.output.find("comm_probe ok") != std::string::npos);
 }
 
-
-
 // No launcher variables at all: the process looks started by hand.
 const std::vector<std::pair<std::string, std::optional<std::string>>> kNoLauncher = {
-    {"OMPI_COMM_WORLD_RANK", std::nullopt}, {"OMPI_COMM_WORLD_SIZE", std::nullopt},
-    {"OMPI_COMM_WORLD_LOCAL_RANK", std::nullopt}, {"PMIX_RANK", std::nullopt},
-    {"PMI_RANK", std::nullopt}, {"PMI_SIZE", std::nullopt}, {"SLURM_PROCID", std::nullopt},
-    {"SLURM_NTASKS", std::nullopt}, {"SLURM_STEP_NUM_TASKS", std::nullopt}, {"SLURM_LOCALID", std::nullopt},
-    {"RANK", std::nullopt}, {"WORLD_SIZE", std::nullopt}, {"LOCAL_RANK", std::nullopt}};
+    {"OMPI_COMM_WORLD_RANK", std::nullopt},
+    {"OMPI_COMM_WORLD_SIZE", std::nullopt},
+    {"OMPI_COMM_WORLD_LOCAL_RANK", std::nullopt},
+    {"PMIX_RANK", std::nullopt},
+    {"PMI_RANK", std::nullopt},
+    {"PMI_SIZE", std::nullopt},
+    {"SLURM_PROCID", std::nullopt},
+    {"SLURM_NTASKS", std::nullopt},
+    {"SLURM_STEP_NUM_TASKS", std::nullopt},
+    {"SLURM_LOCALID", std::nullopt},
+    {"RANK", std::nullopt},
+    {"WORLD_SIZE", std::nullopt},
+    {"LOCAL_RANK", std::nullopt}};
 
 }  // namespace
 

@@ -90,17 +90,15 @@ std::vector<int> run_ranks(int world, const RankBody& body, std::vector<std::chr
 
 std::string value_of(int rank) { return "value of rank " + std::to_string(rank) + std::string(rank + 1, '*'); }
 
-
-
 using EnvVars = std::vector<std::pair<std::string, std::optional<std::string>>>;
 
 // Every variable launcher_world() reads, unset.
 EnvVars no_launcher() {
   EnvVars v;
-  for (const char* k : {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "PMIX_RANK",
-                        "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "SLURM_PROCID", "SLURM_NTASKS",
-                        "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID", "RANK", "WORLD_SIZE", "LOCAL_RANK",
-                        "RECIPE_RENDEZVOUS_DIR", "RECIPE_RENDEZVOUS_TIMEOUT_S"})
+  for (const char* k :
+       {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "PMIX_RANK", "PMI_RANK",
+        "PMI_SIZE", "MPI_LOCALRANKID", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID", "RANK",
+        "WORLD_SIZE", "LOCAL_RANK", "RECIPE_RENDEZVOUS_DIR", "RECIPE_RENDEZVOUS_TIMEOUT_S"})
     v.push_back({k, std::nullopt});
   return v;
 }
@@ -197,9 +195,8 @@ TEST_CASE("rendezvous store: timeouts name the directory, the key and the ranks 
       RendezvousStore store(dir.path.string(), r, 3, 1500ms);
       if (r != 0) return 0;  // ranks 1 and 2 leave before the barrier
       const std::string msg = error_of([&] { store.barrier("never"); });
-      return msg.find("barrier 'never'") != std::string::npos && msg.find("rank(s) 1, 2 of 3") != std::string::npos
-                 ? 0
-                 : 1;
+      return msg.find("barrier 'never'") != std::string::npos && msg.find("rank(s) 1, 2 of 3") != std::string::npos ? 0
+                                                                                                                    : 1;
     });
     CHECK(codes[0] == 0);
   }
@@ -226,14 +223,13 @@ TEST_CASE("rendezvous store: a directory left by an earlier run does not confuse
   CHECK(codes[1] == 0);
   // The next run's rank 1 starts first, while the previous epoch (complete, with its key) is still
   // the published one; rank 0 comes 500 ms later. Rank 1 must wait for it and see only its value.
-  const auto late_rank0 = run_ranks(
-      2,
-      [&](int r) {
-        RendezvousStore store(dir.path.string(), r, 2, 20s);
-        if (r == 0) store.set("nccl-id/world/0", "newest id");
-        return store.get("nccl-id/world/0", 0) == "newest id" ? 0 : 1;
-      },
-      {500ms, 0ms});
+  const auto late_rank0 = run_ranks(2,
+                                    [&](int r) {
+                                      RendezvousStore store(dir.path.string(), r, 2, 20s);
+                                      if (r == 0) store.set("nccl-id/world/0", "newest id");
+                                      return store.get("nccl-id/world/0", 0) == "newest id" ? 0 : 1;
+                                    },
+                                    {500ms, 0ms});
   CHECK(late_rank0[0] == 0);
   CHECK(late_rank0[1] == 0);
 }
@@ -273,10 +269,9 @@ TEST_CASE("launcher_world: plain RANK/WORLD_SIZE/LOCAL_RANK, and what takes prec
     CHECK(w.local_rank == 1);
   }
   SUBCASE("Open MPI's variables beat plain ones") {
-    ScopedEnv env(with(no_launcher(), {{"RANK", "3"},
-                                       {"WORLD_SIZE", "4"},
-                                       {"OMPI_COMM_WORLD_RANK", "1"},
-                                       {"OMPI_COMM_WORLD_SIZE", "2"}}));
+    ScopedEnv env(
+        with(no_launcher(),
+             {{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"}}));
     const auto w = recipe::core::launcher_world();
     CHECK(w.launched);
     CHECK(w.rank == 1);
@@ -300,7 +295,8 @@ TEST_CASE("launcher_world: plain RANK/WORLD_SIZE/LOCAL_RANK, and what takes prec
     CHECK(w.size == 1);
   }
   SUBCASE("plain variables inside an sbatch batch shell are the world") {
-    ScopedEnv env(with(no_launcher(), {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "8"}, {"RANK", "1"}, {"WORLD_SIZE", "2"}}));
+    ScopedEnv env(
+        with(no_launcher(), {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "8"}, {"RANK", "1"}, {"WORLD_SIZE", "2"}}));
     const auto w = recipe::core::launcher_world();
     CHECK(w.launched);
     CHECK(w.rank == 1);
@@ -320,7 +316,8 @@ TEST_CASE("launcher_world: plain RANK/WORLD_SIZE/LOCAL_RANK, and what takes prec
 
 TEST_CASE("launcher_world: a plain-variable world refuses CPU ranks with the fix") {
   TempDir dir;
-  ScopedEnv env(with(no_launcher(), {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"RECIPE_RENDEZVOUS_DIR", dir.path.string()}}));
+  ScopedEnv env(
+      with(no_launcher(), {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"RECIPE_RENDEZVOUS_DIR", dir.path.string()}}));
   auto backend = recipe::kernels::make_cpu_backend({});
   recipe::core::ParallelSizes sizes;
   sizes.tp = 2;

@@ -24,21 +24,25 @@ TEST_SUITE_BEGIN("core/parallel");
 
 namespace fs = std::filesystem;
 using recipe::testing::MpiRun;
-using recipe::testing::run_mpi;
-using recipe::testing::tool_path;
-using recipe::testing::TempOut;
-using recipe::testing::Trained;
 using recipe::testing::read_result;
 using recipe::testing::rel_l2;
+using recipe::testing::run_mpi;
+using recipe::testing::TempOut;
+using recipe::testing::tool_path;
+using recipe::testing::Trained;
 
 namespace {
 
 Trained train(const std::string& recipe, int world, const std::vector<std::string>& layout, const std::string& tag,
               const std::vector<std::string>& extra = {}) {
   TempOut out(tag);
-  std::vector<std::string> argv = {tool_path("train_probe"), recipe, out.path.string(),
-                                   "trainer.max_steps=20", "trainer.micro_batch_size=2",
-                                   "trainer.global_batch_size=8", "optimizer.weight_decay=0.1",
+  std::vector<std::string> argv = {tool_path("train_probe"),
+                                   recipe,
+                                   out.path.string(),
+                                   "trainer.max_steps=20",
+                                   "trainer.micro_batch_size=2",
+                                   "trainer.global_batch_size=8",
+                                   "optimizer.weight_decay=0.1",
                                    "optimizer.clip_grad=1.0",
                                    "executor.cpu_ranks=" + std::to_string(world)};
   argv.insert(argv.end(), layout.begin(), layout.end());
@@ -99,7 +103,9 @@ const std::vector<Layout>& layouts() {
       {"DP2+ZeRO-1", 2, {"parallelism.zero1=true"}},
       // Beyond the list: ZeRO-1 with TP and one bucket per layer (many overlapped
       // reduce-scatters), and DP2 all-reduce with one bucket per layer.
-      {"TP2xDP2+ZeRO-1, per-layer buckets", 4, {"parallelism.tp=2", "parallelism.zero1=true", "parallelism.grad_bucket_mb=0"}},
+      {"TP2xDP2+ZeRO-1, per-layer buckets",
+       4,
+       {"parallelism.tp=2", "parallelism.zero1=true", "parallelism.grad_bucket_mb=0"}},
       {"DP2, per-layer buckets", 2, {"parallelism.grad_bucket_mb=0"}},
   };
   return l;
@@ -175,7 +181,8 @@ TEST_CASE("odd layouts are rejected before any rank starts, each with its fix") 
       {{"llama_tiny", "parallelism.tp=8", "executor.cpu_ranks=8"}, "parallelism.tp", "num_attention_heads=4"},
       {{"llama_tiny", "parallelism.tp=4", "executor.cpu_ranks=4"}, "parallelism.tp", "num_kv_heads=2"},
       {{"gpt_tiny", "parallelism.layers_per_stage=[2,1]", "parallelism.pp=2", "executor.cpu_ranks=2"},
-       "parallelism.layers_per_stage", "sums to 3"},
+       "parallelism.layers_per_stage",
+       "sums to 3"},
   };
   for (const Odd& o : odd) {
     TempDir tmp;

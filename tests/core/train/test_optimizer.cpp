@@ -16,14 +16,14 @@ using namespace recipe::core;
 TEST_CASE("lr schedule: warmup, cosine midpoint, min_lr floor, linear, constant") {
   using D = LrSchedule::Decay;
   LrSchedule cos(1e-3, 1e-4, 10, 110, D::cosine);
-  CHECK(cos.at(0) == doctest::Approx(1e-4));      // (0+1)/10 of lr
+  CHECK(cos.at(0) == doctest::Approx(1e-4));  // (0+1)/10 of lr
   CHECK(cos.at(4) == doctest::Approx(5e-4));
   CHECK(cos.at(9) == doctest::Approx(1e-3));
-  CHECK(cos.at(10) == doctest::Approx(1e-3));     // decay starts at the peak
-  CHECK(cos.at(60) == doctest::Approx(5.5e-4));   // halfway: (lr + min_lr) / 2
+  CHECK(cos.at(10) == doctest::Approx(1e-3));    // decay starts at the peak
+  CHECK(cos.at(60) == doctest::Approx(5.5e-4));  // halfway: (lr + min_lr) / 2
   CHECK(cos.at(35) == doctest::Approx(1e-4 + 0.5 * (1 + std::cos(std::numbers::pi / 4)) * 9e-4));
   CHECK(cos.at(110) == doctest::Approx(1e-4));
-  CHECK(cos.at(5000) == doctest::Approx(1e-4));   // floor
+  CHECK(cos.at(5000) == doctest::Approx(1e-4));  // floor
   for (int s = 10; s < 110; ++s) CHECK(cos.at(s + 1) <= cos.at(s));
 
   LrSchedule lin(1e-3, 0.0, 0, 100, D::linear);
@@ -40,8 +40,7 @@ TEST_CASE("lr schedule: warmup, cosine midpoint, min_lr floor, linear, constant"
   plan.schedule.decay_steps = 0;  // = trainer.max_steps
   CHECK(LrSchedule::from_plan(plan).decay_steps() == plan.trainer.max_steps);
   plan.schedule.decay_style = "exponential";
-  CHECK_THROWS_WITH_AS(LrSchedule::from_plan(plan), doctest::Contains("schedule.decay_style"),
-                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(LrSchedule::from_plan(plan), doctest::Contains("schedule.decay_style"), std::invalid_argument);
   CHECK_THROWS_WITH_AS(LrSchedule(1e-4, 1e-3, 0, 10, D::cosine), doctest::Contains("optimizer.min_lr"),
                        std::invalid_argument);
 }

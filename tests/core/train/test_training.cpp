@@ -95,7 +95,7 @@ TEST_CASE("training: train() writes metrics.jsonl that two runs reproduce bit fo
   }
   CHECK(std::count(runs[0].begin(), runs[0].end(), '\n') == 12);
   CHECK(runs[0].find("{\"step\":1,\"loss\":") == 0);
-  CHECK(runs[0].find("\"val_loss\"") != std::string::npos);   // steps 5, 10, 12
+  CHECK(runs[0].find("\"val_loss\"") != std::string::npos);  // steps 5, 10, 12
   CHECK(runs[0].find("\"consumed_samples\":96") != std::string::npos);
   CHECK(runs[0] == runs[1]);
 }

@@ -83,8 +83,7 @@ inline void check_gradient(const std::string& what, std::vector<float>& x, const
     if (err > tol && bad++ < 5)
       report << "  [" << i << "] analytic " << analytic[i] << " vs numeric " << numeric << "\n";
   }
-  INFO(what << ": " << bad << " of " << x.size() << " elements off, worst |error| " << worst << "\n"
-            << report.str());
+  INFO(what << ": " << bad << " of " << x.size() << " elements off, worst |error| " << worst << "\n" << report.str());
   CHECK(bad == 0);
   CHECK(max_numeric > 1e-3);  // the objective must actually depend on x, else the check proves nothing
 }

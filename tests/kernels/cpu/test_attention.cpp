@@ -35,8 +35,7 @@ void reference(const Shape& s, const std::vector<float>& qkv, std::vector<double
       for (int i = 0; i < s.T; ++i)
         for (int j = 0; j <= i; ++j) {
           double d = 0;
-          for (int k = 0; k < s.D; ++k)
-            d += double(at(i, int64_t(h) * s.D)[k]) * at(j, int64_t(s.Hq + g) * s.D)[k];
+          for (int k = 0; k < s.D; ++k) d += double(at(i, int64_t(h) * s.D)[k]) * at(j, int64_t(s.Hq + g) * s.D)[k];
           scores[i * s.T + j] = d * scale;
         }
       for (int i = 0; i < s.T; ++i) {
@@ -59,17 +58,16 @@ struct Run {
 
 Run forward(Backend& be, const Shape& s, std::vector<float>& qkv) {
   Run r{std::vector<float>(s.out_numel()), std::vector<float>(s.lse_numel())};
-  be.attention_fwd(view(r.out, {s.B, s.T, s.Hq * s.D}), view(r.lse, {s.B, s.Hq, s.T}),
-                   view(qkv, {s.B, s.T, s.row()}), s.B, s.T, s.Hq, s.Hkv, s.D);
+  be.attention_fwd(view(r.out, {s.B, s.T, s.Hq * s.D}), view(r.lse, {s.B, s.Hq, s.T}), view(qkv, {s.B, s.T, s.row()}),
+                   s.B, s.T, s.Hq, s.Hkv, s.D);
   return r;
 }
 
 std::vector<float> backward(Backend& be, const Shape& s, std::vector<float>& qkv, Run& fwd, std::vector<float>& dout,
                             float fill = 0.0f) {
   std::vector<float> dqkv(s.qkv_numel(), fill);
-  be.attention_bwd(view(dqkv, {s.B, s.T, s.row()}), view(dout, {s.B, s.T, s.Hq * s.D}),
-                   view(qkv, {s.B, s.T, s.row()}), view(fwd.out, {s.B, s.T, s.Hq * s.D}),
-                   view(fwd.lse, {s.B, s.Hq, s.T}), s.B, s.T, s.Hq, s.Hkv, s.D);
+  be.attention_bwd(view(dqkv, {s.B, s.T, s.row()}), view(dout, {s.B, s.T, s.Hq * s.D}), view(qkv, {s.B, s.T, s.row()}),
+                   view(fwd.out, {s.B, s.T, s.Hq * s.D}), view(fwd.lse, {s.B, s.Hq, s.T}), s.B, s.T, s.Hq, s.Hkv, s.D);
   return dqkv;
 }
 }  // namespace

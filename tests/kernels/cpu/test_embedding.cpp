@@ -28,8 +28,7 @@ TEST_CASE("cpu embedding_fwd reads shard rows, zero rows outside the shard, plus
   for (int n = 0; n < N; ++n) {
     int row = tok[n] - kStart;
     bool in_shard = row >= 0 && row < kRows;
-    for (int c = 0; c < C; ++c)
-      CHECK(out[n * C + c] == (in_shard ? wte[row * C + c] : 0.0f) + wpe[(n % T) * C + c]);
+    for (int c = 0; c < C; ++c) CHECK(out[n * C + c] == (in_shard ? wte[row * C + c] : 0.0f) + wpe[(n % T) * C + c]);
   }
   // Without wpe: plain lookup.
   be->embedding_fwd(view(out, {N, C}), view(tok, {B, T}), view(wte, {kRows, C}), {}, T, kStart);

@@ -26,7 +26,9 @@ std::vector<float> naive_linear(const std::vector<float>& x, const std::vector<f
   return y;
 }
 
-double gelu_ref(double x) { return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / std::numbers::pi) * (x + 0.044715 * x * x * x))); }
+double gelu_ref(double x) {
+  return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / std::numbers::pi) * (x + 0.044715 * x * x * x)));
+}
 }  // namespace
 
 TEST_CASE("cpu linear_fwd matches a naive reference, with and without bias and GELU epilogue") {
@@ -100,17 +102,17 @@ TEST_CASE("cpu linear_bwd dGELU epilogue gives the gradient w.r.t. the previous 
   };
   forward();
   std::vector<float> da(N * IC, -5.0f);
-  be->linear_bwd(view(da, {N, IC}), {}, {}, view(r, {N, OC}), view(h, {N, IC}), view(w, {OC, IC}),
-                 view(a, {N, IC}), Tensor());
+  be->linear_bwd(view(da, {N, IC}), {}, {}, view(r, {N, OC}), view(h, {N, IC}), view(w, {OC, IC}), view(a, {N, IC}),
+                 Tensor());
   check_gradient("dinp with dGELU epilogue", a, da, objective);
 
   // dinp_sum: Σ_rows of the final dinp (after dGELU), added: the bias gradient of the layer
   // that produced a; exactly what that layer's own linear_bwd dbias would add from da.
   std::vector<float> da2(N * IC, 0.0f), sum(IC, 0.5f), dbias_prev(IC, 0.5f);
-  be->linear_bwd(view(da2, {N, IC}), {}, {}, view(r, {N, OC}), view(h, {N, IC}), view(w, {OC, IC}),
-                 view(a, {N, IC}), view(sum, {IC}));
-  be->linear_bwd({}, {}, view(dbias_prev, {IC}), view(da2, {N, IC}), view(r, {N, OC}),
-                 view(w, {OC, IC}).view({IC, OC}), {}, Tensor());
+  be->linear_bwd(view(da2, {N, IC}), {}, {}, view(r, {N, OC}), view(h, {N, IC}), view(w, {OC, IC}), view(a, {N, IC}),
+                 view(sum, {IC}));
+  be->linear_bwd({}, {}, view(dbias_prev, {IC}), view(da2, {N, IC}), view(r, {N, OC}), view(w, {OC, IC}).view({IC, OC}),
+                 {}, Tensor());
   CHECK(sum == dbias_prev);
   CHECK(sum[0] != 0.5f);
 }

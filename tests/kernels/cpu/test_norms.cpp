@@ -73,12 +73,12 @@ TEST_CASE("cpu layernorm_bwd accumulates into dinp, dweight and dbias") {
   auto be = make_cpu_backend();
   auto x = randn(N * C, 21), w = randn(C, 22), b = randn(C, 23), r = randn(N * C, 24), prior = randn(N * C, 25);
   std::vector<float> out(N * C), mean(N), rstd(N);
-  be->layernorm_fwd(view(out, {N, C}), view(mean, {N}), view(rstd, {N}), view(x, {N, C}), view(w, {C}),
-                    view(b, {C}), kEps);
+  be->layernorm_fwd(view(out, {N, C}), view(mean, {N}), view(rstd, {N}), view(x, {N, C}), view(w, {C}), view(b, {C}),
+                    kEps);
   std::vector<float> dx0(N * C, 0.0f), dw(C, 0.0f), db(C, 0.0f), dx1 = prior;
   auto call = [&](std::vector<float>& dx) {
-    be->layernorm_bwd(view(dx, {N, C}), view(dw, {C}), view(db, {C}), view(r, {N, C}), view(x, {N, C}),
-                      view(w, {C}), view(mean, {N}), view(rstd, {N}), Tensor{});
+    be->layernorm_bwd(view(dx, {N, C}), view(dw, {C}), view(db, {C}), view(r, {N, C}), view(x, {N, C}), view(w, {C}),
+                      view(mean, {N}), view(rstd, {N}), Tensor{});
   };
   call(dx0);
   auto dw_once = dw, db_once = db;
@@ -95,11 +95,11 @@ TEST_CASE("cpu layernorm_bwd dinp_sum accumulates the column sums of dinp after 
   auto x = randn(N * C, 41), w = randn(C, 42), b = randn(C, 43), r = randn(N * C, 44), prior = randn(N * C, 45);
   auto sum0 = randn(C, 46);
   std::vector<float> out(N * C), mean(N), rstd(N), dw(C, 0.0f), db(C, 0.0f);
-  be->layernorm_fwd(view(out, {N, C}), view(mean, {N}), view(rstd, {N}), view(x, {N, C}), view(w, {C}),
-                    view(b, {C}), kEps);
+  be->layernorm_fwd(view(out, {N, C}), view(mean, {N}), view(rstd, {N}), view(x, {N, C}), view(w, {C}), view(b, {C}),
+                    kEps);
   std::vector<float> dx = prior, sum = sum0;
-  be->layernorm_bwd(view(dx, {N, C}), view(dw, {C}), view(db, {C}), view(r, {N, C}), view(x, {N, C}),
-                    view(w, {C}), view(mean, {N}), view(rstd, {N}), view(sum, {C}));
+  be->layernorm_bwd(view(dx, {N, C}), view(dw, {C}), view(db, {C}), view(r, {N, C}), view(x, {N, C}), view(w, {C}),
+                    view(mean, {N}), view(rstd, {N}), view(sum, {C}));
   for (int c = 0; c < C; ++c) {
     double col = 0;
     for (int n = 0; n < N; ++n) col += dx[n * C + c];  // dinp AFTER the accumulation into prior
@@ -136,8 +136,7 @@ TEST_CASE("cpu rmsnorm forward vs reference, gradients vs finite differences, ac
   forward();
   auto dx_acc = prior;
   auto dw_once = dw;
-  be->rmsnorm_bwd(view(dx_acc, {N, C}), view(dw, {C}), view(r, {N, C}), view(x, {N, C}), view(w, {C}),
-                  view(rstd, {N}));
+  be->rmsnorm_bwd(view(dx_acc, {N, C}), view(dw, {C}), view(r, {N, C}), view(x, {N, C}), view(w, {C}), view(rstd, {N}));
   for (int i = 0; i < N * C; ++i) CHECK(dx_acc[i] == doctest::Approx(prior[i] + dx[i]).epsilon(1e-6));
   for (int c = 0; c < C; ++c) CHECK(dw[c] == doctest::Approx(2.0 * dw_once[c]).epsilon(1e-6));
 }

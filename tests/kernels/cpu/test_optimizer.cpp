@@ -15,8 +15,8 @@ TEST_CASE("cpu adamw: two steps match the formula by hand") {
   std::vector<float> w = {1.0f, -2.0f, 0.5f}, m(3, 0.0f), v(3, 0.0f);
   const std::vector<float> g1 = {0.5f, -1.0f, 0.0f}, g2 = {-0.25f, 2.0f, 4.0f};
   std::vector<bf16_t> copy(3);
-  AdamWArgs args{.lr = 0.1f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f, .step = 1,
-                 .grad_scale = 2.0f};
+  AdamWArgs args{
+      .lr = 0.1f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f, .step = 1, .grad_scale = 2.0f};
 
   // Step 1 by hand: g = 2·grad; m = 0.1·g, v = 0.05·g²; m̂ = g, v̂ = g²; update = sign(g) + wd·w.
   std::vector<double> ew(3), em(3), ev(3);
@@ -28,7 +28,7 @@ TEST_CASE("cpu adamw: two steps match the formula by hand") {
     ew[i] = w[i] - 0.1 * (mh / (std::sqrt(vh) + 1e-8) + 0.1 * w[i]);
   }
   CHECK(ew[0] == doctest::Approx(1.0 - 0.1 * (1.0 + 0.1)));  // sanity of the hand formula
-  CHECK(ew[2] == doctest::Approx(0.5 - 0.1 * 0.1 * 0.5));     // zero gradient: weight decay only
+  CHECK(ew[2] == doctest::Approx(0.5 - 0.1 * 0.1 * 0.5));    // zero gradient: weight decay only
   auto g = g1;
   be->adamw(view(w, {3}), view(g, {3}), view(m, {3}), view(v, {3}), Tensor(copy.data(), DType::bf16, Device::cpu, {3}),
             args);

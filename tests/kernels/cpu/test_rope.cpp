@@ -46,8 +46,8 @@ TEST_CASE("cpu rope: position 0 is the identity; q·k depends only on the relati
   std::vector<float> x(TT * kRow, 0.0f);
   for (int t = 0; t < TT; ++t)
     for (int i = 0; i < D; ++i) {
-      x[t * kRow + 0 * D + i] = q[i];        // q head 0
-      x[t * kRow + Hq * D + i] = k[i];       // k head 0
+      x[t * kRow + 0 * D + i] = q[i];   // q head 0
+      x[t * kRow + Hq * D + i] = k[i];  // k head 0
     }
   auto y = x;
   be->rope_fwd(view(y, {1, TT, kRow}), 1, TT, Hq, Hkv, D, kTheta);

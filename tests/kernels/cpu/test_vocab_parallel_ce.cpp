@@ -27,8 +27,7 @@ struct CeResult {
 // Row-major columns [begin, begin + width) of a [n, cols] matrix.
 std::vector<float> columns(const std::vector<float>& m, int64_t n, int64_t cols, int64_t begin, int64_t width) {
   std::vector<float> out(size_t(n * width));
-  for (int64_t r = 0; r < n; ++r)
-    std::copy_n(m.begin() + r * cols + begin, width, out.begin() + r * width);
+  for (int64_t r = 0; r < n; ++r) std::copy_n(m.begin() + r * cols + begin, width, out.begin() + r * width);
   return out;
 }
 
@@ -68,8 +67,7 @@ CeResult sharded_ce(Backend& be, const std::vector<float>& logits, int64_t n, in
       res.losses = losses;
     else
       CHECK(losses == res.losses);  // every rank computes the same losses
-    for (int64_t r = 0; r < N; ++r)
-      std::copy_n(shard[s].begin() + r * Vl, Vl, res.dlogits.begin() + r * Vp + start[s]);
+    for (int64_t r = 0; r < N; ++r) std::copy_n(shard[s].begin() + r * Vl, Vl, res.dlogits.begin() + r * Vp + start[s]);
   }
   return res;
 }
@@ -139,7 +137,7 @@ TEST_CASE("cpu vocab-parallel cross entropy over 1, 2 and 4 shards equals cross_
 TEST_CASE("cpu vocab_parallel_ce passes: per-shard max, sums and empty shards") {
   auto be = make_cpu_backend();
   constexpr int64_t N = 2, Vl = 4;
-  std::vector<float> z = {1.0f, 5.0f, 2.0f, 99.0f,  //
+  std::vector<float> z = {1.0f,  5.0f,  2.0f,  99.0f,  //
                           -3.0f, -1.0f, -2.0f, 99.0f};
   std::vector<int32_t> tgt = {11, 8};  // shard holds global columns [10, 14), 3 valid
   std::vector<float> m(N);
@@ -178,29 +176,50 @@ TEST_CASE("cpu vocab_parallel_ce refuses bad shapes, dtypes and out-of-vocab tar
   auto throws = [](auto&& call, const char* what) {
     CHECK_THROWS_WITH_AS(call(), doctest::Contains(what), std::invalid_argument);
   };
-  throws([&] { be->vocab_parallel_ce_max(view(short_buf, {N - 1}), view(z, {N, Vl}), 4); },
-         "vocab_parallel_ce_max: logits");
+  throws(
+      [&] {
+        be->vocab_parallel_ce_max(view(short_buf, {N - 1}), view(z, {N, Vl}), 4);
+      },
+      "vocab_parallel_ce_max: logits");
   throws([&] { be->vocab_parallel_ce_max(view(m, {N}), view(z, {N, Vl}), 9); }, "valid_cols=9");
   throws([&] { be->vocab_parallel_ce_max(view(m, {N}), view(z, {N, Vl}), -1); }, "valid_cols=-1");
   throws([&] { be->vocab_parallel_ce_max(view(m, {N}), view(zi, {N, Vl}), 4); }, "logits");
   throws([&] { be->vocab_parallel_ce_max(view(m, {N}), Tensor(), 4); }, "logits is undefined");
-  throws([&] { be->vocab_parallel_ce_sums(view(losses, {N}), view(z, {N, Vl}), view(m, {N}), view(tgt, {N}), 0, 8); },
-         "vocab_parallel_ce_sums: sums");
-  throws([&] { be->vocab_parallel_ce_sums(view(sums, {2, N}), view(z, {N, Vl}), view(short_buf, {N - 1}),
-                                          view(tgt, {N}), 0, 8); },
-         "rowmax");
-  throws([&] { be->vocab_parallel_ce_sums(view(sums, {2, N}), view(z, {N, Vl}), view(m, {N}), view(tgt, {N}), -8, 8); },
-         "vocab_start=-8");
+  throws(
+      [&] {
+        be->vocab_parallel_ce_sums(view(losses, {N}), view(z, {N, Vl}), view(m, {N}), view(tgt, {N}), 0, 8);
+      },
+      "vocab_parallel_ce_sums: sums");
+  throws(
+      [&] {
+        be->vocab_parallel_ce_sums(view(sums, {2, N}), view(z, {N, Vl}), view(short_buf, {N - 1}), view(tgt, {N}), 0,
+                                   8);
+      },
+      "rowmax");
+  throws(
+      [&] {
+        be->vocab_parallel_ce_sums(view(sums, {2, N}), view(z, {N, Vl}), view(m, {N}), view(tgt, {N}), -8, 8);
+      },
+      "vocab_start=-8");
   // The shard that ends the vocabulary (it has padding) knows the vocab size: target 6 ≥ vocab 6.
   std::vector<int32_t> past = {0, 6, -1};
-  throws([&] { be->vocab_parallel_ce_sums(view(sums, {2, N}), view(z, {N, Vl}), view(m, {N}), view(past, {N}), 0, 6); },
-         "row 1");
-  throws([&] { be->vocab_parallel_ce_finish(view(short_buf, {N - 1}), view(z, {N, Vl}), view(m, {N}),
-                                            view(sums, {2, N}), view(tgt, {N}), 0, 8, 1.0f, true); },
-         "vocab_parallel_ce_finish: losses");
-  throws([&] { be->vocab_parallel_ce_finish(view(losses, {N}), view(z, {N, Vl}), view(m, {N}), view(m, {N}),
-                                            view(tgt, {N}), 0, 8, 1.0f, true); },
-         "sums");
+  throws(
+      [&] {
+        be->vocab_parallel_ce_sums(view(sums, {2, N}), view(z, {N, Vl}), view(m, {N}), view(past, {N}), 0, 6);
+      },
+      "row 1");
+  throws(
+      [&] {
+        be->vocab_parallel_ce_finish(view(short_buf, {N - 1}), view(z, {N, Vl}), view(m, {N}), view(sums, {2, N}),
+                                     view(tgt, {N}), 0, 8, 1.0f, true);
+      },
+      "vocab_parallel_ce_finish: losses");
+  throws(
+      [&] {
+        be->vocab_parallel_ce_finish(view(losses, {N}), view(z, {N, Vl}), view(m, {N}), view(m, {N}), view(tgt, {N}), 0,
+                                     8, 1.0f, true);
+      },
+      "sums");
   CHECK(z == randn(N * Vl, 1));  // failed calls must not have written the logits
 }
 
@@ -217,8 +236,8 @@ TEST_CASE("cpu sharded embedding: summed shard outputs and concatenated shard gr
   std::vector<float> full_out(N * C);
   be->embedding_fwd(view(full_out, {N, C}), view(tok, {B, T}), view(wte, {kPadded, C}), view(wpe, {kMaxPos, C}), T, 0);
   std::vector<float> full_dwte(kPadded * C, 0.0f), full_dwpe(kMaxPos * C, 0.0f);
-  be->embedding_bwd(view(full_dwte, {kPadded, C}), view(full_dwpe, {kMaxPos, C}), view(dout, {N, C}), view(tok, {N}),
-                    T, 0);
+  be->embedding_bwd(view(full_dwte, {kPadded, C}), view(full_dwpe, {kMaxPos, C}), view(dout, {N, C}), view(tok, {N}), T,
+                    0);
 
   for (int shards : {1, 2, 4}) {
     CAPTURE(shards);

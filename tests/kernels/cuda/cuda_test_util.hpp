@@ -146,11 +146,11 @@ struct Rng {
 // bf16 results: rounding alone gives ~2-4e-3; 1e-2 leaves room for accumulation-order differences.
 constexpr double kBf16Tol = 1e-2;
 
-#define CHECK_CLOSE(dual, tol)                                                       \
-  do {                                                                               \
-    double e_ = ::recipe::kernels::testing::rel_err(dual);                           \
-    INFO(#dual << " relative error " << e_);                                         \
-    CHECK(e_ < (tol));                                                               \
+#define CHECK_CLOSE(dual, tol)                             \
+  do {                                                     \
+    double e_ = ::recipe::kernels::testing::rel_err(dual); \
+    INFO(#dual << " relative error " << e_);               \
+    CHECK(e_ < (tol));                                     \
   } while (0)
 
 }  // namespace recipe::kernels::testing

@@ -42,10 +42,10 @@ void check_attention(Backend& gpu, const AttnCase& a, uint32_t seed) {
   Rng r(seed);
   const int64_t row = int64_t(a.Hq + 2 * a.Hkv) * a.D, N = int64_t(a.B) * a.T;
   auto qkv = make_dual(Kind::act, {a.B, a.T, row}, r.normal(N * row), cpu_backend(), gpu);
-  auto out = make_dual(Kind::act, {a.B, a.T, int64_t(a.Hq) * a.D},
-                       std::vector<float>(N * a.Hq * a.D, 9.f), cpu_backend(), gpu);
-  auto lse = make_dual(Kind::f32, {a.B, a.Hq, a.T}, std::vector<float>(size_t(a.B) * a.Hq * a.T, 9.f),
+  auto out = make_dual(Kind::act, {a.B, a.T, int64_t(a.Hq) * a.D}, std::vector<float>(N * a.Hq * a.D, 9.f),
                        cpu_backend(), gpu);
+  auto lse =
+      make_dual(Kind::f32, {a.B, a.Hq, a.T}, std::vector<float>(size_t(a.B) * a.Hq * a.T, 9.f), cpu_backend(), gpu);
   cpu_backend().attention_fwd(out.c, lse.c, qkv.c, a.B, a.T, a.Hq, a.Hkv, a.D);
   gpu.attention_fwd(out.g, lse.g, qkv.g, a.B, a.T, a.Hq, a.Hkv, a.D);
   CHECK_CLOSE(out, kBf16Tol);
@@ -55,29 +55,31 @@ void check_attention(Backend& gpu, const AttnCase& a, uint32_t seed) {
   std::vector<float> out_g = read(gpu, out.g), lse_g = read(gpu, lse.g);
   auto out2 = make_dual(Kind::act, {a.B, a.T, int64_t(a.Hq) * a.D}, out_g, cpu_backend(), gpu);
   auto lse2 = make_dual(Kind::f32, {a.B, a.Hq, a.T}, lse_g, cpu_backend(), gpu);
-  auto dout = make_dual(Kind::act, {a.B, a.T, int64_t(a.Hq) * a.D}, r.normal(N * a.Hq * a.D),
-                        cpu_backend(), gpu);
+  auto dout = make_dual(Kind::act, {a.B, a.T, int64_t(a.Hq) * a.D}, r.normal(N * a.Hq * a.D), cpu_backend(), gpu);
   auto dqkv = make_dual(Kind::act, {a.B, a.T, row}, std::vector<float>(N * row, 9.f), cpu_backend(), gpu);
   cpu_backend().attention_bwd(dqkv.c, dout.c, qkv.c, out2.c, lse2.c, a.B, a.T, a.Hq, a.Hkv, a.D);
   gpu.attention_bwd(dqkv.g, dout.g, qkv.g, out2.g, lse2.g, a.B, a.T, a.Hq, a.Hkv, a.D);
   CHECK_CLOSE(dqkv, 2e-2);
 }
 
-const AttnCase kAttnCases[] = {{2, 128, 8, 2, 64}, {1, 77, 4, 4, 32}, {2, 256, 4, 1, 128},
-                               {1, 1024, 16, 16, 64}, {3, 33, 6, 3, 64}};
+const AttnCase kAttnCases[] = {
+    {2, 128, 8, 2, 64}, {1, 77, 4, 4, 32}, {2, 256, 4, 1, 128}, {1, 1024, 16, 16, 64}, {3, 33, 6, 3, 64}};
 
 }  // namespace
 
 TEST_CASE("cuda attention (default path: cuDNN when available) vs CPU, GQA" * doctest::skip(!has_gpu())) {
   for (const auto& a : kAttnCases) {
-    CAPTURE(a.B); CAPTURE(a.T); CAPTURE(a.Hq); CAPTURE(a.Hkv); CAPTURE(a.D);
+    CAPTURE(a.B);
+    CAPTURE(a.T);
+    CAPTURE(a.Hq);
+    CAPTURE(a.Hkv);
+    CAPTURE(a.D);
     check_attention(gpu_backend(), a, uint32_t(a.T * 7 + a.D));
   }
 #ifdef RECIPE_WITH_CUDA
   auto& cb = dynamic_cast<cuda::CudaBackend&>(gpu_backend());
-  MESSAGE("attention calls: cuDNN " << cb.cudnn_attention_calls() << ", own kernels "
-                                    << cb.fallback_attention_calls() << " (cuDNN enabled: "
-                                    << cb.cudnn_attention_enabled() << ")");
+  MESSAGE("attention calls: cuDNN " << cb.cudnn_attention_calls() << ", own kernels " << cb.fallback_attention_calls()
+                                    << " (cuDNN enabled: " << cb.cudnn_attention_enabled() << ")");
 #ifdef RECIPE_WITH_CUDNN
   CHECK(cb.cudnn_attention_calls() > 0);
 #endif
@@ -86,7 +88,11 @@ TEST_CASE("cuda attention (default path: cuDNN when available) vs CPU, GQA" * do
 
 TEST_CASE("cuda attention own kernels vs CPU, GQA" * doctest::skip(!has_gpu())) {
   for (const auto& a : kAttnCases) {
-    CAPTURE(a.B); CAPTURE(a.T); CAPTURE(a.Hq); CAPTURE(a.Hkv); CAPTURE(a.D);
+    CAPTURE(a.B);
+    CAPTURE(a.T);
+    CAPTURE(a.Hq);
+    CAPTURE(a.Hkv);
+    CAPTURE(a.D);
     check_attention(fallback_backend(), a, uint32_t(a.T * 13 + a.D));
   }
 #ifdef RECIPE_WITH_CUDA
@@ -183,7 +189,11 @@ TEST_CASE("cuda adamw with bias correction, grad scale and the bf16 compute copy
   auto master = make_dual(Kind::f32, {n}, r.normal(n));
   auto grad = make_dual(Kind::f32, {n}, r.normal(n, 0.1f));
   auto m = make_dual(Kind::f32, {n}, r.normal(n, 0.01f));
-  auto v = make_dual(Kind::f32, {n}, [&] { auto x = r.normal(n, 0.001f); for (auto& e : x) e = e * e; return x; }());
+  auto v = make_dual(Kind::f32, {n}, [&] {
+    auto x = r.normal(n, 0.001f);
+    for (auto& e : x) e = e * e;
+    return x;
+  }());
   auto copy = make_dual(Kind::act, {n}, std::vector<float>(n, 0.f));
   for (int step = 1; step <= 3; ++step) {
     AdamWArgs a{3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, step, 0.5f};

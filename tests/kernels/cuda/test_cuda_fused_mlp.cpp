@@ -34,8 +34,7 @@ struct MlpCase {
 
 }  // namespace
 
-TEST_CASE("cuda fc2 backward with GELU rebuild: fused kernel and fallback vs CPU" *
-          doctest::skip(!has_gpu())) {
+TEST_CASE("cuda fc2 backward with GELU rebuild: fused kernel and fallback vs CPU" * doctest::skip(!has_gpu())) {
   const MlpCase cases[] = {{256, 64, 256, true},
                            {1024, 1024, 4096, true},
                            {384, 192, 640, true},
@@ -43,7 +42,9 @@ TEST_CASE("cuda fc2 backward with GELU rebuild: fused kernel and fallback vs CPU
                            {200, 64, 256, false}};
   uint32_t seed = 71;
   for (const auto& mc : cases) {
-    CAPTURE(mc.N); CAPTURE(mc.C); CAPTURE(mc.H);
+    CAPTURE(mc.N);
+    CAPTURE(mc.C);
+    CAPTURE(mc.H);
     const int64_t N = mc.N, C = mc.C, H = mc.H;
     Rng r(seed++);
     auto dout = make_dual(Kind::act, {N, C}, r.normal(N * C));

@@ -31,9 +31,9 @@ TEST_CASE("cuda grad writes: first write overwrites stale gradients, micro-batch
 
   // One flat f32 buffer of "stale" values, like the trainer's gradient buffer: the gradients at
   // these offsets, with gaps between some of them that no op may touch.
-  const std::pair<int64_t, int64_t> dw{0, OC * C}, db{dw.second, OC}, gap{db.first + OC, 8},
-      lnw{gap.first + 8, C}, lnb{lnw.first + C, C}, dsum{lnb.first + C, C}, unused{dsum.first + C, 40},
-      wte{unused.first + 40 + 4, V * C}, wpe{wte.first + V * C, P * C};
+  const std::pair<int64_t, int64_t> dw{0, OC * C}, db{dw.second, OC}, gap{db.first + OC, 8}, lnw{gap.first + 8, C},
+      lnb{lnw.first + C, C}, dsum{lnb.first + C, C}, unused{dsum.first + C, 40}, wte{unused.first + 40 + 4, V * C},
+      wpe{wte.first + V * C, P * C};
   const int64_t total = wpe.first + wpe.second;
   auto grads = make_dual(Kind::f32, {total}, r.normal(total, 3.f));
   const auto stale = read(cpu_backend(), grads.c);

@@ -55,41 +55,48 @@ void check_linear_bwd(const LinearCase& lc, uint32_t seed) {
 }  // namespace
 
 TEST_CASE("cuda linear forward: plain, BIAS, GELU_AUX, GELU_AUX_BIAS" * doctest::skip(!has_gpu())) {
-  const LinearCase cases[] = {{64, 96, 160, false, false}, {64, 96, 160, true, false},
-                              {128, 64, 256, false, true}, {128, 64, 256, true, true},
-                              {37, 40, 24, true, true},    {1024, 1024, 3072, true, true}};
+  const LinearCase cases[] = {{64, 96, 160, false, false}, {64, 96, 160, true, false}, {128, 64, 256, false, true},
+                              {128, 64, 256, true, true},  {37, 40, 24, true, true},   {1024, 1024, 3072, true, true}};
   uint32_t seed = 1;
   for (const auto& lc : cases) {
-    CAPTURE(lc.N); CAPTURE(lc.IC); CAPTURE(lc.OC); CAPTURE(lc.bias); CAPTURE(lc.gelu);
+    CAPTURE(lc.N);
+    CAPTURE(lc.IC);
+    CAPTURE(lc.OC);
+    CAPTURE(lc.bias);
+    CAPTURE(lc.gelu);
     check_linear_fwd(lc, seed++);
   }
 }
 
-TEST_CASE("cuda linear backward: dinp (+DGELU), dweight += (beta=1), dbias += (BGRADB)" *
-          doctest::skip(!has_gpu())) {
-  const LinearCase cases[] = {{64, 96, 160, false, false}, {64, 96, 160, true, false},
-                              {128, 256, 64, true, true},  {37, 40, 24, true, true},
+TEST_CASE("cuda linear backward: dinp (+DGELU), dweight += (beta=1), dbias += (BGRADB)" * doctest::skip(!has_gpu())) {
+  const LinearCase cases[] = {{64, 96, 160, false, false},
+                              {64, 96, 160, true, false},
+                              {128, 256, 64, true, true},
+                              {37, 40, 24, true, true},
                               {1024, 3072, 1024, true, true},
                               // column-sum kernel: scalar path (OC % 8 != 0) over many row
                               // chunks; vector path with a partial last 256-column tile
-                              {3000, 64, 100, true, false}, {4096, 32, 2056, true, false}};
+                              {3000, 64, 100, true, false},
+                              {4096, 32, 2056, true, false}};
   uint32_t seed = 11;
   for (const auto& lc : cases) {
-    CAPTURE(lc.N); CAPTURE(lc.IC); CAPTURE(lc.OC); CAPTURE(lc.bias); CAPTURE(lc.gelu);
+    CAPTURE(lc.N);
+    CAPTURE(lc.IC);
+    CAPTURE(lc.OC);
+    CAPTURE(lc.bias);
+    CAPTURE(lc.gelu);
     check_linear_bwd(lc, seed++);
   }
 #ifdef RECIPE_WITH_CUDA
   auto& cb = dynamic_cast<cuda::CudaBackend&>(gpu_backend());
   MESSAGE("cuBLASLt epilogues: fused " << cb.fused_epilogue_calls() << ", unfused (fallback) "
-                                       << cb.unfused_epilogue_calls() << "; GEMM keys timed "
-                                       << cb.tuned_gemm_keys() << ", heuristic #1 beaten in "
-                                       << cb.tuned_gemm_keys_changed());
+                                       << cb.unfused_epilogue_calls() << "; GEMM keys timed " << cb.tuned_gemm_keys()
+                                       << ", heuristic #1 beaten in " << cb.tuned_gemm_keys_changed());
   CHECK(cb.fused_epilogue_calls() > 0);
 #endif
 }
 
-TEST_CASE("cuda bias gradient (one-launch column sum) is bitwise repeatable" *
-          doctest::skip(!has_gpu())) {
+TEST_CASE("cuda bias gradient (one-launch column sum) is bitwise repeatable" * doctest::skip(!has_gpu())) {
   // Which block finishes a column tile changes from run to run; the sum's order must not.
   for (int64_t OC : {int64_t(1024), int64_t(100)}) {
     CAPTURE(OC);

@@ -63,8 +63,8 @@ TEST_CASE("cuda recompute: levels agree and the peak memory drops" * doctest::sk
       max_rel = std::max(max_rel, std::fabs(gelu.loss[i] - none.loss[i]) / std::max(none.loss[i], 0.1));
     std::ostringstream msg;
     msg << (llama ? "llama_tiny" : "gpt_tiny") << ": loss none " << none.loss.front() << " -> " << none.loss.back()
-        << ", gelu " << gelu.loss.back() << " (max relative gap " << max_rel << "); peak bytes none "
-        << none.peak << ", gelu " << gelu.peak << ", norm " << norm.peak << ", full " << full.peak;
+        << ", gelu " << gelu.loss.back() << " (max relative gap " << max_rel << "); peak bytes none " << none.peak
+        << ", gelu " << gelu.peak << ", norm " << norm.peak << ", full " << full.peak;
     MESSAGE(msg.str());
     CHECK(same_bits(full.loss, none.loss));
     CHECK(same_bits(norm.loss, gelu.loss));

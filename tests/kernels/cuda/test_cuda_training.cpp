@@ -52,8 +52,7 @@ plan::Plan tiny_plan(bool llama) {
 
 }  // namespace
 
-TEST_CASE("cuda training: gpt_tiny and llama_tiny follow the CPU loss curve for 50 steps" *
-          doctest::skip(!has_gpu())) {
+TEST_CASE("cuda training: gpt_tiny and llama_tiny follow the CPU loss curve for 50 steps" * doctest::skip(!has_gpu())) {
   for (bool llama : {false, true}) {
     CAPTURE(llama);
     const plan::Plan plan = tiny_plan(llama);
@@ -68,22 +67,20 @@ TEST_CASE("cuda training: gpt_tiny and llama_tiny follow the CPU loss curve for 
       mean_rel += rel / double(c.loss.size());
     }
     std::ostringstream msg;
-    msg << (llama ? "llama_tiny" : "gpt_tiny") << " CPU loss " << c.loss.front() << " -> " << c.loss.back()
-        << ", CUDA " << g.loss.front() << " -> " << g.loss.back() << "; relative gap max " << max_rel
-        << ", mean " << mean_rel;
+    msg << (llama ? "llama_tiny" : "gpt_tiny") << " CPU loss " << c.loss.front() << " -> " << c.loss.back() << ", CUDA "
+        << g.loss.front() << " -> " << g.loss.back() << "; relative gap max " << max_rel << ", mean " << mean_rel;
     MESSAGE(msg.str());
     // bf16 activations and compute weights against fp32: the first loss agrees to a few 1e-3, and
     // the trajectories drift apart slowly as the rounding differences compound.
     CHECK(std::fabs(g.loss.front() - c.loss.front()) < 0.02);
-    CHECK(max_rel < 0.02);  // measured on an H100: ≤ 0.0009 (gpt_tiny and llama_tiny)
-    CHECK(mean_rel < 0.01);  // measured: ≤ 0.0002
+    CHECK(max_rel < 0.02);                        // measured on an H100: ≤ 0.0009 (gpt_tiny and llama_tiny)
+    CHECK(mean_rel < 0.01);                       // measured: ≤ 0.0002
     CHECK(g.loss.back() < 0.8 * g.loss.front());  // it trains
     CHECK(std::fabs(g.grad_norm.front() - c.grad_norm.front()) < 0.05 * c.grad_norm.front());
   }
 }
 
-TEST_CASE("cuda training: two deterministic runs with one seed give identical losses" *
-          doctest::skip(!has_gpu())) {
+TEST_CASE("cuda training: two deterministic runs with one seed give identical losses" * doctest::skip(!has_gpu())) {
   for (bool llama : {false, true}) {
     CAPTURE(llama);
     plan::Plan plan = tiny_plan(llama);

@@ -18,8 +18,7 @@ namespace {
 // Row-major columns [begin, begin + width) of a [n, cols] matrix.
 std::vector<float> columns(const std::vector<float>& m, int64_t n, int64_t cols, int64_t begin, int64_t width) {
   std::vector<float> out(size_t(n * width));
-  for (int64_t r = 0; r < n; ++r)
-    std::copy_n(m.begin() + r * cols + begin, width, out.begin() + r * width);
+  for (int64_t r = 0; r < n; ++r) std::copy_n(m.begin() + r * cols + begin, width, out.begin() + r * width);
   return out;
 }
 
@@ -111,10 +110,10 @@ TEST_CASE("cuda vocab-parallel cross entropy matches the CPU pass by pass and cr
         std::vector<float> cat(size_t(N * Vp));
         for (int s = 0; s < shards; ++s) {
           auto losses = make_dual(Kind::f32, {N}, std::vector<float>(size_t(N), 7.f));
-          cpu.vocab_parallel_ce_finish(losses.c, shard[s].c, rowmax.c, sums.c, targets.c, start[s], valid[s],
-                                       dloss, compute_grad);
-          gpu.vocab_parallel_ce_finish(losses.g, shard[s].g, rowmax.g, sums.g, targets.g, start[s], valid[s],
-                                       dloss, compute_grad);
+          cpu.vocab_parallel_ce_finish(losses.c, shard[s].c, rowmax.c, sums.c, targets.c, start[s], valid[s], dloss,
+                                       compute_grad);
+          gpu.vocab_parallel_ce_finish(losses.g, shard[s].g, rowmax.g, sums.g, targets.g, start[s], valid[s], dloss,
+                                       compute_grad);
           CHECK_CLOSE(losses, 1e-4);
           CHECK_CLOSE(shard[s], kBf16Tol);
           auto lg = read(gpu, losses.g);
@@ -208,9 +207,9 @@ TEST_CASE("cuda sharded embedding: summed shard outputs and concatenated dwte eq
     std::vector<float> sum_out(size_t(N) * C, 0.f), sum_nopos(size_t(N) * C, 0.f), cat_dwte(size_t(Vp) * C, 0.f);
     std::vector<float> shard_dwpe;
     for (int s = 0; s < shards; ++s) {
-      auto w = make_dual(Kind::act, {rows, C},
-                         std::vector<float>(wte_full.begin() + int64_t(s) * rows * C,
-                                            wte_full.begin() + int64_t(s + 1) * rows * C));
+      auto w = make_dual(
+          Kind::act, {rows, C},
+          std::vector<float>(wte_full.begin() + int64_t(s) * rows * C, wte_full.begin() + int64_t(s + 1) * rows * C));
       auto o = make_dual(Kind::act, {N, C}, std::vector<float>(size_t(N) * C, 9.f));
       // Positions are added (and their gradient taken) by rank 0 only, so the sum counts them once.
       gpu.embedding_fwd(o.g, tokens.g, w.g, s == 0 ? wpe.g : Tensor(), T, s * rows);
