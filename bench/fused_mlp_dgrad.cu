@@ -5,7 +5,7 @@
 //   g[N,H]   = gelu(pre)                                bf16 (input of the fc2 weight gradient)
 //   dbias[H] = Σ_rows dh (rounded values)               f32, deterministic
 //
-// Baseline (RECIPE_CUDA_FUSED_MLP=0 in the engine):
+// Baseline (kernels.fused_mlp=false in the engine):
 //   1. cuBLASLt GEMM with CUBLASLT_EPILOGUE_DGELU (aux = pre), fastest of 8 heuristic algos
 //   2. an elementwise GELU kernel g = gelu(pre)
 //   3. a column-sum kernel of dh into dbias (partials + fixed-order finalize)

@@ -7,6 +7,7 @@
 #   BATCHES="4 8" SKIP_TORCH=1 bench/run_bench.sh
 # Environment: RECIPE (the binary, default build/bin/recipe), BATCHES, STEPS, SKIP_TORCH,
 # SKIP_ENGINE, TORCH_MODES (default eager,compile), OUT_DIR (default bench/results).
+# RECIPE_OVERRIDES: extra recipe overrides for the engine runs, e.g. "kernels.fused_mlp=false".
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT_DIR:-$root/bench/results}
@@ -41,7 +42,7 @@ if [[ -z "${SKIP_ENGINE:-}" ]]; then
       log="$out/engine_b$b.log"
       "$recipe" pretrain gpt3_345m --max-steps "$steps" trainer.micro_batch_size="$b" \
         trainer.global_batch_size="$b" --device cuda --experiments-dir "$exp" --name "$name" \
-        checkpoint.save_final=false >"$log" 2>&1
+        checkpoint.save_final=false ${RECIPE_OVERRIDES:-} >"$log" 2>&1
       rc=$?
       tail -n 5 "$log"
       run_dir=$(ls -d "$exp/$name"/run-* 2>/dev/null | sort -V | tail -n 1)

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # One GPU call for the CUDA speed work of docs/performance.md: build, CUDA op tests, then the
 # engine benchmark (no PyTorch) for several variants of the GEMM paths, selected by environment:
-#   base  RECIPE_CUBLASLT_TUNE=0 RECIPE_CUDA_BIAS_GRAD=epilogue   (the previous round's paths)
-#   bias  RECIPE_CUBLASLT_TUNE=0                                   (one-launch column-sum dbias)
-#   tune  RECIPE_CUDA_BIAS_GRAD=epilogue                           (timed cuBLASLt algorithms)
+#   base  kernels.cublaslt_tune=false kernels.bias_grad=epilogue   (the previous round's paths)
+#   bias  kernels.cublaslt_tune=false                              (one-launch column-sum dbias)
+#   tune  kernels.bias_grad=epilogue                               (timed cuBLASLt algorithms)
 #   new   defaults                                                 (both)
-#   memset RECIPE_GRAD_MEMSET=1: zero the gradients each step instead of first-write overwrite
-#   tune32 RECIPE_CUBLASLT_TUNE_CANDIDATES=32: time 32 heuristic algorithms per GEMM shape, not 8
-#   cudnn1 RECIPE_CUDNN_TUNE=0: keep cuDNN's first attention plan instead of timing all of them
-#   nofused RECIPE_CUDA_FUSED_MLP=0: fc2's backward as cuBLASLt DGELU + GELU rebuild + column sum
+#   memset kernels.grad_memset=true: zero the gradients each step instead of first-write overwrite
+#   tune32 kernels.cublaslt_tune_candidates=32: time 32 heuristic algorithms per GEMM shape, not 8
+#   cudnn1 kernels.cudnn_tune=false: keep cuDNN's first attention plan instead of timing all of them
+#   nofused kernels.fused_mlp=false: fc2's backward as cuBLASLt DGELU + GELU rebuild + column sum
 #   bench/speed_ab.sh "new:4 8 16" "base:4 8 16" "bias:4 16" "tune:4 16"
 # Each argument is VARIANT:BATCHES; they run in the order given. Two more kinds of argument:
 #   ncu-bias:B   Nsight Compute, 2 steps at micro-batch B, only the bias-gradient kernels
@@ -69,18 +69,18 @@ for arg in "$@"; do
     ncu-bias)
       ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
       for v in epilogue kernel; do
-        echo "== ncu bias-gradient kernels, RECIPE_CUDA_BIAS_GRAD=$v, micro-batch $batches" | tee -a "$summary"
-        RECIPE_CUBLASLT_TUNE=0 RECIPE_CUDA_BIAS_GRAD=$v timeout 150 "$ncu" --clock-control none --csv \
+        echo "== ncu bias-gradient kernels, kernels.bias_grad=$v, micro-batch $batches" | tee -a "$summary"
+        timeout 150 "$ncu" --clock-control none --csv \
           --page raw --metrics gpu__time_duration.sum --kernel-name "regex:column_sum|Bgrad|add_f32" \
           "$src/build-dev/bin/recipe" pretrain gpt3_345m --max-steps 2 trainer.micro_batch_size="$batches" \
           trainer.global_batch_size="$batches" --device cuda --experiments-dir /tmp/speed_ab/ncu \
-          --name "bias_$v" >/tmp/speed_ab_ncu.csv 2>>"$out/engine.log"
+          --name "bias_$v" kernels.cublaslt_tune=false kernels.bias_grad="$v" >/tmp/speed_ab_ncu.csv 2>>"$out/engine.log"
         python3 "$src/bench/kernel_profile.py" /tmp/speed_ab_ncu.csv --steps 2 | tee -a "$summary"
       done
       continue ;;
     tunelog)
       echo "== timed GEMM algorithms, micro-batch $batches" | tee -a "$summary"
-      RECIPE_CUBLASLT_TUNE_LOG=1 "$src/build-dev/bin/recipe" pretrain gpt3_345m --max-steps 3 \
+      "$src/build-dev/bin/recipe" pretrain gpt3_345m --max-steps 3 kernels.cublaslt_tune_log=true \
         trainer.micro_batch_size="$batches" trainer.global_batch_size="$batches" --device cuda \
         --experiments-dir /tmp/speed_ab/tunelog --name "b$batches" 2>&1 | grep "cuBLASLt m=" |
         tee -a "$summary"
@@ -98,13 +98,13 @@ for arg in "$@"; do
         --experiments-dir /tmp/speed_ab/prof --name "b$batches" >/tmp/speed_ab_prof.csv 2>>"$out/engine.log"
       python3 "$src/bench/kernel_profile.py" /tmp/speed_ab_prof.csv --last-steps 4 --top 40 | tee -a "$summary"
       continue ;;
-    base) envs=(RECIPE_CUBLASLT_TUNE=0 RECIPE_CUDA_BIAS_GRAD=epilogue) ;;
-    memset) envs=(RECIPE_GRAD_MEMSET=1) ;;
-    tune32) envs=(RECIPE_CUBLASLT_TUNE_CANDIDATES=32) ;;
-    cudnn1) envs=(RECIPE_CUDNN_TUNE=0) ;;
-    nofused) envs=(RECIPE_CUDA_FUSED_MLP=0) ;;
-    bias) envs=(RECIPE_CUBLASLT_TUNE=0) ;;
-    tune) envs=(RECIPE_CUDA_BIAS_GRAD=epilogue) ;;
+    base) envs=(RECIPE_OVERRIDES="kernels.cublaslt_tune=false kernels.bias_grad=epilogue") ;;
+    memset) envs=(RECIPE_OVERRIDES="kernels.grad_memset=true") ;;
+    tune32) envs=(RECIPE_OVERRIDES="kernels.cublaslt_tune_candidates=32") ;;
+    cudnn1) envs=(RECIPE_OVERRIDES="kernels.cudnn_tune=false") ;;
+    nofused) envs=(RECIPE_OVERRIDES="kernels.fused_mlp=false") ;;
+    bias) envs=(RECIPE_OVERRIDES="kernels.cublaslt_tune=false") ;;
+    tune) envs=(RECIPE_OVERRIDES="kernels.bias_grad=epilogue") ;;
     new) envs=() ;;
     *) echo "unknown variant $variant"; continue ;;
   esac

@@ -17,16 +17,9 @@ std::string fmt(const char* format, double v) {
   return buf;
 }
 
-int dp_of(const plan::Plan& p) {
-  if (p.parallelism.dp > 0) return p.parallelism.dp;
-  int denom = std::max(1, p.parallelism.tp) * std::max(1, p.parallelism.cp) * std::max(1, p.parallelism.pp);
-  return std::max(1, p.parallelism.world_size / denom);
-}
-
-int world_of(const plan::Plan& p) {
-  if (p.parallelism.world_size > 0) return p.parallelism.world_size;
-  return std::max(1, p.parallelism.tp) * std::max(1, p.parallelism.cp) * std::max(1, p.parallelism.pp) * dp_of(p);
-}
+// Derived by the resolver; the report only reads them.
+int dp_of(const plan::Plan& p) { return p.parallelism.dp; }
+int world_of(const plan::Plan& p) { return p.parallelism.world_size; }
 
 std::string rank_kind(const plan::Plan& p, int n) {
   std::string what = p.trainer.device == "cuda" ? "GPU" : "CPU rank";

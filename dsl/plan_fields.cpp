@@ -261,6 +261,7 @@ std::vector<FieldInfo> build_fields() {
   using Pe = plan::PeftConfig;
   using E = plan::ExecutorConfig;
   using X = plan::ExperimentConfig;
+  using K = plan::KernelsConfig;
   std::vector<FieldInfo> f;
   f.push_back(top_level("mode", &P::mode, "what the run does: pretrain from scratch or finetune a loaded model",
                         {"pretrain", "finetune"}));
@@ -357,16 +358,18 @@ std::vector<FieldInfo> build_fields() {
       field(t, "cuda_graph", &P::trainer, &T::cuda_graph,
             "capture the training step (forward, backward, clip, AdamW) in a CUDA graph at step 2 and replay it every "
             "later step; single-GPU CUDA runs only (others ignore it); a step that cannot be captured runs uncaptured, "
-            "with one log line saying why; RECIPE_CUDA_GRAPH=0 in the environment also turns it off"));
+            "with one log line saying why"));
   f.push_back(field(t, "cpu_threads", &P::trainer, &T::cpu_threads, "OpenBLAS threads per rank; 0 = its default"));
 
   const char* pa = "parallelism";
   f.push_back(field(pa, "tp", &P::parallelism, &Par::tp, "tensor-parallel size"));
   f.push_back(field(pa, "pp", &P::parallelism, &Par::pp, "pipeline-parallel size (1F1B schedule)"));
-  f.push_back(field(pa, "cp", &P::parallelism, &Par::cp, "context-parallel size (splits the sequence)"));
+  f.push_back(field(pa, "cp", &P::parallelism, &Par::cp,
+                    "context-parallel size (splits the sequence); only 1 runs in this version"));
   f.push_back(field(pa, "dp", &P::parallelism, &Par::dp, "data-parallel size; 0 = world / (tp·pp·cp)"));
   f.push_back(field(pa, "sequence_parallel", &P::parallelism, &Par::sequence_parallel,
-                    "shard norm/dropout activations over the TP group (needs tp > 1)"));
+                    "shard norm/dropout activations over the TP group (needs tp > 1); not implemented in this version, "
+                    "must be false"));
   f.push_back(field(pa, "zero1", &P::parallelism, &Par::zero1, "shard the Adam state over DP ranks"));
   f.push_back(field(pa, "layers_per_stage", &P::parallelism, &Par::layers_per_stage,
                     "explicit pipeline split, one entry per stage; empty = even split"));
@@ -383,7 +386,9 @@ std::vector<FieldInfo> build_fields() {
   f.push_back(field(c, "keep_last", &P::checkpoint, &C::keep_last, "keep only the newest N checkpoints; 0 = all"));
 
   const char* pe = "peft";
-  f.push_back(field(pe, "kind", &P::peft, &Pe::kind, "parameter-efficient finetuning", {"none", "lora"}));
+  f.push_back(field(pe, "kind", &P::peft, &Pe::kind,
+                    "parameter-efficient finetuning; lora is not implemented in this version (none = full fine-tune)",
+                    {"none", "lora"}));
   f.push_back(field(pe, "rank", &P::peft, &Pe::rank, "LoRA rank r"));
   f.push_back(field(pe, "alpha", &P::peft, &Pe::alpha, "LoRA scale numerator (scale = alpha / rank)"));
   f.push_back(field(pe, "dropout", &P::peft, &Pe::dropout, "dropout on the LoRA input"));
@@ -412,6 +417,37 @@ std::vector<FieldInfo> build_fields() {
                     "slurm: extra #SBATCH lines, e.g. \"--constraint=h100\""));
   f.push_back(field(e, "env", &P::executor, &E::env, "environment variables set for every rank"));
 
+  const char* k = "kernels";
+  f.push_back(field(k, "workspace_mb", &P::kernels, &K::workspace_mb,
+                    "CUDA backend workspace in MiB (≥ 16; reductions, cuDNN attention, GEMM timing); 0 = derived: "
+                    "one micro-batch's f32 attention-gradient accumulators + 16 MiB, at least 64 MiB"));
+  f.push_back(field(k, "cublaslt_tune", &P::kernels, &K::cublaslt_tune,
+                    "time cuBLASLt's heuristic algorithms per GEMM shape at the first step and keep the fastest; "
+                    "false keeps the first (trainer.deterministic never times)"));
+  f.push_back(field(k, "cublaslt_tune_candidates", &P::kernels, &K::cublaslt_tune_candidates,
+                    "how many heuristic algorithms each GEMM shape times (1 to 256)"));
+  f.push_back(field(k, "cublaslt_tune_log", &P::kernels, &K::cublaslt_tune_log,
+                    "print each timed GEMM (heuristic #1 against the chosen one)"));
+  f.push_back(field(k, "cudnn_tune", &P::kernels, &K::cudnn_tune,
+                    "time cuDNN's attention plans and keep the fastest; false keeps the first"));
+  f.push_back(field(k, "attention", &P::kernels, &K::attention,
+                    "CUDA attention: cuDNN fused attention (own kernels where cuDNN lacks a shape) or always the "
+                    "engine's own kernels",
+                    {"cudnn", "fallback"}));
+  f.push_back(field(k, "fused_mlp", &P::kernels, &K::fused_mlp,
+                    "fc2's backward as one fused sm_90a kernel (GELU models on Hopper); false runs cuBLASLt's dGELU "
+                    "GEMM + GELU rebuild + column sum"));
+  f.push_back(field(k, "bias_grad", &P::kernels, &K::bias_grad,
+                    "bias gradients by the column-sum kernel or by cuBLASLt's BGRADB epilogue",
+                    {"kernel", "epilogue"}));
+  f.push_back(field(k, "grad_memset", &P::kernels, &K::grad_memset,
+                    "zero every gradient at the start of a step instead of letting its first write overwrite"));
+  f.push_back(field(k, "host_clip", &P::kernels, &K::host_clip,
+                    "compute the grad norm and clip scale on the host (a synchronizing step, no CUDA graph) "
+                    "instead of on the device"));
+  f.push_back(field(k, "phase_timing", &P::kernels, &K::phase_timing,
+                    "synchronize between step phases and print their mean times at the end (no CUDA graph)"));
+
   const char* x = "experiment";
   f.push_back(field(x, "name", &P::experiment, &X::name, "experiment name; \"\" = the recipe or preset name"));
   f.push_back(field(x, "dir", &P::experiment, &X::dir, "root folder of run dirs <dir>/<name>/<run-id>"));
@@ -432,8 +468,9 @@ const FieldInfo* find_field(std::string_view path) {
 }
 
 const std::vector<std::string>& plan_sections() {
-  static const std::vector<std::string> sections = {"model",       "data",       "optimizer", "schedule", "trainer",
-                                                    "parallelism", "checkpoint", "peft",      "executor", "experiment"};
+  static const std::vector<std::string> sections = {"model",    "data",        "optimizer",  "schedule",
+                                                    "trainer",  "parallelism", "checkpoint", "peft",
+                                                    "executor", "kernels",     "experiment"};
   return sections;
 }
 
@@ -448,6 +485,11 @@ const std::vector<DerivedFieldInfo>& derived_fields() {
       {"trainer.num_micro_batches", "trainer.global_batch_size / (trainer.micro_batch_size × parallelism.dp)"},
       {"trainer.tokens_per_step", "trainer.global_batch_size × model.seq_length"},
       {"parallelism.world_size", "executor.nodes × executor.gpus_per_node (or executor.cpu_ranks on CPU)"},
+      {"parallelism.rank_order", "\"tp-cp-dp-pp\": tp varies fastest over consecutive ranks, pp slowest"},
+      {"parallelism.stage_num_layers", "parallelism.layers_per_stage, else model.num_layers split evenly over pp"},
+      {"kernels.workspace_bytes",
+       "kernels.workspace_mb MiB, else the f32 attention-gradient accumulators of one "
+       "micro-batch + 16 MiB, at least 64 MiB"},
       {"executor.device_memory_gib", "executor.device_memory, else the GPU model's memory"},
       {"memory.weights", "the resolver's per-rank memory estimate"},
       {"memory.gradients", "the resolver's per-rank memory estimate"},

@@ -1,5 +1,5 @@
 // resolve(): config tree + executor facts → a fully derived, fully checked plan::Plan. The steps live in
-// resolve_fields.cpp, resolve_derive.cpp and resolve_checks.cpp; this file orders them.
+// resolve_fields.cpp, resolve_derive.cpp, resolve_checks.cpp and resolve_executable.cpp; this file orders them.
 #include <charconv>
 #include <numeric>
 
@@ -54,6 +54,7 @@ ResolveResult resolve(const ConfigTree& tree, const ExecutorFacts& facts) {
   detail::derive_execution(ctx);
   detail::derive_model(ctx);
   detail::check_relations(ctx);
+  detail::check_executable(ctx);  // after the rules, so a key's own rule is reported first
   detail::derive_and_check_memory(ctx);
   return result;
 }

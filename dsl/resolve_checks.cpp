@@ -196,6 +196,12 @@ void check_ranges(ResolveContext& ctx) {
       ctx.violation("data.blend", "data.blend weights sum to " + fmt_double(sum), "give at least one positive weight");
   }
 
+  const plan::KernelsConfig& k = p.kernels;
+  require(ctx, "kernels.workspace_mb", k.workspace_mb, k.workspace_mb == 0 || k.workspace_mb >= 16,
+          "must be 0 (derived) or at least 16 (MiB)");
+  require(ctx, "kernels.cublaslt_tune_candidates", k.cublaslt_tune_candidates,
+          k.cublaslt_tune_candidates >= 1 && k.cublaslt_tune_candidates <= 256, "must be from 1 to 256");
+
   const plan::ExperimentConfig& x = p.experiment;
   if (x.name.find('/') != std::string::npos || x.name == "." || x.name == "..")
     ctx.violation("experiment.name", "experiment.name=\"" + x.name + "\" must be a plain folder name",

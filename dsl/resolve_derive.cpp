@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "plan/memory_estimate.hpp"
 #include "plan/model_size.hpp"
 #include "dsl/resolve_internal.hpp"
 
@@ -126,6 +127,16 @@ void derive_model(ResolveContext& ctx) {
     for (auto& entry : d.blend) entry.first /= sum;
 
   if (p.experiment.name.empty()) p.experiment.name = name_from_source(p.source);
+
+  // What executors and core read instead of re-deriving: the rank layout, the pipeline split and
+  // the CUDA workspace (the memory estimate counts the same bytes).
+  plan::ParallelismConfig& par = p.parallelism;
+  par.rank_order = plan::kRankOrder;
+  if (ctx.shape_ok) {
+    par.stage_num_layers = plan::stage_layer_counts(p);
+    p.kernels.workspace_bytes =
+        p.kernels.workspace_mb > 0 ? int64_t(p.kernels.workspace_mb) << 20 : plan::cuda_workspace_bytes(p);
+  }
 }
 
 }  // namespace recipe::dsl::detail

@@ -42,6 +42,7 @@ struct ResolveContext {
 
 void read_tree(ResolveContext& ctx);                // types, unknown and derived keys, enum choices
 void check_ranges(ResolveContext& ctx);             // each value on its own (positive sizes, lr > 0, ...)
+void check_executable(ResolveContext& ctx);         // values this version cannot run (cp > 1, LoRA, ...)
 void derive_execution(ResolveContext& ctx);         // device, world size, dp, gpus_per_node
 void derive_model(ResolveContext& ctx);             // head_dim, ffn, padded vocab, params, FLOPs, batches
 void check_relations(ResolveContext& ctx);          // rules across keys (tp | heads, world = tp·pp·cp·dp, ...)

@@ -28,6 +28,9 @@ json derived_json(const plan::Plan& p) {
   d["flops_per_token"] = p.model.flops_per_token;
   d["world_size"] = p.parallelism.world_size;
   d["dp"] = p.parallelism.dp;
+  d["rank_order"] = p.parallelism.rank_order;
+  d["stage_num_layers"] = p.parallelism.stage_num_layers;
+  d["workspace_bytes"] = p.kernels.workspace_bytes;
   d["num_micro_batches"] = p.trainer.num_micro_batches;
   d["tokens_per_step"] = p.trainer.tokens_per_step;
   d["device_memory_gib"] = p.executor.device_memory_gib;

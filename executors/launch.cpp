@@ -1,6 +1,8 @@
 // Rank placement and launch-command rendering for the local, MPI and Slurm executors.
 #include "executors/launch.hpp"
 
+#include "core/parallel/parallel_state.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <string_view>
@@ -12,11 +14,8 @@ namespace {
 
 bool is_gpu_plan(const plan::Plan& plan) { return plan.trainer.device == "cuda"; }
 
-int world_of(const plan::Plan& plan) {
-  const auto& p = plan.parallelism;
-  if (p.world_size > 0) return p.world_size;
-  return std::max(1, p.tp) * std::max(1, p.cp) * std::max(1, p.pp) * std::max(1, p.dp);
-}
+// The resolver's world size (tp·pp·cp·dp); executors never re-derive it.
+int world_of(const plan::Plan& plan) { return plan.parallelism.world_size; }
 
 std::vector<std::string> worker_argv(const std::string& exe, const std::string& run_dir) {
   return {exe, "worker", "--run-dir", run_dir};
@@ -139,15 +138,14 @@ int ranks_per_node(const plan::Plan& plan) {
 }
 
 RankPlacement place_rank(int rank, const plan::ParallelismConfig& par, int per_node, bool gpu) {
-  int tp = std::max(1, par.tp), cp = std::max(1, par.cp);
-  int dp = std::max(1, par.dp);
+  // The layout core/parallel builds (plan::kRankOrder), from the one function that defines it.
+  const core::RankCoords c = core::rank_coords(core::ParallelSizes{par.tp, par.cp, par.dp, par.pp}, rank);
   RankPlacement r;
   r.rank = rank;
-  r.tp = rank % tp;
-  r.cp = (rank / tp) % cp;
-  r.dp = (rank / (tp * cp)) % dp;
-  r.pp = rank / (tp * cp * dp);
-  per_node = std::max(1, per_node);
+  r.tp = c.tp;
+  r.cp = c.cp;
+  r.dp = c.dp;
+  r.pp = c.pp;
   r.node = rank / per_node;
   r.local_rank = rank % per_node;
   r.gpu = gpu ? r.local_rank : -1;
@@ -155,13 +153,11 @@ RankPlacement place_rank(int rank, const plan::ParallelismConfig& par, int per_n
 }
 
 std::vector<RankPlacement> rank_map(const plan::Plan& plan) {
-  int world = world_of(plan);
-  int per_node = ranks_per_node(plan);
-  plan::ParallelismConfig par = plan.parallelism;
-  if (par.dp <= 0) par.dp = std::max(1, world / (std::max(1, par.tp) * std::max(1, par.cp) * std::max(1, par.pp)));
+  const int world = world_of(plan);
+  const int per_node = ranks_per_node(plan);
   std::vector<RankPlacement> out;
   out.reserve(world);
-  for (int r = 0; r < world; ++r) out.push_back(place_rank(r, par, per_node, is_gpu_plan(plan)));
+  for (int r = 0; r < world; ++r) out.push_back(place_rank(r, plan.parallelism, per_node, is_gpu_plan(plan)));
   return out;
 }
 

@@ -38,9 +38,18 @@ struct BackendOptions {
   bool deterministic = false;  // CUDA: deterministic attention backward and reductions
   int cpu_threads = 0;         // CPU: OpenBLAS threads, 0 = library default
   // CUDA: bytes of the backend's own workspace (scratch of reductions, cuDNN attention, GEMM
-  // algorithm timing); 0 = 256 MiB. train() passes plan::cuda_workspace_bytes(plan); the
-  // environment variable RECIPE_CUDA_WORKSPACE_MB overrides either.
+  // algorithm timing); 0 = 256 MiB. train() passes the plan's kernels.workspace_bytes.
   size_t workspace_bytes = 0;
+  // CUDA kernel choices and tuning (the defaults are the fast path; the others exist for A/B
+  // timing). train() fills them from the plan's `kernels` section; the CPU backend ignores them.
+  bool gemm_tune = true;            // time the heuristic's algorithms per GEMM shape (never when deterministic)
+  int gemm_tune_candidates = 8;     // how many of them (1..256)
+  bool gemm_tune_log = false;       // print each timed GEMM
+  bool attention_tune = true;       // time cuDNN's attention plans
+  bool attention_fallback = false;  // always the own attention kernels instead of cuDNN
+  bool fused_mlp = true;            // fc2's backward as the fused sm_90a kernel where it fits
+  bool bias_grad_epilogue = false;  // bias gradients by cuBLASLt's BGRADB epilogue, not the column sum
+  bool grad_memset = false;         // zero gradients at step start instead of first-write overwrite
 };
 
 struct AdamWArgs {

@@ -40,7 +40,7 @@ struct ModelConfig {
   int padded_vocab_size = 0;
   int64_t num_params = 0;  // all parameters, tied embedding counted once
   int64_t num_non_embedding_params = 0;
-  double flops_per_token = 0;  // 6N + 12·L·d·T (training, fwd+bwd)
+  double flops_per_token = 0;  // 6N + 12·L·d·T (training, fwd+bwd; BENCH.md's MFU formula)
 };
 
 struct DataConfig {
@@ -95,6 +95,11 @@ struct TrainerConfig {
   int64_t tokens_per_step = 0;
 };
 
+// The rank layout (Megatron's order string): tp varies fastest, pp slowest, so
+//   world_rank = tp_rank + tp·(cp_rank + cp·(dp_rank + dp·pp_rank)).
+// The resolver writes it to parallelism.rank_order; core/parallel and the executors' rank map use it.
+inline constexpr const char* kRankOrder = "tp-cp-dp-pp";
+
 struct ParallelismConfig {
   int tp = 1;
   int pp = 1;
@@ -105,7 +110,9 @@ struct ParallelismConfig {
   std::vector<int> layers_per_stage;  // explicit PP split; empty = even split
   double grad_bucket_mb = 32.0;       // DP gradient bucket size (f32 MiB); 0 = one per layer
   // derived
-  int world_size = 0;
+  int world_size = 0;                 // tp·pp·cp·dp: the ranks the executor starts
+  std::string rank_order;             // "tp-cp-dp-pp": tp varies fastest over consecutive ranks
+  std::vector<int> stage_num_layers;  // layers of each pipeline stage (layers_per_stage or an even split)
 };
 
 struct CheckpointConfig {
@@ -145,6 +152,25 @@ struct ExecutorConfig {
   double device_memory_gib = 0;
 };
 
+// Kernel choices and tuning of the CUDA backend and the step. Defaults are the fast path; the
+// switches exist for A/B measurements (docs/performance.md) and are recorded in resolved.toml so
+// a run dir reproduces its run. The CPU backend ignores them.
+struct KernelsConfig {
+  int workspace_mb = 0;              // backend workspace in MiB; 0 = derived (workspace_bytes)
+  bool cublaslt_tune = true;         // time cuBLASLt's heuristic algorithms per GEMM shape
+  int cublaslt_tune_candidates = 8;  // how many of them (1..256)
+  bool cublaslt_tune_log = false;    // print each timed GEMM
+  bool cudnn_tune = true;            // time cuDNN's attention plans
+  std::string attention = "cudnn";   // "cudnn" | "fallback" (the engine's own attention kernels)
+  bool fused_mlp = true;             // fc2's backward as the fused sm_90a kernel
+  std::string bias_grad = "kernel";  // "kernel" (column sum) | "epilogue" (cuBLASLt BGRADB)
+  bool grad_memset = false;          // zero every gradient at step start instead of first-write overwrite
+  bool host_clip = false;            // grad norm and clip on the host instead of the device step
+  bool phase_timing = false;         // synchronized per-phase timing (no CUDA graph)
+  // derived
+  int64_t workspace_bytes = 0;  // workspace_mb MiB, else plan::cuda_workspace_bytes
+};
+
 struct ExperimentConfig {
   std::string name = "";  // "" = the recipe/preset name
   std::string dir = "experiments";
@@ -172,6 +198,7 @@ struct Plan {
   CheckpointConfig checkpoint;
   PeftConfig peft;
   ExecutorConfig executor;
+  KernelsConfig kernels;
   ExperimentConfig experiment;
   MemoryEstimate memory;  // derived
 };

@@ -92,11 +92,4 @@ ModelShape model_shape(const plan::Plan& plan) {
   return s;
 }
 
-double training_flops_per_token(const ModelShape& s) {
-  double C = s.hidden;
-  double per_layer = C * double(s.qkv_dim()) + double(s.q_dim()) * C + double(s.fc_in_rows()) * C + double(s.ffn) * C;
-  double matmul_params = s.layers * per_layer + double(s.padded_vocab) * C;
-  return 6.0 * matmul_params + 12.0 * s.layers * double(s.seq) * double(s.q_dim());
-}
-
 }  // namespace recipe::core

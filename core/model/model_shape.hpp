@@ -33,8 +33,4 @@ struct ModelShape {
 // Throws std::invalid_argument naming the plan field, its value and a fix.
 ModelShape model_shape(const plan::Plan& plan);
 
-// Training FLOPs per token (fwd+bwd): 6·(non-embedding params + classifier) + 12·L·T·Hq·D
-// (attention scores and values). Used when the plan did not derive flops_per_token.
-double training_flops_per_token(const ModelShape& s);
-
 }  // namespace recipe::core

@@ -4,19 +4,10 @@
 
 namespace recipe::core {
 
+// The resolver's sizes (dp derived, world = tp·cp·dp·pp), read as they are.
 ParallelSizes parallel_sizes(const plan::Plan& plan) {
   const auto& p = plan.parallelism;
-  ParallelSizes s;
-  s.tp = std::max(1, p.tp);
-  s.cp = std::max(1, p.cp);
-  s.pp = std::max(1, p.pp);
-  if (p.dp > 0)
-    s.dp = p.dp;
-  else if (p.world_size > 0)
-    s.dp = std::max(1, p.world_size / (s.tp * s.cp * s.pp));
-  else
-    s.dp = 1;
-  return s;
+  return ParallelSizes{p.tp, p.cp, p.dp, p.pp};
 }
 
 RankCoords rank_coords(const ParallelSizes& s, int r) {

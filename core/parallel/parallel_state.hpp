@@ -86,7 +86,7 @@ struct RankCoords {
 
 enum class Group { tp, cp, dp, pp };
 
-// Sizes from a resolved plan (dp = 0 there means "derive from the world": world_size/(tp·cp·pp)).
+// Sizes of a resolved plan, read as they are (the resolver derived dp and checked world = tp·cp·dp·pp).
 ParallelSizes parallel_sizes(const plan::Plan& plan);
 
 RankCoords rank_coords(const ParallelSizes& sizes, int world_rank);

@@ -107,7 +107,17 @@ TrainResult train(const plan::Plan& plan, const TrainOptions& opts) {
   kernels::BackendOptions bo;
   bo.deterministic = plan.trainer.deterministic;
   bo.cpu_threads = plan.trainer.cpu_threads;
-  bo.workspace_bytes = size_t(plan::cuda_workspace_bytes(plan));  // what the memory estimate counts
+  // The plan's `kernels` section: recorded in resolved.toml, so the run dir says what ran.
+  const plan::KernelsConfig& k = plan.kernels;
+  bo.workspace_bytes = size_t(k.workspace_bytes);  // what the memory estimate counts
+  bo.gemm_tune = k.cublaslt_tune;
+  bo.gemm_tune_candidates = k.cublaslt_tune_candidates;
+  bo.gemm_tune_log = k.cublaslt_tune_log;
+  bo.attention_tune = k.cudnn_tune;
+  bo.attention_fallback = k.attention == "fallback";
+  bo.fused_mlp = k.fused_mlp;
+  bo.bias_grad_epilogue = k.bias_grad == "epilogue";
+  bo.grad_memset = k.grad_memset;
   std::unique_ptr<kernels::Backend> backend = kernels::make_backend(device, bo);
 
   std::unique_ptr<ParallelState> owned_parallel;

@@ -16,24 +16,6 @@ namespace recipe::core {
 using kernels::DType;
 using kernels::Tensor;
 
-namespace {
-
-void check_batch(const plan::Plan& plan, int micro, int dp, int64_t global) {
-  const auto& t = plan.trainer;
-  if (micro < 1) throw std::invalid_argument("trainer.micro_batch_size=" + std::to_string(micro) + ": must be >= 1");
-  if (global % (int64_t(micro) * dp) != 0)
-    throw std::invalid_argument("trainer.global_batch_size=" + std::to_string(global) +
-                                " is not a multiple of "
-                                "trainer.micro_batch_size × dp = " +
-                                std::to_string(micro) + " × " + std::to_string(dp) + "; use a multiple of " +
-                                std::to_string(int64_t(micro) * dp));
-  if (t.eval_interval > 0 && t.eval_iters < 1)
-    throw std::invalid_argument("trainer.eval_iters=" + std::to_string(t.eval_iters) +
-                                ": validation every trainer.eval_interval steps needs eval_iters >= 1");
-}
-
-}  // namespace
-
 Trainer::Trainer(const plan::Plan& plan, kernels::Backend& backend, ParallelState* parallel)
     : Trainer(plan, backend, parallel, data::make_train_source(plan), data::make_valid_source(plan)) {}
 
@@ -49,15 +31,9 @@ Trainer::Trainer(const plan::Plan& plan, kernels::Backend& backend, ParallelStat
     owned_parallel_ = std::make_unique<ParallelState>(ParallelState::single_process());
     parallel_ = owned_parallel_.get();
   }
+  // The plan is resolved (dsl/resolve_*): cp = 1, no sequence parallelism, the batch divides
+  // micro × dp, tp divides the heads and KV heads, and every stage has layers. Nothing is re-checked.
   const ParallelSizes& ps = parallel_->sizes();
-  if (ps.cp != 1)
-    throw std::invalid_argument("parallelism.cp=" + std::to_string(ps.cp) +
-                                ": context parallelism is not available in this version; use cp = 1 "
-                                "(tensor, pipeline and data parallelism are)");
-  if (plan_.parallelism.sequence_parallel)
-    throw std::invalid_argument(
-        "parallelism.sequence_parallel=true is not available in this version; "
-        "set it to false (tensor parallelism runs without it)");
   if (!train_) throw std::invalid_argument("Trainer: no training data stream");
   if (train_->seq_plus_one() != shape_.seq + 1)
     throw std::invalid_argument("the training data gives samples of " + std::to_string(train_->seq_plus_one()) +
@@ -70,30 +46,22 @@ Trainer::Trainer(const plan::Plan& plan, kernels::Backend& backend, ParallelStat
   micro_ = plan_.trainer.micro_batch_size;
   dp_ = ps.dp;
   dp_rank_ = parallel_->coords().dp;
-  global_batch_ = plan_.trainer.global_batch_size > 0 ? plan_.trainer.global_batch_size : int64_t(micro_) * dp_;
-  check_batch(plan_, micro_, dp_, global_batch_);
-  num_micro_ = int(global_batch_ / (int64_t(micro_) * dp_));
-  flops_per_token_ = plan_.model.flops_per_token > 0 ? plan_.model.flops_per_token : training_flops_per_token(shape_);
-
-  if (shape_.kv_heads % ps.tp != 0)
-    throw std::invalid_argument("model.num_kv_heads=" + std::to_string(shape_.kv_heads) +
-                                " is not divisible by parallelism.tp=" + std::to_string(ps.tp) +
-                                ": each TP rank needs whole KV heads of its own; use a tp that divides it");
+  global_batch_ = plan_.trainer.global_batch_size;
+  num_micro_ = plan_.trainer.num_micro_batches;
+  flops_per_token_ = plan_.model.flops_per_token;
   pp_ = ps.pp;
   pp_rank_ = parallel_->coords().pp;
   const bool zero1 = plan_.parallelism.zero1;
   LayoutOptions lo;
   lo.tp_size = ps.tp;
   lo.tp_rank = parallel_->coords().tp;
-  const std::vector<int> counts = plan::stage_layer_counts(plan_);
-  if (int(counts.size()) != pp_)
-    throw std::invalid_argument("parallelism.layers_per_stage has " + std::to_string(counts.size()) +
-                                " entries but parallelism.pp=" + std::to_string(pp_));
+  const std::vector<int>& counts = plan_.parallelism.stage_num_layers;
+  // Indexed by stage below: an unresolved plan (no derived split) must not read out of bounds.
+  if (int(counts.size()) != pp_ || num_micro_ < 1)
+    throw std::logic_error(
+        "Trainer: the plan is not resolved (parallelism.stage_num_layers, trainer.num_micro_batches)");
   for (int i = 0; i < pp_rank_; ++i) lo.first_layer += counts[size_t(i)];
   lo.num_layers = counts[size_t(pp_rank_)];
-  if (lo.num_layers < 1)
-    throw std::invalid_argument("pipeline stage " + std::to_string(pp_rank_) +
-                                " has no layers; every stage needs at least one (parallelism.layers_per_stage)");
   lo.first_stage = parallel_->first_stage();
   lo.last_stage = parallel_->last_stage();
   // ZeRO-1 splits every bucket into dp equal chunks: align packs to dp·kParamAlign.
@@ -106,41 +74,34 @@ Trainer::Trainer(const plan::Plan& plan, kernels::Backend& backend, ParallelStat
   params_ = std::make_unique<ParamStore>(backend_, std::move(layout), grad_sync_->state_numel());
   init_params(*params_, uint64_t(plan_.trainer.seed));
   // 1F1B keeps at most pp - stage micro-batches in flight on a stage.
-  const int slots = pp_ == 1 ? 1 : std::max(1, std::min(num_micro_, pp_ - pp_rank_));
+  const int slots = pp_ == 1 ? 1 : std::min(num_micro_, pp_ - pp_rank_);
   model_ = std::make_unique<Model>(shape_, micro_, parse_recompute(plan_.trainer.recompute), backend_, *params_,
                                    &parallel_->tp(), slots);
   optimizer_ = std::make_unique<Optimizer>(Optimizer::from_plan(plan_));
   loss_holder_ = parallel_->last_stage() && parallel_->coords().tp == 0;
 
   const int64_t N = model_->rows();
-  const int64_t loss_rows = std::max<int64_t>(num_micro_, 1);
+  const int64_t loss_rows = num_micro_;
   losses_buf_ = backend_.alloc(size_t(loss_rows * N) * sizeof(float));
   losses_ = Tensor(losses_buf_, DType::f32, backend_.device(), {loss_rows, N});
   host_losses_.resize(size_t(loss_rows * N));
   host_tokens_.resize(size_t(micro_) * size_t(shape_.seq + 1));
 
-  auto env_on = [](const char* name) {
-    const char* v = std::getenv(name);
-    return v && *v && std::string(v) != "0";
-  };
-  device_step_ = backend_.device() == kernels::Device::cuda && parallel_->world_size() == 1 && !zero1 &&
-                 !env_on("RECIPE_HOST_CLIP");
+  device_step_ =
+      backend_.device() == kernels::Device::cuda && parallel_->world_size() == 1 && !zero1 && !plan_.kernels.host_clip;
   if (device_step_) {
     norm_clip_buf_ = backend_.alloc(2 * sizeof(float));
     norm_clip_ = Tensor(norm_clip_buf_, DType::f32, backend_.device(), {2});
   }
-  phase_timing_ = env_on("RECIPE_PHASE_TIMING");
+  phase_timing_ = plan_.kernels.phase_timing;
 
-  const char* graph_env = std::getenv("RECIPE_CUDA_GRAPH");
   if (!plan_.trainer.cuda_graph)
     graph_status_ = "trainer.cuda_graph=false";
   else if (!device_step_)
     graph_status_ =
-        "the step is not the single-rank CUDA device step (CPU, several ranks, ZeRO-1 or RECIPE_HOST_CLIP=1)";
-  else if (graph_env && std::string(graph_env) == "0")
-    graph_status_ = "RECIPE_CUDA_GRAPH=0";
+        "the step is not the single-rank CUDA device step (CPU, several ranks, ZeRO-1 or kernels.host_clip=true)";
   else if (phase_timing_)
-    graph_status_ = "RECIPE_PHASE_TIMING=1 synchronizes inside the step";
+    graph_status_ = "kernels.phase_timing=true synchronizes inside the step";
   else
     graph_wanted_ = true;
   if (graph_wanted_) {
@@ -185,7 +146,7 @@ std::string Trainer::phase_report() const {
   if (!phase_timing_ || phase_steps_ == 0) return "";
   static const char* names[4] = {"forward+backward (all micro-batches)", "grad norm + clip + AdamW",
                                  "loss/norm read-back", "forward alone (one extra micro-batch)"};
-  std::string r = "phase timing (RECIPE_PHASE_TIMING, mean ms/step over " + std::to_string(phase_steps_) +
+  std::string r = "phase timing (kernels.phase_timing, mean ms/step over " + std::to_string(phase_steps_) +
                   " steps, synchronized between phases):\n";
   for (int i = 0; i < 4; ++i) {
     char buf[128];

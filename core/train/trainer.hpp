@@ -123,21 +123,21 @@ class Trainer {
   // True when step() runs without waiting for the host between backward and AdamW (CUDA, one DP
   // rank): the clip factor and the divergence guard are computed on the device
   // (Backend::grad_norm_clip) and the step's one wait is the read-back of loss and norm.
-  // RECIPE_HOST_CLIP=1 in the environment forces the host path (for A/B timing).
+  // kernels.host_clip=true forces the host path (for A/B timing).
   bool device_step() const { return device_step_; }
   // True once step() replays the whole device step (token upload, forward/backward of every
   // micro-batch, norm + clip + guard, AdamW) as one CUDA-graph launch: trainer.cuda_graph on the
   // device step. The first step runs uncaptured as the warm-up (cuBLASLt algorithm timing, cuDNN
   // graph building), the second is captured and every later one is a replay. Per-step values
   // reach the graph through memory: the tokens and the lr / Adam bias corrections are written to
-  // page-locked staging that the graph's copy nodes read. Off with RECIPE_CUDA_GRAPH=0 or
-  // RECIPE_PHASE_TIMING=1 in the environment, and after a failed capture (one stderr line says
+  // page-locked staging that the graph's copy nodes read. Off with trainer.cuda_graph=false or
+  // kernels.phase_timing=true, and after a failed capture (one stderr line says
   // why; the step then runs uncaptured).
   bool graph_active() const { return graph_ != nullptr; }
   int graph_steps() const { return graph_steps_; }  // steps run as a graph launch so far
   // Why the step is not captured ("" while it is, or while the capture is still to come).
   const std::string& graph_status() const { return graph_status_; }
-  // With RECIPE_PHASE_TIMING=1 in the environment, step() synchronizes between phases and times
+  // With kernels.phase_timing=true, step() synchronizes between phases and times
   // them (this perturbs the step slightly); "" otherwise. One line per phase, mean ms per step.
   std::string phase_report() const;
   ParallelState& parallel() { return *parallel_; }

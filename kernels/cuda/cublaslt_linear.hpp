@@ -31,7 +31,7 @@ class CublasLtLinear {
   struct Options {
     bool tune = false;        // time the heuristic's top candidates per key (non-deterministic mode)
     int tune_candidates = 8;  // how many heuristic results to time
-    bool log_tuning = false;  // one stderr line per timed key (RECIPE_CUBLASLT_TUNE_LOG=1)
+    bool log_tuning = false;  // one stderr line per timed key (BackendOptions::gemm_tune_log)
     BiasGrad bias_grad = BiasGrad::column_sum;
     ColumnSumTickets tickets;  // required by BiasGrad::column_sum and the unfused fallbacks
   };

@@ -39,47 +39,7 @@ void expect_numel(const char* op, const char* name, const Tensor& t, int64_t n) 
 }
 void* ptr_or_null(const Tensor& t) { return t.defined() ? t.ptr : nullptr; }
 
-size_t workspace_bytes_from_env(size_t requested) {
-  size_t mib = requested ? (requested + (size_t(1) << 20) - 1) >> 20 : kDefaultWorkspaceMiB;
-  if (const char* s = std::getenv("RECIPE_CUDA_WORKSPACE_MB")) {
-    char* end = nullptr;
-    long v = std::strtol(s, &end, 10);
-    if (end == s || *end || v < 16)
-      throw std::invalid_argument(std::string("RECIPE_CUDA_WORKSPACE_MB='") + s + "' must be an integer ≥ 16 (MiB)");
-    mib = size_t(v);
-  }
-  return mib << 20;
-}
-
-// How many of the heuristic's algorithms a GEMM shape times (RECIPE_CUBLASLT_TUNE_CANDIDATES).
-int tune_candidates_from_env() {
-  const char* s = std::getenv("RECIPE_CUBLASLT_TUNE_CANDIDATES");
-  if (!s || !*s) return 8;
-  char* end = nullptr;
-  long v = std::strtol(s, &end, 10);
-  if (end == s || *end || v < 1 || v > 256)
-    throw std::invalid_argument(std::string("RECIPE_CUBLASLT_TUNE_CANDIDATES='") + s +
-                                "' must be an integer from 1 to 256");
-  return int(v);
-}
-
-bool attention_fallback_forced() {
-  const char* s = std::getenv("RECIPE_CUDA_ATTENTION");
-  if (!s || !*s || std::string(s) == "cudnn") return false;
-  if (std::string(s) == "fallback") return true;
-  throw std::invalid_argument(std::string("RECIPE_CUDA_ATTENTION='") + s + "' must be 'cudnn' or 'fallback'");
-}
-
-// RECIPE_CUBLASLT_TUNE=0 keeps the heuristic's first algorithm per GEMM shape (deterministic mode
-// always does); RECIPE_CUDA_BIAS_GRAD=epilogue computes bias gradients with cuBLASLt's BGRADB
-// epilogue instead of the column-sum kernel. Both exist for A/B timing (docs/performance.md).
-bool env_flag(const char* name, const char* on, const char* off, bool dflt) {
-  const char* s = std::getenv(name);
-  if (!s || !*s) return dflt;
-  if (std::string(s) == on) return true;
-  if (std::string(s) == off) return false;
-  throw std::invalid_argument(std::string(name) + "='" + s + "' must be '" + on + "' or '" + off + "'");
-}
+size_t workspace_bytes_or_default(size_t requested) { return requested ? requested : kDefaultWorkspaceMiB << 20; }
 
 std::string version_string(int v) { return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10); }
 
@@ -100,34 +60,34 @@ CudaBackend::CudaBackend(const BackendOptions& opts) : device_(opts.device_index
   RECIPE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   cublas_workspace_bytes_ = kCublasWorkspaceBytes;
   cublas_workspace_ = device_alloc(cublas_workspace_bytes_, "cuBLASLt workspace");
-  workspace_bytes_ = workspace_bytes_from_env(opts.workspace_bytes);
+  workspace_bytes_ = workspace_bytes_or_default(opts.workspace_bytes);
   workspace_ = device_alloc(workspace_bytes_, "backend workspace");
   column_sum_tickets_ =
       static_cast<unsigned*>(device_alloc(size_t(kColumnSumTickets) * sizeof(unsigned), "column-sum tickets"));
   RECIPE_CUDA_CHECK(cudaMemsetAsync(column_sum_tickets_, 0, size_t(kColumnSumTickets) * sizeof(unsigned), stream_));
   CublasLtLinear::Options lo;
-  // RECIPE_GRAD_MEMSET=1: zero every gradient at the start of a step instead of letting its
-  // first write overwrite (an A/B switch for the benchmark).
-  memset_grads_ = env_flag("RECIPE_GRAD_MEMSET", "1", "0", false);
-  lo.tune = !deterministic_ && env_flag("RECIPE_CUBLASLT_TUNE", "1", "0", true);
-  lo.log_tuning = env_flag("RECIPE_CUBLASLT_TUNE_LOG", "1", "0", false);
-  lo.tune_candidates = tune_candidates_from_env();
-  lo.bias_grad = env_flag("RECIPE_CUDA_BIAS_GRAD", "epilogue", "kernel", false) ? CublasLtLinear::BiasGrad::epilogue
-                                                                                : CublasLtLinear::BiasGrad::column_sum;
+  // grad_memset: zero every gradient at the start of a step instead of letting its first write
+  // overwrite (an A/B switch for the benchmark).
+  memset_grads_ = opts.grad_memset;
+  fused_mlp_ = opts.fused_mlp;
+  if (opts.gemm_tune_candidates < 1 || opts.gemm_tune_candidates > 256)
+    bad_arg("options", "gemm_tune_candidates=" + std::to_string(opts.gemm_tune_candidates) + " must be from 1 to 256");
+  lo.tune = !deterministic_ && opts.gemm_tune;
+  lo.log_tuning = opts.gemm_tune_log;
+  lo.tune_candidates = opts.gemm_tune_candidates;
+  lo.bias_grad = opts.bias_grad_epilogue ? CublasLtLinear::BiasGrad::epilogue : CublasLtLinear::BiasGrad::column_sum;
   lo.tickets = ColumnSumTickets{column_sum_tickets_, kColumnSumTickets};
   linear_ = std::make_unique<CublasLtLinear>(stream_, cublas_workspace_, cublas_workspace_bytes_, lo);
 #ifdef RECIPE_WITH_CUDNN
-  // RECIPE_CUDNN_TUNE=0 keeps the heuristic's first attention plan (an A/B switch).
-  const bool tune_attention = env_flag("RECIPE_CUDNN_TUNE", "1", "0", true);
-  if (!attention_fallback_forced()) {
+  // attention_tune=false keeps the heuristic's first attention plan (an A/B switch).
+  const bool tune_attention = opts.attention_tune;
+  if (!opts.attention_fallback) {
     try {
       attention_ = std::make_unique<CudnnAttention>(stream_, deterministic_, tune_attention);
     } catch (const std::exception& e) {
       std::cerr << "recipe: cuDNN unavailable (" << e.what() << "); attention uses the own CUDA kernels\n";
     }
   }
-#else
-  (void)attention_fallback_forced();
 #endif
 }
 
@@ -311,7 +271,8 @@ void CudaBackend::gelu_rebuild_linear_bwd(Tensor dinp, Tensor act, Tensor dweigh
     expect_numel(op, "pre", pre, N * IC);
     expect_opt(op, "dinp_sum", dinp_sum, DType::f32);
     if (dinp_sum.defined()) expect_numel(op, "dinp_sum", dinp_sum, IC);
-    if (cuda::gelu_fc2_dgrad_fused_fits(dinp.ptr, act.ptr, dout.ptr, weight.ptr, pre.ptr, N, OC, IC, workspace())) {
+    if (fused_mlp_ &&
+        cuda::gelu_fc2_dgrad_fused_fits(dinp.ptr, act.ptr, dout.ptr, weight.ptr, pre.ptr, N, OC, IC, workspace())) {
       const bool os = dinp_sum.defined() && grad_writes_.whole_write(dinp_sum) == GradWriteTracker::Write::overwrite;
       cuda::gelu_fc2_dgrad_fused(dinp.ptr, act.ptr, static_cast<float*>(ptr_or_null(dinp_sum)), os, dout.ptr,
                                  weight.ptr, pre.ptr, N, OC, IC, workspace(), stream_);

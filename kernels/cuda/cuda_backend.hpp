@@ -2,9 +2,8 @@
 // are bf16; parameter gradients, master weights, Adam moments, norm statistics and losses f32.
 // The backend owns one CUDA stream (every op is enqueued on it, in order), a cuBLASLt workspace
 // and a general workspace (scratch for reductions, radix sort, cuDNN), all allocated in the
-// constructor: ops never allocate. Workspace size: RECIPE_CUDA_WORKSPACE_MB (default 256).
-// RECIPE_CUDA_ATTENTION=fallback forces the own attention kernels instead of cuDNN.
-// RECIPE_CUBLASLT_TUNE=0 / RECIPE_CUDA_BIAS_GRAD=epilogue select the older GEMM paths (A/B timing).
+// constructor: ops never allocate. Workspace size, attention choice and GEMM tuning come from
+// BackendOptions (filled from the plan's `kernels` section; the non-default paths are for A/B timing).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -128,6 +127,7 @@ class CudaBackend final : public Backend {
   bool deterministic_ = false;
   bool recording_ = false;
   bool memset_grads_ = false;
+  bool fused_mlp_ = true;  // BackendOptions::fused_mlp
   int64_t fused_mlp_backward_calls_ = 0;
   cudaStream_t stream_ = nullptr;
   void* cublas_workspace_ = nullptr;

@@ -24,7 +24,7 @@ struct Workspace {
 // dh = (dy·W2) ⊙ gelu'(pre), g = gelu(pre), dbias (=|+=) Σ_rows dh (if dbias is not null), for
 // dy [N,C], W2 [C,H], pre/dh/g [N,H], all bf16 row-major. `fits` says whether it can run here:
 // compute capability 9.0, N % 128, H % 128 (H ≤ 128·2048), C % 64, 16-byte aligned pointers,
-// room in ws for the per-tile dbias partials, and RECIPE_CUDA_FUSED_MLP not 0. The launch
+// room in ws for the per-tile dbias partials (the backend asks only with BackendOptions::fused_mlp). The launch
 // requires it. One launch; calls must not overlap one another (they share the dbias tickets).
 bool gelu_fc2_dgrad_fused_fits(const void* dh, const void* g, const void* dy, const void* w2, const void* pre,
                                int64_t N, int64_t C, int64_t H, Workspace ws);

@@ -221,7 +221,7 @@ bool CudnnAttention::execute(Entry& e, std::unordered_map<int64_t, void*>& pack,
   const size_t need = size_t(e.plan_workspace[size_t(e.plan)]);
   if (need > free_bytes) {
     last_rejection_ = std::string("cuDNN ") + what + " needs " + std::to_string(need) +
-                      " bytes of workspace; set RECIPE_CUDA_WORKSPACE_MB higher";
+                      " bytes of workspace; raise kernels.workspace_mb";
     return false;
   }
   void* wsp = need ? ws.take(need, "cuDNN attention") : nullptr;

@@ -16,7 +16,7 @@ void* Workspace::take(size_t n, const char* what) {
   if (start + n > bytes)
     throw std::runtime_error(std::string("CUDA backend: ") + what + " needs " + std::to_string(n) +
                              " bytes of workspace but only " + std::to_string(bytes > start ? bytes - start : 0) +
-                             " are left; set RECIPE_CUDA_WORKSPACE_MB higher");
+                             " are left; raise kernels.workspace_mb");
   used = start + n;
   return static_cast<char*>(ptr) + start;
 }

@@ -811,11 +811,7 @@ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 
 
 bool gelu_fc2_dgrad_fused_fits(const void* dh, const void* g, const void* dy, const void* w2, const void* pre,
                                int64_t N, int64_t C, int64_t H, Workspace ws) {
-  static const bool enabled = [] {
-    const char* e = std::getenv("RECIPE_CUDA_FUSED_MLP");
-    return !(e && std::string(e) == "0");
-  }();
-  if (!enabled || N <= 0 || N % BM || H % BN || C % BK || H / BN > kMaxBands) return false;
+  if (N <= 0 || N % BM || H % BN || C % BK || H / BN > kMaxBands) return false;
   if (N > (int64_t(1) << 30) || C > (int64_t(1) << 30) || H > (int64_t(1) << 30)) return false;
   if (!aligned16(dh) || !aligned16(g) || !aligned16(dy) || !aligned16(w2) || !aligned16(pre)) return false;
   if (usable_sms() == 0) return false;

@@ -10,6 +10,8 @@
 #include "core/data/sample_source.hpp"
 #include "core/model/param_store.hpp"
 #include "core/model/rng.hpp"
+#include "plan/memory_estimate.hpp"
+#include "plan/model_size.hpp"
 #include "plan/plan.hpp"
 #include "kernels/ops.hpp"
 
@@ -33,6 +35,11 @@ inline void fill_derived(plan::Plan& p) {
   t.num_micro_batches = t.global_batch_size / t.micro_batch_size;
   t.tokens_per_step = int64_t(t.global_batch_size) * m.seq_length;
   if (p.schedule.decay_steps == 0) p.schedule.decay_steps = t.max_steps;
+  m.num_params = plan::count_params(m, m.padded_vocab_size);
+  m.flops_per_token = plan::training_flops_per_token(m, m.num_params);
+  par.rank_order = plan::kRankOrder;
+  par.stage_num_layers = plan::stage_layer_counts(p);
+  p.kernels.workspace_bytes = plan::cuda_workspace_bytes(p);
 }
 
 // gpt_tiny: 2 layers, hidden 64, 4 heads, vocab 256, seq 64, micro 8 = global 8, lr 1e-3 with

@@ -43,14 +43,15 @@ std::vector<Sample> samples() {
       {"tiny gpt", tiny_gpt(), {}},
       {"gpt 345m", gpt3_345m(), {}},
       {"llama3 70b on 4x8", llama3_70b(), gpu_facts(4, 8)},
-      {"lora + blend + executor tables", with(llama3_8b(), json::parse(R"({
+      // peft.kind stays "none" (LoRA is rejected until it is implemented); its other keys still round-trip.
+      {"peft keys + blend + executor tables", with(llama3_8b(), json::parse(R"({
          "mode": "finetune",
-         "peft": {"kind": "lora", "rank": 8, "alpha": 16.0, "target_modules": ["qkv", "fc2"]},
+         "peft": {"kind": "none", "rank": 8, "alpha": 16.0, "target_modules": ["qkv", "fc2"]},
          "data": {"kind": "indexed", "blend": [0.7, "data/wiki \"text\"", 0.2, "data/code", 0.1, "d/x"],
                   "tokenizer": "sentencepiece", "tokenizer_model": "tok.model"},
          "optimizer": {"lr": 3e-5, "min_lr": 3e-6, "eps": 1e-8},
          "trainer": {"global_batch_size": 8, "recompute": "full"},
-         "parallelism": {"tp": 4, "sequence_parallel": true, "layers_per_stage": [32]},
+         "parallelism": {"tp": 4, "sequence_parallel": false, "layers_per_stage": [32]},
          "checkpoint": {"load": "runs/base/checkpoints", "save_interval": 50},
          "executor": {"kind": "slurm", "gpus_per_node": 4, "partition": "gpu", "time": "2-00:00:00",
                       "env": {"NCCL_DEBUG": "WARN", "OMP_NUM_THREADS": 4},

@@ -212,6 +212,7 @@ TEST_CASE("parallel state: Megatron rank order tp -> cp -> dp -> pp") {
   plan::Plan plan;
   plan.parallelism.tp = 2;
   plan.parallelism.pp = 2;
+  plan.parallelism.dp = 4;  // derived by the resolver (world 16 / (tp·pp)); core reads it as it is
   plan.parallelism.world_size = 16;
   CHECK(parallel_sizes(plan).dp == 4);
 }
