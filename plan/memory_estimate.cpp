@@ -22,7 +22,7 @@ int64_t align256(int64_t n) { return (n + 255) / 256 * 256; }
 // tests/core/test_recompute.cpp checks the two agree): `layers` saved layer sets, one shared
 // transient region, per-slot final-norm/gradient buffers, `slots` micro-batches in flight.
 // N = micro_batch · seq tokens (context and sequence parallelism do not split activations in this
-// version); TP splits heads, KV heads (one when replicated), FFN and vocabulary.
+// version); TP splits heads, KV heads, FFN and vocabulary.
 int64_t arena_bytes(const Plan& p, int layers, int slots, bool last_stage) {
   const ModelConfig& m = p.model;
   const int tp = std::max(1, p.parallelism.tp);
@@ -31,7 +31,7 @@ int64_t arena_bytes(const Plan& p, int layers, int slots, bool last_stage) {
   const int64_t B = p.trainer.micro_batch_size, T = m.seq_length, N = B * T, C = m.hidden_size;
   const int64_t D = m.head_dim > 0 ? m.head_dim : C / std::max(1, m.num_attention_heads);
   const int64_t heads = m.num_attention_heads / tp;
-  const int64_t kv = m.num_kv_heads % tp == 0 ? m.num_kv_heads / tp : 1;
+  const int64_t kv = m.num_kv_heads / tp;  // whole KV heads per rank (the resolver checks kv % tp)
   const int64_t q = heads * D, qkv = (heads + 2 * kv) * D;
   const bool gelu = m.activation == "gelu", layernorm = m.norm == "layernorm";
   const int64_t F = m.ffn_hidden_size / tp, FI = gelu ? F : 2 * F;
@@ -73,7 +73,7 @@ int64_t cuda_workspace_bytes(const Plan& plan) {
   const int64_t N = int64_t(plan.trainer.micro_batch_size) * m.seq_length;
   const int64_t D = m.head_dim > 0 ? m.head_dim : m.hidden_size / std::max(1, m.num_attention_heads);
   const int64_t heads = m.num_attention_heads / tp;
-  const int64_t kv = m.num_kv_heads % tp == 0 ? m.num_kv_heads / tp : 1;
+  const int64_t kv = m.num_kv_heads / tp;  // whole KV heads per rank (the resolver checks kv % tp)
   const int64_t mib = 1024 * 1024;
   const int64_t need = N * (heads + 2 * kv) * D * 4 + 16 * mib;
   return std::max<int64_t>(64 * mib, (need + mib - 1) / mib * mib);

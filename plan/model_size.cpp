@@ -2,19 +2,47 @@
 
 #include <string>
 
+#include "core/model/family/tensor_table.hpp"
+
 namespace recipe::plan {
 
 namespace {
 
 bool swiglu(const ModelConfig& m) { return m.activation == "swiglu"; }
-int64_t norm_params(const ModelConfig& m) {
-  const int64_t h = m.hidden_size;
-  // LayerNorm has a scale and (with bias) a shift; RMSNorm only a scale.
-  return (m.norm == "layernorm" && m.bias) ? 2 * h : h;
-}
 int64_t kv_width(const ModelConfig& m) {
   const int kv = m.num_kv_heads > 0 ? m.num_kv_heads : m.num_attention_heads;
   return static_cast<int64_t>(kv) * m.head_dim;
+}
+
+// The model's tensor-table shape, read leniently (the resolver counts before it knows the plan is
+// valid; unknown strings simply select no optional part). `vocab` rows stand in for the padded vocab.
+core::ModelShape table_shape(const ModelConfig& m, int64_t vocab) {
+  core::ModelShape s;
+  s.layers = m.num_layers;
+  s.hidden = m.hidden_size;
+  s.heads = m.num_attention_heads;
+  s.kv_heads = m.num_kv_heads > 0 ? m.num_kv_heads : m.num_attention_heads;
+  s.head_dim = m.head_dim > 0 ? m.head_dim : (m.num_attention_heads > 0 ? m.hidden_size / m.num_attention_heads : 0);
+  s.ffn = m.ffn_hidden_size;
+  s.vocab = m.vocab_size;
+  s.padded_vocab = static_cast<int>(vocab);
+  s.seq = m.seq_length;
+  s.max_positions = m.max_position_embeddings > 0 ? m.max_position_embeddings : m.seq_length;
+  s.layernorm = m.norm == "layernorm";
+  s.gelu = !swiglu(m);
+  s.learned_positions = m.position_embedding == "learned";
+  s.bias = m.bias;
+  s.tied = m.tie_embeddings;
+  return s;
+}
+
+// Σ over the table's present rows of `role` (whole tensors, one copy each).
+int64_t role_params(const ModelConfig& m, int64_t vocab, core::Role role) {
+  const core::ModelShape s = table_shape(m, vocab);
+  int64_t n = 0;
+  for (const core::TensorDecl& d : core::tensor_table(s))
+    if (d.role == role && core::present(d, s)) n += core::global_numel(d, s);
+  return n;
 }
 
 }  // namespace
@@ -29,34 +57,32 @@ LinearShape adaptable_linear_shape(const ModelConfig& m, const std::string& modu
 }
 
 LayerParams layer_params(const ModelConfig& m) {
-  const int64_t h = m.hidden_size, f = m.ffn_hidden_size, kv = kv_width(m);
-  const int64_t b = m.bias ? 1 : 0;
+  const core::ModelShape s = table_shape(m, m.padded_vocab_size);
   LayerParams p;
-  // Column-parallel: qkv and fc1 (gate+up for swiglu), weights and biases split over TP.
-  p.sharded += h * (h + 2 * kv) + b * (h + 2 * kv);
-  const int64_t fc1_out = swiglu(m) ? 2 * f : f;
-  p.sharded += h * fc1_out + b * fc1_out;
-  // Row-parallel: proj and fc2 weights split over TP, their output biases replicated.
-  p.sharded += h * h + f * h;
-  p.replicated += 2 * b * h;
-  p.replicated += 2 * norm_params(m);  // pre-attention and pre-MLP norms
+  for (const core::TensorDecl& d : core::tensor_table(s)) {
+    if (d.scope != core::Scope::layer || !core::present(d, s)) continue;
+    (d.shard == core::Shard::replicated ? p.replicated : p.sharded) += core::global_numel(d, s);
+  }
   return p;
 }
 
-int64_t word_embedding_params(const ModelConfig& m, int64_t vocab) { return vocab * m.hidden_size; }
-
-int64_t position_embedding_params(const ModelConfig& m) {
-  if (m.position_embedding != "learned") return 0;
-  const int64_t positions = m.max_position_embeddings > 0 ? m.max_position_embeddings : m.seq_length;
-  return positions * m.hidden_size;
+int64_t word_embedding_params(const ModelConfig& m, int64_t vocab) {
+  return role_params(m, vocab, core::Role::word_embedding);
 }
 
-int64_t final_norm_params(const ModelConfig& m) { return norm_params(m); }
+int64_t position_embedding_params(const ModelConfig& m) {
+  return role_params(m, m.padded_vocab_size, core::Role::position_embedding);
+}
+
+int64_t final_norm_params(const ModelConfig& m) { return role_params(m, m.padded_vocab_size, core::Role::final_norm); }
 
 int64_t count_params(const ModelConfig& m, int64_t vocab) {
-  const int64_t embed = word_embedding_params(m, vocab);
-  return static_cast<int64_t>(m.num_layers) * layer_params(m).total() + final_norm_params(m) + embed +
-         position_embedding_params(m) + (m.tie_embeddings ? 0 : embed);
+  // Every present row once (a tied head is the word embedding: no row of its own), layer rows once per layer.
+  const core::ModelShape s = table_shape(m, vocab);
+  int64_t n = 0;
+  for (const core::TensorDecl& d : core::tensor_table(s))
+    if (core::present(d, s)) n += (d.scope == core::Scope::layer ? s.layers : 1) * core::global_numel(d, s);
+  return n;
 }
 
 double training_flops_per_token(const ModelConfig& m, int64_t num_params) {

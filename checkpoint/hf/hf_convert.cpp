@@ -9,10 +9,12 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <span>
 #include <sstream>
 #include <stdexcept>
 
 #include "checkpoint/hf/hf_safetensors.hpp"
+#include "core/model/family/tensor_table.hpp"
 #include "core/model/param_layout.hpp"
 
 namespace fs = std::filesystem;
@@ -105,65 +107,57 @@ Family family_of(const ModelShape& s) {
 
 std::vector<TensorSpec> tensor_specs(const ModelShape& s) {
   const Family fam = family_of(s);
-  const auto shapes = our_shapes(s);
-  std::vector<TensorSpec> specs;
-  auto add = [&](std::string hf, std::vector<std::string> parts, bool transpose = false, bool vocab_rows = false) {
+  const HfArch arch = fam == Family::gpt2 ? HfArch::gpt2 : HfArch::llama;
+  const std::span<const TensorDecl> table = tensor_table(s);
+  struct Spec {
     TensorSpec t;
-    t.hf_name = std::move(hf);
-    std::vector<int64_t> shape = shapes.at(parts.front());
-    for (size_t i = 1; i < parts.size(); ++i) shape[0] += shapes.at(parts[i])[0];
-    if (vocab_rows) shape[0] = s.vocab;
-    if (transpose) std::swap(shape[0], shape[1]);
-    t.hf_shape = shape;
-    t.parts = std::move(parts);
-    t.transpose = transpose;
-    t.vocab_rows = vocab_rows;
-    specs.push_back(std::move(t));
+    const TensorDecl* first;  // the table row of its first part
   };
-  if (fam == Family::gpt2) {
-    add("transformer.wte.weight", {"embedding.word.weight"}, false, true);
-    add("transformer.wpe.weight", {"embedding.position.weight"});
-    for (int l = 0; l < s.layers; ++l) {
-      const std::string h = "transformer.h." + std::to_string(l) + ".", o = "layers." + std::to_string(l) + ".";
-      add(h + "ln_1.weight", {o + "attention_norm.weight"});
-      add(h + "ln_1.bias", {o + "attention_norm.bias"});
-      add(h + "attn.c_attn.weight", {o + "attention.q.weight", o + "attention.k.weight", o + "attention.v.weight"},
-          true);
-      add(h + "attn.c_attn.bias", {o + "attention.q.bias", o + "attention.k.bias", o + "attention.v.bias"});
-      add(h + "attn.c_proj.weight", {o + "attention.proj.weight"}, true);
-      add(h + "attn.c_proj.bias", {o + "attention.proj.bias"});
-      add(h + "ln_2.weight", {o + "mlp_norm.weight"});
-      add(h + "ln_2.bias", {o + "mlp_norm.bias"});
-      add(h + "mlp.c_fc.weight", {o + "mlp.fc1.weight"}, true);
-      add(h + "mlp.c_fc.bias", {o + "mlp.fc1.bias"});
-      add(h + "mlp.c_proj.weight", {o + "mlp.fc2.weight"}, true);
-      add(h + "mlp.c_proj.bias", {o + "mlp.fc2.bias"});
-    }
-    add("transformer.ln_f.weight", {"final_norm.weight"});
-    add("transformer.ln_f.bias", {"final_norm.bias"});
-  } else {
-    add("model.embed_tokens.weight", {"embedding.word.weight"}, false, true);
-    for (int l = 0; l < s.layers; ++l) {
-      const std::string h = "model.layers." + std::to_string(l) + ".", o = "layers." + std::to_string(l) + ".";
-      add(h + "input_layernorm.weight", {o + "attention_norm.weight"});
-      for (const char* w : {"weight", "bias"}) {
-        if (std::string(w) == "bias" && !s.bias) continue;
-        add(h + "self_attn.q_proj." + w, {o + "attention.q." + w});
-        add(h + "self_attn.k_proj." + w, {o + "attention.k." + w});
-        add(h + "self_attn.v_proj." + w, {o + "attention.v." + w});
-        add(h + "self_attn.o_proj." + w, {o + "attention.proj." + w});
+  std::vector<TensorSpec> specs;
+  // The rows of one scope (and layer), in table order; adjacent rows with one HF name are one HF
+  // tensor made of their parts (GPT-2's c_attn = q|k|v).
+  auto add_rows = [&](auto&& in_scope, int layer) {
+    std::vector<Spec> group;
+    for (const TensorDecl& d : table) {
+      if (!in_scope(d) || !present(d, s)) continue;
+      const std::string hf = hf_tensor_name(d, arch, layer);
+      std::vector<int64_t> shape = global_shape(d, s);
+      if (!group.empty() && group.back().t.hf_name == hf) {
+        TensorSpec& t = group.back().t;
+        t.hf_shape[t.transpose ? 1 : 0] += shape[0];
+        t.parts.push_back(tensor_name(d, layer));
+        continue;
       }
-      add(h + "post_attention_layernorm.weight", {o + "mlp_norm.weight"});
-      for (const char* w : {"weight", "bias"}) {
-        if (std::string(w) == "bias" && !s.bias) continue;
-        add(h + "mlp.gate_proj." + w, {o + "mlp.gate." + w});
-        add(h + "mlp.up_proj." + w, {o + "mlp.up." + w});
-        add(h + "mlp.down_proj." + w, {o + "mlp.down." + w});
+      Spec g{TensorSpec{}, &d};
+      g.t.hf_name = hf;
+      g.t.vocab_rows = d.shard == Shard::vocab_rows;
+      g.t.transpose = d.hf(arch).transposed;
+      if (g.t.vocab_rows) shape[0] = s.vocab;
+      if (g.t.transpose) std::swap(shape[0], shape[1]);
+      g.t.hf_shape = shape;
+      g.t.parts.push_back(tensor_name(d, layer));
+      group.push_back(std::move(g));
+    }
+    // Llama's HF tensors are listed as this converter has always written them: in each run of
+    // linears between two norms (q,k,v,o / gate,up,down) the weights before the biases. GPT-2's
+    // follow the table (each module's weight, then its bias).
+    if (arch == HfArch::llama) {
+      auto is_norm = [](const Spec& g) {
+        return g.first->role == Role::attention_norm || g.first->role == Role::mlp_norm ||
+               g.first->role == Role::final_norm;
+      };
+      for (auto run = group.begin(); run != group.end();) {
+        auto end = std::find_if(run, group.end(), is_norm);
+        std::stable_partition(run, end, [](const Spec& g) { return g.first->part == Part::weight; });
+        run = end == group.end() ? end : end + 1;
       }
     }
-    add("model.norm.weight", {"final_norm.weight"});
-  }
-  if (!s.tied) add("lm_head.weight", {"lm_head.weight"}, false, true);
+    for (Spec& g : group) specs.push_back(std::move(g.t));
+  };
+  add_rows([](const TensorDecl& d) { return d.scope == Scope::embedding || d.scope == Scope::embedding_and_tied_head; },
+           -1);
+  for (int l = 0; l < s.layers; ++l) add_rows([](const TensorDecl& d) { return d.scope == Scope::layer; }, l);
+  add_rows([](const TensorDecl& d) { return d.scope == Scope::head; }, -1);
   return specs;
 }
 

@@ -11,6 +11,9 @@
 //     k_proj need no head-dim permutation), GQA with q head h reading kv head h / (Hq/Hkv) (HF's
 //     repeat_kv). Biases map to attention_bias / mlp_bias.
 //
+// Which of our tensors make which HF tensor, and their orientation, are columns of the family's
+// tensor table (core/model/family/decoder.cpp); this file adds the config.json mapping and I/O.
+//
 // Any other feature mix (a GPT without biases, RMSNorm with GELU, ...) has no HF class that
 // computes the same function, and is refused naming the features.
 //

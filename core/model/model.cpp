@@ -34,7 +34,7 @@ ModelShape local_shape(const ModelShape& g, const ParamLayout& L) {
   const int tp = L.tp_size;
   s.layers = L.num_layers;
   s.heads = g.heads / tp;
-  s.kv_heads = g.kv_heads % tp == 0 ? g.kv_heads / tp : 1;
+  s.kv_heads = g.kv_heads / tp;
   s.ffn = g.ffn / tp;
   s.padded_vocab = g.padded_vocab / tp;
   return s;
@@ -98,51 +98,43 @@ Model::~Model() { be_.free(arena_); }
 Model::Params Model::bind_params(bool grads) const {
   const ParamLayout& L = store_.layout();
   auto one = [&](const ParamSpec& p) { return grads ? store_.grad(p) : store_.weight(p); };
-  auto opt = [&](const std::string& name) {
-    const ParamSpec* p = L.find(name);
-    return p ? one(*p) : Tensor();
-  };
-  // Several adjacent parameters read as one tensor (q|k|v, gate|up): checks that the layout really
-  // placed them back to back.
-  auto packed = [&](std::initializer_list<std::string> names, bool matrix) {
-    const ParamSpec* first = L.find(*names.begin());
-    if (!first) return Tensor();
-    int64_t rows = 0, next = first->offset;
-    for (const auto& n : names) {
-      const ParamSpec& p = L.get(n);
-      if (p.offset != next) throw std::logic_error("ParamLayout: " + n + " is not adjacent to the tensor before it");
-      next += p.numel;
-      rows += p.local_shape[0];
+  // The tensor the family's table binds to role/part of `layer` (-1: outside the layers); undefined
+  // when this stage holds none. A pack (q|k|v, gate|up) reads as one tensor, after checking that the
+  // layout really placed its members back to back.
+  auto bound = [&](Role role, Part part, int layer = -1) {
+    const std::vector<const ParamSpec*> ps = L.bound(role, part, layer);
+    if (ps.empty()) return Tensor();
+    if (ps.size() == 1) return one(*ps[0]);
+    int64_t rows = 0, next = ps[0]->offset;
+    for (const ParamSpec* p : ps) {
+      if (p->offset != next)
+        throw std::logic_error("ParamLayout: " + p->name + " is not adjacent to the tensor before it");
+      next += p->numel;
+      rows += p->local_shape[0];
     }
-    Tensor t = grads ? store_.grad_span(first->offset, next - first->offset)
-                     : store_.compute_span(first->offset, next - first->offset);
-    return matrix ? t.view({rows, first->local_shape[1]}) : t;
+    Tensor t = grads ? store_.grad_span(ps[0]->offset, next - ps[0]->offset)
+                     : store_.compute_span(ps[0]->offset, next - ps[0]->offset);
+    return part == Part::weight ? t.view({rows, ps[0]->local_shape[1]}) : t;
   };
+  using R = Role;
+  constexpr Part W = Part::weight, B = Part::bias;
 
   Params P;
-  P.word = opt("embedding.word.weight");
-  P.position = opt("embedding.position.weight");
+  P.word = bound(R::word_embedding, W);
+  P.position = bound(R::position_embedding, W);
   if (L.last_stage) {
-    P.classifier = s_.tied ? P.word : one(L.get("lm_head.weight"));
-    P.final_norm = {one(L.get("final_norm.weight")), opt("final_norm.bias")};
+    P.classifier = s_.tied ? P.word : bound(R::lm_head, W);
+    P.final_norm = {bound(R::final_norm, W), bound(R::final_norm, B)};
   }
   for (int i = 0; i < L.num_layers; ++i) {
-    const std::string p = "layers." + std::to_string(L.first_layer + i) + ".";
+    const int l = L.first_layer + i;
     LayerParams lp;
-    lp.norm1 = {one(L.get(p + "attention_norm.weight")), opt(p + "attention_norm.bias")};
-    lp.norm2 = {one(L.get(p + "mlp_norm.weight")), opt(p + "mlp_norm.bias")};
-    const std::string a = p + "attention.";
-    lp.qkv = {packed({a + "q.weight", a + "k.weight", a + "v.weight"}, true),
-              packed({a + "q.bias", a + "k.bias", a + "v.bias"}, false)};
-    lp.proj = {one(L.get(a + "proj.weight")), opt(a + "proj.bias")};
-    const std::string m = p + "mlp.";
-    if (s_.gelu) {
-      lp.fc_in = {one(L.get(m + "fc1.weight")), opt(m + "fc1.bias")};
-      lp.fc_out = {one(L.get(m + "fc2.weight")), opt(m + "fc2.bias")};
-    } else {
-      lp.fc_in = {packed({m + "gate.weight", m + "up.weight"}, true), packed({m + "gate.bias", m + "up.bias"}, false)};
-      lp.fc_out = {one(L.get(m + "down.weight")), opt(m + "down.bias")};
-    }
+    lp.norm1 = {bound(R::attention_norm, W, l), bound(R::attention_norm, B, l)};
+    lp.norm2 = {bound(R::mlp_norm, W, l), bound(R::mlp_norm, B, l)};
+    lp.qkv = {bound(R::qkv, W, l), bound(R::qkv, B, l)};
+    lp.proj = {bound(R::attention_out, W, l), bound(R::attention_out, B, l)};
+    lp.fc_in = {bound(R::mlp_in, W, l), bound(R::mlp_in, B, l)};
+    lp.fc_out = {bound(R::mlp_out, W, l), bound(R::mlp_out, B, l)};
     P.layers.push_back(lp);
   }
   return P;

@@ -43,7 +43,7 @@ Recompute parse_recompute(const std::string& s);
 const char* recompute_name(Recompute r);
 
 // The shape of the part of the model one rank computes: its stage's layer count and its TP share of
-// heads, KV heads (one when KV heads are replicated), FFN columns and vocabulary rows.
+// heads, KV heads, FFN columns and vocabulary rows.
 ModelShape local_shape(const ModelShape& global, const ParamLayout& layout);
 
 class Model {

@@ -1,23 +1,10 @@
 #include "core/model/param_layout.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
 namespace recipe::core {
-
-const char* init_kind_name(InitKind k) {
-  switch (k) {
-    case InitKind::normal:
-      return "normal";
-    case InitKind::normal_output:
-      return "normal_output";
-    case InitKind::zeros:
-      return "zeros";
-    case InitKind::ones:
-      return "ones";
-  }
-  return "?";
-}
 
 int64_t ParamSpec::global_index(int64_t i) const {
   if (shard_dim < 0) return i;
@@ -47,6 +34,14 @@ int64_t ParamLayout::num_params() const {
   return n;
 }
 
+std::vector<const ParamSpec*> ParamLayout::bound(Role role, Part part, int layer) const {
+  std::vector<const ParamSpec*> r;
+  for (const auto& p : params)
+    if (p.decl && p.decl->role == role && p.decl->part == part && p.layer == layer) r.push_back(&p);
+  std::sort(r.begin(), r.end(), [](const ParamSpec* a, const ParamSpec* b) { return a->offset < b->offset; });
+  return r;
+}
+
 namespace {
 
 struct ShardRange {
@@ -61,9 +56,12 @@ class Builder {
   void start_pack() { cursor_ = (cursor_ + align_ - 1) / align_ * align_; }
   void set_phase(int phase) { phase_ = phase; }
 
-  void add(std::string name, std::vector<int64_t> shape, ShardRange shard, bool decay, InitKind init, double std) {
+  void add(const TensorDecl& d, int layer, std::vector<int64_t> shape, ShardRange shard, bool decay, double std) {
+    const InitKind init = d.init;
     ParamSpec p;
-    p.name = std::move(name);
+    p.name = tensor_name(d, layer);
+    p.decl = &d;
+    p.layer = layer;
     p.global_shape = shape;
     p.local_shape = shape;
     if (shard.dim >= 0) {
@@ -75,7 +73,7 @@ class Builder {
       p.shard_size = shape[0];
     }
     p.numel = 1;
-    for (int64_t d : p.local_shape) p.numel *= d;
+    for (int64_t n : p.local_shape) p.numel *= n;
     p.offset = cursor_;
     cursor_ += p.numel;
     p.weight_decay = decay;
@@ -83,12 +81,6 @@ class Builder {
     p.init_std = (init == InitKind::normal || init == InitKind::normal_output) ? std : 0.0;
     p.ready_phase = phase_;
     layout_.params.push_back(std::move(p));
-  }
-  // A single tensor is a pack of one.
-  void add_alone(std::string name, std::vector<int64_t> shape, ShardRange shard, bool decay, InitKind init,
-                 double std) {
-    start_pack();
-    add(std::move(name), std::move(shape), shard, decay, init, std);
   }
   int64_t cursor() const { return cursor_; }
 
@@ -127,11 +119,9 @@ ParamLayout build_param_layout(const ModelShape& s, const plan::OptimizerConfig&
                                   " is not divisible by parallelism.tp=" + std::to_string(tp));
   };
   divisible(s.heads, "model.num_attention_heads");
+  divisible(s.kv_heads, "model.num_kv_heads");
   divisible(s.ffn, "model.ffn_hidden_size");
   divisible(s.padded_vocab, "model.padded_vocab_size");
-  if (s.kv_heads % tp != 0 && tp % s.kv_heads != 0)
-    throw std::invalid_argument("model.num_kv_heads=" + std::to_string(s.kv_heads) +
-                                " and parallelism.tp=" + std::to_string(tp) + ": one must divide the other");
 
   ParamLayout L;
   L.tp_size = tp;
@@ -144,108 +134,72 @@ ParamLayout build_param_layout(const ModelShape& s, const plan::OptimizerConfig&
   Builder b(L, o.align);
   const int last_layer = first_layer + num_layers - 1;
   const int embedding_phase = num_layers + 1;
-  auto layer_phase = [&](int l) { return 1 + (last_layer - l); };
   const int layer_end = first_layer + num_layers;
-
-  const int64_t C = s.hidden, D = s.head_dim, F = s.ffn, Vp = s.padded_vocab;
   const double std = s.init_std;
   const double out_std = s.init_std / std::sqrt(2.0 * s.layers);
-  const ShardRange none{};
-  auto cols = [&](int64_t rows) {  // column-parallel: my slice of dim 0
-    return tp == 1 ? none : ShardRange{0, tp_rank * (rows / tp), rows / tp};
-  };
-  auto rows_in = [&](int64_t in) {  // row-parallel: my slice of dim 1
-    return tp == 1 ? none : ShardRange{1, tp_rank * (in / tp), in / tp};
-  };
-  auto bias_cols = [&](int64_t n) { return tp == 1 ? none : ShardRange{0, tp_rank * (n / tp), n / tp}; };
-  // kv heads: split when tp divides them, else the single kv head my q heads attend with.
-  ShardRange kv_shard = none;
-  if (tp > 1) {
-    if (s.kv_heads % tp == 0)
-      kv_shard = ShardRange{0, tp_rank * (s.kv_dim() / tp), s.kv_dim() / tp};
-    else
-      kv_shard = ShardRange{0, int64_t(tp_rank / (tp / s.kv_heads)) * D, D};
-  }
+  const std::span<const TensorDecl> table = tensor_table(s);
 
-  const std::string emb_word = "embedding.word.weight", emb_pos = "embedding.position.weight";
-  const bool decay_emb = opt.decay_embeddings;
-  // The tied word embedding of the last stage is final only after the embedding-group sum, which
-  // runs once the whole backward is done: it shares the embedding phase.
-  auto add_embeddings = [&] {
+  // This rank's slice along the row's shard dim: an equal 1/tp share, rank by rank.
+  auto shard_of = [&](const TensorDecl& d, const std::vector<int64_t>& shape) {
+    const int dim = shard_dim(d.shard);
+    if (tp == 1 || dim < 0) return ShardRange{};
+    const int64_t share = shape[size_t(dim)] / tp;
+    return ShardRange{dim, tp_rank * share, share};
+  };
+  auto on_this_stage = [&](const TensorDecl& d) {
+    switch (d.scope) {
+      case Scope::embedding:
+        return o.first_stage;
+      case Scope::embedding_and_tied_head:
+        return o.first_stage || (o.last_stage && s.tied);
+      case Scope::layer:
+        return true;
+      case Scope::head:
+        return o.last_stage;
+    }
+    return false;
+  };
+
+  // One decay group: its embedding rows, then layer by layer its layer rows, then its head rows,
+  // each in table order. A row starts a new pack unless the row laid out just before it has the
+  // same role and part in the same layer.
+  auto lay_group = [&](bool decay_group) {
+    auto in_group = [&](const TensorDecl& d) {
+      return d.decay == DecayGroup::embedding ? opt.decay_embeddings == decay_group
+                                              : (d.decay == DecayGroup::decay) == decay_group;
+    };
+    const TensorDecl* prev = nullptr;
+    int prev_layer = -1;
+    auto lay = [&](const TensorDecl& d, int layer) {
+      if (!in_group(d) || !present(d, s) || !on_this_stage(d)) return;
+      if (!prev || prev->role != d.role || prev->part != d.part || prev_layer != layer) b.start_pack();
+      const std::vector<int64_t> shape = global_shape(d, s);
+      const double init_std = d.init == InitKind::normal_output ? out_std : std;
+      b.add(d, layer, shape, shard_of(d, shape), decay_group, init_std);
+      prev = &d;
+      prev_layer = layer;
+    };
+    // The tied word embedding of the last stage is final only after the embedding-group sum, which
+    // runs once the whole backward is done: it shares the embedding phase.
     b.set_phase(embedding_phase);
-    if (o.first_stage || (o.last_stage && s.tied))
-      b.add_alone(emb_word, {Vp, C}, cols(Vp), decay_emb, InitKind::normal, std);
-    if (o.first_stage && s.learned_positions)
-      b.add_alone(emb_pos, {s.max_positions, C}, none, decay_emb, InitKind::normal, std);
-  };
-  auto add_lm_head = [&] {
+    for (const TensorDecl& d : table)
+      if (d.scope == Scope::embedding || d.scope == Scope::embedding_and_tied_head) lay(d, -1);
+    for (int l = first_layer; l < layer_end; ++l) {
+      b.set_phase(1 + (last_layer - l));
+      for (const TensorDecl& d : table)
+        if (d.scope == Scope::layer) lay(d, l);
+    }
     b.set_phase(0);
-    if (o.last_stage && !s.tied) b.add_alone("lm_head.weight", {Vp, C}, cols(Vp), decay_emb, InitKind::normal, std);
-  };
-
-  // ---- decay group ----
-  L.decay_begin = 0;
-  if (decay_emb) add_embeddings();
-  for (int l = first_layer; l < layer_end; ++l) {
-    const std::string p = "layers." + std::to_string(l) + ".";
-    b.set_phase(layer_phase(l));
+    for (const TensorDecl& d : table)
+      if (d.scope == Scope::head) lay(d, -1);
     b.start_pack();
-    b.add(p + "attention.q.weight", {s.q_dim(), C}, cols(s.q_dim()), true, InitKind::normal, std);
-    b.add(p + "attention.k.weight", {s.kv_dim(), C}, kv_shard, true, InitKind::normal, std);
-    b.add(p + "attention.v.weight", {s.kv_dim(), C}, kv_shard, true, InitKind::normal, std);
-    b.add_alone(p + "attention.proj.weight", {C, s.q_dim()}, rows_in(s.q_dim()), true, InitKind::normal_output,
-                out_std);
-    if (s.gelu) {
-      b.add_alone(p + "mlp.fc1.weight", {F, C}, cols(F), true, InitKind::normal, std);
-      b.add_alone(p + "mlp.fc2.weight", {C, F}, rows_in(F), true, InitKind::normal_output, out_std);
-    } else {
-      b.start_pack();
-      b.add(p + "mlp.gate.weight", {F, C}, cols(F), true, InitKind::normal, std);
-      b.add(p + "mlp.up.weight", {F, C}, cols(F), true, InitKind::normal, std);
-      b.add_alone(p + "mlp.down.weight", {C, F}, rows_in(F), true, InitKind::normal_output, out_std);
-    }
-  }
-  if (decay_emb) add_lm_head();
-  b.start_pack();
-  L.decay_numel = b.cursor() - L.decay_begin;
-
-  // ---- no-decay group ----
-  L.nodecay_begin = b.cursor();
-  if (!decay_emb) add_embeddings();
-  auto add_norm = [&](const std::string& prefix) {
-    b.add_alone(prefix + ".weight", {C}, none, false, InitKind::ones, 0);
-    if (s.norm_bias()) b.add_alone(prefix + ".bias", {C}, none, false, InitKind::zeros, 0);
   };
-  for (int l = first_layer; l < layer_end; ++l) {
-    const std::string p = "layers." + std::to_string(l) + ".";
-    b.set_phase(layer_phase(l));
-    add_norm(p + "attention_norm");
-    if (s.bias) {
-      b.start_pack();
-      b.add(p + "attention.q.bias", {s.q_dim()}, bias_cols(s.q_dim()), false, InitKind::zeros, 0);
-      b.add(p + "attention.k.bias", {s.kv_dim()}, kv_shard, false, InitKind::zeros, 0);
-      b.add(p + "attention.v.bias", {s.kv_dim()}, kv_shard, false, InitKind::zeros, 0);
-      b.add_alone(p + "attention.proj.bias", {C}, none, false, InitKind::zeros, 0);
-    }
-    add_norm(p + "mlp_norm");
-    if (s.bias) {
-      if (s.gelu) {
-        b.add_alone(p + "mlp.fc1.bias", {F}, bias_cols(F), false, InitKind::zeros, 0);
-        b.add_alone(p + "mlp.fc2.bias", {C}, none, false, InitKind::zeros, 0);
-      } else {
-        b.start_pack();
-        b.add(p + "mlp.gate.bias", {F}, bias_cols(F), false, InitKind::zeros, 0);
-        b.add(p + "mlp.up.bias", {F}, bias_cols(F), false, InitKind::zeros, 0);
-        b.add_alone(p + "mlp.down.bias", {C}, none, false, InitKind::zeros, 0);
-      }
-    }
-  }
-  if (o.last_stage) {
-    b.set_phase(0);
-    add_norm("final_norm");
-  }
-  if (!decay_emb) add_lm_head();
-  b.start_pack();
+
+  L.decay_begin = 0;
+  lay_group(true);
+  L.decay_numel = b.cursor() - L.decay_begin;
+  L.nodecay_begin = b.cursor();
+  lay_group(false);
   L.nodecay_numel = b.cursor() - L.nodecay_begin;
   L.total_numel = b.cursor();
   return L;

@@ -1,5 +1,6 @@
 // Where every parameter lives: its global name and shape, the slice this rank holds (TP shard),
-// and its place in the flat buffers of the ParamStore.
+// and its place in the flat buffers of the ParamStore. Built by walking the family's tensor table
+// (core/model/family/tensor_table.hpp), which says what each tensor is; this file says where.
 //
 // Flat buffer layout (element offsets, the same for master weights, compute copy, grads, Adam m/v):
 //
@@ -9,19 +10,22 @@
 //     lm_head (untied; follows decay_embeddings)   per layer: norm weights/biases, linear biases
 //                                                  final_norm
 //
-// so AdamW runs as two calls, one per group. Tensors that one GEMM reads together are "packs"
-// placed back to back without gaps: q,k,v weights ([Hq·D + 2·Hkv·D, C] as one matrix), their
-// biases, and Llama's gate,up weights ([2F, C]) and biases. Each pack starts on a 64-element
+// i.e. each group holds the table's rows of that group in table order: the embedding rows, then
+// layer by layer the layer rows, then the head rows. So AdamW runs as two calls, one per group.
+// Tensors that one GEMM reads together are "packs" (adjacent rows of one role and part in the
+// table) placed back to back without gaps: q,k,v weights ([Hq·D + 2·Hkv·D, C] as one matrix),
+// their biases, and Llama's gate,up weights ([2F, C]) and biases. Each pack starts on a 64-element
 // boundary (256 bytes of f32) for vectorized device access; the gaps are zero and stay zero.
 //
 // Pipeline stages hold only their layers (global layer numbers keep their names); the first stage
 // adds the embeddings, the last the final norm and the classifier, and with tied embeddings the last
-// stage holds its own copy of embedding.word.weight (kept equal to the first stage's by summing the
+// stage holds its own copy of the word embedding (kept equal to the first stage's by summing the
 // two gradients over the embedding group).
 //
-// TP sharding (column-parallel: dim 0 of q/k/v/fc1/gate/up and their biases, vocab rows of the
-// embedding and lm_head; row-parallel: dim 1 of proj/fc2/down). Norms, positions and row-parallel
-// biases are replicated. When tp > kv_heads each rank holds the one kv head its q heads use.
+// TP sharding, the table's shard rule (column-parallel: dim 0 of q/k/v/fc1/gate/up and their
+// biases, vocab rows of the embedding and lm_head; row-parallel: dim 1 of proj/fc2/down). Norms,
+// positions and row-parallel biases are replicated. Every TP rank holds whole KV heads of its own
+// (num_kv_heads % tp == 0; the resolver refuses anything else).
 #pragma once
 
 #include <cstdint>
@@ -29,13 +33,11 @@
 #include <string_view>
 #include <vector>
 
+#include "core/model/family/tensor_table.hpp"
 #include "core/model/model_shape.hpp"
 #include "plan/plan.hpp"
 
 namespace recipe::core {
-
-enum class InitKind { normal, normal_output, zeros, ones };
-const char* init_kind_name(InitKind k);
 
 struct ParamSpec {
   std::string name;  // global, HF-like: "layers.3.attention.q.weight"
@@ -54,6 +56,8 @@ struct ParamSpec {
   // stage's first layer for the embeddings (last to finish). Buckets of the DP reduction start when
   // all their tensors are final.
   int ready_phase = 0;
+  const TensorDecl* decl = nullptr;  // its row of the family's tensor table
+  int layer = -1;                    // global layer number (layer rows), else -1
   bool tp_replicated() const { return shard_dim < 0; }
 
   // Global flat (row-major) index of local element i; the init RNG is keyed by it.
@@ -74,6 +78,9 @@ struct ParamLayout {
   const ParamSpec* find(std::string_view name) const;
   const ParamSpec& get(std::string_view name) const;  // throws std::out_of_range naming it
   int64_t num_params() const;                         // local, without gaps
+  // The tensors bound to `role`/`part` of layer `layer` (-1: outside the layers), in layout order:
+  // one, none (the model lacks it, or this stage does not hold it), or a pack's members.
+  std::vector<const ParamSpec*> bound(Role role, Part part, int layer = -1) const;
 };
 
 constexpr int64_t kParamAlign = 64;

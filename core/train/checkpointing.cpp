@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "checkpoint/checkpoint.hpp"
+#include "core/model/family/tensor_table.hpp"
 
 namespace fs = std::filesystem;
 
@@ -39,7 +40,7 @@ ckpt::Box held_box(const ParamSpec& p) {
 }
 
 bool is_tied_copy(const ParamSpec& p, const ModelShape& shape, const ParallelState& par) {
-  return shape.tied && par.sizes().pp > 1 && !par.first_stage() && p.name == "embedding.word.weight";
+  return shape.tied && par.sizes().pp > 1 && !par.first_stage() && p.name == word_embedding_name();
 }
 
 std::vector<float> download(kernels::Backend& backend, kernels::Tensor t) {

@@ -137,7 +137,7 @@ std::vector<std::pair<int64_t, int64_t>> GradSync::norm_ranges(const ParamLayout
   bool open = false;
   for (const ParamSpec* p : ps) {
     const bool count =
-        !(p->tp_replicated() && c.tp != 0) && !(tied && !L.first_stage && p->name == "embedding.word.weight");
+        !(p->tp_replicated() && c.tp != 0) && !(tied && !L.first_stage && p->name == word_embedding_name());
     if (!count) {
       open = false;
     } else if (open) {

@@ -178,11 +178,13 @@ TEST_CASE("init: a TP shard initializes exactly like its slice of the serial ten
     }
     CHECK(shard.get("layers.0.attention_norm.weight").shard_dim == -1);
   }
-  // tp=4 with 2 kv heads: ranks 0,1 hold kv head 0, ranks 2,3 kv head 1.
+  // 2 kv heads: tp=2 gives each rank one whole kv head; tp=4 would split a head, which the
+  // resolver refuses (there is no kv-head replication path).
   plan::Plan gqa = test::llama_tiny_plan();
   const ModelShape gs = model_shape(gqa);
-  CHECK(build_param_layout(gs, gqa.optimizer, 4, 1).get("layers.0.attention.k.weight").shard_begin == 0);
-  CHECK(build_param_layout(gs, gqa.optimizer, 4, 2).get("layers.0.attention.k.weight").shard_begin == 16);
+  CHECK(build_param_layout(gs, gqa.optimizer, 2, 1).get("layers.0.attention.k.weight").shard_begin == 16);
+  CHECK_THROWS_WITH_AS(build_param_layout(gs, gqa.optimizer, 4, 1), doctest::Contains("model.num_kv_heads=2"),
+                       std::invalid_argument);
   CHECK_THROWS_WITH_AS(build_param_layout(gs, gqa.optimizer, 3, 0), doctest::Contains("parallelism.tp=3"),
                        std::invalid_argument);
 }

@@ -1,0 +1,63 @@
+// The decoder family's tensors: GPT (LayerNorm, learned positions, GELU fc1/fc2, biases, tied) and
+// Llama (RMSNorm, RoPE, SwiGLU gate|up/down, GQA, untied) as one table, since they share one block
+// and the ModelShape flags pick the rows (see tensor_table.hpp for what each column means).
+//
+// Row order is module order and matters: within each decay group it is the flat buffer order, and
+// it is GPT-2's HF tensor order. Adjacent rows with the same role and part are a pack (q|k|v,
+// gate|up); GPT-2's c_attn is the q|k|v pack under one HF name, stored transposed like every
+// GPT-2 Conv1D weight.
+#include "core/model/family/decoder.hpp"
+
+namespace recipe::core {
+
+namespace {
+
+using D = Dim;
+using S = Scope;
+using R = Role;
+using P = Part;
+using Sh = Shard;
+using G = DecayGroup;
+using I = InitKind;
+
+constexpr unsigned bias = needs_bias, gelu = needs_gelu, swiglu = needs_swiglu;
+
+// One row per line, wider than the usual 120 columns on purpose: the table is read by its columns.
+// clang-format off
+const std::vector<TensorDecl> kDecoder = {
+//  name                               scope                       role                   part       dims                           shard           decay         init              requires                 GPT-2 HF name (, transposed)                   Llama HF name
+   {"embedding.word.weight",           S::embedding_and_tied_head, R::word_embedding,     P::weight, {D::padded_vocab, D::hidden},  Sh::vocab_rows, G::embedding, I::normal,        always,                  {"transformer.wte.weight"},                    {"model.embed_tokens.weight"}},
+   {"embedding.position.weight",       S::embedding,               R::position_embedding, P::weight, {D::max_positions, D::hidden}, Sh::replicated, G::embedding, I::normal,        needs_learned_positions, {"transformer.wpe.weight"},                    {}},
+   {"layers.{}.attention_norm.weight", S::layer,                   R::attention_norm,     P::weight, {D::hidden},                   Sh::replicated, G::no_decay,  I::ones,          always,                  {"transformer.h.{}.ln_1.weight"},              {"model.layers.{}.input_layernorm.weight"}},
+   {"layers.{}.attention_norm.bias",   S::layer,                   R::attention_norm,     P::bias,   {D::hidden},                   Sh::replicated, G::no_decay,  I::zeros,         needs_norm_bias,         {"transformer.h.{}.ln_1.bias"},                {}},
+   {"layers.{}.attention.q.weight",    S::layer,                   R::qkv,                P::weight, {D::q_dim, D::hidden},         Sh::column,     G::decay,     I::normal,        always,                  {"transformer.h.{}.attn.c_attn.weight", true}, {"model.layers.{}.self_attn.q_proj.weight"}},
+   {"layers.{}.attention.k.weight",    S::layer,                   R::qkv,                P::weight, {D::kv_dim, D::hidden},        Sh::column,     G::decay,     I::normal,        always,                  {"transformer.h.{}.attn.c_attn.weight", true}, {"model.layers.{}.self_attn.k_proj.weight"}},
+   {"layers.{}.attention.v.weight",    S::layer,                   R::qkv,                P::weight, {D::kv_dim, D::hidden},        Sh::column,     G::decay,     I::normal,        always,                  {"transformer.h.{}.attn.c_attn.weight", true}, {"model.layers.{}.self_attn.v_proj.weight"}},
+   {"layers.{}.attention.q.bias",      S::layer,                   R::qkv,                P::bias,   {D::q_dim},                    Sh::column,     G::no_decay,  I::zeros,         bias,                    {"transformer.h.{}.attn.c_attn.bias"},         {"model.layers.{}.self_attn.q_proj.bias"}},
+   {"layers.{}.attention.k.bias",      S::layer,                   R::qkv,                P::bias,   {D::kv_dim},                   Sh::column,     G::no_decay,  I::zeros,         bias,                    {"transformer.h.{}.attn.c_attn.bias"},         {"model.layers.{}.self_attn.k_proj.bias"}},
+   {"layers.{}.attention.v.bias",      S::layer,                   R::qkv,                P::bias,   {D::kv_dim},                   Sh::column,     G::no_decay,  I::zeros,         bias,                    {"transformer.h.{}.attn.c_attn.bias"},         {"model.layers.{}.self_attn.v_proj.bias"}},
+   {"layers.{}.attention.proj.weight", S::layer,                   R::attention_out,      P::weight, {D::hidden, D::q_dim},         Sh::row,        G::decay,     I::normal_output, always,                  {"transformer.h.{}.attn.c_proj.weight", true}, {"model.layers.{}.self_attn.o_proj.weight"}},
+   {"layers.{}.attention.proj.bias",   S::layer,                   R::attention_out,      P::bias,   {D::hidden},                   Sh::replicated, G::no_decay,  I::zeros,         bias,                    {"transformer.h.{}.attn.c_proj.bias"},         {"model.layers.{}.self_attn.o_proj.bias"}},
+   {"layers.{}.mlp_norm.weight",       S::layer,                   R::mlp_norm,           P::weight, {D::hidden},                   Sh::replicated, G::no_decay,  I::ones,          always,                  {"transformer.h.{}.ln_2.weight"},              {"model.layers.{}.post_attention_layernorm.weight"}},
+   {"layers.{}.mlp_norm.bias",         S::layer,                   R::mlp_norm,           P::bias,   {D::hidden},                   Sh::replicated, G::no_decay,  I::zeros,         needs_norm_bias,         {"transformer.h.{}.ln_2.bias"},                {}},
+   {"layers.{}.mlp.fc1.weight",        S::layer,                   R::mlp_in,             P::weight, {D::ffn, D::hidden},           Sh::column,     G::decay,     I::normal,        gelu,                    {"transformer.h.{}.mlp.c_fc.weight", true},    {}},
+   {"layers.{}.mlp.fc1.bias",          S::layer,                   R::mlp_in,             P::bias,   {D::ffn},                      Sh::column,     G::no_decay,  I::zeros,         gelu | bias,             {"transformer.h.{}.mlp.c_fc.bias"},            {}},
+   {"layers.{}.mlp.fc2.weight",        S::layer,                   R::mlp_out,            P::weight, {D::hidden, D::ffn},           Sh::row,        G::decay,     I::normal_output, gelu,                    {"transformer.h.{}.mlp.c_proj.weight", true},  {}},
+   {"layers.{}.mlp.fc2.bias",          S::layer,                   R::mlp_out,            P::bias,   {D::hidden},                   Sh::replicated, G::no_decay,  I::zeros,         gelu | bias,             {"transformer.h.{}.mlp.c_proj.bias"},          {}},
+   {"layers.{}.mlp.gate.weight",       S::layer,                   R::mlp_in,             P::weight, {D::ffn, D::hidden},           Sh::column,     G::decay,     I::normal,        swiglu,                  {},                                            {"model.layers.{}.mlp.gate_proj.weight"}},
+   {"layers.{}.mlp.up.weight",         S::layer,                   R::mlp_in,             P::weight, {D::ffn, D::hidden},           Sh::column,     G::decay,     I::normal,        swiglu,                  {},                                            {"model.layers.{}.mlp.up_proj.weight"}},
+   {"layers.{}.mlp.gate.bias",         S::layer,                   R::mlp_in,             P::bias,   {D::ffn},                      Sh::column,     G::no_decay,  I::zeros,         swiglu | bias,           {},                                            {"model.layers.{}.mlp.gate_proj.bias"}},
+   {"layers.{}.mlp.up.bias",           S::layer,                   R::mlp_in,             P::bias,   {D::ffn},                      Sh::column,     G::no_decay,  I::zeros,         swiglu | bias,           {},                                            {"model.layers.{}.mlp.up_proj.bias"}},
+   {"layers.{}.mlp.down.weight",       S::layer,                   R::mlp_out,            P::weight, {D::hidden, D::ffn},           Sh::row,        G::decay,     I::normal_output, swiglu,                  {},                                            {"model.layers.{}.mlp.down_proj.weight"}},
+   {"layers.{}.mlp.down.bias",         S::layer,                   R::mlp_out,            P::bias,   {D::hidden},                   Sh::replicated, G::no_decay,  I::zeros,         swiglu | bias,           {},                                            {"model.layers.{}.mlp.down_proj.bias"}},
+   {"final_norm.weight",               S::head,                    R::final_norm,         P::weight, {D::hidden},                   Sh::replicated, G::no_decay,  I::ones,          always,                  {"transformer.ln_f.weight"},                   {"model.norm.weight"}},
+   {"final_norm.bias",                 S::head,                    R::final_norm,         P::bias,   {D::hidden},                   Sh::replicated, G::no_decay,  I::zeros,         needs_norm_bias,         {"transformer.ln_f.bias"},                     {}},
+   {"lm_head.weight",                  S::head,                    R::lm_head,            P::weight, {D::padded_vocab, D::hidden},  Sh::vocab_rows, G::embedding, I::normal,        needs_untied,            {"lm_head.weight"},                            {"lm_head.weight"}},
+};
+// clang-format on
+
+}  // namespace
+
+std::span<const TensorDecl> decoder_tensor_table() { return kDecoder; }
+
+}  // namespace recipe::core

@@ -1,0 +1,30 @@
+// The numbers that define a decoder model's tensors (dimensions and which parts it has). A plain
+// struct with no dependencies, so the tensor tables (and the plan's parameter counting, which
+// iterates them) can use it without linking the core; core/model/model_shape.hpp reads it from a
+// plan.
+#pragma once
+
+#include <cstdint>
+
+namespace recipe::core {
+
+struct ModelShape {
+  int layers = 0, hidden = 0, heads = 0, kv_heads = 0, head_dim = 0, ffn = 0;
+  int vocab = 0, padded_vocab = 0, max_positions = 0, seq = 0;
+  bool layernorm = true;          // false: RMSNorm
+  bool gelu = true;               // false: SwiGLU (gate/up/down)
+  bool learned_positions = true;  // false: RoPE
+  bool bias = true;               // biases in linears (and LayerNorm)
+  bool tied = true;               // logits use embedding.word.weight
+  float norm_eps = 1e-5f;
+  float rope_theta = 10000.f;
+  double init_std = 0.02;
+
+  int64_t q_dim() const { return int64_t(heads) * head_dim; }
+  int64_t kv_dim() const { return int64_t(kv_heads) * head_dim; }
+  int64_t qkv_dim() const { return q_dim() + 2 * kv_dim(); }
+  int64_t fc_in_rows() const { return gelu ? ffn : 2 * int64_t(ffn); }  // fc1 or [gate|up]
+  bool norm_bias() const { return layernorm && bias; }
+};
+
+}  // namespace recipe::core

@@ -1,0 +1,113 @@
+// Reading a family's tensor table: which table a shape uses, which rows it has, their shapes and
+// names (see tensor_table.hpp).
+#include "core/model/family/tensor_table.hpp"
+
+#include <stdexcept>
+
+#include "core/model/family/decoder.hpp"
+
+namespace recipe::core {
+
+namespace {
+
+std::string with_layer(const char* pattern, int layer) {
+  std::string s = pattern;
+  const auto at = s.find("{}");
+  if (at != std::string::npos) {
+    if (layer < 0) throw std::logic_error(std::string("tensor pattern ") + pattern + " needs a layer number");
+    s.replace(at, 2, std::to_string(layer));
+  }
+  return s;
+}
+
+}  // namespace
+
+const char* init_kind_name(InitKind k) {
+  switch (k) {
+    case InitKind::normal:
+      return "normal";
+    case InitKind::normal_output:
+      return "normal_output";
+    case InitKind::zeros:
+      return "zeros";
+    case InitKind::ones:
+      return "ones";
+  }
+  return "?";
+}
+
+// One family today; a family with another block structure is chosen here from the shape.
+std::span<const TensorDecl> tensor_table(const ModelShape&) { return decoder_tensor_table(); }
+
+bool present(const TensorDecl& d, const ModelShape& s) {
+  const unsigned r = d.requires_;
+  if ((r & needs_bias) && !s.bias) return false;
+  if ((r & needs_norm_bias) && !s.norm_bias()) return false;
+  if ((r & needs_learned_positions) && !s.learned_positions) return false;
+  if ((r & needs_untied) && s.tied) return false;
+  if ((r & needs_gelu) && !s.gelu) return false;
+  if ((r & needs_swiglu) && s.gelu) return false;
+  return true;
+}
+
+int64_t dim_size(Dim dim, const ModelShape& s) {
+  switch (dim) {
+    case Dim::hidden:
+      return s.hidden;
+    case Dim::q_dim:
+      return s.q_dim();
+    case Dim::kv_dim:
+      return s.kv_dim();
+    case Dim::ffn:
+      return s.ffn;
+    case Dim::padded_vocab:
+      return s.padded_vocab;
+    case Dim::max_positions:
+      return s.max_positions;
+  }
+  return 0;
+}
+
+std::vector<int64_t> global_shape(const TensorDecl& d, const ModelShape& s) {
+  std::vector<int64_t> shape;
+  for (Dim dim : d.dims) shape.push_back(dim_size(dim, s));
+  return shape;
+}
+
+int64_t global_numel(const TensorDecl& d, const ModelShape& s) {
+  int64_t n = 1;
+  for (Dim dim : d.dims) n *= dim_size(dim, s);
+  return n;
+}
+
+int shard_dim(Shard shard) {
+  switch (shard) {
+    case Shard::replicated:
+      return -1;
+    case Shard::column:
+    case Shard::vocab_rows:
+      return 0;
+    case Shard::row:
+      return 1;
+  }
+  return -1;
+}
+
+std::string tensor_name(const TensorDecl& d, int layer) { return with_layer(d.name, layer); }
+
+std::string hf_tensor_name(const TensorDecl& d, HfArch arch, int layer) {
+  const HfName& h = d.hf(arch);
+  if (!h.name) throw std::logic_error(std::string(d.name) + " has no Hugging Face name in this architecture");
+  return with_layer(h.name, layer);
+}
+
+const std::string& word_embedding_name() {
+  static const std::string name = [] {
+    for (const TensorDecl& d : decoder_tensor_table())
+      if (d.role == Role::word_embedding) return std::string(d.name);
+    throw std::logic_error("the decoder table has no word embedding");
+  }();
+  return name;
+}
+
+}  // namespace recipe::core

@@ -1,0 +1,119 @@
+// A model family's tensors, declared once. Each row of a family's table says everything the rest of
+// the engine needs to know about one tensor: its name, its shape as a function of the model's
+// dimensions, how tensor parallelism shards it, its weight-decay group, its initialization, what the
+// model binds it to (which also makes packs: q|k|v, gate|up), when the model has it at all, and
+// its Hugging Face name and orientation. Four things iterate the table and nothing else spells a
+// tensor name:
+//
+//   core/model/param_layout.cpp   the flat buffer layout (order, packs, groups, shards, init)
+//   core/model/model.cpp          Model::bind_params (roles → the tensors the block computes with)
+//   checkpoint/hf/hf_convert.cpp  HF export/import (names, q|k|v → c_attn, Conv1D transposes)
+//   plan/model_size.cpp           parameter counting (resolver, memory estimate)
+//
+// GPT and Llama are one table (decoder.cpp): they are one block structure whose parts the
+// ModelShape flags choose (LayerNorm/RMSNorm, GELU fc1/fc2 or SwiGLU gate|up/down, biases, learned
+// positions, tied head), and a recipe may mix those flags; two tables would repeat every attention
+// row. The two HF architectures that compute the same function are two name columns. A family
+// with another block (e.g. Mixtral's routed experts) gets its own table file, and tensor_table()
+// picks it from the shape (docs/architecture.md, "Adding a model family").
+//
+// This library depends on nothing (not the plan, not the core), so the plan library's counting and
+// the core's layout both link it without a cycle.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/model/family/shape.hpp"
+
+namespace recipe::core {
+
+// Where the tensor lives: the first pipeline stage (embeddings), every layer, or the last stage
+// (final norm, classifier). embedding_and_tied_head: on the first stage, and with tied embeddings
+// the last stage holds its own copy for the classifier.
+enum class Scope { embedding, embedding_and_tied_head, layer, head };
+
+// What the model computes with the tensor. In one layer, adjacent rows with the same role and part
+// are one pack: laid out back to back, bound as one tensor (dim 0 concatenated), e.g. q|k|v.
+enum class Role {
+  word_embedding,
+  position_embedding,
+  attention_norm,
+  qkv,
+  attention_out,
+  mlp_norm,
+  mlp_in,  // fc1, or the gate|up pack
+  mlp_out,
+  final_norm,
+  lm_head,
+};
+enum class Part { weight, bias };
+
+// How tensor parallelism splits it (Megatron): replicated; column = dim 0 (the output features of
+// a column-parallel linear, and its bias); row = dim 1 (the input features of a row-parallel
+// linear); vocab_rows = dim 0 over the padded vocabulary (HF holds only the first vocab rows).
+enum class Shard { replicated, column, row, vocab_rows };
+
+// embedding: decays iff optimizer.decay_embeddings.
+enum class DecayGroup { decay, no_decay, embedding };
+
+// normal(0, init_std); normal_output: normal(0, init_std/sqrt(2·layers)) (output projections).
+enum class InitKind { normal, normal_output, zeros, ones };
+const char* init_kind_name(InitKind k);
+
+// A dimension of ModelShape that a tensor's shape is made of.
+enum class Dim { hidden, q_dim, kv_dim, ffn, padded_vocab, max_positions };
+
+// The parts a model may lack; a row is present when every flag it requires holds.
+enum Requires : unsigned {
+  always = 0,
+  needs_bias = 1u << 0,               // model.bias
+  needs_norm_bias = 1u << 1,          // LayerNorm with biases
+  needs_learned_positions = 1u << 2,  // not RoPE
+  needs_untied = 1u << 3,             // a classifier of its own
+  needs_gelu = 1u << 4,               // fc1/fc2 MLP
+  needs_swiglu = 1u << 5,             // gate|up, down MLP
+};
+
+// The HF architectures whose names the table carries (config.json's model_type).
+enum class HfArch { gpt2, llama };
+
+struct HfName {
+  const char* name = nullptr;  // nullptr: this architecture has no such tensor; "{}" = layer
+  bool transposed = false;     // stored [in, out] (GPT-2's Conv1D), ours is [out, in]
+};
+
+struct TensorDecl {
+  const char* name;  // ours; in layer rows "{}" stands for the layer number
+  Scope scope;
+  Role role;
+  Part part;
+  std::vector<Dim> dims;  // global shape
+  Shard shard;
+  DecayGroup decay;
+  InitKind init;
+  unsigned requires_ = always;
+  HfName gpt2{}, llama{};
+  const HfName& hf(HfArch a) const { return a == HfArch::gpt2 ? gpt2 : llama; }
+};
+
+// The table of the family a shape belongs to, in module order (the order of the flat layout within
+// each decay group, and of GPT-2's HF checkpoint).
+std::span<const TensorDecl> tensor_table(const ModelShape& s);
+
+bool present(const TensorDecl& d, const ModelShape& s);
+int64_t dim_size(Dim dim, const ModelShape& s);
+std::vector<int64_t> global_shape(const TensorDecl& d, const ModelShape& s);
+int64_t global_numel(const TensorDecl& d, const ModelShape& s);
+int shard_dim(Shard shard);  // -1 (replicated), 0 or 1
+
+// "{}" in the pattern replaced by the layer number (layer rows) or left alone.
+std::string tensor_name(const TensorDecl& d, int layer = -1);
+std::string hf_tensor_name(const TensorDecl& d, HfArch arch, int layer = -1);
+
+// The name of the word embedding: the stage code that keeps the tied copy equal looks it up.
+const std::string& word_embedding_name();
+
+}  // namespace recipe::core
