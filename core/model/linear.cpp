@@ -20,8 +20,6 @@ void Linear::affine_fwd(const LinearFwd& a, Tensor bias) const {
 void Linear::affine_bwd(const LinearBwd& a) const {
   if (a.rebuild_input && !a.gelu_pre.defined())
     throw std::logic_error("Linear::bwd: rebuild_input needs gelu_pre (the input is rebuilt as gelu(gelu_pre))");
-  if (a.dinp_is_output_grad_of && !a.gelu_pre.defined())
-    throw std::logic_error("Linear::bwd: dinp_is_output_grad_of needs gelu_pre (the dGELU epilogue)");
   const Tensor dbias = a.bias_grad_done ? Tensor() : grad_.b;
   const Tensor dinp_sum = a.dinp_is_output_grad_of ? a.dinp_is_output_grad_of->bias_grad() : Tensor();
   if (a.rebuild_input)

@@ -66,9 +66,10 @@ struct LinearBwd {
   // The input was not kept (trainer.recompute gelu / norm): rebuild inp = gelu(gelu_pre) inside the
   // backward (gelu_rebuild_linear_bwd, which a backend may fuse into the dinp GEMM). Needs gelu_pre.
   bool rebuild_input = false;
-  // Optional (row-parallel only, with gelu_pre): dinp is the gradient of this linear's output, so
-  // its bias gradient Σ_rows dinp is summed here in the same pass (linear_bwd's dinp_sum, the
-  // dGELU_BGRAD epilogue on CUDA); that linear's own backward then passes bias_grad_done.
+  // Optional (row-parallel, or no TP): dinp (after the dGELU epilogue, if any) is the gradient of
+  // that linear's output, so its bias gradient Σ_rows dinp is summed here in the same pass
+  // (linear_bwd's dinp_sum, the dGELU_BGRAD epilogue on CUDA); that linear's own backward then
+  // passes bias_grad_done.
   const Linear* dinp_is_output_grad_of = nullptr;
   // This linear's bias gradient was already accumulated by whoever held the rows of dout (the
   // norm backward's dinp_sum, or the next linear's dinp_is_output_grad_of): skip the column sum.
