@@ -9,19 +9,30 @@
 
 namespace recipe::kernels {
 
-void Backend::residual_norm_fwd(Tensor residual, Tensor out, Tensor mean, Tensor rstd, Tensor a, Tensor b,
-                                Tensor weight, Tensor bias, float eps, bool rms) {
-  add(residual, a, b);
-  if (rms)
-    rmsnorm_fwd(out, rstd, residual, weight, eps);
+void Backend::residual_norm_fwd(const ResidualNormFwdArgs& a) {
+  add(a.residual, a.a, a.b);
+  if (a.rms)
+    rmsnorm_fwd({.out = a.out, .rstd = a.rstd, .inp = a.residual, .weight = a.weight, .eps = a.eps});
   else
-    layernorm_fwd(out, mean, rstd, residual, weight, bias, eps);
+    layernorm_fwd({.out = a.out,
+                   .mean = a.mean,
+                   .rstd = a.rstd,
+                   .inp = a.residual,
+                   .weight = a.weight,
+                   .bias = a.bias,
+                   .eps = a.eps});
 }
 
-void Backend::gelu_rebuild_linear_bwd(Tensor dinp, Tensor act, Tensor dweight, Tensor dbias, Tensor dout, Tensor weight,
-                                      Tensor pre, Tensor dinp_sum) {
-  gelu_fwd(act, pre);
-  linear_bwd(dinp, dweight, dbias, dout, act, weight, pre, dinp_sum);
+void Backend::gelu_rebuild_linear_bwd(const GeluRebuildLinearBwdArgs& a) {
+  gelu_fwd(a.act, a.pre);
+  linear_bwd({.dinp = a.dinp,
+              .dweight = a.dweight,
+              .dbias = a.dbias,
+              .dout = a.dout,
+              .inp = a.act,
+              .weight = a.weight,
+              .dinp_gelu_aux = a.pre,
+              .dinp_sum = a.dinp_sum});
 }
 
 void Backend::grad_norm_clip(Tensor out, Tensor grads, float clip, Tensor losses, double loss_sum_limit) {
@@ -84,9 +95,7 @@ namespace {
 }  // namespace
 
 void Backend::vocab_parallel_ce_max(Tensor, Tensor, int) { no_vocab_parallel(*this); }
-void Backend::vocab_parallel_ce_sums(Tensor, Tensor, Tensor, Tensor, int, int) { no_vocab_parallel(*this); }
-void Backend::vocab_parallel_ce_finish(Tensor, Tensor, Tensor, Tensor, Tensor, int, int, float, bool) {
-  no_vocab_parallel(*this);
-}
+void Backend::vocab_parallel_ce_sums(const VocabParallelCeSumsArgs&) { no_vocab_parallel(*this); }
+void Backend::vocab_parallel_ce_finish(const VocabParallelCeFinishArgs&) { no_vocab_parallel(*this); }
 
 }  // namespace recipe::kernels

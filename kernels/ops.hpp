@@ -52,6 +52,70 @@ struct BackendOptions {
   bool grad_memset = false;         // zero gradients at step start instead of first-write overwrite
 };
 
+// ---- argument structs of the ops that take many tensors ----
+// Called with designated initializers, e.g. be.linear_fwd({.out = y, .inp = x, .weight = w}); a
+// field left out is an undefined Tensor (the optional input or output is skipped) or 0. Every
+// field has a default member initializer so that leaving one out is not a warning. The meaning of
+// each field is the contract comment of its op in Backend below.
+struct LinearFwdArgs {
+  Tensor out{}, inp{}, weight{}, bias{}, pre_gelu{};
+};
+struct LinearBwdArgs {
+  Tensor dinp{}, dweight{}, dbias{}, dout{}, inp{}, weight{}, dinp_gelu_aux{}, dinp_sum{};
+};
+struct GeluRebuildLinearBwdArgs {
+  Tensor dinp{}, act{}, dweight{}, dbias{}, dout{}, weight{}, pre{}, dinp_sum{};
+};
+struct EmbeddingFwdArgs {
+  Tensor out{}, tokens{}, wte{}, wpe{};
+  int T = 0, vocab_start = 0;
+};
+struct EmbeddingBwdArgs {
+  Tensor dwte{}, dwpe{}, dout{}, tokens{};
+  int T = 0, vocab_start = 0;
+};
+struct LayerNormFwdArgs {
+  Tensor out{}, mean{}, rstd{}, inp{}, weight{}, bias{};
+  float eps = 0;
+};
+struct LayerNormBwdArgs {
+  Tensor dinp{}, dweight{}, dbias{}, dout{}, inp{}, weight{}, mean{}, rstd{}, dinp_sum{};
+};
+struct RmsNormFwdArgs {
+  Tensor out{}, rstd{}, inp{}, weight{};
+  float eps = 0;
+};
+struct RmsNormBwdArgs {
+  Tensor dinp{}, dweight{}, dout{}, inp{}, weight{}, rstd{};
+};
+struct ResidualNormFwdArgs {
+  Tensor residual{}, out{}, mean{}, rstd{}, a{}, b{}, weight{}, bias{};
+  float eps = 0;
+  bool rms = false;  // RMSNorm (bias and mean unused) instead of LayerNorm
+};
+// Batch, sequence, query heads, KV heads and head dim of packed qkv (see the layout above).
+struct AttentionShape {
+  int B = 0, T = 0, Hq = 0, Hkv = 0, D = 0;
+};
+struct AttentionFwdArgs {
+  Tensor out{}, lse{}, qkv{};
+  AttentionShape shape{};
+};
+struct AttentionBwdArgs {
+  Tensor dqkv{}, dout{}, qkv{}, out{}, lse{};
+  AttentionShape shape{};
+};
+struct VocabParallelCeSumsArgs {
+  Tensor sums{}, logits{}, rowmax{}, targets{};
+  int vocab_start = 0, valid_cols = 0;
+};
+struct VocabParallelCeFinishArgs {
+  Tensor losses{}, logits{}, rowmax{}, sums{}, targets{};
+  int vocab_start = 0, valid_cols = 0;
+  float dloss = 0;
+  bool compute_grad = false;
+};
+
 struct AdamWArgs {
   float lr, beta1, beta2, eps, weight_decay;
   int step;          // 1-based, for bias correction
@@ -102,41 +166,40 @@ class Backend {
   // ---- linear layers ----
   // out[N,OC] = inp[N,IC]·weight[OC,IC]ᵀ + bias[OC]. If pre_gelu is defined, pre_gelu receives the
   // affine result and out = gelu(pre_gelu) (the fused GELU epilogue).
-  virtual void linear_fwd(Tensor out, Tensor inp, Tensor weight, Tensor bias, Tensor pre_gelu) = 0;
+  virtual void linear_fwd(const LinearFwdArgs& a) = 0;
   // dinp[N,IC] = dout·weight (skipped if undefined); if dinp_gelu_aux[N,IC] is defined, dinp is
   // then multiplied by gelu'(dinp_gelu_aux) (the dGELU epilogue of the previous layer's GELU).
   // dweight[OC,IC] += doutᵀ·inp; dbias[OC] += Σ_rows dout (skipped if undefined).
   // dinp_sum[IC] (f32, optional, needs dinp) += Σ_rows dinp, the final dinp: the bias gradient of
   // the linear whose output dinp is the gradient of (the dGELU_BGRAD epilogue on CUDA).
-  virtual void linear_bwd(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
-                          Tensor dinp_gelu_aux, Tensor dinp_sum) = 0;
+  virtual void linear_bwd(const LinearBwdArgs& a) = 0;
   // The backward of a linear whose input act = gelu(pre) was not kept (trainer.recompute gelu or
-  // norm): act = gelu(pre), then linear_bwd(dinp, dweight, dbias, dout, act, weight, pre,
-  // dinp_sum). The default composes the two; backends may fuse the rebuild into the dinp GEMM.
-  virtual void gelu_rebuild_linear_bwd(Tensor dinp, Tensor act, Tensor dweight, Tensor dbias, Tensor dout,
-                                       Tensor weight, Tensor pre, Tensor dinp_sum);
+  // norm): act = gelu(pre), then linear_bwd{dinp, dweight, dbias, dout, inp = act, weight,
+  // dinp_gelu_aux = pre, dinp_sum}. The default composes the two; backends may fuse the rebuild
+  // into the dinp GEMM.
+  virtual void gelu_rebuild_linear_bwd(const GeluRebuildLinearBwdArgs& a);
 
   // ---- embeddings ----
   // out[N,C] = wte[tok - vocab_start] (zero row if the token is outside this shard's rows)
   //            + wpe[n % T] (if wpe defined).
-  virtual void embedding_fwd(Tensor out, Tensor tokens, Tensor wte, Tensor wpe, int T, int vocab_start) = 0;
-  // dwte += scatter(dout by token), dwpe += Σ over batch; deterministic.
-  virtual void embedding_bwd(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens, int T, int vocab_start) = 0;
+  virtual void embedding_fwd(const EmbeddingFwdArgs& a) = 0;
+  // dwte += scatter(dout by token), dwpe += Σ over batch; deterministic. Either may be undefined.
+  virtual void embedding_bwd(const EmbeddingBwdArgs& a) = 0;
 
   // ---- norms ----
-  virtual void layernorm_fwd(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight, Tensor bias,
-                             float eps) = 0;
+  // out = (inp − mean)·rstd·weight + bias per row; mean and rstd (f32 [N], optional) receive the
+  // statistics the backward needs.
+  virtual void layernorm_fwd(const LayerNormFwdArgs& a) = 0;
   // dinp += ∂/∂inp (the residual stream), dweight += Σ dout·x̂, dbias += Σ dout; dinp_sum (f32 [C],
   // optional, needs dinp) += Σ_rows dinp after the accumulation: the bias gradient of the linear
   // whose output was added into this residual, so that linear_bwd can skip its own column sum.
-  virtual void layernorm_bwd(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
-                             Tensor mean, Tensor rstd, Tensor dinp_sum) = 0;
-  virtual void rmsnorm_fwd(Tensor out, Tensor rstd, Tensor inp, Tensor weight, float eps) = 0;
-  virtual void rmsnorm_bwd(Tensor dinp, Tensor dweight, Tensor dout, Tensor inp, Tensor weight, Tensor rstd) = 0;
+  virtual void layernorm_bwd(const LayerNormBwdArgs& a) = 0;
+  virtual void rmsnorm_fwd(const RmsNormFwdArgs& a) = 0;
+  // dinp += ∂/∂inp, dweight += Σ dout·x̂ (as layernorm_bwd, without bias or mean).
+  virtual void rmsnorm_bwd(const RmsNormBwdArgs& a) = 0;
   // residual = a + b, then norm(residual) → out. bias/mean undefined for RMSNorm. The default
   // composes add + norm; backends may fuse.
-  virtual void residual_norm_fwd(Tensor residual, Tensor out, Tensor mean, Tensor rstd, Tensor a, Tensor b,
-                                 Tensor weight, Tensor bias, float eps, bool rms);
+  virtual void residual_norm_fwd(const ResidualNormFwdArgs& a);
 
   // ---- elementwise ----
   virtual void add(Tensor out, Tensor a, Tensor b) = 0;  // out may alias a or b
@@ -148,9 +211,10 @@ class Backend {
   virtual void rope_bwd(Tensor dqkv, int B, int T, int Hq, int Hkv, int D, float theta) = 0;
 
   // ---- attention ----
-  virtual void attention_fwd(Tensor out, Tensor lse, Tensor qkv, int B, int T, int Hq, int Hkv, int D) = 0;
-  virtual void attention_bwd(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int B, int T, int Hq,
-                             int Hkv, int D) = 0;
+  // Causal (GQA) attention over packed qkv (layout above): out [B, T, Hq·D], lse [B, Hq, T] f32.
+  virtual void attention_fwd(const AttentionFwdArgs& a) = 0;
+  // dqkv (overwritten) from dout, the forward's qkv, out and lse.
+  virtual void attention_bwd(const AttentionBwdArgs& a) = 0;
 
   // ---- loss ----
   // logits[N, Vp] (act dtype; columns ≥ vocab are padding and ignored). losses[N] (f32) =
@@ -175,10 +239,8 @@ class Backend {
   // Logits are in act dtype, targets i32 [n] holding GLOBAL vocabulary ids. The defaults throw
   // std::logic_error (a backend without them cannot run tensor parallel).
   virtual void vocab_parallel_ce_max(Tensor rowmax, Tensor logits, int valid_cols);
-  virtual void vocab_parallel_ce_sums(Tensor sums, Tensor logits, Tensor rowmax, Tensor targets, int vocab_start,
-                                      int valid_cols);
-  virtual void vocab_parallel_ce_finish(Tensor losses, Tensor logits, Tensor rowmax, Tensor sums, Tensor targets,
-                                        int vocab_start, int valid_cols, float dloss, bool compute_grad);
+  virtual void vocab_parallel_ce_sums(const VocabParallelCeSumsArgs& a);
+  virtual void vocab_parallel_ce_finish(const VocabParallelCeFinishArgs& a);
 
   // ---- optimizer ----
   // AdamW with decoupled weight decay on n = master.numel() f32 values:

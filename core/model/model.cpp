@@ -67,6 +67,7 @@ Model::Model(const ModelShape& shape, int micro_batch, Recompute recompute, kern
   valid_cols_ = std::clamp(s_.vocab - vocab_start_, 0, ls_.padded_vocab);
   w_ = bind_params(false);
   g_ = bind_params(true);
+  make_linears();
 
   const DType act = be_.act_dtype();
   acts_.resize(size_t(slots));
@@ -140,12 +141,21 @@ Model::Params Model::bind_params(bool grads) const {
   return P;
 }
 
+void Model::make_linears() {
+  const TpGroup tp{.comm = tp_, .rank = tp_rank_, .size = tp_size_};
+  linears_.clear();
+  for (size_t l = 0; l < w_.layers.size(); ++l) {
+    const LayerParams &w = w_.layers[l], &g = g_.layers[l];
+    linears_.push_back({.qkv = ColumnParallelLinear(w.qkv, g.qkv, be_, tp),
+                        .proj = RowParallelLinear(w.proj, g.proj, be_, tp),
+                        .fc_in = ColumnParallelLinear(w.fc_in, g.fc_in, be_, tp),
+                        .fc_out = RowParallelLinear(w.fc_out, g.fc_out, be_, tp)});
+  }
+}
+
 void Model::tp_sum(Tensor t) {
   if (tp_size_ > 1) tp_->all_reduce_sum(t);
 }
-
-// A row-parallel linear's output is summed over the TP group: only rank 0 adds the bias.
-Tensor Model::row_bias(const Tensor& b) const { return tp_rank_ == 0 ? b : Tensor(); }
 
 void Model::load_tokens(int slot, const int32_t* tokens) {
   const int T = s_.seq;
@@ -181,17 +191,20 @@ void Model::forward(int slot, bool with_grad, Tensor losses, float dloss) {
   Activations& A = acts_.at(size_t(slot));
   const LayerActs first = A.layer(0);
   if (first_stage_) {
-    be_.embedding_fwd(first.residual, A.inputs, w_.word, tp_rank_ == 0 ? w_.position : Tensor(), s_.seq, vocab_start_);
+    be_.embedding_fwd({.out = first.residual,
+                       .tokens = A.inputs,
+                       .wte = w_.word,
+                       .wpe = tp_rank_ == 0 ? w_.position : Tensor(),
+                       .T = s_.seq,
+                       .vocab_start = vocab_start_});
     tp_sum(first.residual);
   }
-  norm_fwd(first.ln1, first.ln1_mean, first.ln1_rstd, first.residual, w_.layers[0].norm1);
+  norm_fwd(first.ln1, first.residual, w_.layers[0].norm1, first.ln1_mean, first.ln1_rstd);
   const int nl = ls_.layers;
   for (int l = 0; l < nl; ++l) {
     const LayerActs a = A.layer(l);
     layer_forward_body(A, l, a);
-    const Linear& out = w_.layers[size_t(l)].fc_out;
-    be_.linear_fwd(A.proj_out, a.fc_act, out.w, row_bias(out.b), Tensor());
-    tp_sum(A.proj_out);
+    linears_[size_t(l)].fc_out.fwd({.out = A.proj_out, .inp = a.fc_act});
     // The MLP residual add is fused with the next norm (the next layer's norm1 or the final norm).
     if (l + 1 < nl) {
       const LayerActs next = A.layer(l + 1);
@@ -222,14 +235,20 @@ void Model::backward(int slot) {
   for (int l = nl - 1; l >= 0; --l) {
     const LayerActs a = A.layer(l);
     if (recompute_ == Recompute::full) {
-      norm_fwd(a.ln1, a.ln1_mean, a.ln1_rstd, a.residual, w_.layers[size_t(l)].norm1);
+      norm_fwd(a.ln1, a.residual, w_.layers[size_t(l)].norm1, a.ln1_mean, a.ln1_rstd);
       layer_forward_body(A, l, a);
     }
     layer_backward(A, l, a, dres_summed);
     dres_summed = fc_out_bias_grad_from_norm(l - 1).defined();
     if (phase_hook_) phase_hook_(1 + (nl - 1 - l));
   }
-  if (first_stage_) be_.embedding_bwd(g_.word, g_.position, A.dresidual, A.inputs, s_.seq, vocab_start_);
+  if (first_stage_)
+    be_.embedding_bwd({.dwte = g_.word,
+                       .dwpe = g_.position,
+                       .dout = A.dresidual,
+                       .tokens = A.inputs,
+                       .T = s_.seq,
+                       .vocab_start = vocab_start_});
 }
 
 void Model::forward_backward(const int32_t* tokens, Tensor losses, float dloss) {

@@ -17,7 +17,7 @@
 //   the replicated bias is added by TP rank 0 only); the word embedding and the classifier are
 //   vocab-parallel (partial embeddings summed; the loss combines row max and Σexp over the group).
 //   The input gradients of column-parallel linears are summed over the group before the norm
-//   backward. Norms, positions and row-parallel biases are replicated; their gradients come out
+//   backward. The linear objects (linear.hpp) own these reductions and the bias rule. Norms, positions and row-parallel biases are replicated; their gradients come out
 //   equal on every TP rank.
 // - Pipeline parallel: this rank runs the stage's layers only. A stage's input is the residual
 //   stream [N, C] received from the previous stage (stage_input); its output the residual stream after
@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "core/model/activations.hpp"
+#include "core/model/linear.hpp"
 #include "core/model/model_shape.hpp"
 #include "core/parallel/parallel_state.hpp"
 #include "core/model/param_store.hpp"
@@ -101,12 +102,17 @@ class Model {
   struct Norm {
     kernels::Tensor w, b;
   };
-  struct Linear {
-    kernels::Tensor w, b;
-  };
   struct LayerParams {
     Norm norm1, norm2;
-    Linear qkv, proj, fc_in, fc_out;
+    LinearTensors qkv, proj, fc_in, fc_out;
+  };
+  // One layer's linears (the seam, linear.hpp), built from the bound weights and gradients; the
+  // block calls only these for its linear maps and their TP reductions.
+  struct LayerLinears {
+    ColumnParallelLinear qkv;
+    RowParallelLinear proj;
+    ColumnParallelLinear fc_in;
+    RowParallelLinear fc_out;
   };
   struct Params {
     std::vector<LayerParams> layers;  // this stage's, local index
@@ -118,11 +124,14 @@ class Model {
   };  // vocab-parallel loss, [chunk], [2, chunk]
 
   Params bind_params(bool grads) const;
+  void make_linears();
+  // The embedding's and the classifier's TP sums (the linears own theirs).
   void tp_sum(kernels::Tensor t);
-  kernels::Tensor row_bias(const kernels::Tensor& b) const;  // the bias a row-parallel linear adds here
 
   // transformer_block.cpp
-  void norm_fwd(kernels::Tensor out, kernels::Tensor mean, kernels::Tensor rstd, kernels::Tensor inp, const Norm& n);
+  // mean and rstd (optional) receive the statistics; a recompute that keeps the forward's leaves them out.
+  void norm_fwd(kernels::Tensor out, kernels::Tensor inp, const Norm& n, kernels::Tensor mean = {},
+                kernels::Tensor rstd = {});
   // dinp_sum (optional, LayerNorm only): += Σ_rows dinp after the backward (see layernorm_bwd).
   void norm_bwd(kernels::Tensor dinp, const Norm& dn, kernels::Tensor dout, kernels::Tensor inp, const Norm& n,
                 kernels::Tensor mean, kernels::Tensor rstd, kernels::Tensor dinp_sum);
@@ -152,6 +161,7 @@ class Model {
   bool first_stage_ = true, last_stage_ = true;
   int vocab_start_ = 0, valid_cols_ = 0;
   Params w_, g_;
+  std::vector<LayerLinears> linears_;  // this stage's layers, local index
   void* arena_ = nullptr;
   size_t arena_bytes_ = 0;
   std::vector<ArenaEntry> arena_entries_;

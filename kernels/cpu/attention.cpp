@@ -60,7 +60,9 @@ AttentionLayout check_attention(const char* op, const Tensor& qkv, const Tensor&
 }
 }  // namespace
 
-void CpuBackend::attention_fwd(Tensor out, Tensor lse, Tensor qkv, int B, int T, int Hq, int Hkv, int D) {
+void CpuBackend::attention_fwd(const AttentionFwdArgs& args) {
+  const Tensor out = args.out, lse = args.lse, qkv = args.qkv;
+  const int B = args.shape.B, T = args.shape.T, Hq = args.shape.Hq, Hkv = args.shape.Hkv, D = args.shape.D;
   const auto L = check_attention("attention_fwd", qkv, out, lse, B, T, Hq, Hkv, D);
   const float scale = float(1.0 / std::sqrt(double(D)));
   const float* x = qkv.as<float>();
@@ -96,8 +98,9 @@ void CpuBackend::attention_fwd(Tensor out, Tensor lse, Tensor qkv, int B, int T,
   });
 }
 
-void CpuBackend::attention_bwd(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int B, int T, int Hq,
-                               int Hkv, int D) {
+void CpuBackend::attention_bwd(const AttentionBwdArgs& args) {
+  const Tensor dqkv = args.dqkv, dout = args.dout, qkv = args.qkv, out = args.out, lse = args.lse;
+  const int B = args.shape.B, T = args.shape.T, Hq = args.shape.Hq, Hkv = args.shape.Hkv, D = args.shape.D;
   const char* op = "attention_bwd";
   const auto L = check_attention(op, qkv, out, lse, B, T, Hq, Hkv, D);
   cpu::require_tensor(dqkv, op, "dqkv", DType::f32);

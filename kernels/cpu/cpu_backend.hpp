@@ -37,20 +37,18 @@ class CpuBackend final : public Backend {
   size_t peak_memory_bytes() const override;
 
   // linear.cpp
-  void linear_fwd(Tensor out, Tensor inp, Tensor weight, Tensor bias, Tensor pre_gelu) override;
-  void linear_bwd(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
-                  Tensor dinp_gelu_aux, Tensor dinp_sum) override;
+  void linear_fwd(const LinearFwdArgs& args) override;
+  void linear_bwd(const LinearBwdArgs& args) override;
 
   // embedding.cpp
-  void embedding_fwd(Tensor out, Tensor tokens, Tensor wte, Tensor wpe, int T, int vocab_start) override;
-  void embedding_bwd(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens, int T, int vocab_start) override;
+  void embedding_fwd(const EmbeddingFwdArgs& args) override;
+  void embedding_bwd(const EmbeddingBwdArgs& args) override;
 
   // norms.cpp
-  void layernorm_fwd(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight, Tensor bias, float eps) override;
-  void layernorm_bwd(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight, Tensor mean,
-                     Tensor rstd, Tensor dinp_sum) override;
-  void rmsnorm_fwd(Tensor out, Tensor rstd, Tensor inp, Tensor weight, float eps) override;
-  void rmsnorm_bwd(Tensor dinp, Tensor dweight, Tensor dout, Tensor inp, Tensor weight, Tensor rstd) override;
+  void layernorm_fwd(const LayerNormFwdArgs& args) override;
+  void layernorm_bwd(const LayerNormBwdArgs& args) override;
+  void rmsnorm_fwd(const RmsNormFwdArgs& args) override;
+  void rmsnorm_bwd(const RmsNormBwdArgs& args) override;
 
   // elementwise.cpp
   void add(Tensor out, Tensor a, Tensor b) override;
@@ -64,19 +62,16 @@ class CpuBackend final : public Backend {
   void rope_bwd(Tensor dqkv, int B, int T, int Hq, int Hkv, int D, float theta) override;
 
   // attention.cpp
-  void attention_fwd(Tensor out, Tensor lse, Tensor qkv, int B, int T, int Hq, int Hkv, int D) override;
-  void attention_bwd(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int B, int T, int Hq, int Hkv,
-                     int D) override;
+  void attention_fwd(const AttentionFwdArgs& args) override;
+  void attention_bwd(const AttentionBwdArgs& args) override;
 
   // loss.cpp
   void cross_entropy(Tensor losses, Tensor logits, Tensor targets, int vocab, float dloss, bool compute_grad) override;
 
   // vocab_parallel_ce.cpp
   void vocab_parallel_ce_max(Tensor rowmax, Tensor logits, int valid_cols) override;
-  void vocab_parallel_ce_sums(Tensor sums, Tensor logits, Tensor rowmax, Tensor targets, int vocab_start,
-                              int valid_cols) override;
-  void vocab_parallel_ce_finish(Tensor losses, Tensor logits, Tensor rowmax, Tensor sums, Tensor targets,
-                                int vocab_start, int valid_cols, float dloss, bool compute_grad) override;
+  void vocab_parallel_ce_sums(const VocabParallelCeSumsArgs& args) override;
+  void vocab_parallel_ce_finish(const VocabParallelCeFinishArgs& args) override;
 
   // adamw.cpp
   void adamw(Tensor master, Tensor grad, Tensor m, Tensor v, Tensor compute_copy, const AdamWArgs& args) override;

@@ -28,7 +28,9 @@ EmbeddingShape embedding_shape(const char* op, const Tensor& tokens, const Tenso
 }
 }  // namespace
 
-void CpuBackend::embedding_fwd(Tensor out, Tensor tokens, Tensor wte, Tensor wpe, int T, int vocab_start) {
+void CpuBackend::embedding_fwd(const EmbeddingFwdArgs& args) {
+  const Tensor out = args.out, tokens = args.tokens, wte = args.wte, wpe = args.wpe;
+  const int T = args.T, vocab_start = args.vocab_start;
   const char* op = "embedding_fwd";
   auto [N, C, rows] = embedding_shape(op, tokens, wte, wpe, T);
   cpu::require_tensor(out, op, "out", DType::f32);
@@ -52,7 +54,9 @@ void CpuBackend::embedding_fwd(Tensor out, Tensor tokens, Tensor wte, Tensor wpe
   }
 }
 
-void CpuBackend::embedding_bwd(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens, int T, int vocab_start) {
+void CpuBackend::embedding_bwd(const EmbeddingBwdArgs& args) {
+  const Tensor dwte = args.dwte, dwpe = args.dwpe, dout = args.dout, tokens = args.tokens;
+  const int T = args.T, vocab_start = args.vocab_start;
   const char* op = "embedding_bwd";
   if (!dwte.defined() && !dwpe.defined()) return;
   // Shapes are checked against whichever gradient is present; dwte stands in for wte.

@@ -33,7 +33,8 @@ LinearShape linear_shape(const char* op, const Tensor& inp, const Tensor& weight
 }
 }  // namespace
 
-void CpuBackend::linear_fwd(Tensor out, Tensor inp, Tensor weight, Tensor bias, Tensor pre_gelu) {
+void CpuBackend::linear_fwd(const LinearFwdArgs& args) {
+  const Tensor out = args.out, inp = args.inp, weight = args.weight, bias = args.bias, pre_gelu = args.pre_gelu;
   const char* op = "linear_fwd";
   auto [N, IC, OC] = linear_shape(op, inp, weight);
   cpu::require_tensor(out, op, "out", DType::f32);
@@ -64,8 +65,9 @@ void CpuBackend::linear_fwd(Tensor out, Tensor inp, Tensor weight, Tensor bias, 
   }
 }
 
-void CpuBackend::linear_bwd(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
-                            Tensor dinp_gelu_aux, Tensor dinp_sum) {
+void CpuBackend::linear_bwd(const LinearBwdArgs& args) {
+  const Tensor dinp = args.dinp, dweight = args.dweight, dbias = args.dbias, dout = args.dout, inp = args.inp,
+               weight = args.weight, dinp_gelu_aux = args.dinp_gelu_aux, dinp_sum = args.dinp_sum;
   const char* op = "linear_bwd";
   auto [N, IC, OC] = linear_shape(op, inp, weight);
   cpu::require_tensor(dout, op, "dout", DType::f32);

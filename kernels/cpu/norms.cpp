@@ -31,8 +31,10 @@ void require_optional(const Tensor& t, int64_t n, const char* op, const char* ar
 }
 }  // namespace
 
-void CpuBackend::layernorm_fwd(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight, Tensor bias,
-                               float eps) {
+void CpuBackend::layernorm_fwd(const LayerNormFwdArgs& args) {
+  const Tensor out = args.out, mean = args.mean, rstd = args.rstd, inp = args.inp, weight = args.weight,
+               bias = args.bias;
+  const float eps = args.eps;
   const char* op = "layernorm_fwd";
   auto [N, C] = norm_shape(op, inp, weight);
   cpu::require_tensor(out, op, "out", DType::f32);
@@ -59,8 +61,9 @@ void CpuBackend::layernorm_fwd(Tensor out, Tensor mean, Tensor rstd, Tensor inp,
   }
 }
 
-void CpuBackend::layernorm_bwd(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
-                               Tensor mean, Tensor rstd, Tensor dinp_sum) {
+void CpuBackend::layernorm_bwd(const LayerNormBwdArgs& args) {
+  const Tensor dinp = args.dinp, dweight = args.dweight, dbias = args.dbias, dout = args.dout, inp = args.inp,
+               weight = args.weight, mean = args.mean, rstd = args.rstd, dinp_sum = args.dinp_sum;
   const char* op = "layernorm_bwd";
   auto [N, C] = norm_shape(op, inp, weight);
   cpu::require_tensor(dout, op, "dout", DType::f32);
@@ -104,7 +107,9 @@ void CpuBackend::layernorm_bwd(Tensor dinp, Tensor dweight, Tensor dbias, Tensor
   if (dinp_sum.defined()) cpu::add_column_sums(dinp_sum.as<float>(), dinp.as<float>(), N, C);
 }
 
-void CpuBackend::rmsnorm_fwd(Tensor out, Tensor rstd, Tensor inp, Tensor weight, float eps) {
+void CpuBackend::rmsnorm_fwd(const RmsNormFwdArgs& args) {
+  const Tensor out = args.out, rstd = args.rstd, inp = args.inp, weight = args.weight;
+  const float eps = args.eps;
   const char* op = "rmsnorm_fwd";
   auto [N, C] = norm_shape(op, inp, weight);
   cpu::require_tensor(out, op, "out", DType::f32);
@@ -122,7 +127,9 @@ void CpuBackend::rmsnorm_fwd(Tensor out, Tensor rstd, Tensor inp, Tensor weight,
   }
 }
 
-void CpuBackend::rmsnorm_bwd(Tensor dinp, Tensor dweight, Tensor dout, Tensor inp, Tensor weight, Tensor rstd) {
+void CpuBackend::rmsnorm_bwd(const RmsNormBwdArgs& args) {
+  const Tensor dinp = args.dinp, dweight = args.dweight, dout = args.dout, inp = args.inp, weight = args.weight,
+               rstd = args.rstd;
   const char* op = "rmsnorm_bwd";
   auto [N, C] = norm_shape(op, inp, weight);
   cpu::require_tensor(dout, op, "dout", DType::f32);

@@ -57,8 +57,9 @@ void CpuBackend::vocab_parallel_ce_max(Tensor rowmax, Tensor logits, int valid_c
   });
 }
 
-void CpuBackend::vocab_parallel_ce_sums(Tensor sums, Tensor logits, Tensor rowmax, Tensor targets, int vocab_start,
-                                        int valid_cols) {
+void CpuBackend::vocab_parallel_ce_sums(const VocabParallelCeSumsArgs& args) {
+  const Tensor sums = args.sums, logits = args.logits, rowmax = args.rowmax, targets = args.targets;
+  const int vocab_start = args.vocab_start, valid_cols = args.valid_cols;
   const char* op = "vocab_parallel_ce_sums";
   cpu::require_tensor(targets, op, "targets", DType::i32);
   const int64_t n = targets.numel();
@@ -94,8 +95,12 @@ void CpuBackend::vocab_parallel_ce_sums(Tensor sums, Tensor logits, Tensor rowma
   });
 }
 
-void CpuBackend::vocab_parallel_ce_finish(Tensor losses, Tensor logits, Tensor rowmax, Tensor sums, Tensor targets,
-                                          int vocab_start, int valid_cols, float dloss, bool compute_grad) {
+void CpuBackend::vocab_parallel_ce_finish(const VocabParallelCeFinishArgs& args) {
+  const Tensor losses = args.losses, logits = args.logits, rowmax = args.rowmax, sums = args.sums,
+               targets = args.targets;
+  const int vocab_start = args.vocab_start, valid_cols = args.valid_cols;
+  const float dloss = args.dloss;
+  const bool compute_grad = args.compute_grad;
   const char* op = "vocab_parallel_ce_finish";
   cpu::require_tensor(targets, op, "targets", DType::i32);
   const int64_t n = targets.numel();

@@ -202,7 +202,8 @@ void CudaBackend::synchronize() {
 
 // ---- linear ----
 
-void CudaBackend::linear_fwd(Tensor out, Tensor inp, Tensor weight, Tensor bias, Tensor pre_gelu) {
+void CudaBackend::linear_fwd(const LinearFwdArgs& args) {
+  const Tensor out = args.out, inp = args.inp, weight = args.weight, bias = args.bias, pre_gelu = args.pre_gelu;
   const char* op = "linear_fwd";
   expect(op, "weight", weight, DType::bf16);
   expect(op, "inp", inp, DType::bf16);
@@ -217,8 +218,9 @@ void CudaBackend::linear_fwd(Tensor out, Tensor inp, Tensor weight, Tensor bias,
   linear_->forward(out.ptr, inp.ptr, weight.ptr, ptr_or_null(bias), ptr_or_null(pre_gelu), N, IC, OC);
 }
 
-void CudaBackend::linear_bwd(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
-                             Tensor dinp_gelu_aux, Tensor dinp_sum) {
+void CudaBackend::linear_bwd(const LinearBwdArgs& args) {
+  const Tensor dinp = args.dinp, dweight = args.dweight, dbias = args.dbias, dout = args.dout, inp = args.inp,
+               weight = args.weight, dinp_gelu_aux = args.dinp_gelu_aux, dinp_sum = args.dinp_sum;
   const char* op = "linear_bwd";
   expect(op, "dout", dout, DType::bf16);
   const Tensor& shape_src = weight.defined() ? weight : dweight;
@@ -258,8 +260,9 @@ void CudaBackend::linear_bwd(Tensor dinp, Tensor dweight, Tensor dbias, Tensor d
 
 // The fused path writes dinp, act and dinp_sum in one kernel (gelu_fc2_backward.cu), then the
 // weight gradient reads the rebuilt act; otherwise the default's gelu_fwd + linear_bwd.
-void CudaBackend::gelu_rebuild_linear_bwd(Tensor dinp, Tensor act, Tensor dweight, Tensor dbias, Tensor dout,
-                                          Tensor weight, Tensor pre, Tensor dinp_sum) {
+void CudaBackend::gelu_rebuild_linear_bwd(const GeluRebuildLinearBwdArgs& args) {
+  const Tensor dinp = args.dinp, act = args.act, dweight = args.dweight, dbias = args.dbias, dout = args.dout,
+               weight = args.weight, pre = args.pre, dinp_sum = args.dinp_sum;
   const char* op = "gelu_rebuild_linear_bwd";
   if (dinp.defined() && weight.defined() && act.defined() && pre.defined() && dout.dtype == DType::bf16 &&
       weight.dtype == DType::bf16 && dinp.dtype == DType::bf16 && act.dtype == DType::bf16 &&
@@ -277,16 +280,18 @@ void CudaBackend::gelu_rebuild_linear_bwd(Tensor dinp, Tensor act, Tensor dweigh
       cuda::gelu_fc2_dgrad_fused(dinp.ptr, act.ptr, static_cast<float*>(ptr_or_null(dinp_sum)), os, dout.ptr,
                                  weight.ptr, pre.ptr, N, OC, IC, workspace(), stream_);
       ++fused_mlp_backward_calls_;
-      linear_bwd(Tensor(), dweight, dbias, dout, act, weight, Tensor(), Tensor());
+      linear_bwd({.dweight = dweight, .dbias = dbias, .dout = dout, .inp = act, .weight = weight});
       return;
     }
   }
-  Backend::gelu_rebuild_linear_bwd(dinp, act, dweight, dbias, dout, weight, pre, dinp_sum);
+  Backend::gelu_rebuild_linear_bwd(args);
 }
 
 // ---- embeddings ----
 
-void CudaBackend::embedding_fwd(Tensor out, Tensor tokens, Tensor wte, Tensor wpe, int T, int vocab_start) {
+void CudaBackend::embedding_fwd(const EmbeddingFwdArgs& args) {
+  const Tensor out = args.out, tokens = args.tokens, wte = args.wte, wpe = args.wpe;
+  const int T = args.T, vocab_start = args.vocab_start;
   const char* op = "embedding_fwd";
   expect(op, "tokens", tokens, DType::i32);
   expect(op, "wte", wte, DType::bf16);
@@ -300,7 +305,9 @@ void CudaBackend::embedding_fwd(Tensor out, Tensor tokens, Tensor wte, Tensor wp
                       stream_);
 }
 
-void CudaBackend::embedding_bwd(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens, int T, int vocab_start) {
+void CudaBackend::embedding_bwd(const EmbeddingBwdArgs& args) {
+  const Tensor dwte = args.dwte, dwpe = args.dwpe, dout = args.dout, tokens = args.tokens;
+  const int T = args.T, vocab_start = args.vocab_start;
   const char* op = "embedding_bwd";
   expect(op, "tokens", tokens, DType::i32);
   expect(op, "dout", dout, DType::bf16);
@@ -323,8 +330,10 @@ void CudaBackend::embedding_bwd(Tensor dwte, Tensor dwpe, Tensor dout, Tensor to
 
 // ---- norms ----
 
-void CudaBackend::layernorm_fwd(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight, Tensor bias,
-                                float eps) {
+void CudaBackend::layernorm_fwd(const LayerNormFwdArgs& args) {
+  const Tensor out = args.out, mean = args.mean, rstd = args.rstd, inp = args.inp, weight = args.weight,
+               bias = args.bias;
+  const float eps = args.eps;
   const char* op = "layernorm_fwd";
   expect(op, "inp", inp, DType::bf16);
   expect(op, "out", out, DType::bf16);
@@ -351,8 +360,9 @@ cuda::NormGradOverwrite CudaBackend::norm_grad_writes(int64_t N, Tensor dweight,
   return ow;
 }
 
-void CudaBackend::layernorm_bwd(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
-                                Tensor mean, Tensor rstd, Tensor dinp_sum) {
+void CudaBackend::layernorm_bwd(const LayerNormBwdArgs& args) {
+  const Tensor dinp = args.dinp, dweight = args.dweight, dbias = args.dbias, dout = args.dout, inp = args.inp,
+               weight = args.weight, mean = args.mean, rstd = args.rstd, dinp_sum = args.dinp_sum;
   const char* op = "layernorm_bwd";
   expect(op, "dout", dout, DType::bf16);
   expect(op, "inp", inp, DType::bf16);
@@ -376,7 +386,9 @@ void CudaBackend::layernorm_bwd(Tensor dinp, Tensor dweight, Tensor dbias, Tenso
                       inp.ptr, weight.ptr, mean.as<float>(), rstd.as<float>(), N, C, false, ow, workspace(), stream_);
 }
 
-void CudaBackend::rmsnorm_fwd(Tensor out, Tensor rstd, Tensor inp, Tensor weight, float eps) {
+void CudaBackend::rmsnorm_fwd(const RmsNormFwdArgs& args) {
+  const Tensor out = args.out, rstd = args.rstd, inp = args.inp, weight = args.weight;
+  const float eps = args.eps;
   const char* op = "rmsnorm_fwd";
   expect(op, "inp", inp, DType::bf16);
   expect(op, "out", out, DType::bf16);
@@ -388,7 +400,9 @@ void CudaBackend::rmsnorm_fwd(Tensor out, Tensor rstd, Tensor inp, Tensor weight
                       nullptr, N, C, eps, true, stream_);
 }
 
-void CudaBackend::rmsnorm_bwd(Tensor dinp, Tensor dweight, Tensor dout, Tensor inp, Tensor weight, Tensor rstd) {
+void CudaBackend::rmsnorm_bwd(const RmsNormBwdArgs& args) {
+  const Tensor dinp = args.dinp, dweight = args.dweight, dout = args.dout, inp = args.inp, weight = args.weight,
+               rstd = args.rstd;
   const char* op = "rmsnorm_bwd";
   expect(op, "dout", dout, DType::bf16);
   expect(op, "inp", inp, DType::bf16);
@@ -403,8 +417,11 @@ void CudaBackend::rmsnorm_bwd(Tensor dinp, Tensor dweight, Tensor dout, Tensor i
                       weight.ptr, nullptr, rstd.as<float>(), N, C, true, ow, workspace(), stream_);
 }
 
-void CudaBackend::residual_norm_fwd(Tensor residual, Tensor out, Tensor mean, Tensor rstd, Tensor a, Tensor b,
-                                    Tensor weight, Tensor bias, float eps, bool rms) {
+void CudaBackend::residual_norm_fwd(const ResidualNormFwdArgs& args) {
+  const Tensor residual = args.residual, out = args.out, mean = args.mean, rstd = args.rstd, a = args.a, b = args.b,
+               weight = args.weight, bias = args.bias;
+  const float eps = args.eps;
+  const bool rms = args.rms;
   const char* op = "residual_norm_fwd";
   expect(op, "residual", residual, DType::bf16);
   expect(op, "a", a, DType::bf16);
@@ -490,7 +507,9 @@ void CudaBackend::note_attention_fallback(const std::string& shape, const std::s
               << "); using the own CUDA attention kernels for it\n";
 }
 
-void CudaBackend::attention_fwd(Tensor out, Tensor lse, Tensor qkv, int B, int T, int Hq, int Hkv, int D) {
+void CudaBackend::attention_fwd(const AttentionFwdArgs& args) {
+  const Tensor out = args.out, lse = args.lse, qkv = args.qkv;
+  const int B = args.shape.B, T = args.shape.T, Hq = args.shape.Hq, Hkv = args.shape.Hkv, D = args.shape.D;
   const char* op = "attention_fwd";
   expect(op, "qkv", qkv, DType::bf16);
   expect(op, "out", out, DType::bf16);
@@ -515,8 +534,9 @@ void CudaBackend::attention_fwd(Tensor out, Tensor lse, Tensor qkv, int B, int T
   attention_fwd_fallback(out.ptr, lse.as<float>(), qkv.ptr, B, T, Hq, Hkv, D, stream_);
 }
 
-void CudaBackend::attention_bwd(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int B, int T, int Hq,
-                                int Hkv, int D) {
+void CudaBackend::attention_bwd(const AttentionBwdArgs& args) {
+  const Tensor dqkv = args.dqkv, dout = args.dout, qkv = args.qkv, out = args.out, lse = args.lse;
+  const int B = args.shape.B, T = args.shape.T, Hq = args.shape.Hq, Hkv = args.shape.Hkv, D = args.shape.D;
   const char* op = "attention_bwd";
   expect(op, "dqkv", dqkv, DType::bf16);
   expect(op, "dout", dout, DType::bf16);

@@ -61,22 +61,18 @@ class CudaBackend final : public Backend {
   void synchronize() override;
   size_t peak_memory_bytes() const override { return peak_bytes_; }
 
-  void linear_fwd(Tensor out, Tensor inp, Tensor weight, Tensor bias, Tensor pre_gelu) override;
-  void linear_bwd(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
-                  Tensor dinp_gelu_aux, Tensor dinp_sum) override;
-  void gelu_rebuild_linear_bwd(Tensor dinp, Tensor act, Tensor dweight, Tensor dbias, Tensor dout, Tensor weight,
-                               Tensor pre, Tensor dinp_sum) override;
+  void linear_fwd(const LinearFwdArgs& args) override;
+  void linear_bwd(const LinearBwdArgs& args) override;
+  void gelu_rebuild_linear_bwd(const GeluRebuildLinearBwdArgs& args) override;
 
-  void embedding_fwd(Tensor out, Tensor tokens, Tensor wte, Tensor wpe, int T, int vocab_start) override;
-  void embedding_bwd(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens, int T, int vocab_start) override;
+  void embedding_fwd(const EmbeddingFwdArgs& args) override;
+  void embedding_bwd(const EmbeddingBwdArgs& args) override;
 
-  void layernorm_fwd(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight, Tensor bias, float eps) override;
-  void layernorm_bwd(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight, Tensor mean,
-                     Tensor rstd, Tensor dinp_sum) override;
-  void rmsnorm_fwd(Tensor out, Tensor rstd, Tensor inp, Tensor weight, float eps) override;
-  void rmsnorm_bwd(Tensor dinp, Tensor dweight, Tensor dout, Tensor inp, Tensor weight, Tensor rstd) override;
-  void residual_norm_fwd(Tensor residual, Tensor out, Tensor mean, Tensor rstd, Tensor a, Tensor b, Tensor weight,
-                         Tensor bias, float eps, bool rms) override;
+  void layernorm_fwd(const LayerNormFwdArgs& args) override;
+  void layernorm_bwd(const LayerNormBwdArgs& args) override;
+  void rmsnorm_fwd(const RmsNormFwdArgs& args) override;
+  void rmsnorm_bwd(const RmsNormBwdArgs& args) override;
+  void residual_norm_fwd(const ResidualNormFwdArgs& args) override;
 
   void add(Tensor out, Tensor a, Tensor b) override;
   void gelu_fwd(Tensor out, Tensor inp) override;
@@ -86,18 +82,15 @@ class CudaBackend final : public Backend {
   void rope_fwd(Tensor qkv, int B, int T, int Hq, int Hkv, int D, float theta) override;
   void rope_bwd(Tensor dqkv, int B, int T, int Hq, int Hkv, int D, float theta) override;
 
-  void attention_fwd(Tensor out, Tensor lse, Tensor qkv, int B, int T, int Hq, int Hkv, int D) override;
-  void attention_bwd(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int B, int T, int Hq, int Hkv,
-                     int D) override;
+  void attention_fwd(const AttentionFwdArgs& args) override;
+  void attention_bwd(const AttentionBwdArgs& args) override;
 
   void cross_entropy(Tensor losses, Tensor logits, Tensor targets, int vocab, float dloss, bool compute_grad) override;
 
   // vocab_parallel_ce.cu
   void vocab_parallel_ce_max(Tensor rowmax, Tensor logits, int valid_cols) override;
-  void vocab_parallel_ce_sums(Tensor sums, Tensor logits, Tensor rowmax, Tensor targets, int vocab_start,
-                              int valid_cols) override;
-  void vocab_parallel_ce_finish(Tensor losses, Tensor logits, Tensor rowmax, Tensor sums, Tensor targets,
-                                int vocab_start, int valid_cols, float dloss, bool compute_grad) override;
+  void vocab_parallel_ce_sums(const VocabParallelCeSumsArgs& args) override;
+  void vocab_parallel_ce_finish(const VocabParallelCeFinishArgs& args) override;
 
   void adamw(Tensor master, Tensor grad, Tensor m, Tensor v, Tensor compute_copy, const AdamWArgs& args) override;
   double sum_squares(Tensor x) override;

@@ -152,8 +152,9 @@ void CudaBackend::vocab_parallel_ce_max(Tensor rowmax, Tensor logits, int valid_
   RECIPE_CUDA_CHECK_LAUNCH("vocab_parallel_ce_max");
 }
 
-void CudaBackend::vocab_parallel_ce_sums(Tensor sums, Tensor logits, Tensor rowmax, Tensor targets, int vocab_start,
-                                         int valid_cols) {
+void CudaBackend::vocab_parallel_ce_sums(const VocabParallelCeSumsArgs& args) {
+  const Tensor sums = args.sums, logits = args.logits, rowmax = args.rowmax, targets = args.targets;
+  const int vocab_start = args.vocab_start, valid_cols = args.valid_cols;
   const char* op = "vocab_parallel_ce_sums";
   expect(op, "targets", targets, DType::i32);
   const int64_t n = targets.numel();
@@ -174,8 +175,12 @@ void CudaBackend::vocab_parallel_ce_sums(Tensor sums, Tensor logits, Tensor rowm
   RECIPE_CUDA_CHECK_LAUNCH("vocab_parallel_ce_sums");
 }
 
-void CudaBackend::vocab_parallel_ce_finish(Tensor losses, Tensor logits, Tensor rowmax, Tensor sums, Tensor targets,
-                                           int vocab_start, int valid_cols, float dloss, bool compute_grad) {
+void CudaBackend::vocab_parallel_ce_finish(const VocabParallelCeFinishArgs& args) {
+  const Tensor losses = args.losses, logits = args.logits, rowmax = args.rowmax, sums = args.sums,
+               targets = args.targets;
+  const int vocab_start = args.vocab_start, valid_cols = args.valid_cols;
+  const float dloss = args.dloss;
+  const bool compute_grad = args.compute_grad;
   const char* op = "vocab_parallel_ce_finish";
   expect(op, "targets", targets, DType::i32);
   const int64_t n = targets.numel();

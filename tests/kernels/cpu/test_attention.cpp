@@ -58,16 +58,22 @@ struct Run {
 
 Run forward(Backend& be, const Shape& s, std::vector<float>& qkv) {
   Run r{std::vector<float>(s.out_numel()), std::vector<float>(s.lse_numel())};
-  be.attention_fwd(view(r.out, {s.B, s.T, s.Hq * s.D}), view(r.lse, {s.B, s.Hq, s.T}), view(qkv, {s.B, s.T, s.row()}),
-                   s.B, s.T, s.Hq, s.Hkv, s.D);
+  be.attention_fwd({.out = view(r.out, {s.B, s.T, s.Hq * s.D}),
+                    .lse = view(r.lse, {s.B, s.Hq, s.T}),
+                    .qkv = view(qkv, {s.B, s.T, s.row()}),
+                    .shape = {.B = s.B, .T = s.T, .Hq = s.Hq, .Hkv = s.Hkv, .D = s.D}});
   return r;
 }
 
 std::vector<float> backward(Backend& be, const Shape& s, std::vector<float>& qkv, Run& fwd, std::vector<float>& dout,
                             float fill = 0.0f) {
   std::vector<float> dqkv(s.qkv_numel(), fill);
-  be.attention_bwd(view(dqkv, {s.B, s.T, s.row()}), view(dout, {s.B, s.T, s.Hq * s.D}), view(qkv, {s.B, s.T, s.row()}),
-                   view(fwd.out, {s.B, s.T, s.Hq * s.D}), view(fwd.lse, {s.B, s.Hq, s.T}), s.B, s.T, s.Hq, s.Hkv, s.D);
+  be.attention_bwd({.dqkv = view(dqkv, {s.B, s.T, s.row()}),
+                    .dout = view(dout, {s.B, s.T, s.Hq * s.D}),
+                    .qkv = view(qkv, {s.B, s.T, s.row()}),
+                    .out = view(fwd.out, {s.B, s.T, s.Hq * s.D}),
+                    .lse = view(fwd.lse, {s.B, s.Hq, s.T}),
+                    .shape = {.B = s.B, .T = s.T, .Hq = s.Hq, .Hkv = s.Hkv, .D = s.D}});
   return dqkv;
 }
 }  // namespace
@@ -123,8 +129,10 @@ TEST_CASE("cpu attention rejects a kv head count that does not divide the q head
   auto be = make_cpu_backend();
   Shape s{1, 3, 4, 3, 4};
   std::vector<float> qkv(s.qkv_numel()), out(s.out_numel()), lse(s.lse_numel());
-  CHECK_THROWS_WITH_AS(be->attention_fwd(view(out, {int64_t(out.size())}), view(lse, {int64_t(lse.size())}),
-                                         view(qkv, {int64_t(qkv.size())}), s.B, s.T, s.Hq, s.Hkv, s.D),
+  CHECK_THROWS_WITH_AS(be->attention_fwd({.out = view(out, {int64_t(out.size())}),
+                                          .lse = view(lse, {int64_t(lse.size())}),
+                                          .qkv = view(qkv, {int64_t(qkv.size())}),
+                                          .shape = {.B = s.B, .T = s.T, .Hq = s.Hq, .Hkv = s.Hkv, .D = s.D}}),
                        doctest::Contains("Hkv dividing Hq"), std::invalid_argument);
 }
 

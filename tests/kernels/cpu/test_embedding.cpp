@@ -24,14 +24,23 @@ TEST_CASE("cpu embedding_fwd reads shard rows, zero rows outside the shard, plus
   auto tok = tokens();
   auto wte = randn(kRows * C, 1), wpe = randn(kMaxPos * C, 2);
   std::vector<float> out(N * C, 9.0f);
-  be->embedding_fwd(view(out, {N, C}), view(tok, {B, T}), view(wte, {kRows, C}), view(wpe, {kMaxPos, C}), T, kStart);
+  be->embedding_fwd({.out = view(out, {N, C}),
+                     .tokens = view(tok, {B, T}),
+                     .wte = view(wte, {kRows, C}),
+                     .wpe = view(wpe, {kMaxPos, C}),
+                     .T = T,
+                     .vocab_start = kStart});
   for (int n = 0; n < N; ++n) {
     int row = tok[n] - kStart;
     bool in_shard = row >= 0 && row < kRows;
     for (int c = 0; c < C; ++c) CHECK(out[n * C + c] == (in_shard ? wte[row * C + c] : 0.0f) + wpe[(n % T) * C + c]);
   }
   // Without wpe: plain lookup.
-  be->embedding_fwd(view(out, {N, C}), view(tok, {B, T}), view(wte, {kRows, C}), {}, T, kStart);
+  be->embedding_fwd({.out = view(out, {N, C}),
+                     .tokens = view(tok, {B, T}),
+                     .wte = view(wte, {kRows, C}),
+                     .T = T,
+                     .vocab_start = kStart});
   CHECK(out[0] == wte[(4 - kStart) * C]);
   CHECK(out[1 * C] == 0.0f);
 }
@@ -42,11 +51,21 @@ TEST_CASE("cpu embedding_bwd gradients match finite differences for wte and wpe"
   auto wte = randn(kRows * C, 11), wpe = randn(kMaxPos * C, 12), r = randn(N * C, 13);
   auto objective = [&] {
     std::vector<float> out(N * C);
-    be->embedding_fwd(view(out, {N, C}), view(tok, {N}), view(wte, {kRows, C}), view(wpe, {kMaxPos, C}), T, kStart);
+    be->embedding_fwd({.out = view(out, {N, C}),
+                       .tokens = view(tok, {N}),
+                       .wte = view(wte, {kRows, C}),
+                       .wpe = view(wpe, {kMaxPos, C}),
+                       .T = T,
+                       .vocab_start = kStart});
     return weighted_sum(out, r);
   };
   std::vector<float> dwte(kRows * C, 0.0f), dwpe(kMaxPos * C, 0.0f);
-  be->embedding_bwd(view(dwte, {kRows, C}), view(dwpe, {kMaxPos, C}), view(r, {N, C}), view(tok, {N}), T, kStart);
+  be->embedding_bwd({.dwte = view(dwte, {kRows, C}),
+                     .dwpe = view(dwpe, {kMaxPos, C}),
+                     .dout = view(r, {N, C}),
+                     .tokens = view(tok, {N}),
+                     .T = T,
+                     .vocab_start = kStart});
   check_gradient("dwte", wte, dwte, objective);
   check_gradient("dwpe", wpe, dwpe, objective);
   // Positions ≥ T are never used.
@@ -61,7 +80,12 @@ TEST_CASE("cpu embedding_bwd accumulates and is bitwise deterministic") {
   auto r = randn(N * C, 21);
   auto run = [&] {
     std::vector<float> dwte(kRows * C, 0.5f), dwpe(kMaxPos * C, 0.25f);
-    be->embedding_bwd(view(dwte, {kRows, C}), view(dwpe, {kMaxPos, C}), view(r, {N, C}), view(tok, {N}), T, kStart);
+    be->embedding_bwd({.dwte = view(dwte, {kRows, C}),
+                       .dwpe = view(dwpe, {kMaxPos, C}),
+                       .dout = view(r, {N, C}),
+                       .tokens = view(tok, {N}),
+                       .T = T,
+                       .vocab_start = kStart});
     return std::pair{dwte, dwpe};
   };
   auto [a_wte, a_wpe] = run();

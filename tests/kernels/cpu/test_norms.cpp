@@ -26,8 +26,13 @@ TEST_CASE("cpu layernorm_fwd matches a double reference and stores mean/rstd") {
   std::vector<float> out(N * C), mean(N), rstd(N);
   for (bool with_bias : {true, false}) {
     CAPTURE(with_bias);
-    be->layernorm_fwd(view(out, {N, C}), view(mean, {N}), view(rstd, {N}), view(x, {N, C}), view(w, {C}),
-                      with_bias ? view(b, {C}) : Tensor{}, kEps);
+    be->layernorm_fwd({.out = view(out, {N, C}),
+                       .mean = view(mean, {N}),
+                       .rstd = view(rstd, {N}),
+                       .inp = view(x, {N, C}),
+                       .weight = view(w, {C}),
+                       .bias = with_bias ? view(b, {C}) : Tensor{},
+                       .eps = kEps});
     for (int n = 0; n < N; ++n) {
       double mu = 0, var = 0;
       for (int c = 0; c < C; ++c) mu += x[n * C + c];
@@ -52,8 +57,13 @@ TEST_CASE("cpu layernorm_bwd gradients match finite differences") {
     auto x = randn(N * C, 11), w = randn(C, 12), b = randn(C, 13), r = randn(N * C, 14);
     std::vector<float> out(N * C), mean(N), rstd(N);
     auto forward = [&] {
-      be->layernorm_fwd(view(out, {N, C}), view(mean, {N}), view(rstd, {N}), view(x, {N, C}), view(w, {C}),
-                        with_bias ? view(b, {C}) : Tensor{}, kEps);
+      be->layernorm_fwd({.out = view(out, {N, C}),
+                         .mean = view(mean, {N}),
+                         .rstd = view(rstd, {N}),
+                         .inp = view(x, {N, C}),
+                         .weight = view(w, {C}),
+                         .bias = with_bias ? view(b, {C}) : Tensor{},
+                         .eps = kEps});
     };
     auto objective = [&] {
       forward();
@@ -61,8 +71,14 @@ TEST_CASE("cpu layernorm_bwd gradients match finite differences") {
     };
     forward();
     std::vector<float> dx(N * C, 0.0f), dw(C, 0.0f), db(C, 0.0f);
-    be->layernorm_bwd(view(dx, {N, C}), view(dw, {C}), with_bias ? view(db, {C}) : Tensor{}, view(r, {N, C}),
-                      view(x, {N, C}), view(w, {C}), view(mean, {N}), view(rstd, {N}), Tensor{});
+    be->layernorm_bwd({.dinp = view(dx, {N, C}),
+                       .dweight = view(dw, {C}),
+                       .dbias = with_bias ? view(db, {C}) : Tensor{},
+                       .dout = view(r, {N, C}),
+                       .inp = view(x, {N, C}),
+                       .weight = view(w, {C}),
+                       .mean = view(mean, {N}),
+                       .rstd = view(rstd, {N})});
     check_gradient("dinp", x, dx, objective);
     check_gradient("dweight", w, dw, objective);
     if (with_bias) check_gradient("dbias", b, db, objective);
@@ -73,12 +89,23 @@ TEST_CASE("cpu layernorm_bwd accumulates into dinp, dweight and dbias") {
   auto be = make_cpu_backend();
   auto x = randn(N * C, 21), w = randn(C, 22), b = randn(C, 23), r = randn(N * C, 24), prior = randn(N * C, 25);
   std::vector<float> out(N * C), mean(N), rstd(N);
-  be->layernorm_fwd(view(out, {N, C}), view(mean, {N}), view(rstd, {N}), view(x, {N, C}), view(w, {C}), view(b, {C}),
-                    kEps);
+  be->layernorm_fwd({.out = view(out, {N, C}),
+                     .mean = view(mean, {N}),
+                     .rstd = view(rstd, {N}),
+                     .inp = view(x, {N, C}),
+                     .weight = view(w, {C}),
+                     .bias = view(b, {C}),
+                     .eps = kEps});
   std::vector<float> dx0(N * C, 0.0f), dw(C, 0.0f), db(C, 0.0f), dx1 = prior;
   auto call = [&](std::vector<float>& dx) {
-    be->layernorm_bwd(view(dx, {N, C}), view(dw, {C}), view(db, {C}), view(r, {N, C}), view(x, {N, C}), view(w, {C}),
-                      view(mean, {N}), view(rstd, {N}), Tensor{});
+    be->layernorm_bwd({.dinp = view(dx, {N, C}),
+                       .dweight = view(dw, {C}),
+                       .dbias = view(db, {C}),
+                       .dout = view(r, {N, C}),
+                       .inp = view(x, {N, C}),
+                       .weight = view(w, {C}),
+                       .mean = view(mean, {N}),
+                       .rstd = view(rstd, {N})});
   };
   call(dx0);
   auto dw_once = dw, db_once = db;
@@ -95,19 +122,37 @@ TEST_CASE("cpu layernorm_bwd dinp_sum accumulates the column sums of dinp after 
   auto x = randn(N * C, 41), w = randn(C, 42), b = randn(C, 43), r = randn(N * C, 44), prior = randn(N * C, 45);
   auto sum0 = randn(C, 46);
   std::vector<float> out(N * C), mean(N), rstd(N), dw(C, 0.0f), db(C, 0.0f);
-  be->layernorm_fwd(view(out, {N, C}), view(mean, {N}), view(rstd, {N}), view(x, {N, C}), view(w, {C}), view(b, {C}),
-                    kEps);
+  be->layernorm_fwd({.out = view(out, {N, C}),
+                     .mean = view(mean, {N}),
+                     .rstd = view(rstd, {N}),
+                     .inp = view(x, {N, C}),
+                     .weight = view(w, {C}),
+                     .bias = view(b, {C}),
+                     .eps = kEps});
   std::vector<float> dx = prior, sum = sum0;
-  be->layernorm_bwd(view(dx, {N, C}), view(dw, {C}), view(db, {C}), view(r, {N, C}), view(x, {N, C}), view(w, {C}),
-                    view(mean, {N}), view(rstd, {N}), view(sum, {C}));
+  be->layernorm_bwd({.dinp = view(dx, {N, C}),
+                     .dweight = view(dw, {C}),
+                     .dbias = view(db, {C}),
+                     .dout = view(r, {N, C}),
+                     .inp = view(x, {N, C}),
+                     .weight = view(w, {C}),
+                     .mean = view(mean, {N}),
+                     .rstd = view(rstd, {N}),
+                     .dinp_sum = view(sum, {C})});
   for (int c = 0; c < C; ++c) {
     double col = 0;
     for (int n = 0; n < N; ++n) col += dx[n * C + c];  // dinp AFTER the accumulation into prior
     CHECK(sum[c] == doctest::Approx(sum0[c] + col).epsilon(1e-6));
   }
   // It is a column sum of dinp, so it needs dinp.
-  CHECK_THROWS_AS(be->layernorm_bwd(Tensor{}, view(dw, {C}), view(db, {C}), view(r, {N, C}), view(x, {N, C}),
-                                    view(w, {C}), view(mean, {N}), view(rstd, {N}), view(sum, {C})),
+  CHECK_THROWS_AS(be->layernorm_bwd({.dweight = view(dw, {C}),
+                                     .dbias = view(db, {C}),
+                                     .dout = view(r, {N, C}),
+                                     .inp = view(x, {N, C}),
+                                     .weight = view(w, {C}),
+                                     .mean = view(mean, {N}),
+                                     .rstd = view(rstd, {N}),
+                                     .dinp_sum = view(sum, {C})}),
                   std::invalid_argument);
 }
 
@@ -115,7 +160,13 @@ TEST_CASE("cpu rmsnorm forward vs reference, gradients vs finite differences, ac
   auto be = make_cpu_backend();
   auto x = offset(randn(N * C, 31), 0.5f), w = randn(C, 32), r = randn(N * C, 33), prior = randn(N * C, 34);
   std::vector<float> out(N * C), rstd(N);
-  auto forward = [&] { be->rmsnorm_fwd(view(out, {N, C}), view(rstd, {N}), view(x, {N, C}), view(w, {C}), kEps); };
+  auto forward = [&] {
+    be->rmsnorm_fwd({.out = view(out, {N, C}),
+                     .rstd = view(rstd, {N}),
+                     .inp = view(x, {N, C}),
+                     .weight = view(w, {C}),
+                     .eps = kEps});
+  };
   forward();
   for (int n = 0; n < N; ++n) {
     double ss = 0;
@@ -129,14 +180,24 @@ TEST_CASE("cpu rmsnorm forward vs reference, gradients vs finite differences, ac
     return weighted_sum(out, r);
   };
   std::vector<float> dx(N * C, 0.0f), dw(C, 0.0f);
-  be->rmsnorm_bwd(view(dx, {N, C}), view(dw, {C}), view(r, {N, C}), view(x, {N, C}), view(w, {C}), view(rstd, {N}));
+  be->rmsnorm_bwd({.dinp = view(dx, {N, C}),
+                   .dweight = view(dw, {C}),
+                   .dout = view(r, {N, C}),
+                   .inp = view(x, {N, C}),
+                   .weight = view(w, {C}),
+                   .rstd = view(rstd, {N})});
   check_gradient("dinp", x, dx, objective);
   check_gradient("dweight", w, dw, objective);
 
   forward();
   auto dx_acc = prior;
   auto dw_once = dw;
-  be->rmsnorm_bwd(view(dx_acc, {N, C}), view(dw, {C}), view(r, {N, C}), view(x, {N, C}), view(w, {C}), view(rstd, {N}));
+  be->rmsnorm_bwd({.dinp = view(dx_acc, {N, C}),
+                   .dweight = view(dw, {C}),
+                   .dout = view(r, {N, C}),
+                   .inp = view(x, {N, C}),
+                   .weight = view(w, {C}),
+                   .rstd = view(rstd, {N})});
   for (int i = 0; i < N * C; ++i) CHECK(dx_acc[i] == doctest::Approx(prior[i] + dx[i]).epsilon(1e-6));
   for (int c = 0; c < C; ++c) CHECK(dw[c] == doctest::Approx(2.0 * dw_once[c]).epsilon(1e-6));
 }
@@ -145,10 +206,20 @@ TEST_CASE("cpu residual_norm_fwd adds then normalizes") {
   auto be = make_cpu_backend();
   auto a = randn(N * C, 41), b = randn(N * C, 42), w = randn(C, 43);
   std::vector<float> residual(N * C), out(N * C), rstd(N), sum(N * C), ref(N * C), ref_rstd(N);
-  be->residual_norm_fwd(view(residual, {N, C}), view(out, {N, C}), {}, view(rstd, {N}), view(a, {N, C}),
-                        view(b, {N, C}), view(w, {C}), {}, kEps, true);
+  be->residual_norm_fwd({.residual = view(residual, {N, C}),
+                         .out = view(out, {N, C}),
+                         .rstd = view(rstd, {N}),
+                         .a = view(a, {N, C}),
+                         .b = view(b, {N, C}),
+                         .weight = view(w, {C}),
+                         .eps = kEps,
+                         .rms = true});
   for (int i = 0; i < N * C; ++i) sum[i] = a[i] + b[i];
-  be->rmsnorm_fwd(view(ref, {N, C}), view(ref_rstd, {N}), view(sum, {N, C}), view(w, {C}), kEps);
+  be->rmsnorm_fwd({.out = view(ref, {N, C}),
+                   .rstd = view(ref_rstd, {N}),
+                   .inp = view(sum, {N, C}),
+                   .weight = view(w, {C}),
+                   .eps = kEps});
   CHECK(residual == sum);
   CHECK(out == ref);
 }

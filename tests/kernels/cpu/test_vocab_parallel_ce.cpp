@@ -54,15 +54,26 @@ CeResult sharded_ce(Backend& be, const std::vector<float>& logits, int64_t n, in
   std::vector<float> sums(2 * N, 0.0f);
   for (int s = 0; s < shards; ++s) {
     std::vector<float> local(2 * N, 7.0f);
-    be.vocab_parallel_ce_sums(view(local, {2, N}), view(shard[s], {N, Vl}), view(rowmax, {N}), view(targets, {N}),
-                              start[s], valid[s]);
+    be.vocab_parallel_ce_sums({.sums = view(local, {2, N}),
+                               .logits = view(shard[s], {N, Vl}),
+                               .rowmax = view(rowmax, {N}),
+                               .targets = view(targets, {N}),
+                               .vocab_start = start[s],
+                               .valid_cols = valid[s]});
     for (int64_t i = 0; i < 2 * N; ++i) sums[i] += local[i];
   }
   CeResult res{std::vector<float>(N), std::vector<float>(N * Vp)};
   for (int s = 0; s < shards; ++s) {
     std::vector<float> losses(N, 7.0f);
-    be.vocab_parallel_ce_finish(view(losses, {N}), view(shard[s], {N, Vl}), view(rowmax, {N}), view(sums, {2, N}),
-                                view(targets, {N}), start[s], valid[s], dloss, compute_grad);
+    be.vocab_parallel_ce_finish({.losses = view(losses, {N}),
+                                 .logits = view(shard[s], {N, Vl}),
+                                 .rowmax = view(rowmax, {N}),
+                                 .sums = view(sums, {2, N}),
+                                 .targets = view(targets, {N}),
+                                 .vocab_start = start[s],
+                                 .valid_cols = valid[s],
+                                 .dloss = dloss,
+                                 .compute_grad = compute_grad});
     if (s == 0)
       res.losses = losses;
     else
@@ -144,7 +155,12 @@ TEST_CASE("cpu vocab_parallel_ce passes: per-shard max, sums and empty shards") 
   be->vocab_parallel_ce_max(view(m, {N}), view(z, {N, Vl}), 3);
   CHECK(m == std::vector<float>{5.0f, -1.0f});
   std::vector<float> sums(2 * N);
-  be->vocab_parallel_ce_sums(view(sums, {2, N}), view(z, {N, Vl}), view(m, {N}), view(tgt, {N}), 10, 3);
+  be->vocab_parallel_ce_sums({.sums = view(sums, {2, N}),
+                              .logits = view(z, {N, Vl}),
+                              .rowmax = view(m, {N}),
+                              .targets = view(tgt, {N}),
+                              .vocab_start = 10,
+                              .valid_cols = 3});
   CHECK(sums[0] == doctest::Approx(std::exp(-4.0) + 1.0 + std::exp(-3.0)).epsilon(1e-6));
   CHECK(sums[1] == doctest::Approx(std::exp(-2.0) + 1.0 + std::exp(-1.0)).epsilon(1e-6));
   CHECK(sums[2] == 5.0f);  // row 0's target 11 is local column 1
@@ -156,11 +172,23 @@ TEST_CASE("cpu vocab_parallel_ce passes: per-shard max, sums and empty shards") 
   CHECK(std::isinf(m[0]));
   CHECK(m[0] < 0);
   std::vector<float> global_max = {5.0f, -1.0f};
-  be->vocab_parallel_ce_sums(view(sums, {2, N}), view(z, {N, Vl}), view(global_max, {N}), view(low, {N}), 40, 0);
+  be->vocab_parallel_ce_sums({.sums = view(sums, {2, N}),
+                              .logits = view(z, {N, Vl}),
+                              .rowmax = view(global_max, {N}),
+                              .targets = view(low, {N}),
+                              .vocab_start = 40,
+                              .valid_cols = 0});
   CHECK(sums == std::vector<float>(2 * N, 0.0f));
   std::vector<float> global_sums = {2.0f, 3.0f, 1.0f, 0.5f}, losses(N);
-  be->vocab_parallel_ce_finish(view(losses, {N}), view(z, {N, Vl}), view(global_max, {N}), view(global_sums, {2, N}),
-                               view(low, {N}), 40, 0, 1.0f, true);
+  be->vocab_parallel_ce_finish({.losses = view(losses, {N}),
+                                .logits = view(z, {N, Vl}),
+                                .rowmax = view(global_max, {N}),
+                                .sums = view(global_sums, {2, N}),
+                                .targets = view(low, {N}),
+                                .vocab_start = 40,
+                                .valid_cols = 0,
+                                .dloss = 1.0f,
+                                .compute_grad = true});
   CHECK(losses[0] == doctest::Approx(std::log(2.0) + 5.0 - 1.0).epsilon(1e-6));
   CHECK(losses[1] == doctest::Approx(std::log(3.0) - 1.0 - 0.5).epsilon(1e-6));
   CHECK(z == std::vector<float>(N * Vl, 0.0f));
@@ -187,37 +215,70 @@ TEST_CASE("cpu vocab_parallel_ce refuses bad shapes, dtypes and out-of-vocab tar
   throws([&] { be->vocab_parallel_ce_max(view(m, {N}), Tensor(), 4); }, "logits is undefined");
   throws(
       [&] {
-        be->vocab_parallel_ce_sums(view(losses, {N}), view(z, {N, Vl}), view(m, {N}), view(tgt, {N}), 0, 8);
+        be->vocab_parallel_ce_sums({.sums = view(losses, {N}),
+                                    .logits = view(z, {N, Vl}),
+                                    .rowmax = view(m, {N}),
+                                    .targets = view(tgt, {N}),
+                                    .vocab_start = 0,
+                                    .valid_cols = 8});
       },
       "vocab_parallel_ce_sums: sums");
   throws(
       [&] {
-        be->vocab_parallel_ce_sums(view(sums, {2, N}), view(z, {N, Vl}), view(short_buf, {N - 1}), view(tgt, {N}), 0,
-                                   8);
+        be->vocab_parallel_ce_sums({.sums = view(sums, {2, N}),
+                                    .logits = view(z, {N, Vl}),
+                                    .rowmax = view(short_buf, {N - 1}),
+                                    .targets = view(tgt, {N}),
+                                    .vocab_start = 0,
+                                    .valid_cols = 8});
       },
       "rowmax");
   throws(
       [&] {
-        be->vocab_parallel_ce_sums(view(sums, {2, N}), view(z, {N, Vl}), view(m, {N}), view(tgt, {N}), -8, 8);
+        be->vocab_parallel_ce_sums({.sums = view(sums, {2, N}),
+                                    .logits = view(z, {N, Vl}),
+                                    .rowmax = view(m, {N}),
+                                    .targets = view(tgt, {N}),
+                                    .vocab_start = -8,
+                                    .valid_cols = 8});
       },
       "vocab_start=-8");
   // The shard that ends the vocabulary (it has padding) knows the vocab size: target 6 ≥ vocab 6.
   std::vector<int32_t> past = {0, 6, -1};
   throws(
       [&] {
-        be->vocab_parallel_ce_sums(view(sums, {2, N}), view(z, {N, Vl}), view(m, {N}), view(past, {N}), 0, 6);
+        be->vocab_parallel_ce_sums({.sums = view(sums, {2, N}),
+                                    .logits = view(z, {N, Vl}),
+                                    .rowmax = view(m, {N}),
+                                    .targets = view(past, {N}),
+                                    .vocab_start = 0,
+                                    .valid_cols = 6});
       },
       "row 1");
   throws(
       [&] {
-        be->vocab_parallel_ce_finish(view(short_buf, {N - 1}), view(z, {N, Vl}), view(m, {N}), view(sums, {2, N}),
-                                     view(tgt, {N}), 0, 8, 1.0f, true);
+        be->vocab_parallel_ce_finish({.losses = view(short_buf, {N - 1}),
+                                      .logits = view(z, {N, Vl}),
+                                      .rowmax = view(m, {N}),
+                                      .sums = view(sums, {2, N}),
+                                      .targets = view(tgt, {N}),
+                                      .vocab_start = 0,
+                                      .valid_cols = 8,
+                                      .dloss = 1.0f,
+                                      .compute_grad = true});
       },
       "vocab_parallel_ce_finish: losses");
   throws(
       [&] {
-        be->vocab_parallel_ce_finish(view(losses, {N}), view(z, {N, Vl}), view(m, {N}), view(m, {N}), view(tgt, {N}), 0,
-                                     8, 1.0f, true);
+        be->vocab_parallel_ce_finish({.losses = view(losses, {N}),
+                                      .logits = view(z, {N, Vl}),
+                                      .rowmax = view(m, {N}),
+                                      .sums = view(m, {N}),
+                                      .targets = view(tgt, {N}),
+                                      .vocab_start = 0,
+                                      .valid_cols = 8,
+                                      .dloss = 1.0f,
+                                      .compute_grad = true});
       },
       "sums");
   CHECK(z == randn(N * Vl, 1));  // failed calls must not have written the logits
@@ -234,10 +295,19 @@ TEST_CASE("cpu sharded embedding: summed shard outputs and concatenated shard gr
   auto wte = randn(kPadded * C, 31), wpe = randn(kMaxPos * C, 32), dout = randn(N * C, 33);
 
   std::vector<float> full_out(N * C);
-  be->embedding_fwd(view(full_out, {N, C}), view(tok, {B, T}), view(wte, {kPadded, C}), view(wpe, {kMaxPos, C}), T, 0);
+  be->embedding_fwd({.out = view(full_out, {N, C}),
+                     .tokens = view(tok, {B, T}),
+                     .wte = view(wte, {kPadded, C}),
+                     .wpe = view(wpe, {kMaxPos, C}),
+                     .T = T,
+                     .vocab_start = 0});
   std::vector<float> full_dwte(kPadded * C, 0.0f), full_dwpe(kMaxPos * C, 0.0f);
-  be->embedding_bwd(view(full_dwte, {kPadded, C}), view(full_dwpe, {kMaxPos, C}), view(dout, {N, C}), view(tok, {N}), T,
-                    0);
+  be->embedding_bwd({.dwte = view(full_dwte, {kPadded, C}),
+                     .dwpe = view(full_dwpe, {kMaxPos, C}),
+                     .dout = view(dout, {N, C}),
+                     .tokens = view(tok, {N}),
+                     .T = T,
+                     .vocab_start = 0});
 
   for (int shards : {1, 2, 4}) {
     CAPTURE(shards);
@@ -249,9 +319,19 @@ TEST_CASE("cpu sharded embedding: summed shard outputs and concatenated shard gr
       // Positions are added (and their gradient taken) by rank 0 only, so the sum counts them once.
       Tensor wpe_t = s == 0 ? view(wpe, {kMaxPos, C}) : Tensor();
       Tensor dwpe_t = s == 0 ? view(dwpe, {kMaxPos, C}) : Tensor();
-      be->embedding_fwd(view(out, {N, C}), view(tok, {B, T}), view(shard_wte, {rows, C}), wpe_t, T, s * rows);
+      be->embedding_fwd({.out = view(out, {N, C}),
+                         .tokens = view(tok, {B, T}),
+                         .wte = view(shard_wte, {rows, C}),
+                         .wpe = wpe_t,
+                         .T = T,
+                         .vocab_start = s * rows});
       for (int i = 0; i < N * C; ++i) sum_out[i] += out[i];
-      be->embedding_bwd(view(dwte, {rows, C}), dwpe_t, view(dout, {N, C}), view(tok, {N}), T, s * rows);
+      be->embedding_bwd({.dwte = view(dwte, {rows, C}),
+                         .dwpe = dwpe_t,
+                         .dout = view(dout, {N, C}),
+                         .tokens = view(tok, {N}),
+                         .T = T,
+                         .vocab_start = s * rows});
       std::copy(dwte.begin(), dwte.end(), cat_dwte.begin() + s * rows * C);
     }
     CHECK(max_abs_diff(sum_out, full_out) == 0.0);

@@ -46,8 +46,10 @@ void check_attention(Backend& gpu, const AttnCase& a, uint32_t seed) {
                        cpu_backend(), gpu);
   auto lse =
       make_dual(Kind::f32, {a.B, a.Hq, a.T}, std::vector<float>(size_t(a.B) * a.Hq * a.T, 9.f), cpu_backend(), gpu);
-  cpu_backend().attention_fwd(out.c, lse.c, qkv.c, a.B, a.T, a.Hq, a.Hkv, a.D);
-  gpu.attention_fwd(out.g, lse.g, qkv.g, a.B, a.T, a.Hq, a.Hkv, a.D);
+  cpu_backend().attention_fwd(
+      {.out = out.c, .lse = lse.c, .qkv = qkv.c, .shape = {.B = a.B, .T = a.T, .Hq = a.Hq, .Hkv = a.Hkv, .D = a.D}});
+  gpu.attention_fwd(
+      {.out = out.g, .lse = lse.g, .qkv = qkv.g, .shape = {.B = a.B, .T = a.T, .Hq = a.Hq, .Hkv = a.Hkv, .D = a.D}});
   CHECK_CLOSE(out, kBf16Tol);
   CHECK_CLOSE(lse, 1e-3);
   // Backward from the GPU's own forward results on both sides (bf16-rounded out), so the two
@@ -57,8 +59,18 @@ void check_attention(Backend& gpu, const AttnCase& a, uint32_t seed) {
   auto lse2 = make_dual(Kind::f32, {a.B, a.Hq, a.T}, lse_g, cpu_backend(), gpu);
   auto dout = make_dual(Kind::act, {a.B, a.T, int64_t(a.Hq) * a.D}, r.normal(N * a.Hq * a.D), cpu_backend(), gpu);
   auto dqkv = make_dual(Kind::act, {a.B, a.T, row}, std::vector<float>(N * row, 9.f), cpu_backend(), gpu);
-  cpu_backend().attention_bwd(dqkv.c, dout.c, qkv.c, out2.c, lse2.c, a.B, a.T, a.Hq, a.Hkv, a.D);
-  gpu.attention_bwd(dqkv.g, dout.g, qkv.g, out2.g, lse2.g, a.B, a.T, a.Hq, a.Hkv, a.D);
+  cpu_backend().attention_bwd({.dqkv = dqkv.c,
+                               .dout = dout.c,
+                               .qkv = qkv.c,
+                               .out = out2.c,
+                               .lse = lse2.c,
+                               .shape = {.B = a.B, .T = a.T, .Hq = a.Hq, .Hkv = a.Hkv, .D = a.D}});
+  gpu.attention_bwd({.dqkv = dqkv.g,
+                     .dout = dout.g,
+                     .qkv = qkv.g,
+                     .out = out2.g,
+                     .lse = lse2.g,
+                     .shape = {.B = a.B, .T = a.T, .Hq = a.Hq, .Hkv = a.Hkv, .D = a.D}});
   CHECK_CLOSE(dqkv, 2e-2);
 }
 
@@ -112,12 +124,23 @@ TEST_CASE("cuda attention backward is bitwise repeatable in deterministic mode" 
     auto lse = make_dual(Kind::f32, {B, Hq, T}, std::vector<float>(size_t(B) * Hq * T, 0.f), cpu_backend(), *gpu);
     auto dout = make_dual(Kind::act, {B, T, int64_t(Hq) * D}, r.normal(N * Hq * D), cpu_backend(), *gpu);
     auto dqkv = make_dual(Kind::act, {B, T, row}, std::vector<float>(N * row, 0.f), cpu_backend(), *gpu);
-    gpu->attention_fwd(out.g, lse.g, qkv.g, B, T, Hq, Hkv, D);
-    gpu->attention_bwd(dqkv.g, dout.g, qkv.g, out.g, lse.g, B, T, Hq, Hkv, D);
+    gpu->attention_fwd(
+        {.out = out.g, .lse = lse.g, .qkv = qkv.g, .shape = {.B = B, .T = T, .Hq = Hq, .Hkv = Hkv, .D = D}});
+    gpu->attention_bwd({.dqkv = dqkv.g,
+                        .dout = dout.g,
+                        .qkv = qkv.g,
+                        .out = out.g,
+                        .lse = lse.g,
+                        .shape = {.B = B, .T = T, .Hq = Hq, .Hkv = Hkv, .D = D}});
     auto first = read_bytes(*gpu, dqkv.g);
     for (int rep = 0; rep < 3; ++rep) {
       gpu->zero(dqkv.g);
-      gpu->attention_bwd(dqkv.g, dout.g, qkv.g, out.g, lse.g, B, T, Hq, Hkv, D);
+      gpu->attention_bwd({.dqkv = dqkv.g,
+                          .dout = dout.g,
+                          .qkv = qkv.g,
+                          .out = out.g,
+                          .lse = lse.g,
+                          .shape = {.B = B, .T = T, .Hq = Hq, .Hkv = Hkv, .D = D}});
       CHECK(read_bytes(*gpu, dqkv.g) == first);
     }
   }
@@ -131,22 +154,27 @@ TEST_CASE("cuda embedding forward/backward, sharded vocab, deterministic dwte" *
   auto wte = make_dual(Kind::act, {rows, C}, r.normal(rows * C));
   auto wpe = make_dual(Kind::act, {T, C}, r.normal(T * C));
   auto out = make_dual(Kind::act, {N, C}, std::vector<float>(N * C, 4.f));
-  cpu_backend().embedding_fwd(out.c, tokens.c, wte.c, wpe.c, T, vocab_start);
-  gpu_backend().embedding_fwd(out.g, tokens.g, wte.g, wpe.g, T, vocab_start);
+  cpu_backend().embedding_fwd(
+      {.out = out.c, .tokens = tokens.c, .wte = wte.c, .wpe = wpe.c, .T = T, .vocab_start = vocab_start});
+  gpu_backend().embedding_fwd(
+      {.out = out.g, .tokens = tokens.g, .wte = wte.g, .wpe = wpe.g, .T = T, .vocab_start = vocab_start});
   CHECK_CLOSE(out, kBf16Tol);
 
   auto dout = make_dual(Kind::act, {N, C}, r.normal(N * C));
   std::vector<float> dwte0 = r.normal(rows * C), dwpe0 = r.normal(T * C);
   auto dwte = make_dual(Kind::f32, {rows, C}, dwte0);
   auto dwpe = make_dual(Kind::f32, {T, C}, dwpe0);
-  cpu_backend().embedding_bwd(dwte.c, dwpe.c, dout.c, tokens.c, T, vocab_start);
-  gpu_backend().embedding_bwd(dwte.g, dwpe.g, dout.g, tokens.g, T, vocab_start);
+  cpu_backend().embedding_bwd(
+      {.dwte = dwte.c, .dwpe = dwpe.c, .dout = dout.c, .tokens = tokens.c, .T = T, .vocab_start = vocab_start});
+  gpu_backend().embedding_bwd(
+      {.dwte = dwte.g, .dwpe = dwpe.g, .dout = dout.g, .tokens = tokens.g, .T = T, .vocab_start = vocab_start});
   CHECK_CLOSE(dwte, 1e-5);
   CHECK_CLOSE(dwpe, 1e-5);
   auto first = read_bytes(gpu_backend(), dwte.g);
   for (int rep = 0; rep < 3; ++rep) {
     gpu_backend().from_host(dwte.g, dwte0.data());
-    gpu_backend().embedding_bwd(dwte.g, Tensor(), dout.g, tokens.g, T, vocab_start);
+    gpu_backend().embedding_bwd(
+        {.dwte = dwte.g, .dout = dout.g, .tokens = tokens.g, .T = T, .vocab_start = vocab_start});
     CHECK(read_bytes(gpu_backend(), dwte.g) == first);
   }
 }

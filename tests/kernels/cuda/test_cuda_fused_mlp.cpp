@@ -60,8 +60,22 @@ TEST_CASE("cuda fc2 backward with GELU rebuild: fused kernel and fallback vs CPU
     auto& cb = dynamic_cast<cuda::CudaBackend&>(gpu_backend());
     const int64_t fused_before = cb.fused_mlp_backward_calls();
 #endif
-    cpu_backend().gelu_rebuild_linear_bwd(dinp.c, act.c, dw.c, db.c, dout.c, w.c, pre.c, dsum.c);
-    gpu_backend().gelu_rebuild_linear_bwd(dinp.g, act.g, dw.g, db.g, dout.g, w.g, pre.g, dsum.g);
+    cpu_backend().gelu_rebuild_linear_bwd({.dinp = dinp.c,
+                                           .act = act.c,
+                                           .dweight = dw.c,
+                                           .dbias = db.c,
+                                           .dout = dout.c,
+                                           .weight = w.c,
+                                           .pre = pre.c,
+                                           .dinp_sum = dsum.c});
+    gpu_backend().gelu_rebuild_linear_bwd({.dinp = dinp.g,
+                                           .act = act.g,
+                                           .dweight = dw.g,
+                                           .dbias = db.g,
+                                           .dout = dout.g,
+                                           .weight = w.g,
+                                           .pre = pre.g,
+                                           .dinp_sum = dsum.g});
     CHECK_CLOSE(act, kBf16Tol);
     CHECK_CLOSE(dinp, kBf16Tol);
     // act is computed on each side and rounded to bf16 there, so dW = doutᵀ·act carries the
@@ -80,8 +94,22 @@ TEST_CASE("cuda fc2 backward with GELU rebuild: fused kernel and fallback vs CPU
       auto dsum2 = make_dual(Kind::f32, {H}, std::vector<float>(size_t(H), 0.f));
       auto dsum3 = make_dual(Kind::f32, {H}, std::vector<float>(size_t(H), 0.f));
       Tensor none;
-      gpu_backend().gelu_rebuild_linear_bwd(dinp.g, act.g, none, none, dout.g, w.g, pre.g, dsum2.g);
-      gpu_backend().gelu_rebuild_linear_bwd(dinp.g, act.g, none, none, dout.g, w.g, pre.g, dsum3.g);
+      gpu_backend().gelu_rebuild_linear_bwd({.dinp = dinp.g,
+                                             .act = act.g,
+                                             .dweight = none,
+                                             .dbias = none,
+                                             .dout = dout.g,
+                                             .weight = w.g,
+                                             .pre = pre.g,
+                                             .dinp_sum = dsum2.g});
+      gpu_backend().gelu_rebuild_linear_bwd({.dinp = dinp.g,
+                                             .act = act.g,
+                                             .dweight = none,
+                                             .dbias = none,
+                                             .dout = dout.g,
+                                             .weight = w.g,
+                                             .pre = pre.g,
+                                             .dinp_sum = dsum3.g});
       CHECK(read_bytes(gpu_backend(), dinp.g) == dinp_first);
       CHECK(read_bytes(gpu_backend(), act.g) == act_first);
       CHECK(read_bytes(gpu_backend(), dsum2.g) == read_bytes(gpu_backend(), dsum3.g));

@@ -26,8 +26,10 @@ TEST_CASE("cuda grad writes: first write overwrites stale gradients, micro-batch
   auto ln_out = make_dual(Kind::act, {N, C}, std::vector<float>(N * C, 0.f));
   auto mean = make_dual(Kind::f32, {N}, std::vector<float>(N, 0.f));
   auto rstd = make_dual(Kind::f32, {N}, std::vector<float>(N, 0.f));
-  cpu_backend().layernorm_fwd(ln_out.c, mean.c, rstd.c, x.c, ln_w.c, ln_b.c, 1e-5f);
-  gpu_backend().layernorm_fwd(ln_out.g, mean.g, rstd.g, x.g, ln_w.g, ln_b.g, 1e-5f);
+  cpu_backend().layernorm_fwd(
+      {.out = ln_out.c, .mean = mean.c, .rstd = rstd.c, .inp = x.c, .weight = ln_w.c, .bias = ln_b.c, .eps = 1e-5f});
+  gpu_backend().layernorm_fwd(
+      {.out = ln_out.g, .mean = mean.g, .rstd = rstd.g, .inp = x.g, .weight = ln_w.g, .bias = ln_b.g, .eps = 1e-5f});
 
   // One flat f32 buffer of "stale" values, like the trainer's gradient buffer: the gradients at
   // these offsets, with gaps between some of them that no op may touch.
@@ -43,9 +45,22 @@ TEST_CASE("cuda grad writes: first write overwrites stale gradients, micro-batch
     auto at = [&](std::pair<int64_t, int64_t> s) { return flat.rows(s.first, s.second); };
     be.begin_grad_writes({at(dw), at(db), at(lnw), at(lnb), at(dsum), at(unused), at(wte), at(wpe)});
     for (int micro = 0; micro < 2; ++micro) {
-      be.linear_bwd(Tensor(), at(dw).view({OC, C}), at(db), douti, xi, wi, Tensor(), Tensor());
-      be.layernorm_bwd(dinp, at(lnw), at(lnb), ln_douti, xi, lnwi, meani, rstdi, at(dsum));
-      be.embedding_bwd(at(wte).view({V, C}), at(wpe).view({P, C}), ln_douti, tok, int(T), 0);
+      be.linear_bwd({.dweight = at(dw).view({OC, C}), .dbias = at(db), .dout = douti, .inp = xi, .weight = wi});
+      be.layernorm_bwd({.dinp = dinp,
+                        .dweight = at(lnw),
+                        .dbias = at(lnb),
+                        .dout = ln_douti,
+                        .inp = xi,
+                        .weight = lnwi,
+                        .mean = meani,
+                        .rstd = rstdi,
+                        .dinp_sum = at(dsum)});
+      be.embedding_bwd({.dwte = at(wte).view({V, C}),
+                        .dwpe = at(wpe).view({P, C}),
+                        .dout = ln_douti,
+                        .tokens = tok,
+                        .T = int(T),
+                        .vocab_start = 0});
     }
     be.end_grad_writes();
   };
@@ -78,7 +93,7 @@ TEST_CASE("cuda grad writes: first write overwrites stale gradients, micro-batch
   // Two micro-batches: the weight gradient is twice one micro-batch's (overwrite, then accumulate),
   // so nothing of the stale values is left in it.
   auto once = make_dual(Kind::f32, {OC, C}, std::vector<float>(OC * C, 0.f));
-  gpu_backend().linear_bwd(Tensor(), once.g, Tensor(), dout.g, x.g, w.g, Tensor(), Tensor());
+  gpu_backend().linear_bwd({.dweight = once.g, .dout = dout.g, .inp = x.g, .weight = w.g});
   const auto o = read(gpu_backend(), once.g);
   double num = 0, den = 0;
   for (int64_t i = 0; i < OC * C; ++i) {

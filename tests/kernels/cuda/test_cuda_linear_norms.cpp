@@ -25,8 +25,8 @@ void check_linear_fwd(const LinearCase& lc, uint32_t seed) {
   if (lc.bias) b = make_dual(Kind::act, {lc.OC}, r.normal(lc.OC, 0.5f));
   if (lc.gelu) pre = make_dual(Kind::act, {lc.N, lc.OC}, std::vector<float>(lc.N * lc.OC, 7.f));
   auto out = make_dual(Kind::act, {lc.N, lc.OC}, std::vector<float>(lc.N * lc.OC, 7.f));
-  cpu_backend().linear_fwd(out.c, inp.c, w.c, b.c, pre.c);
-  gpu_backend().linear_fwd(out.g, inp.g, w.g, b.g, pre.g);
+  cpu_backend().linear_fwd({.out = out.c, .inp = inp.c, .weight = w.c, .bias = b.c, .pre_gelu = pre.c});
+  gpu_backend().linear_fwd({.out = out.g, .inp = inp.g, .weight = w.g, .bias = b.g, .pre_gelu = pre.g});
   CHECK_CLOSE(out, kBf16Tol);
   if (lc.gelu) CHECK_CLOSE(pre, kBf16Tol);
 }
@@ -44,8 +44,22 @@ void check_linear_bwd(const LinearCase& lc, uint32_t seed) {
   if (lc.gelu) aux = make_dual(Kind::act, {lc.N, lc.IC}, r.normal(lc.N * lc.IC));
   // dinp_sum (the previous layer's bias gradient): DGELU_BGRAD epilogue or column sum of dinp.
   auto dsum = make_dual(Kind::f32, {lc.IC}, r.normal(lc.IC));
-  cpu_backend().linear_bwd(dinp.c, dw.c, db.c, dout.c, inp.c, w.c, aux.c, dsum.c);
-  gpu_backend().linear_bwd(dinp.g, dw.g, db.g, dout.g, inp.g, w.g, aux.g, dsum.g);
+  cpu_backend().linear_bwd({.dinp = dinp.c,
+                            .dweight = dw.c,
+                            .dbias = db.c,
+                            .dout = dout.c,
+                            .inp = inp.c,
+                            .weight = w.c,
+                            .dinp_gelu_aux = aux.c,
+                            .dinp_sum = dsum.c});
+  gpu_backend().linear_bwd({.dinp = dinp.g,
+                            .dweight = dw.g,
+                            .dbias = db.g,
+                            .dout = dout.g,
+                            .inp = inp.g,
+                            .weight = w.g,
+                            .dinp_gelu_aux = aux.g,
+                            .dinp_sum = dsum.g});
   CHECK_CLOSE(dinp, kBf16Tol);
   CHECK_CLOSE(dw, 1e-3);
   if (lc.bias) CHECK_CLOSE(db, 1e-3);
@@ -107,13 +121,31 @@ TEST_CASE("cuda bias gradient (one-launch column sum) is bitwise repeatable" * d
     auto w = make_dual(Kind::act, {OC, IC}, r.normal(OC * IC, 0.1f));
     auto db = make_dual(Kind::f32, {OC}, std::vector<float>(size_t(OC), 0.f));
     Tensor none;  // no dinp, no dweight: the bias gradient alone
-    gpu_backend().linear_bwd(none, none, db.g, dout.g, inp.g, w.g, none, Tensor());
-    cpu_backend().linear_bwd(none, none, db.c, dout.c, inp.c, w.c, none, Tensor());
+    gpu_backend().linear_bwd({.dinp = none,
+                              .dweight = none,
+                              .dbias = db.g,
+                              .dout = dout.g,
+                              .inp = inp.g,
+                              .weight = w.g,
+                              .dinp_gelu_aux = none});
+    cpu_backend().linear_bwd({.dinp = none,
+                              .dweight = none,
+                              .dbias = db.c,
+                              .dout = dout.c,
+                              .inp = inp.c,
+                              .weight = w.c,
+                              .dinp_gelu_aux = none});
     CHECK_CLOSE(db, 1e-4);
     auto first = read_bytes(gpu_backend(), db.g);
     for (int rep = 0; rep < 3; ++rep) {
       gpu_backend().zero(db.g);
-      gpu_backend().linear_bwd(none, none, db.g, dout.g, inp.g, w.g, none, Tensor());
+      gpu_backend().linear_bwd({.dinp = none,
+                                .dweight = none,
+                                .dbias = db.g,
+                                .dout = dout.g,
+                                .inp = inp.g,
+                                .weight = w.g,
+                                .dinp_gelu_aux = none});
       CHECK(read_bytes(gpu_backend(), db.g) == first);
     }
   }
@@ -130,8 +162,10 @@ TEST_CASE("cuda layernorm / rmsnorm forward and backward, fused residual" * doct
     auto out = make_dual(Kind::act, {N, C}, std::vector<float>(N * C, 0.f));
     auto mean = make_dual(Kind::f32, {N}, std::vector<float>(N, 0.f));
     auto rstd = make_dual(Kind::f32, {N}, std::vector<float>(N, 0.f));
-    cpu_backend().layernorm_fwd(out.c, mean.c, rstd.c, inp.c, w.c, b.c, 1e-5f);
-    gpu_backend().layernorm_fwd(out.g, mean.g, rstd.g, inp.g, w.g, b.g, 1e-5f);
+    cpu_backend().layernorm_fwd(
+        {.out = out.c, .mean = mean.c, .rstd = rstd.c, .inp = inp.c, .weight = w.c, .bias = b.c, .eps = 1e-5f});
+    gpu_backend().layernorm_fwd(
+        {.out = out.g, .mean = mean.g, .rstd = rstd.g, .inp = inp.g, .weight = w.g, .bias = b.g, .eps = 1e-5f});
     CHECK_CLOSE(out, kBf16Tol);
     CHECK_CLOSE(mean, 1e-4);
     CHECK_CLOSE(rstd, 1e-4);
@@ -141,19 +175,37 @@ TEST_CASE("cuda layernorm / rmsnorm forward and backward, fused residual" * doct
     auto dw = make_dual(Kind::f32, {C}, r.normal(C));
     auto db = make_dual(Kind::f32, {C}, r.normal(C));
     auto dsum = make_dual(Kind::f32, {C}, r.normal(C));
-    cpu_backend().layernorm_bwd(dinp.c, dw.c, db.c, dout.c, inp.c, w.c, mean.c, rstd.c, dsum.c);
-    gpu_backend().layernorm_bwd(dinp.g, dw.g, db.g, dout.g, inp.g, w.g, mean.g, rstd.g, dsum.g);
+    cpu_backend().layernorm_bwd({.dinp = dinp.c,
+                                 .dweight = dw.c,
+                                 .dbias = db.c,
+                                 .dout = dout.c,
+                                 .inp = inp.c,
+                                 .weight = w.c,
+                                 .mean = mean.c,
+                                 .rstd = rstd.c,
+                                 .dinp_sum = dsum.c});
+    gpu_backend().layernorm_bwd({.dinp = dinp.g,
+                                 .dweight = dw.g,
+                                 .dbias = db.g,
+                                 .dout = dout.g,
+                                 .inp = inp.g,
+                                 .weight = w.g,
+                                 .mean = mean.g,
+                                 .rstd = rstd.g,
+                                 .dinp_sum = dsum.g});
     CHECK_CLOSE(dinp, kBf16Tol);
     CHECK_CLOSE(dw, 1e-3);
     CHECK_CLOSE(db, 1e-3);
     CHECK_CLOSE(dsum, 1e-2);  // Σ of bf16-rounded rows on the GPU, of f32 rows on the CPU
 
-    cpu_backend().rmsnorm_fwd(out.c, rstd.c, inp.c, w.c, 1e-6f);
-    gpu_backend().rmsnorm_fwd(out.g, rstd.g, inp.g, w.g, 1e-6f);
+    cpu_backend().rmsnorm_fwd({.out = out.c, .rstd = rstd.c, .inp = inp.c, .weight = w.c, .eps = 1e-6f});
+    gpu_backend().rmsnorm_fwd({.out = out.g, .rstd = rstd.g, .inp = inp.g, .weight = w.g, .eps = 1e-6f});
     CHECK_CLOSE(out, kBf16Tol);
     CHECK_CLOSE(rstd, 1e-4);
-    cpu_backend().rmsnorm_bwd(dinp.c, dw.c, dout.c, inp.c, w.c, rstd.c);
-    gpu_backend().rmsnorm_bwd(dinp.g, dw.g, dout.g, inp.g, w.g, rstd.g);
+    cpu_backend().rmsnorm_bwd(
+        {.dinp = dinp.c, .dweight = dw.c, .dout = dout.c, .inp = inp.c, .weight = w.c, .rstd = rstd.c});
+    gpu_backend().rmsnorm_bwd(
+        {.dinp = dinp.g, .dweight = dw.g, .dout = dout.g, .inp = inp.g, .weight = w.g, .rstd = rstd.g});
     CHECK_CLOSE(dinp, kBf16Tol);
     CHECK_CLOSE(dw, 1e-3);
 
@@ -162,8 +214,26 @@ TEST_CASE("cuda layernorm / rmsnorm forward and backward, fused residual" * doct
       auto a = make_dual(Kind::act, {N, C}, r.normal(N * C));
       auto bb = make_dual(Kind::act, {N, C}, r.normal(N * C));
       auto res = make_dual(Kind::act, {N, C}, std::vector<float>(N * C, 0.f));
-      cpu_backend().residual_norm_fwd(res.c, out.c, mean.c, rstd.c, a.c, bb.c, w.c, rms ? Tensor() : b.c, 1e-5f, rms);
-      gpu_backend().residual_norm_fwd(res.g, out.g, mean.g, rstd.g, a.g, bb.g, w.g, rms ? Tensor() : b.g, 1e-5f, rms);
+      cpu_backend().residual_norm_fwd({.residual = res.c,
+                                       .out = out.c,
+                                       .mean = mean.c,
+                                       .rstd = rstd.c,
+                                       .a = a.c,
+                                       .b = bb.c,
+                                       .weight = w.c,
+                                       .bias = rms ? Tensor() : b.c,
+                                       .eps = 1e-5f,
+                                       .rms = rms});
+      gpu_backend().residual_norm_fwd({.residual = res.g,
+                                       .out = out.g,
+                                       .mean = mean.g,
+                                       .rstd = rstd.g,
+                                       .a = a.g,
+                                       .b = bb.g,
+                                       .weight = w.g,
+                                       .bias = rms ? Tensor() : b.g,
+                                       .eps = 1e-5f,
+                                       .rms = rms});
       CHECK_CLOSE(res, kBf16Tol);
       CHECK_CLOSE(out, kBf16Tol);
       CHECK_CLOSE(rstd, 1e-2);

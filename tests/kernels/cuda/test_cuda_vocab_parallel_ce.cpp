@@ -97,8 +97,18 @@ TEST_CASE("cuda vocab-parallel cross entropy matches the CPU pass by pass and cr
         std::vector<float> sum_c(size_t(2 * N), 0.f), sum_g(size_t(2 * N), 0.f);
         for (int s = 0; s < shards; ++s) {
           auto sums = make_dual(Kind::f32, {2, N}, std::vector<float>(size_t(2 * N), 7.f));
-          cpu.vocab_parallel_ce_sums(sums.c, shard[s].c, rowmax.c, targets.c, start[s], valid[s]);
-          gpu.vocab_parallel_ce_sums(sums.g, shard[s].g, rowmax.g, targets.g, start[s], valid[s]);
+          cpu.vocab_parallel_ce_sums({.sums = sums.c,
+                                      .logits = shard[s].c,
+                                      .rowmax = rowmax.c,
+                                      .targets = targets.c,
+                                      .vocab_start = start[s],
+                                      .valid_cols = valid[s]});
+          gpu.vocab_parallel_ce_sums({.sums = sums.g,
+                                      .logits = shard[s].g,
+                                      .rowmax = rowmax.g,
+                                      .targets = targets.g,
+                                      .vocab_start = start[s],
+                                      .valid_cols = valid[s]});
           CHECK_CLOSE(sums, 1e-4);
           auto sc = read(cpu, sums.c), sg = read(gpu, sums.g);
           for (int64_t i = N; i < 2 * N; ++i) CHECK(sg[i] == sc[i]);  // target logits are copied
@@ -110,10 +120,24 @@ TEST_CASE("cuda vocab-parallel cross entropy matches the CPU pass by pass and cr
         std::vector<float> cat(size_t(N * Vp));
         for (int s = 0; s < shards; ++s) {
           auto losses = make_dual(Kind::f32, {N}, std::vector<float>(size_t(N), 7.f));
-          cpu.vocab_parallel_ce_finish(losses.c, shard[s].c, rowmax.c, sums.c, targets.c, start[s], valid[s], dloss,
-                                       compute_grad);
-          gpu.vocab_parallel_ce_finish(losses.g, shard[s].g, rowmax.g, sums.g, targets.g, start[s], valid[s], dloss,
-                                       compute_grad);
+          cpu.vocab_parallel_ce_finish({.losses = losses.c,
+                                        .logits = shard[s].c,
+                                        .rowmax = rowmax.c,
+                                        .sums = sums.c,
+                                        .targets = targets.c,
+                                        .vocab_start = start[s],
+                                        .valid_cols = valid[s],
+                                        .dloss = dloss,
+                                        .compute_grad = compute_grad});
+          gpu.vocab_parallel_ce_finish({.losses = losses.g,
+                                        .logits = shard[s].g,
+                                        .rowmax = rowmax.g,
+                                        .sums = sums.g,
+                                        .targets = targets.g,
+                                        .vocab_start = start[s],
+                                        .valid_cols = valid[s],
+                                        .dloss = dloss,
+                                        .compute_grad = compute_grad});
           CHECK_CLOSE(losses, 1e-4);
           CHECK_CLOSE(shard[s], kBf16Tol);
           auto lg = read(gpu, losses.g);
@@ -151,13 +175,26 @@ TEST_CASE("cuda vocab_parallel_ce: out-of-vocab targets give NaN, bad arguments 
   auto sums = make_dual(Kind::f32, {2, N}, std::vector<float>(size_t(2 * N), 0.f));
   auto losses = make_dual(Kind::f32, {N}, std::vector<float>(size_t(N), 0.f));
   gpu.vocab_parallel_ce_max(rowmax.g, logits.g, 10);
-  gpu.vocab_parallel_ce_sums(sums.g, logits.g, rowmax.g, targets.g, 32, 10);
+  gpu.vocab_parallel_ce_sums({.sums = sums.g,
+                              .logits = logits.g,
+                              .rowmax = rowmax.g,
+                              .targets = targets.g,
+                              .vocab_start = 32,
+                              .valid_cols = 10});
   auto s = read(gpu, sums.g);
   auto x = read(gpu, logits.g);
   CHECK(s[N + 0] == x[0 * Vl + 1]);  // target 33 = local column 1
   CHECK(std::isnan(s[N + 1]));       // target 44 is past the vocabulary's end (42)
   CHECK(s[N + 2] == 0.f);            // target 5 lives in another shard
-  gpu.vocab_parallel_ce_finish(losses.g, logits.g, rowmax.g, sums.g, targets.g, 32, 10, 1.f, false);
+  gpu.vocab_parallel_ce_finish({.losses = losses.g,
+                                .logits = logits.g,
+                                .rowmax = rowmax.g,
+                                .sums = sums.g,
+                                .targets = targets.g,
+                                .vocab_start = 32,
+                                .valid_cols = 10,
+                                .dloss = 1.f,
+                                .compute_grad = false});
   CHECK(std::isnan(read(gpu, losses.g)[1]));
 
   auto invalid = [](auto&& call, const char* what) {
@@ -166,13 +203,52 @@ TEST_CASE("cuda vocab_parallel_ce: out-of-vocab targets give NaN, bad arguments 
   invalid([&] { gpu.vocab_parallel_ce_max(rowmax.g, logits.g, 17); }, "valid_cols=17");
   invalid([&] { gpu.vocab_parallel_ce_max(sums.g, logits.g, 10); }, "vocab_parallel_ce_max: logits");
   invalid([&] { gpu.vocab_parallel_ce_max(rowmax.g, logits.c, 10); }, "logits");  // host tensor
-  invalid([&] { gpu.vocab_parallel_ce_sums(losses.g, logits.g, rowmax.g, targets.g, 32, 10); },
-          "vocab_parallel_ce_sums: sums");
-  invalid([&] { gpu.vocab_parallel_ce_sums(sums.g, logits.g, rowmax.g, targets.g, -1, 10); }, "vocab_start=-1");
-  invalid([&] { gpu.vocab_parallel_ce_finish(losses.g, logits.g, rowmax.g, rowmax.g, targets.g, 32, 10, 1.f, true); },
-          "vocab_parallel_ce_finish: sums");
-  invalid([&] { gpu.vocab_parallel_ce_finish(losses.g, logits.g, rowmax.g, sums.g, logits.g, 32, 10, 1.f, true); },
-          "targets");
+  invalid(
+      [&] {
+        gpu.vocab_parallel_ce_sums({.sums = losses.g,
+                                    .logits = logits.g,
+                                    .rowmax = rowmax.g,
+                                    .targets = targets.g,
+                                    .vocab_start = 32,
+                                    .valid_cols = 10});
+      },
+      "vocab_parallel_ce_sums: sums");
+  invalid(
+      [&] {
+        gpu.vocab_parallel_ce_sums({.sums = sums.g,
+                                    .logits = logits.g,
+                                    .rowmax = rowmax.g,
+                                    .targets = targets.g,
+                                    .vocab_start = -1,
+                                    .valid_cols = 10});
+      },
+      "vocab_start=-1");
+  invalid(
+      [&] {
+        gpu.vocab_parallel_ce_finish({.losses = losses.g,
+                                      .logits = logits.g,
+                                      .rowmax = rowmax.g,
+                                      .sums = rowmax.g,
+                                      .targets = targets.g,
+                                      .vocab_start = 32,
+                                      .valid_cols = 10,
+                                      .dloss = 1.f,
+                                      .compute_grad = true});
+      },
+      "vocab_parallel_ce_finish: sums");
+  invalid(
+      [&] {
+        gpu.vocab_parallel_ce_finish({.losses = losses.g,
+                                      .logits = logits.g,
+                                      .rowmax = rowmax.g,
+                                      .sums = sums.g,
+                                      .targets = logits.g,
+                                      .vocab_start = 32,
+                                      .valid_cols = 10,
+                                      .dloss = 1.f,
+                                      .compute_grad = true});
+      },
+      "targets");
 }
 
 TEST_CASE("cuda sharded embedding: summed shard outputs and concatenated dwte equal the full ops" *
@@ -191,12 +267,13 @@ TEST_CASE("cuda sharded embedding: summed shard outputs and concatenated dwte eq
 
   auto out = make_dual(Kind::act, {N, C}, std::vector<float>(size_t(N) * C, 0.f));
   auto out_nopos = make_dual(Kind::act, {N, C}, std::vector<float>(size_t(N) * C, 0.f));
-  gpu.embedding_fwd(out.g, tokens.g, wte.g, wpe.g, T, 0);
-  gpu.embedding_fwd(out_nopos.g, tokens.g, wte.g, Tensor(), T, 0);
+  gpu.embedding_fwd({.out = out.g, .tokens = tokens.g, .wte = wte.g, .wpe = wpe.g, .T = T, .vocab_start = 0});
+  gpu.embedding_fwd({.out = out_nopos.g, .tokens = tokens.g, .wte = wte.g, .T = T, .vocab_start = 0});
   auto dwte = make_dual(Kind::f32, {Vp, C}, std::vector<float>(size_t(Vp) * C, 0.f));
   auto dwpe = make_dual(Kind::f32, {T, C}, std::vector<float>(size_t(T) * C, 0.f));
-  gpu.embedding_bwd(dwte.g, dwpe.g, dout.g, tokens.g, T, 0);
-  cpu_backend().embedding_bwd(dwte.c, dwpe.c, dout.c, tokens.c, T, 0);
+  gpu.embedding_bwd({.dwte = dwte.g, .dwpe = dwpe.g, .dout = dout.g, .tokens = tokens.g, .T = T, .vocab_start = 0});
+  cpu_backend().embedding_bwd(
+      {.dwte = dwte.c, .dwpe = dwpe.c, .dout = dout.c, .tokens = tokens.c, .T = T, .vocab_start = 0});
   CHECK_CLOSE(dwte, 1e-5);
   const auto full_out = read(gpu, out.g), full_nopos = read(gpu, out_nopos.g);
   const auto full_dwte = read(gpu, dwte.g), full_dwpe = read(gpu, dwpe.g);
@@ -212,15 +289,25 @@ TEST_CASE("cuda sharded embedding: summed shard outputs and concatenated dwte eq
           std::vector<float>(wte_full.begin() + int64_t(s) * rows * C, wte_full.begin() + int64_t(s + 1) * rows * C));
       auto o = make_dual(Kind::act, {N, C}, std::vector<float>(size_t(N) * C, 9.f));
       // Positions are added (and their gradient taken) by rank 0 only, so the sum counts them once.
-      gpu.embedding_fwd(o.g, tokens.g, w.g, s == 0 ? wpe.g : Tensor(), T, s * rows);
+      gpu.embedding_fwd({.out = o.g,
+                         .tokens = tokens.g,
+                         .wte = w.g,
+                         .wpe = s == 0 ? wpe.g : Tensor(),
+                         .T = T,
+                         .vocab_start = s * rows});
       auto part = read(gpu, o.g);
       for (size_t i = 0; i < part.size(); ++i) sum_out[i] += part[i];
-      gpu.embedding_fwd(o.g, tokens.g, w.g, Tensor(), T, s * rows);
+      gpu.embedding_fwd({.out = o.g, .tokens = tokens.g, .wte = w.g, .T = T, .vocab_start = s * rows});
       part = read(gpu, o.g);
       for (size_t i = 0; i < part.size(); ++i) sum_nopos[i] += part[i];
       auto dw = make_dual(Kind::f32, {rows, C}, std::vector<float>(size_t(rows) * C, 0.f));
       auto dp = make_dual(Kind::f32, {T, C}, std::vector<float>(size_t(T) * C, 0.f));
-      gpu.embedding_bwd(dw.g, s == 0 ? dp.g : Tensor(), dout.g, tokens.g, T, s * rows);
+      gpu.embedding_bwd({.dwte = dw.g,
+                         .dwpe = s == 0 ? dp.g : Tensor(),
+                         .dout = dout.g,
+                         .tokens = tokens.g,
+                         .T = T,
+                         .vocab_start = s * rows});
       auto g = read(gpu, dw.g);
       std::copy(g.begin(), g.end(), cat_dwte.begin() + int64_t(s) * rows * C);
       if (s == 0) shard_dwpe = read(gpu, dp.g);

@@ -1,0 +1,127 @@
+// The linear seam: every linear layer of a transformer block is one object, column-parallel or
+// row-parallel (Megatron-Core's ColumnParallelLinear / RowParallelLinear), that owns its weight and
+// bias with their gradients, its backend calls, its tensor-parallel reduction and its bias
+// handling. The block calls fwd/bwd and never a raw linear op.
+//
+// This is the one place LoRA adapters and FP8 scaling plug in: an adapter (A/B sharded with the
+// base weight) adds its low-rank path inside Linear::affine_fwd / affine_bwd, an FP8 linear
+// quantizes inp and weight there, and neither the block nor the TP reductions change. Neither is
+// implemented yet.
+//
+// Tensor parallelism (weights are [out, in], HF layout):
+// - Column-parallel (q|k|v, fc1, gate|up): this rank holds rows of W (a slice of the output
+//   features) and their bias. Forward needs no communication: the input is replicated and the
+//   output stays sharded. Backward: each rank's dinp = dout_local·W_local is a partial sum over
+//   the output features, so dinp is summed over the TP group right after the GEMM; that sum is the
+//   "input-gradient all-reduce" of Megatron's column-parallel linear.
+// - Row-parallel (attention proj, fc2, down): this rank holds columns of W (a slice of the input
+//   features, the sharded output of the column-parallel linear before it). Forward: each rank's
+//   product is a partial sum of the output, summed over the group; the bias is replicated, so only
+//   TP rank 0 adds it and the sum holds it once. Backward needs no communication: dout is
+//   replicated, dinp is this rank's complete input slice, and the bias gradient Σ_rows dout comes
+//   out equal on every rank.
+// Because a column-parallel dinp (and a row-parallel output) is partial until summed, the fused
+// epilogues that act on it element-wise (GELU, dGELU, a column sum of dinp) are only offered where
+// the tensor is complete: the row-parallel backward. Asking for them elsewhere throws.
+#pragma once
+
+#include "core/parallel/parallel_state.hpp"
+#include "kernels/ops.hpp"
+
+namespace recipe::core {
+
+class Linear;
+
+// One linear's parameters as bound from the ParamStore: weight [out, in] and bias [out]
+// (undefined for models without biases). Compute-dtype weights, or their f32 gradients.
+struct LinearTensors {
+  kernels::Tensor w, b;
+};
+
+// The tensor-parallel group as a linear sees it. size 1 (comm may be null): no TP, every
+// reduction is skipped.
+struct TpGroup {
+  Comm* comm = nullptr;
+  int rank = 0, size = 1;
+  // Sums t in place over the group (nothing to do for a group of one).
+  void sum(kernels::Tensor t) const;
+};
+
+struct LinearFwd {
+  kernels::Tensor out{};  // [N, out features of this rank] (row-parallel: summed over the group)
+  kernels::Tensor inp{};  // [N, in features of this rank]
+  // Optional (column-parallel only): receives the affine result, and out = gelu(pre_gelu) (the
+  // fused GELU epilogue of fc1).
+  kernels::Tensor pre_gelu{};
+};
+
+struct LinearBwd {
+  kernels::Tensor dinp{};  // d(input), overwritten (column-parallel: summed over the group)
+  kernels::Tensor dout{};  // d(output)
+  // The forward's input; with rebuild_input, the buffer it is rebuilt into first.
+  kernels::Tensor inp{};
+  // Optional (row-parallel only): the input was gelu(gelu_pre), so dinp also gets the dGELU
+  // epilogue and becomes the gradient of the previous linear's output.
+  kernels::Tensor gelu_pre{};
+  // The input was not kept (trainer.recompute gelu / norm): rebuild inp = gelu(gelu_pre) inside the
+  // backward (gelu_rebuild_linear_bwd, which a backend may fuse into the dinp GEMM). Needs gelu_pre.
+  bool rebuild_input = false;
+  // Optional (row-parallel, or no TP): dinp (after the dGELU epilogue, if any) is the gradient of
+  // that linear's output, so its bias gradient Σ_rows dinp is summed here in the same pass
+  // (linear_bwd's dinp_sum, the dGELU_BGRAD epilogue on CUDA); that linear's own backward then
+  // passes bias_grad_done.
+  const Linear* dinp_is_output_grad_of = nullptr;
+  // This linear's bias gradient was already accumulated by whoever held the rows of dout (the
+  // norm backward's dinp_sum, or the next linear's dinp_is_output_grad_of): skip the column sum.
+  bool bias_grad_done = false;
+};
+
+// What both kinds share: the tensors and the backend calls of the local affine map
+// out = inp·Wᵀ (+ b). The kinds add their reductions around it.
+class Linear {
+ public:
+  // The bias gradient (f32 [out], undefined without bias), for a fused path that sums the rows of
+  // this linear's output gradient elsewhere (see LinearBwd::bias_grad_done).
+  kernels::Tensor bias_grad() const { return grad_.b; }
+  const LinearTensors& weights() const { return w_; }
+  const LinearTensors& grads() const { return grad_; }
+
+ protected:
+  Linear(const LinearTensors& weights, const LinearTensors& grads, kernels::Backend& backend, const TpGroup& tp)
+      : w_(weights), grad_(grads), be_(&backend), tp_(tp) {}
+
+  // The local affine forward with the bias given (row-parallel passes it on rank 0 only).
+  // Adapters and FP8 scaling plug in here and in affine_bwd.
+  void affine_fwd(const LinearFwd& a, kernels::Tensor bias) const;
+  // The local backward: dinp (with the optional dGELU / rebuild / fused bias-sum epilogues),
+  // dweight and dbias (+=).
+  void affine_bwd(const LinearBwd& a) const;
+
+  LinearTensors w_, grad_;
+  kernels::Backend* be_;
+  TpGroup tp_;
+};
+
+class ColumnParallelLinear final : public Linear {
+ public:
+  ColumnParallelLinear(const LinearTensors& weights, const LinearTensors& grads, kernels::Backend& backend,
+                       const TpGroup& tp)
+      : Linear(weights, grads, backend, tp) {}
+  // out = inp·Wᵀ + b (this rank's output features); no communication.
+  void fwd(const LinearFwd& a) const;
+  // The local backward, then dinp summed over the TP group.
+  void bwd(const LinearBwd& a) const;
+};
+
+class RowParallelLinear final : public Linear {
+ public:
+  RowParallelLinear(const LinearTensors& weights, const LinearTensors& grads, kernels::Backend& backend,
+                    const TpGroup& tp)
+      : Linear(weights, grads, backend, tp) {}
+  // out = Σ_group inp_local·W_localᵀ, + b added by TP rank 0 only.
+  void fwd(const LinearFwd& a) const;
+  // The local backward; no communication.
+  void bwd(const LinearBwd& a) const;
+};
+
+}  // namespace recipe::core
