@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/model/token_rows.hpp"
+
 namespace recipe::core {
 
 using kernels::DType;
@@ -158,22 +160,7 @@ void Model::tp_sum(Tensor t) {
 }
 
 void Model::load_tokens(int slot, const int32_t* tokens) {
-  const int T = s_.seq;
-  for (int b = 0; b < B_; ++b) {
-    const int32_t* row = tokens + size_t(b) * size_t(T + 1);
-    for (int t = 0; t <= T; ++t) {
-      if (row[t] < 0 || row[t] >= s_.vocab)
-        throw std::runtime_error("token id " + std::to_string(row[t]) + " (sample row " + std::to_string(b) +
-                                 ", position " + std::to_string(t) +
-                                 ") is outside model.vocab_size=" + std::to_string(s_.vocab) +
-                                 "; the data was tokenized with a different vocabulary than the "
-                                 "model's (check data.tokenizer and model.vocab_size)");
-    }
-    for (int t = 0; t < T; ++t) {
-      host_inputs_[size_t(b) * T + t] = row[t];
-      host_targets_[size_t(b) * T + t] = row[t + 1];
-    }
-  }
+  split_token_rows(tokens, B_, s_.seq, s_.vocab, host_inputs_.data(), host_targets_.data());
   Activations& A = acts_.at(size_t(slot));
   if (first_stage_) be_.from_host(A.inputs, host_inputs_.data());
   if (last_stage_) be_.from_host(A.targets, host_targets_.data());

@@ -1,7 +1,10 @@
-// The training loop: data → model forward/backward over the micro-batches of a step → gradient
-// reduction → clip + AdamW → metrics. `Trainer` is one rank's state (parameters, model, optimizer,
-// data streams) stepped by the caller; `train()` runs a whole training from a plan with progress
-// output, metrics.jsonl/timing.jsonl, validation and the NaN/inf guard.
+// The trainer: one rank's training state (parameters, model, optimizer, data streams) and the
+// training step (Trainer::step: per micro-batch tokens → forward → backward with the DP reduction,
+// then lr, grad norm, clip, AdamW). Beside the step, each in its own file: the 1F1B pipeline
+// schedule (pipeline_schedule.hpp), the CUDA-graph capture and replay (step_graph.hpp), the
+// phase timer (phase_timer.hpp) and the token loading (token_loader.hpp). `train()`
+// (train_run.cpp) is the training loop: a whole run from a plan with progress output,
+// metrics.jsonl/timing.jsonl, validation, checkpoints and the NaN/inf guard.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +21,10 @@
 #include "core/train/optimizer.hpp"
 #include "core/parallel/parallel_state.hpp"
 #include "core/model/param_store.hpp"
+#include "core/train/phase_timer.hpp"
+#include "core/train/pipeline_schedule.hpp"
+#include "core/train/step_graph.hpp"
+#include "core/train/token_loader.hpp"
 #include "plan/plan.hpp"
 #include "kernels/ops.hpp"
 
@@ -133,53 +140,38 @@ class Trainer {
   // page-locked staging that the graph's copy nodes read. Off with trainer.cuda_graph=false or
   // kernels.phase_timing=true, and after a failed capture (one stderr line says
   // why; the step then runs uncaptured).
-  bool graph_active() const { return graph_ != nullptr; }
-  int graph_steps() const { return graph_steps_; }  // steps run as a graph launch so far
+  bool graph_active() const { return graph_->active(); }
+  int graph_steps() const { return graph_->steps(); }  // steps run as a graph launch so far
   // Why the step is not captured ("" while it is, or while the capture is still to come).
-  const std::string& graph_status() const { return graph_status_; }
+  const std::string& graph_status() const { return graph_->status(); }
   // With kernels.phase_timing=true, step() synchronizes between phases and times
   // them (this perturbs the step slightly); "" otherwise. One line per phase, mean ms per step.
-  std::string phase_report() const;
+  std::string phase_report() const { return phases_->report(); }
   ParallelState& parallel() { return *parallel_; }
 
  private:
   int64_t first_sample(int s, int m) const;
-  // Forward (and with_grad: backward) of every micro-batch of step s through this pipeline stage
-  // (1F1B when pp > 1), gradients reduced over DP at the end. Returns this rank's share of the
-  // loss sum (the last stage's TP rank 0 holds it; 0 elsewhere).
+  // The device step (device_step()): its work in launch order, eager or recorded (staged: the
+  // per-step values come from the graph's staging); the staging of step s; phase timing's extra
+  // forward.
+  void enqueue_device_step(int s, bool staged);
+  void stage_step_inputs(int s);
+  void time_forward_alone();
+  // Forward (and with_grad: backward) of `count` micro-batches through this pipeline stage in the
+  // schedule's order (1F1B when training), gradients reduced over DP at the end. sample_of(m):
+  // the first sample of micro-batch m. Returns this rank's share of the loss sum (the last
+  // stage's TP rank 0 holds it; 0 elsewhere).
   double run_micro_batches(const data::SampleSource& src, const std::function<int64_t(int)>& sample_of, bool with_grad,
                            int count);
-  void forward_micro(const data::SampleSource& src, int64_t first_sample, int m, bool with_grad, float dloss);
-  void backward_micro(int m, int count);
-  int slot_of(int m) const { return m % model_->slots(); }
+  void backward_micro(int m, int slot, int count);
   double world_loss_sum(double local);
-  void read_micro_batch(const data::SampleSource& src, int64_t first_sample);
   double sum_losses(int64_t count);
-  StepResult step_on_device();
-  void phase_mark(int phase);
-  // The graph path: tokens of step s and its AdamW scalars into the page-locked staging; the
-  // step's work reading only device memory and the staging (run eagerly or recorded).
-  void stage_step_inputs(int s);
-  void enqueue_recordable_step();
-  void capture_step();
 
   bool device_step_ = false;
   void* norm_clip_buf_ = nullptr;  // f32 [2]: ‖g‖, clip factor (NaN = skip)
   kernels::Tensor norm_clip_;
-  bool phase_timing_ = false;
-  double phase_ms_[4] = {0, 0, 0, 0};  // fwd+bwd, norm+clip+AdamW, read-back, forward alone
-  int phase_steps_ = 0;
-  double phase_t0_ = 0;
-
-  bool graph_wanted_ = false;  // cuda_graph on the device step, not switched off
-  bool graph_warm_ = false;    // the warm-up step ran (uncaptured)
-  std::unique_ptr<kernels::RecordedWork> graph_;
-  int graph_steps_ = 0;
-  std::string graph_status_;
-  int32_t* staging_tokens_ = nullptr;  // page-locked i32 [num_micro, 2, N]: inputs, targets per micro-batch
-  float* staging_schedule_ = nullptr;  // page-locked f32 [3]: Optimizer::device_schedule(step)
-  void* schedule_buf_ = nullptr;       // device copy of it, read by AdamW
-  kernels::Tensor schedule_;
+  std::unique_ptr<PhaseTimer> phases_;
+  std::unique_ptr<StepGraph> graph_;
 
   plan::Plan plan_;
   kernels::Backend& backend_;
@@ -190,6 +182,8 @@ class Trainer {
   std::unique_ptr<ParamStore> params_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<PipelineSchedule> schedule_;
+  std::unique_ptr<TokenLoader> loader_;
   int micro_ = 0, dp_ = 1, dp_rank_ = 0, num_micro_ = 1;
   int pp_ = 1, pp_rank_ = 0;
   bool loss_holder_ = true;  // the last stage's TP rank 0: its per-token losses are the ones summed
@@ -201,7 +195,6 @@ class Trainer {
   void* losses_buf_ = nullptr;  // f32 [num_micro, B·T] (device)
   kernels::Tensor losses_;
   std::vector<float> host_losses_;
-  std::vector<int32_t> host_tokens_;  // [micro, T+1]
   int steps_done_ = 0;
   double last_loss_ = 0;
 };

@@ -1,0 +1,28 @@
+// Sample rows → model inputs and targets, checked against the vocabulary (see token_rows.hpp).
+#include "core/model/token_rows.hpp"
+
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+
+namespace recipe::core {
+
+void split_token_rows(const int32_t* rows, int B, int T, int vocab, int32_t* inputs, int32_t* targets) {
+  for (int b = 0; b < B; ++b) {
+    const int32_t* row = rows + size_t(b) * size_t(T + 1);
+    for (int t = 0; t <= T; ++t) {
+      if (row[t] < 0 || row[t] >= vocab)
+        throw std::runtime_error("token id " + std::to_string(row[t]) + " (sample row " + std::to_string(b) +
+                                 ", position " + std::to_string(t) +
+                                 ") is outside model.vocab_size=" + std::to_string(vocab) +
+                                 "; the data was tokenized with a different vocabulary than the "
+                                 "model's (check data.tokenizer and model.vocab_size)");
+    }
+    for (int t = 0; t < T; ++t) {
+      inputs[size_t(b) * T + t] = row[t];
+      targets[size_t(b) * T + t] = row[t + 1];
+    }
+  }
+}
+
+}  // namespace recipe::core

@@ -1,0 +1,15 @@
+// The model's token contract in one place: a sample row holds T+1 token ids; the model reads
+// inputs = row[0, T) and targets = row[1, T+1), every id inside the vocabulary. Model::load_tokens
+// and the trainer's CUDA-graph staging both split rows with this routine.
+#pragma once
+
+#include <cstdint>
+
+namespace recipe::core {
+
+// rows: host i32 [B, T+1]. Writes inputs[b·T + t] = rows[b][t] and targets[b·T + t] = rows[b][t+1]
+// (each [B·T]). Throws std::runtime_error naming the id, row and position when an id is outside
+// [0, vocab), before writing that row.
+void split_token_rows(const int32_t* rows, int B, int T, int vocab, int32_t* inputs, int32_t* targets);
+
+}  // namespace recipe::core
