@@ -171,6 +171,7 @@ LocalRunResult run_local(const plan::Plan& plan, const std::string& run_dir, con
     train_opts.run_dir = run_dir;
     train_opts.plan_toml = read_text_file((fs::path(run_dir) / "resolved.toml").string());
     train_opts.log = &log;
+    train_opts.err = &err;
     train_opts.interactive = opts.interactive;
     try {
       result.train = core::train(plan, train_opts);

@@ -151,7 +151,7 @@ Trainer::Trainer(const plan::Plan& plan, kernels::Backend& backend, ParallelStat
     } catch (const std::exception& e) {
       graph_wanted_ = false;
       graph_status_ = std::string("page-locked staging: ") + e.what();
-      std::cerr << "recipe: the training step runs without a CUDA graph (" << graph_status_ << ")\n";
+      backend_.notice("recipe: the training step runs without a CUDA graph (" + graph_status_ + ")");
     }
   }
   if (graph_wanted_) {
@@ -448,7 +448,7 @@ void Trainer::capture_step() {
   }
   graph_wanted_ = false;
   graph_status_ = "capture failed: " + why;
-  std::cerr << "recipe: the training step could not be captured in a CUDA graph (" << why << "); it runs uncaptured\n";
+  backend_.notice("recipe: the training step could not be captured in a CUDA graph (" + why + "); it runs uncaptured");
 }
 
 StepResult Trainer::step() {

@@ -26,6 +26,7 @@ namespace recipe::core {
 struct TrainOptions {
   std::string run_dir;          // metrics.jsonl, timing.jsonl written here; "" = write nothing
   std::ostream* log = nullptr;  // progress lines (nullptr = std::cout)
+  std::ostream* err = nullptr;  // notices of slower paths taken (Backend::take_notices; nullptr = std::cerr)
   bool interactive = false;     // true: redraw one progress line (\r) on a terminal; false: plain lines
   // The parallel world (nullptr: train() bootstraps it from the plan and the launcher).
   ParallelState* parallel = nullptr;
@@ -131,7 +132,7 @@ class Trainer {
   // graph building), the second is captured and every later one is a replay. Per-step values
   // reach the graph through memory: the tokens and the lr / Adam bias corrections are written to
   // page-locked staging that the graph's copy nodes read. Off with RECIPE_CUDA_GRAPH=0 or
-  // RECIPE_PHASE_TIMING=1 in the environment, and after a failed capture (one stderr line says
+  // RECIPE_PHASE_TIMING=1 in the environment, and after a failed capture (one backend notice says
   // why; the step then runs uncaptured).
   bool graph_active() const { return graph_ != nullptr; }
   int graph_steps() const { return graph_steps_; }  // steps run as a graph launch so far

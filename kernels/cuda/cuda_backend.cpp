@@ -2,7 +2,6 @@
 #include "kernels/cuda/cuda_backend.hpp"
 
 #include <cstdlib>
-#include <iostream>
 #include <stdexcept>
 #include <string>
 
@@ -111,6 +110,7 @@ CudaBackend::CudaBackend(const BackendOptions& opts) : device_(opts.device_index
   memset_grads_ = env_flag("RECIPE_GRAD_MEMSET", "1", "0", false);
   lo.tune = !deterministic_ && env_flag("RECIPE_CUBLASLT_TUNE", "1", "0", true);
   lo.log_tuning = env_flag("RECIPE_CUBLASLT_TUNE_LOG", "1", "0", false);
+  lo.notice = [this](std::string line) { notice(std::move(line)); };
   lo.tune_candidates = tune_candidates_from_env();
   lo.bias_grad = env_flag("RECIPE_CUDA_BIAS_GRAD", "epilogue", "kernel", false) ? CublasLtLinear::BiasGrad::epilogue
                                                                                 : CublasLtLinear::BiasGrad::column_sum;
@@ -123,7 +123,7 @@ CudaBackend::CudaBackend(const BackendOptions& opts) : device_(opts.device_index
     try {
       attention_ = std::make_unique<CudnnAttention>(stream_, deterministic_, tune_attention);
     } catch (const std::exception& e) {
-      std::cerr << "recipe: cuDNN unavailable (" << e.what() << "); attention uses the own CUDA kernels\n";
+      notice(std::string("recipe: cuDNN unavailable (") + e.what() + "); attention uses the own CUDA kernels");
     }
   }
 #else
@@ -525,8 +525,7 @@ void CudaBackend::rope_bwd(Tensor dqkv, int B, int T, int Hq, int Hkv, int D, fl
 
 void CudaBackend::note_attention_fallback(const std::string& shape, const std::string& why) {
   if (reported_fallbacks_.insert(shape).second)
-    std::cerr << "recipe: cuDNN attention rejected " << shape << " (" << why
-              << "); using the own CUDA attention kernels for it\n";
+    notice("recipe: cuDNN attention rejected " + shape + " (" + why + "); using the own CUDA attention kernels for it");
 }
 
 void CudaBackend::attention_fwd(Tensor out, Tensor lse, Tensor qkv, int B, int T, int Hq, int Hkv, int D) {
