@@ -6,7 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "cli/exit_codes.hpp"
+#include "plan/exit_codes.hpp"
 #include "cli/verb_runs.hpp"
 #include "cli/verbs.hpp"
 #include "dsl/key_reference.hpp"

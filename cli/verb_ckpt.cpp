@@ -6,7 +6,7 @@
 #include <optional>
 
 #include "checkpoint/checkpoint.hpp"
-#include "cli/exit_codes.hpp"
+#include "plan/exit_codes.hpp"
 #include "cli/verbs.hpp"
 #include "checkpoint/hf/hf_convert.hpp"
 #include "core/model/model_shape.hpp"

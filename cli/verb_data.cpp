@@ -1,5 +1,5 @@
 // data prepare: text/JSONL → Megatron indexed dataset.
-#include "cli/exit_codes.hpp"
+#include "plan/exit_codes.hpp"
 #include "cli/verbs.hpp"
 
 namespace recipe::cli {

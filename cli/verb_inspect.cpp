@@ -1,7 +1,7 @@
 // list / show / validate / version: verbs that read recipes and report, never run anything.
 #include <cstdio>
 
-#include "cli/exit_codes.hpp"
+#include "plan/exit_codes.hpp"
 #include "cli/report.hpp"
 #include "cli/verbs.hpp"
 #include "executors/host_info.hpp"

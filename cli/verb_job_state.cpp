@@ -1,7 +1,7 @@
 // job-state: the Slurm batch script's status bookkeeping (hidden; written into launch.sh).
 #include <filesystem>
 
-#include "cli/exit_codes.hpp"
+#include "plan/exit_codes.hpp"
 #include "cli/verbs.hpp"
 #include "executors/slurm_job_status.hpp"
 

@@ -14,7 +14,7 @@
 #include <map>
 #include <thread>
 
-#include "cli/exit_codes.hpp"
+#include "plan/exit_codes.hpp"
 #include "cli/verbs.hpp"
 #include "runs/plot_png.hpp"
 #include "runs/plot_svg.hpp"

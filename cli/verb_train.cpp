@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "checkpoint/checkpoint.hpp"
-#include "cli/exit_codes.hpp"
+#include "plan/exit_codes.hpp"
 #include "cli/report.hpp"
 #include "cli/verbs.hpp"
 #include "core/parallel/parallel_bootstrap.hpp"
@@ -110,8 +110,8 @@ int run_in_dir(const plan::Plan& plan, const std::string& run_dir, std::ostream&
     mopts.out = &out;
     mopts.err = &err;
     exec::MultiRankResult r = exec::run_mpirun(plan, run_dir, recipe_executable(), mopts);
-    if (r.exit_code == 0) return kExitOk;
-    if (r.exit_code == exec::kStoppedExitCode) return kExitStopped;
+    if (r.exit_code == kExitOk) return kExitOk;
+    if (r.exit_code == kExitStopped) return kExitStopped;
     return r.interrupted ? kExitInterrupted : kExitRuntime;
   }
   // This process is the whole world (the driver's one local rank), even inside a batch script.

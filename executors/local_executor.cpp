@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "core/train/stop_request.hpp"
+#include "plan/exit_codes.hpp"
 #include "runs/run_dir.hpp"
 #include "executors/tee_stream.hpp"
 #include "runs/tensorboard_writer.hpp"
@@ -40,7 +41,7 @@ int signal_slot(int sig) { return sig == SIGINT ? 0 : sig == SIGTERM ? 1 : 2; }
 
 extern "C" void on_interrupt(int sig) {
   InterruptRecord* rec = g_interrupt;
-  if (!rec) ::_exit(128 + sig);
+  if (!rec) ::_exit(exit_code_for_signal(sig));
   // The first SIGUSR1/SIGTERM: stop after this step with a checkpoint (the training loop polls).
   if (sig != SIGINT && core::stop_signal() == 0) {
     core::request_stop(sig);
@@ -60,7 +61,7 @@ extern "C" void on_interrupt(int sig) {
       ::rename(rec->tmp_path.c_str(), rec->status_path.c_str());
     }
   }
-  ::_exit(rec->exit_with_signal ? 128 + sig : kInterruptedExitCode);
+  ::_exit(rec->exit_with_signal ? exit_code_for_signal(sig) : kExitInterrupted);
 }
 
 class SignalGuard {
@@ -71,7 +72,7 @@ class SignalGuard {
     if (opts.status_role != StatusRole::none) {
       RunStatus interrupted = running;
       interrupted.state = "interrupted";
-      interrupted.exit_code = kInterruptedExitCode;
+      interrupted.exit_code = kExitInterrupted;
       interrupted.message = rank_signals_ ? "rank " + std::to_string(opts.rank) + " stopped by a signal"
                                           : "interrupted by SIGINT/SIGTERM";
       rec_.interrupted_json = status_json(interrupted).dump(2) + "\n";
@@ -170,6 +171,7 @@ LocalRunResult run_local(const plan::Plan& plan, const std::string& run_dir, con
     train_opts.run_dir = run_dir;
     train_opts.plan_toml = read_text_file((fs::path(run_dir) / "resolved.toml").string());
     train_opts.log = &log;
+    train_opts.err = &err;
     train_opts.interactive = opts.interactive;
     try {
       result.train = core::train(plan, train_opts);
@@ -188,7 +190,7 @@ LocalRunResult run_local(const plan::Plan& plan, const std::string& run_dir, con
     status.end_time = now_iso8601();
     status.steps = result.train.steps_done;
     status.state = result.stopped ? "stopped" : result.ok ? "completed" : "failed";
-    status.exit_code = result.stopped ? kStoppedExitCode : result.ok ? 0 : 3;
+    status.exit_code = result.stopped ? kExitStopped : result.ok ? kExitOk : kExitRuntime;
     status.message = result.ok ? result.train.message : result.error;
     if (result.stopped)
       status.message +=

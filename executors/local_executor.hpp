@@ -47,10 +47,4 @@ struct LocalRunResult {
 // current (running → completed | failed) and printing a final summary line.
 LocalRunResult run_local(const plan::Plan& plan, const std::string& run_dir, const LocalRunOptions& opts);
 
-// Exit status of a process killed by an interrupt, as shells report it (128 + SIGINT).
-inline constexpr int kInterruptedExitCode = 130;
-// Exit status of a run or rank that stopped early on SIGUSR1/SIGTERM after saving a checkpoint
-// (cli::kExitStopped); launchers map it to the "stopped" state.
-inline constexpr int kStoppedExitCode = 5;
-
 }  // namespace recipe::exec

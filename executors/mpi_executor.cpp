@@ -9,6 +9,7 @@
 #include "executors/launcher_failure.hpp"
 #include "executors/local_executor.hpp"
 #include "executors/process_group.hpp"
+#include "plan/exit_codes.hpp"
 #include "runs/run_dir.hpp"
 #include "runs/tensorboard_writer.hpp"
 
@@ -66,7 +67,7 @@ MultiRankResult run_mpirun(const plan::Plan& plan, const std::string& run_dir, c
   try {
     r = run_process_group({spec}, pg);
   } catch (const std::exception& e) {
-    r.exit_code = 127;
+    r.exit_code = kExitExecFailed;
     r.message = e.what();
   }
   result.exit_code = r.exit_code;
@@ -79,10 +80,10 @@ MultiRankResult run_mpirun(const plan::Plan& plan, const std::string& run_dir, c
       result.message = describe_rank_failure(*f) + "; mpirun stopped the other ranks (see logs/rank-" +
                        std::to_string(f->rank) + ".log)";
     } else {
-      result.message =
-          "mpirun exited with status " + std::to_string(r.exit_code) +
-          (r.exit_code == 127 && !r.message.empty() ? ": " + r.message
-                                                    : " (a rank failed or could not start; see logs/rank-*.log)");
+      result.message = "mpirun exited with status " + std::to_string(r.exit_code) +
+                       (r.exit_code == kExitExecFailed && !r.message.empty()
+                            ? ": " + r.message
+                            : " (a rank failed or could not start; see logs/rank-*.log)");
     }
   }
 
@@ -93,10 +94,10 @@ MultiRankResult run_mpirun(const plan::Plan& plan, const std::string& run_dir, c
   } catch (const std::exception&) {}
   const std::string rank0_error = status.state == "failed" ? status.message : "";
   // Rank 0 recorded "stopped": the ranks agreed to stop on SIGUSR1/SIGTERM and saved a checkpoint
-  // (each then exited with kStoppedExitCode, which mpirun reports as a failing rank).
+  // (each then exited with kExitStopped, which mpirun reports as a failing rank).
   const bool stopped = !r.interrupted && status.state == "stopped" && result.exit_code != 0;
   if (stopped) {
-    result.exit_code = kStoppedExitCode;
+    result.exit_code = kExitStopped;
     result.message = status.message;
     result.failed_rank = -1;
   }

@@ -15,6 +15,8 @@
 #include <memory>
 #include <stdexcept>
 
+#include "plan/exit_codes.hpp"
+
 namespace recipe::exec {
 
 namespace {
@@ -74,7 +76,7 @@ struct Child {
 
 int decode_status(int wstatus) {
   if (WIFEXITED(wstatus)) return WEXITSTATUS(wstatus);
-  if (WIFSIGNALED(wstatus)) return 128 + WTERMSIG(wstatus);
+  if (WIFSIGNALED(wstatus)) return exit_code_for_signal(WTERMSIG(wstatus));
   return 1;
 }
 
@@ -104,7 +106,7 @@ int decode_status(int wstatus) {
   ignored = ::write(STDERR_FILENO, args[0], std::strlen(args[0]));
   ignored = ::write(STDERR_FILENO, "\n", 1);
   (void)ignored;
-  ::_exit(127);
+  ::_exit(kExitExecFailed);
 }
 
 // The launcher's environment with `extra` added or replaced, as owned strings.
@@ -413,7 +415,7 @@ ProcessGroupResult run_process_group(const std::vector<ChildSpec>& specs, const 
 
   for (auto& c : children) result.child_status.push_back(c.status);
   if (result.interrupted) {
-    result.exit_code = 128 + result.interrupt_signal.value_or(SIGINT);
+    result.exit_code = exit_code_for_signal(result.interrupt_signal.value_or(SIGINT));
     result.message = std::string("interrupted by ") + (result.interrupt_signal == SIGTERM ? "SIGTERM" : "SIGINT") +
                      "; all ranks stopped";
   }

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include "plan/exit_codes.hpp"
 #include "runs/run_dir.hpp"
 #include "runs/runs_index.hpp"
 
@@ -55,7 +56,7 @@ CommandOutput run_command(const std::vector<std::string>& argv) {
     ::close(fds[0]);
     ::close(fds[1]);
     ::execvp(args[0], args.data());
-    ::_exit(127);
+    ::_exit(kExitExecFailed);
   }
   ::close(fds[1]);
   char buf[4096];
@@ -71,7 +72,7 @@ CommandOutput run_command(const std::vector<std::string>& argv) {
   ::close(fds[0]);
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
-  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : exit_code_for_signal(WIFSIGNALED(status) ? WTERMSIG(status) : 0);
   return r;
 }
 

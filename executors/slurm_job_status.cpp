@@ -6,6 +6,7 @@
 
 #include "executors/launcher_failure.hpp"
 #include "executors/local_executor.hpp"
+#include "plan/exit_codes.hpp"
 #include "runs/tensorboard_writer.hpp"
 
 namespace fs = std::filesystem;
@@ -66,7 +67,7 @@ RunStatus record_job_end(const std::string& run_dir, const std::string& job_id, 
         (checkpointed ? "the ranks saved a checkpoint (" + st.message + ") and the requeued job resumes from it"
                       : "the ranks were stopped (exit status " + std::to_string(step_exit) +
                             ") before a checkpoint and the requeued job resumes from the newest one, if any");
-  } else if (checkpointed && step_exit == kStoppedExitCode) {
+  } else if (checkpointed && step_exit == kExitStopped) {
     st.message = "slurm job " + job_id + " stopped on a signal after saving a checkpoint: " + st.message;
   } else if (step_exit == 0) {
     st.state = "completed";

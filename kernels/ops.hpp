@@ -27,6 +27,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/tensor.hpp"
@@ -151,6 +152,22 @@ class Backend {
   virtual Device device() const = 0;
   virtual DType act_dtype() const = 0;
   virtual std::string name() const = 0;
+
+  // ---- notices (begin) ----
+  // A backend never writes to a terminal. Where a fast path cannot run (cuDNN unavailable or
+  // refusing a shape, a CUDA-graph capture that failed) or a diagnostic was asked for
+  // (RECIPE_CUBLASLT_TUNE_LOG=1), it records one line here ("recipe: <what and why>; <what runs
+  // instead>"); whoever drives the backend (core::train) prints the new lines at start and after
+  // each step, so no slow path is silent and no library prints. Single-threaded, like the ops.
+  void notice(std::string line) { notices_.push_back(std::move(line)); }
+  // The notices recorded since the last call, oldest first; clears them.
+  std::vector<std::string> take_notices() { return std::exchange(notices_, {}); }
+
+ private:
+  std::vector<std::string> notices_;
+
+ public:
+  // ---- notices (end) ----
 
   // ---- memory ----
   virtual void* alloc(size_t bytes) = 0;  // zero-filled; throws on failure

@@ -15,6 +15,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "plan/exit_codes.hpp"
+
 namespace fs = std::filesystem;
 
 namespace recipe::exec {
@@ -208,7 +210,7 @@ std::optional<std::string> capture_output(const std::vector<std::string>& argv) 
     ::close(fds[0]);
     ::close(fds[1]);
     ::execvp(args[0], args.data());
-    ::_exit(127);
+    ::_exit(kExitExecFailed);
   }
   ::close(fds[1]);
   std::string out;

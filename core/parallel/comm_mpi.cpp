@@ -3,8 +3,10 @@
 #if RECIPE_WITH_MPI
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <new>
 #include <stdexcept>
 
 namespace recipe::core {
@@ -107,7 +109,9 @@ MpiComm::~MpiComm() {
     // Started collectives were never completed (an exception unwound past wait_all). MPI may still
     // write into their staging, and such requests cannot be cancelled: keep the memory and the
     // communicator alive rather than free them under MPI's feet; the process is ending anyway.
-    new std::deque<Pending>(std::move(pending_));
+    // No exception may leave a destructor: if even that allocation fails, end the process here
+    // (what an escaping bad_alloc would do) instead of freeing the staging.
+    if (!new (std::nothrow) std::deque<Pending>(std::move(pending_))) std::abort();
     return;
   }
   if (comm_ != MPI_COMM_NULL && comm_ != MPI_COMM_WORLD && comm_ != MPI_COMM_SELF) MPI_Comm_free(&comm_);

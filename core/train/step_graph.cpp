@@ -2,7 +2,6 @@
 #include "core/train/step_graph.hpp"
 
 #include <exception>
-#include <iostream>
 
 namespace recipe::core {
 
@@ -18,7 +17,7 @@ StepGraph::StepGraph(kernels::Backend& backend, int micro_batches, int64_t rows,
     } catch (const std::exception& e) {
       on_ = false;
       status_ = std::string("page-locked staging: ") + e.what();
-      std::cerr << "recipe: the training step runs without a CUDA graph (" << status_ << ")\n";
+      be_.notice("recipe: the training step runs without a CUDA graph (" + status_ + ")");
     }
   }
   if (on_) {
@@ -55,8 +54,7 @@ bool StepGraph::run(const std::function<void()>& work) {
     if (!work_) {
       on_ = false;
       status_ = "capture failed: " + why;
-      std::cerr << "recipe: the training step could not be captured in a CUDA graph (" << why
-                << "); it runs uncaptured\n";
+      be_.notice("recipe: the training step could not be captured in a CUDA graph (" + why + "); it runs uncaptured");
       return false;
     }
     status_.clear();

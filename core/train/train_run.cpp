@@ -119,6 +119,13 @@ TrainResult train(const plan::Plan& plan, const TrainOptions& opts) {
   bo.bias_grad_epilogue = k.bias_grad == "epilogue";
   bo.grad_memset = k.grad_memset;
   std::unique_ptr<kernels::Backend> backend = kernels::make_backend(device, bo);
+  // The backend's notices (a fast path that cannot run, and why) reach err on every rank as they
+  // come: after the backend and the trainer are built, after each step (first uses choose kernels).
+  std::ostream& err = opts.err ? *opts.err : std::cerr;
+  auto print_notices = [&] {
+    for (const std::string& line : backend->take_notices()) err << line << "\n";
+  };
+  print_notices();
 
   std::unique_ptr<ParallelState> owned_parallel;
   ParallelState* parallel = opts.parallel;
@@ -133,6 +140,7 @@ TrainResult train(const plan::Plan& plan, const TrainOptions& opts) {
   std::ostream& log = !leader ? quiet : opts.log ? *opts.log : std::cout;
 
   Trainer trainer(plan, *backend, parallel);
+  print_notices();
   const std::string ckpt_dir = checkpoints_dir(plan, opts.run_dir);
   const StartPoint start_from = start_point(plan, ckpt_dir);
   LoadResult loaded;
@@ -191,6 +199,7 @@ TrainResult train(const plan::Plan& plan, const TrainOptions& opts) {
     StepResult r = trainer.step();
     backend->synchronize();
     const double secs = std::chrono::duration<double>(clock::now() - t0).count();
+    print_notices();
     all_seconds += secs;
     const double tps = double(trainer.tokens_per_step()) / std::max(secs, 1e-12);
     if (i - start_step >= skip) {
@@ -273,6 +282,7 @@ TrainResult train(const plan::Plan& plan, const TrainOptions& opts) {
     saved_step = max_steps;
   }
 
+  print_notices();  // from the last evaluation
   const double wall = std::chrono::duration<double>(clock::now() - run_start).count();
   const int ran = res.steps_done - start_step;  // steps taken by this invocation
   if (timed_steps == 0 && ran > 0) {            // a single step: use it

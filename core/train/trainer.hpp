@@ -33,6 +33,7 @@ namespace recipe::core {
 struct TrainOptions {
   std::string run_dir;          // metrics.jsonl, timing.jsonl written here; "" = write nothing
   std::ostream* log = nullptr;  // progress lines (nullptr = std::cout)
+  std::ostream* err = nullptr;  // notices of slower paths taken (Backend::take_notices; nullptr = std::cerr)
   bool interactive = false;     // true: redraw one progress line (\r) on a terminal; false: plain lines
   // The parallel world (nullptr: train() bootstraps it from the plan and the launcher).
   ParallelState* parallel = nullptr;
@@ -138,7 +139,7 @@ class Trainer {
   // graph building), the second is captured and every later one is a replay. Per-step values
   // reach the graph through memory: the tokens and the lr / Adam bias corrections are written to
   // page-locked staging that the graph's copy nodes read. Off with trainer.cuda_graph=false or
-  // kernels.phase_timing=true, and after a failed capture (one stderr line says
+  // kernels.phase_timing=true, and after a failed capture (one backend notice says
   // why; the step then runs uncaptured).
   bool graph_active() const { return graph_->active(); }
   int graph_steps() const { return graph_->steps(); }  // steps run as a graph launch so far

@@ -7,7 +7,7 @@
 #include "kernels/cuda/cublaslt_linear.hpp"
 
 #include <algorithm>
-#include <iostream>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 
@@ -201,11 +201,14 @@ void CublasLtLinear::tune(Plan& p, const Gemm& g, Workspace backup) {
   cudaEventDestroy(stop);
   if (saved) RECIPE_CUDA_CHECK(cudaMemcpyAsync(g.D, saved, d_bytes, cudaMemcpyDeviceToDevice, stream_));
   if (!found) return;
-  if (options_.log_tuning)
-    std::cerr << "recipe: cuBLASLt m=" << g.m << " n=" << g.n << " k=" << g.k << " epilogue=" << int(g.epilogue)
-              << " beta=" << g.beta << ": heuristic #1 "
-              << (first_ms < 0 ? std::string("refused") : std::to_string(first_ms * 1e3f / kReps)) << " us, chosen #"
-              << best + 1 << " of " << candidates.size() << " " << best_ms * 1e3f / kReps << " us\n";
+  if (options_.log_tuning && options_.notice) {
+    std::ostringstream line;
+    line << "recipe: cuBLASLt m=" << g.m << " n=" << g.n << " k=" << g.k << " epilogue=" << int(g.epilogue)
+         << " beta=" << g.beta << ": heuristic #1 "
+         << (first_ms < 0 ? std::string("refused") : std::to_string(first_ms * 1e3f / kReps)) << " us, chosen #"
+         << best + 1 << " of " << candidates.size() << " " << best_ms * 1e3f / kReps << " us";
+    options_.notice(line.str());
+  }
   ++stats_.tuned_keys;
   if (best != 0) ++stats_.tuned_changed;
   p.algo = candidates[best];

@@ -17,7 +17,9 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -29,9 +31,10 @@ class CublasLtLinear {
  public:
   enum class BiasGrad { column_sum, epilogue };
   struct Options {
-    bool tune = false;        // time the heuristic's top candidates per key (non-deterministic mode)
-    int tune_candidates = 8;  // how many heuristic results to time
-    bool log_tuning = false;  // one stderr line per timed key (BackendOptions::gemm_tune_log)
+    bool tune = false;                        // time the heuristic's top candidates per key (non-deterministic mode)
+    int tune_candidates = 8;                  // how many heuristic results to time
+    bool log_tuning = false;                  // one notice line per timed key (BackendOptions::gemm_tune_log)
+    std::function<void(std::string)> notice;  // where log_tuning lines go (the backend's notices)
     BiasGrad bias_grad = BiasGrad::column_sum;
     ColumnSumTickets tickets;  // required by BiasGrad::column_sum and the unfused fallbacks
   };

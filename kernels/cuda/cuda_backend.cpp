@@ -2,7 +2,6 @@
 #include "kernels/cuda/cuda_backend.hpp"
 
 #include <cstdlib>
-#include <iostream>
 #include <stdexcept>
 #include <string>
 
@@ -74,6 +73,7 @@ CudaBackend::CudaBackend(const BackendOptions& opts) : device_(opts.device_index
     bad_arg("options", "gemm_tune_candidates=" + std::to_string(opts.gemm_tune_candidates) + " must be from 1 to 256");
   lo.tune = !deterministic_ && opts.gemm_tune;
   lo.log_tuning = opts.gemm_tune_log;
+  lo.notice = [this](std::string line) { notice(std::move(line)); };
   lo.tune_candidates = opts.gemm_tune_candidates;
   lo.bias_grad = opts.bias_grad_epilogue ? CublasLtLinear::BiasGrad::epilogue : CublasLtLinear::BiasGrad::column_sum;
   lo.tickets = ColumnSumTickets{column_sum_tickets_, kColumnSumTickets};
@@ -85,7 +85,7 @@ CudaBackend::CudaBackend(const BackendOptions& opts) : device_(opts.device_index
     try {
       attention_ = std::make_unique<CudnnAttention>(stream_, deterministic_, tune_attention);
     } catch (const std::exception& e) {
-      std::cerr << "recipe: cuDNN unavailable (" << e.what() << "); attention uses the own CUDA kernels\n";
+      notice(std::string("recipe: cuDNN unavailable (") + e.what() + "); attention uses the own CUDA kernels");
     }
   }
 #endif
@@ -503,8 +503,7 @@ void CudaBackend::rope_bwd(Tensor dqkv, int B, int T, int Hq, int Hkv, int D, fl
 
 void CudaBackend::note_attention_fallback(const std::string& shape, const std::string& why) {
   if (reported_fallbacks_.insert(shape).second)
-    std::cerr << "recipe: cuDNN attention rejected " << shape << " (" << why
-              << "); using the own CUDA attention kernels for it\n";
+    notice("recipe: cuDNN attention rejected " + shape + " (" + why + "); using the own CUDA attention kernels for it");
 }
 
 void CudaBackend::attention_fwd(const AttentionFwdArgs& args) {

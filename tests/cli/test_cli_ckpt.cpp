@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cli/exit_codes.hpp"
+#include "plan/exit_codes.hpp"
 #include "cli_test_util.hpp"
 
 TEST_SUITE_BEGIN("cli");
@@ -33,7 +33,7 @@ TEST_CASE("ckpt info, export --format hf and import round-trip a CPU run's check
   const fs::path run_dir = the_run_dir(tmp.path(), "src");
 
   auto info = run({"ckpt", "info", run_dir.string()});
-  REQUIRE_MESSAGE(info.code == cli::kExitOk, info.err);
+  REQUIRE_MESSAGE(info.code == recipe::kExitOk, info.err);
   CHECK(info.out.find("step         2") != std::string::npos);
   CHECK(info.out.find("saved with   tp=1 pp=1 dp=1") != std::string::npos);
   CHECK(info.out.find("model        llama, ") != std::string::npos);
@@ -42,7 +42,7 @@ TEST_CASE("ckpt info, export --format hf and import round-trip a CPU run's check
 
   const fs::path hf = tmp.path() / "hf";
   auto ex = run({"ckpt", "export", run_dir.string(), "-o", hf.string(), "--format", "hf", "--dtype", "bf16"});
-  REQUIRE_MESSAGE(ex.code == cli::kExitOk, (ex.err + ex.out));
+  REQUIRE_MESSAGE(ex.code == recipe::kExitOk, (ex.err + ex.out));
   CHECK(ex.out.find("(llama, ") != std::string::npos);
   CHECK(fs::is_regular_file(hf / "model.safetensors"));
   const auto cfg = nlohmann::json::parse(read_text(hf / "config.json"));
@@ -51,10 +51,10 @@ TEST_CASE("ckpt info, export --format hf and import round-trip a CPU run's check
 
   const fs::path imported = tmp.path() / "imported";
   auto im = run({"ckpt", "import", hf.string(), "-o", imported.string(), "--format", "hf", "--recipe", "llama_tiny"});
-  REQUIRE_MESSAGE(im.code == cli::kExitOk, (im.err + im.out));
+  REQUIRE_MESSAGE(im.code == recipe::kExitOk, (im.err + im.out));
   CHECK(fs::is_regular_file(imported / "step-0/metadata.json"));
   auto info2 = run({"ckpt", "info", imported.string()});
-  REQUIRE(info2.code == cli::kExitOk);
+  REQUIRE(info2.code == recipe::kExitOk);
   CHECK(info2.out.find("step         0") != std::string::npos);
   CHECK(info2.out.find("imported     hf llama from " + fs::absolute(hf).string() + " (BF16)") != std::string::npos);
   CHECK(info2.out.find("no optimizer state") != std::string::npos);
@@ -62,26 +62,26 @@ TEST_CASE("ckpt info, export --format hf and import round-trip a CPU run's check
   // The imported checkpoint starts a fine-tuning run.
   auto ft = run({"finetune", "llama_tiny", "checkpoint.load=" + imported.string(), "--device", "cpu", "--max-steps",
                  "1", "--experiments-dir", tmp.str(), "--name", "tuned"});
-  CHECK_MESSAGE(ft.code == cli::kExitOk, (ft.err + ft.out));
+  CHECK_MESSAGE(ft.code == recipe::kExitOk, (ft.err + ft.out));
   const std::string log = read_text(the_run_dir(tmp.path(), "tuned") / "logs/rank-0.log") + ft.out;
   CHECK_MESSAGE(log.find("initialized the weights from " + imported.string()) != std::string::npos, log);
 
   {  // a recipe of another shape is refused with both values and exit 1
     auto bad = run({"ckpt", "import", hf.string(), "-o", (tmp.path() / "x").string(), "--recipe", "llama_tiny",
                     "model.hidden_size=128"});
-    CHECK(bad.code == cli::kExitInvalidRecipe);
+    CHECK(bad.code == recipe::kExitInvalidRecipe);
     CHECK_MESSAGE(
         bad.err.find("hidden_size is 64 in config.json, the recipe has model.hidden_size=128") != std::string::npos,
         bad.err);
   }
   {  // a GPT recipe does not take a Llama model
     auto bad = run({"ckpt", "import", hf.string(), "-o", (tmp.path() / "x").string(), "--recipe", "gpt_tiny"});
-    CHECK(bad.code == cli::kExitInvalidRecipe);
+    CHECK(bad.code == recipe::kExitInvalidRecipe);
     CHECK(bad.err.find("model_type is \"llama\" in config.json") != std::string::npos);
   }
   {  // exporting into a directory with other files is refused
     auto bad = run({"ckpt", "export", run_dir.string(), "-o", run_dir.string()});
-    CHECK(bad.code == cli::kExitRuntime);
+    CHECK(bad.code == recipe::kExitRuntime);
     CHECK(bad.err.find("export into a new or empty directory") != std::string::npos);
   }
 }
@@ -89,25 +89,25 @@ TEST_CASE("ckpt info, export --format hf and import round-trip a CPU run's check
 TEST_CASE("ckpt errors: missing paths, a directory without a checkpoint, no HF files") {
   TempDir tmp;
   auto missing = run({"ckpt", "info", (tmp.path() / "nope").string()});
-  CHECK(missing.code == cli::kExitUsage);
+  CHECK(missing.code == recipe::kExitUsage);
   CHECK(missing.err.find("does not exist") != std::string::npos);
 
   auto empty = run({"ckpt", "export", tmp.str(), "-o", (tmp.path() / "hf").string()});
-  CHECK(empty.code == cli::kExitUsage);
+  CHECK(empty.code == recipe::kExitUsage);
   CHECK(empty.err.find("holds no checkpoint yet") != std::string::npos);
 
   std::ofstream(tmp.path() / "config.json") << R"({"model_type": "gpt2"})";
   auto no_weights = run({"ckpt", "import", tmp.str(), "-o", (tmp.path() / "out").string(), "--recipe", "gpt_tiny",
                          "model.vocab_size=50257", "model.hidden_size=768", "model.num_layers=12",
                          "model.num_attention_heads=12", "model.seq_length=1024"});
-  CHECK(no_weights.code == cli::kExitRuntime);
+  CHECK(no_weights.code == recipe::kExitRuntime);
   CHECK_MESSAGE(no_weights.err.find("neither model.safetensors nor model.safetensors.index.json") != std::string::npos,
                 no_weights.err);
 
   auto no_recipe = run({"ckpt", "import", tmp.str(), "-o", (tmp.path() / "out").string()});
-  CHECK(no_recipe.code == cli::kExitUsage);
+  CHECK(no_recipe.code == recipe::kExitUsage);
   auto bad_format = run({"ckpt", "export", tmp.str(), "-o", (tmp.path() / "hf").string(), "--format", "gguf"});
-  CHECK(bad_format.code == cli::kExitUsage);
+  CHECK(bad_format.code == recipe::kExitUsage);
 }
 
 TEST_SUITE_END();

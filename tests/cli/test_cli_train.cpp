@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cli/exit_codes.hpp"
+#include "plan/exit_codes.hpp"
 #include "cli_test_util.hpp"
 #include "kernels/ops.hpp"
 
@@ -90,7 +90,7 @@ TEST_CASE("pretrain gpt_tiny on CPU fills a complete run dir") {
 
 TEST_CASE("worker on a folder that is not a run dir is a usage error") {
   TempDir tmp;
-  CHECK(run({"worker", "--run-dir", tmp.str()}).code == cli::kExitUsage);
+  CHECK(run({"worker", "--run-dir", tmp.str()}).code == recipe::kExitUsage);
 }
 
 TEST_CASE("data prepare then pretrain on the indexed dataset") {
@@ -116,23 +116,23 @@ TEST_CASE("data prepare then pretrain on the indexed dataset") {
   CHECK(count_lines(read_text(dir / "metrics.jsonl")) == 3);
 
   auto bad = run({"data", "prepare", "--input", text.string(), "--tokenizer", "gpt2_bpe", "--output", prefix});
-  CHECK(bad.code == cli::kExitUsage);
+  CHECK(bad.code == recipe::kExitUsage);
   CHECK(bad.err.find("--vocab-file") != std::string::npos);
 }
 
 TEST_CASE("the recipe binary's exit codes") {
   REQUIRE(fs::exists(recipe_binary()));
   TempDir tmp;
-  CHECK(run_binary("").code == cli::kExitUsage);
-  CHECK(run_binary("pretrain").code == cli::kExitUsage);
-  CHECK(run_binary("show no_such_preset").code == cli::kExitInvalidRecipe);
+  CHECK(run_binary("").code == recipe::kExitUsage);
+  CHECK(run_binary("pretrain").code == recipe::kExitUsage);
+  CHECK(run_binary("show no_such_preset").code == recipe::kExitInvalidRecipe);
   CHECK(run_binary("validate llama3_70b --nodes 4 --gpus-per-node 8").code == 0);
   auto bad = run_binary("validate llama3_70b --nodes 4 --gpus-per-node 6");
-  CHECK(bad.code == cli::kExitInvalidRecipe);
+  CHECK(bad.code == recipe::kExitInvalidRecipe);
   CHECK(bad.out.find("world") != std::string::npos);
   if (!(kernels::built_with_cuda() && kernels::query_gpus().count > 0)) {
     auto cuda = run_binary("pretrain gpt_tiny --device cuda --max-steps 1 --experiments-dir " + tmp.str());
-    CHECK(cuda.code == cli::kExitEnvironment);
+    CHECK(cuda.code == recipe::kExitEnvironment);
     CHECK(cuda.out.find("--device cpu") != std::string::npos);
     CHECK(fs::is_empty(tmp.path()));
   }
@@ -174,7 +174,7 @@ TEST_CASE("SIGINT marks the run interrupted and exits 130") {
   int status = 0;
   ::waitpid(pid, &status, 0);
   REQUIRE(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == cli::kExitInterrupted);
+  CHECK(WEXITSTATUS(status) == recipe::kExitInterrupted);
   auto st = nlohmann::json::parse(read_text(run / "status.json"));
   CHECK(st["state"] == "interrupted");
   CHECK(st["exit_code"] == 130);

@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cli/exit_codes.hpp"
+#include "plan/exit_codes.hpp"
 #include "cli_test_util.hpp"
 #include "dsl/dsl.hpp"
 #include "kernels/ops.hpp"
@@ -49,15 +49,15 @@ std::vector<std::vector<int>> rank_rows(const std::string& report) {
 }  // namespace
 
 TEST_CASE("usage errors exit 2; --help exits 0 and documents exit codes") {
-  CHECK(run({}).code == cli::kExitUsage);
-  CHECK(run({"frobnicate"}).code == cli::kExitUsage);
-  CHECK(run({"pretrain"}).code == cli::kExitUsage);  // recipe missing
-  CHECK(run({"pretrain", "gpt_tiny", "--max-steps", "zero"}).code == cli::kExitUsage);
-  CHECK(run({"pretrain", "gpt_tiny", "--device", "tpu"}).code == cli::kExitUsage);
+  CHECK(run({}).code == recipe::kExitUsage);
+  CHECK(run({"frobnicate"}).code == recipe::kExitUsage);
+  CHECK(run({"pretrain"}).code == recipe::kExitUsage);  // recipe missing
+  CHECK(run({"pretrain", "gpt_tiny", "--max-steps", "zero"}).code == recipe::kExitUsage);
+  CHECK(run({"pretrain", "gpt_tiny", "--device", "tpu"}).code == recipe::kExitUsage);
   auto stray = run({"pretrain", "gpt_tiny", "notanoverride"});
-  CHECK(stray.code == cli::kExitUsage);
+  CHECK(stray.code == recipe::kExitUsage);
   CHECK(stray.err.find("notanoverride") != std::string::npos);
-  CHECK(run({"data", "prepare", "--output", "x"}).code == cli::kExitUsage);  // --input missing
+  CHECK(run({"data", "prepare", "--output", "x"}).code == recipe::kExitUsage);  // --input missing
 
   auto help = run({"--help"});
   CHECK(help.code == 0);
@@ -81,17 +81,17 @@ TEST_CASE("version reports build features") {
 
 TEST_CASE("an unknown preset exits 1 and suggests the close name") {
   auto r = run({"show", "gpt_tinny"});
-  CHECK(r.code == cli::kExitInvalidRecipe);
+  CHECK(r.code == recipe::kExitInvalidRecipe);
   CHECK(r.err.find("gpt_tiny") != std::string::npos);
 }
 
 TEST_CASE("an invalid override exits 1 and names the field") {
   // gpt3_345m has 16 attention heads; tp=3 does not divide them.
   auto r = run({"validate", "gpt3_345m", "parallelism.tp=3", "--nodes", "1", "--gpus-per-node", "3"});
-  CHECK(r.code == cli::kExitInvalidRecipe);
+  CHECK(r.code == recipe::kExitInvalidRecipe);
   CHECK(r.err.find("parallelism.tp") != std::string::npos);
   auto shown = run({"show", "gpt3_345m", "parallelism.tp=3"});
-  CHECK(shown.code == cli::kExitInvalidRecipe);
+  CHECK(shown.code == recipe::kExitInvalidRecipe);
   CHECK(shown.err.find("parallelism.tp") != std::string::npos);
 }
 
@@ -101,7 +101,7 @@ TEST_CASE("validate llama3_70b on 4 nodes x 8 GPUs passes; 6 GPUs per node fail 
   CHECK(ok.out.rfind("OK: ", 0) == 0);
   CHECK(ok.out.find("world 32") != std::string::npos);
   auto bad = run({"validate", "llama3_70b", "--nodes", "4", "--gpus-per-node", "6"});
-  CHECK(bad.code == cli::kExitInvalidRecipe);
+  CHECK(bad.code == recipe::kExitInvalidRecipe);
   CHECK(bad.err.find("world") != std::string::npos);
 }
 
@@ -207,7 +207,7 @@ TEST_CASE("a multi-rank local plan needs mpirun: without it, exit 4 before anyth
   ::setenv("PATH", tmp.str().c_str(), 1);  // an empty folder: no mpirun
   auto r = run(args);
   ::setenv("PATH", saved_path.c_str(), 1);
-  CHECK_MESSAGE(r.code == cli::kExitEnvironment, r.err);
+  CHECK_MESSAGE(r.code == recipe::kExitEnvironment, r.err);
   CHECK((r.err.find("mpirun, which is not on PATH") != std::string::npos ||
          r.err.find("built without MPI") != std::string::npos));
   CHECK(dir_is_empty(tmp.path()));
@@ -235,8 +235,8 @@ TEST_CASE("device auto without a GPU says it runs on CPU") {
 }
 
 TEST_CASE("data verb needs a sub-verb and existing inputs") {
-  CHECK(run({"data"}).code == cli::kExitUsage);
-  CHECK(run({"data", "prepare", "--input", "/nonexistent/x.txt", "--output", "/tmp/x"}).code == cli::kExitUsage);
+  CHECK(run({"data"}).code == recipe::kExitUsage);
+  CHECK(run({"data", "prepare", "--input", "/nonexistent/x.txt", "--output", "/tmp/x"}).code == recipe::kExitUsage);
 }
 
 TEST_CASE("--dry-run and show plan a GPU recipe on a host without a GPU") {
@@ -252,7 +252,7 @@ TEST_CASE("--dry-run and show plan a GPU recipe on a host without a GPU") {
   CHECK_MESSAGE(show.code == 0, show.err);
   if (kernels::query_gpus().count == 0) {
     auto real = run({"pretrain", wiki, "--experiments-dir", tmp.str()});
-    CHECK(real.code == cli::kExitInvalidRecipe);
+    CHECK(real.code == recipe::kExitInvalidRecipe);
     CHECK(real.err.find("trainer.device") != std::string::npos);
     CHECK(dir_is_empty(tmp.path()));
   }

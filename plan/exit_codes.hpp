@@ -1,7 +1,11 @@
-// Exit statuses of the `recipe` command (also listed in `recipe --help`).
+// Exit statuses of the `recipe` command and of the processes it starts (workers, forked helpers),
+// in one header with no dependencies so every layer names them the same way: the CLI returns them,
+// executors map a worker's status to a run state, the worker exits with them. Lives in plan/ (the
+// dependency-free library every layer above kernels/ already links) rather than in cli/, which the
+// lower layers must not include. Listed in `recipe --help` (kExitCodeHelp).
 #pragma once
 
-namespace recipe::cli {
+namespace recipe {
 
 enum ExitCode : int {
   kExitOk = 0,
@@ -10,8 +14,13 @@ enum ExitCode : int {
   kExitRuntime = 3,        // training or data preparation failed (including divergence)
   kExitEnvironment = 4,    // this machine/build cannot run the plan (no GPU, no CUDA build, no MPI)
   kExitStopped = 5,        // stopped early by SIGUSR1/SIGTERM after saving a checkpoint (resumable)
-  kExitInterrupted = 130,  // SIGINT/SIGTERM
+  kExitExecFailed = 127,   // a forked child could not exec its program (the shells' "not found")
+  kExitInterrupted = 130,  // SIGINT/SIGTERM (128 + SIGINT, as shells report it)
 };
+
+// A process killed by (or exiting on behalf of) signal `sig` reports 128 + sig, as shells do.
+inline constexpr int kExitSignalBase = 128;
+constexpr int exit_code_for_signal(int sig) { return kExitSignalBase + sig; }
 
 inline constexpr const char* kExitCodeHelp =
     "Exit codes: 0 ok, 1 invalid recipe (does not load or resolve), 2 usage error,\n"
@@ -20,4 +29,4 @@ inline constexpr const char* kExitCodeHelp =
     "            5 stopped by SIGUSR1/SIGTERM after saving a checkpoint (`recipe runs resume`),\n"
     "            130 interrupted.";
 
-}  // namespace recipe::cli
+}  // namespace recipe
