@@ -22,10 +22,9 @@ struct AttnCase {
 // A CUDA backend whose attention always takes the own kernels.
 Backend& fallback_backend() {
   static std::unique_ptr<Backend> b = [] {
-    setenv("RECIPE_CUDA_ATTENTION", "fallback", 1);
-    auto p = make_cuda_backend();
-    unsetenv("RECIPE_CUDA_ATTENTION");
-    return p;
+    BackendOptions o;
+    o.attention_fallback = true;  // the plan's kernels.attention="fallback"
+    return make_cuda_backend(o);
   }();
   return *b;
 }
