@@ -484,6 +484,9 @@ const std::vector<DerivedFieldInfo>& derived_fields() {
       {"model.flops_per_token", "6·num_params + 12·num_layers·hidden_size·seq_length"},
       {"trainer.num_micro_batches", "trainer.global_batch_size / (trainer.micro_batch_size × parallelism.dp)"},
       {"trainer.tokens_per_step", "trainer.global_batch_size × model.seq_length"},
+      {"trainer.classifier_chunk_rows",
+       "rows of one classifier chunk on a rank: as few equal chunks of micro_batch_size × seq_length rows as fit "
+       "logits in max(the layers' transient buffers, 256 MiB)"},
       {"parallelism.world_size", "executor.nodes × executor.gpus_per_node (or executor.cpu_ranks on CPU)"},
       {"parallelism.rank_order", "\"tp-cp-dp-pp\": tp varies fastest over consecutive ranks, pp slowest"},
       {"parallelism.stage_num_layers", "parallelism.layers_per_stage, else model.num_layers split evenly over pp"},

@@ -128,14 +128,15 @@ void derive_model(ResolveContext& ctx) {
 
   if (p.experiment.name.empty()) p.experiment.name = name_from_source(p.source);
 
-  // What executors and core read instead of re-deriving: the rank layout, the pipeline split and
-  // the CUDA workspace (the memory estimate counts the same bytes).
+  // What executors and core read instead of re-deriving: the rank layout, the pipeline split, the
+  // CUDA workspace and the classifier chunk (the memory estimate counts the same bytes).
   plan::ParallelismConfig& par = p.parallelism;
   par.rank_order = plan::kRankOrder;
   if (ctx.shape_ok) {
     par.stage_num_layers = plan::stage_layer_counts(p);
     p.kernels.workspace_bytes =
         p.kernels.workspace_mb > 0 ? int64_t(p.kernels.workspace_mb) << 20 : plan::cuda_workspace_bytes(p);
+    t.classifier_chunk_rows = plan::classifier_chunk_rows(p);
   }
 }
 

@@ -18,6 +18,25 @@ constexpr int64_t kCublasWorkspace = 32LL * 1024 * 1024;
 int64_t div_ceil(int64_t a, int64_t b) { return b > 0 ? (a + b - 1) / b : a; }
 int64_t align256(int64_t n) { return (n + 255) / 256 * 256; }
 
+// The part of the transient region the layers' buffers need on one rank, elements of `es` bytes:
+// fc_act (when shared), dfc (+ dfc_act) | proj_out | datty, dqkv (core/model/activations.cpp).
+int64_t layers_transient_bytes(const Plan& p, int64_t es) {
+  const ModelConfig& m = p.model;
+  const int tp = std::max(1, p.parallelism.tp);
+  const int64_t N = int64_t(p.trainer.micro_batch_size) * m.seq_length, C = m.hidden_size;
+  const int64_t D = m.head_dim > 0 ? m.head_dim : C / std::max(1, m.num_attention_heads);
+  const int64_t heads = m.num_attention_heads / tp;
+  const int64_t kv = m.num_kv_heads % tp == 0 ? m.num_kv_heads / tp : 1;
+  const int64_t q = heads * D, qkv = (heads + 2 * kv) * D;
+  const bool gelu = m.activation == "gelu";
+  const int64_t F = m.ffn_hidden_size / tp, FI = gelu ? F : 2 * F;
+  const bool shared_act = p.trainer.recompute != "none";
+  const int64_t fc_act_end = shared_act ? align256(N * F * es) : 0;
+  const int64_t dfc_act_off = align256(fc_act_end + N * FI * es);
+  const int64_t mlp_end = gelu ? dfc_act_off : dfc_act_off + N * F * es;
+  return std::max({mlp_end, fc_act_end + N * C * es, align256(N * q * es) + N * qkv * es});
+}
+
 // The engine's activation arena on one rank, buffer for buffer (core/activations.cpp carves it;
 // tests/core/test_recompute.cpp checks the two agree): `layers` saved layer sets, one shared
 // transient region, per-slot final-norm/gradient buffers, `slots` micro-batches in flight.
@@ -38,11 +57,7 @@ int64_t arena_bytes(const Plan& p, int layers, int slots, bool last_stage) {
   const int64_t Vl = m.padded_vocab_size / tp;
   // The transient region: logits chunk | fc_act, dfc (+ dfc_act), proj_out | datty, dqkv. The
   // logits chunk fills what the layers' buffers need anyway, at least 64 MiB (core/activations).
-  const bool shared_act = level != "none";
-  const int64_t fc_act_end = shared_act ? align256(N * F * es) : 0;
-  const int64_t dfc_act_off = align256(fc_act_end + N * FI * es);
-  const int64_t mlp_end = gelu ? dfc_act_off : dfc_act_off + N * F * es;
-  const int64_t layers_region = std::max({mlp_end, fc_act_end + N * C * es, align256(N * q * es) + N * qkv * es});
+  const int64_t layers_region = layers_transient_bytes(p, es);
   const int64_t chunk = classifier_chunk_rows(N, Vl, es, layers_region);
   const int64_t region = std::max(layers_region, chunk * Vl * es);
   const int64_t nc = align256(N * C * es), stat = align256(N * 4);
@@ -85,6 +100,13 @@ int64_t classifier_chunk_rows(int64_t rows, int64_t padded_vocab, int64_t elem_b
   const int64_t most = std::clamp<int64_t>(std::max(kMinBudget, room_bytes) / per_row, 1, std::max<int64_t>(1, rows));
   const int64_t chunks = div_ceil(rows, most);
   return std::max<int64_t>(1, div_ceil(rows, std::max<int64_t>(1, chunks)));
+}
+
+int64_t classifier_chunk_rows(const Plan& plan) {
+  const int64_t es = plan.trainer.device == "cpu" ? 4 : 2;  // the backend's act_dtype(): CPU f32, CUDA bf16
+  const int64_t rows = int64_t(plan.trainer.micro_batch_size) * plan.model.seq_length;
+  const int64_t local_vocab = plan.model.padded_vocab_size / std::max(1, plan.parallelism.tp);
+  return classifier_chunk_rows(rows, local_vocab, es, layers_transient_bytes(plan, es));
 }
 
 std::vector<int> stage_layer_counts(const Plan& plan) {

@@ -29,6 +29,12 @@ int64_t cuda_workspace_bytes(const Plan& plan);
 // chunks are faster; room_bytes is what the layers' transient buffers hold anyway.
 int64_t classifier_chunk_rows(int64_t rows, int64_t padded_vocab, int64_t elem_bytes, int64_t room_bytes);
 
+// The chunk rows of one rank of this plan: micro_batch_size × seq_length rows, the rank's vocabulary
+// shard, the backend's activation element size (CPU f32, CUDA bf16, whatever trainer.precision says)
+// and the transient region the layers' buffers need anyway. The resolver stores it as
+// trainer.classifier_chunk_rows; core's activation arena carves the logits chunk with it.
+int64_t classifier_chunk_rows(const Plan& plan);
+
 // Layers held by each pipeline stage: parallelism.layers_per_stage, or an even split (the first
 // stages take the remainder).
 std::vector<int> stage_layer_counts(const Plan& plan);

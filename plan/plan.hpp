@@ -93,6 +93,9 @@ struct TrainerConfig {
   // derived
   int num_micro_batches = 0;  // global / (micro × dp)
   int64_t tokens_per_step = 0;
+  // Rows per classifier chunk on one rank (of micro_batch_size × seq_length; see
+  // plan::classifier_chunk_rows): the logits chunk core's activation arena carves.
+  int64_t classifier_chunk_rows = 0;
 };
 
 // The rank layout (Megatron's order string): tp varies fastest, pp slowest, so

@@ -1,8 +1,7 @@
 #include "core/model/activations.hpp"
 
 #include <algorithm>
-
-#include "plan/memory_estimate.hpp"
+#include <stdexcept>
 
 namespace recipe::core {
 
@@ -81,8 +80,11 @@ void carve_shared(Carver& c, Activations& acts, const ModelShape& s, int B, Reco
   const size_t proj_end = fc_act_end + tensor_bytes(act, N * C);
   const size_t dqkv_off = align_up(tensor_bytes(act, N * s.q_dim()));
   const size_t attn_end = dqkv_off + tensor_bytes(act, N * s.qkv_dim());
-  acts.chunk_rows = plan::classifier_chunk_rows(N, Vl, int64_t(kernels::dtype_size(act)),
-                                                int64_t(std::max({mlp_end, proj_end, attn_end})));
+  // The resolver derived the chunk (plan::classifier_chunk_rows over these same buffer sizes). The
+  // logits view and the classifier's chunk loop index by it, so an unresolved shape must not pass.
+  if (s.classifier_chunk_rows < 1)
+    throw std::logic_error("activation arena: the plan is not resolved (trainer.classifier_chunk_rows)");
+  acts.chunk_rows = std::min<int64_t>(s.classifier_chunk_rows, N);
   const size_t logits_end = tensor_bytes(act, acts.chunk_rows * Vl);
   const size_t region = std::max({mlp_end, proj_end, attn_end, logits_end});
 

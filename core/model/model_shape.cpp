@@ -88,6 +88,7 @@ ModelShape model_shape(const plan::Plan& plan) {
   s.norm_eps = float(m.norm_eps);
   s.rope_theta = float(m.rope_theta);
   s.init_std = m.init_std;
+  s.classifier_chunk_rows = plan.trainer.classifier_chunk_rows;
   if (!(s.init_std > 0)) bad("model.init_std", std::to_string(s.init_std), "must be positive");
   return s;
 }

@@ -58,6 +58,13 @@ Trainer::Trainer(const plan::Plan& plan, kernels::Backend& backend, ParallelStat
   if (int(counts.size()) != pp_ || num_micro_ < 1)
     throw std::logic_error(
         "Trainer: the plan is not resolved (parallelism.stage_num_layers, trainer.num_micro_batches)");
+  // The loss buffer holds num_micro rows and each step reads num_micro × micro samples per DP rank:
+  // a plan edited after resolving (global batch no longer num_micro × micro × dp) must not pass.
+  if (int64_t(num_micro_) * micro_ * dp_ != global_batch_)
+    throw std::invalid_argument(
+        "trainer.global_batch_size=" + std::to_string(global_batch_) +
+        " is not trainer.num_micro_batches × trainer.micro_batch_size × dp = " + std::to_string(num_micro_) + " × " +
+        std::to_string(micro_) + " × " + std::to_string(dp_) + "; resolve the plan again (recipe validate)");
   for (int i = 0; i < pp_rank_; ++i) lo.first_layer += counts[size_t(i)];
   lo.num_layers = counts[size_t(pp_rank_)];
   lo.first_stage = parallel_->first_stage();

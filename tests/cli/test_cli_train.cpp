@@ -180,4 +180,41 @@ TEST_CASE("SIGINT marks the run interrupted and exits 130") {
   CHECK(st["exit_code"] == 130);
 }
 
+TEST_CASE("settings this version cannot execute fail validate and train with exit 1, naming the key, and no run dir") {
+  const struct {
+    std::vector<std::string> recipe;  // preset + overrides
+    const char* key;
+    const char* fix;
+  } cases[] = {
+      {{"gpt_tiny", "parallelism.cp=2"}, "parallelism.cp", "set parallelism.cp=1"},
+      {{"gpt_tiny", "parallelism.tp=2", "executor.cpu_ranks=2", "parallelism.sequence_parallel=true"},
+       "parallelism.sequence_parallel",
+       "set parallelism.sequence_parallel=false"},
+      {{"llama_tiny", "peft.kind=lora", "peft.target_modules=[\"qkv\"]"}, "peft.kind", "set peft.kind=\"none\""},
+      {{"llama3_8b_lora"}, "peft.kind", "set peft.kind=\"none\""},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.recipe[0]);
+    CAPTURE(c.key);
+    std::vector<std::string> validate = {"validate"};
+    validate.insert(validate.end(), c.recipe.begin(), c.recipe.end());
+    auto v = run(validate);
+    CHECK(v.code == cli::kExitInvalidRecipe);
+    CHECK_MESSAGE(v.err.find(c.key) != std::string::npos, v.err);
+    CHECK_MESSAGE(v.err.find("not implemented in this version") != std::string::npos, v.err);
+    CHECK_MESSAGE(v.err.find(c.fix) != std::string::npos, v.err);
+
+    TempDir tmp;
+    const bool lora = std::string(c.key) == "peft.kind";
+    std::vector<std::string> train = {lora ? "finetune" : "pretrain"};
+    train.insert(train.end(), c.recipe.begin(), c.recipe.end());
+    for (const char* a : {"--device", "cpu", "--max-steps", "1", "--experiments-dir"}) train.push_back(a);
+    train.push_back(tmp.str());
+    auto t = run(train);
+    CHECK(t.code == cli::kExitInvalidRecipe);
+    CHECK_MESSAGE(t.err.find(c.key) != std::string::npos, t.err);
+    CHECK(fs::is_empty(tmp.path()));  // no run dir, no process
+  }
+}
+
 TEST_SUITE_END();

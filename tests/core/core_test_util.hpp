@@ -40,6 +40,7 @@ inline void fill_derived(plan::Plan& p) {
   par.rank_order = plan::kRankOrder;
   par.stage_num_layers = plan::stage_layer_counts(p);
   p.kernels.workspace_bytes = plan::cuda_workspace_bytes(p);
+  t.classifier_chunk_rows = plan::classifier_chunk_rows(p);
 }
 
 // gpt_tiny: 2 layers, hidden 64, 4 heads, vocab 256, seq 64, micro 8 = global 8, lr 1e-3 with

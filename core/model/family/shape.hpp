@@ -19,6 +19,9 @@ struct ModelShape {
   float norm_eps = 1e-5f;
   float rope_theta = 10000.f;
   double init_std = 0.02;
+  // Rows per classifier chunk on this rank: the resolver's trainer.classifier_chunk_rows (the
+  // activation arena's logits chunk; it depends on the micro-batch, tp and the recompute level).
+  int64_t classifier_chunk_rows = 0;
 
   int64_t q_dim() const { return int64_t(heads) * head_dim; }
   int64_t kv_dim() const { return int64_t(kv_heads) * head_dim; }

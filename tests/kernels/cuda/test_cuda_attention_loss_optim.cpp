@@ -23,7 +23,7 @@ struct AttnCase {
 Backend& fallback_backend() {
   static std::unique_ptr<Backend> b = [] {
     BackendOptions o;
-    o.attention_fallback = true;  // kernels.attention = "fallback"
+    o.attention_fallback = true;  // the plan's kernels.attention="fallback"
     return make_cuda_backend(o);
   }();
   return *b;
