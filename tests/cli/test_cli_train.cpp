@@ -199,7 +199,7 @@ TEST_CASE("settings this version cannot execute fail validate and train with exi
     std::vector<std::string> validate = {"validate"};
     validate.insert(validate.end(), c.recipe.begin(), c.recipe.end());
     auto v = run(validate);
-    CHECK(v.code == cli::kExitInvalidRecipe);
+    CHECK(v.code == recipe::kExitInvalidRecipe);
     CHECK_MESSAGE(v.err.find(c.key) != std::string::npos, v.err);
     CHECK_MESSAGE(v.err.find("not implemented in this version") != std::string::npos, v.err);
     CHECK_MESSAGE(v.err.find(c.fix) != std::string::npos, v.err);
@@ -211,7 +211,7 @@ TEST_CASE("settings this version cannot execute fail validate and train with exi
     for (const char* a : {"--device", "cpu", "--max-steps", "1", "--experiments-dir"}) train.push_back(a);
     train.push_back(tmp.str());
     auto t = run(train);
-    CHECK(t.code == cli::kExitInvalidRecipe);
+    CHECK(t.code == recipe::kExitInvalidRecipe);
     CHECK_MESSAGE(t.err.find(c.key) != std::string::npos, t.err);
     CHECK(fs::is_empty(tmp.path()));  // no run dir, no process
   }
