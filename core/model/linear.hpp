@@ -25,7 +25,7 @@
 // the tensor is complete: the row-parallel backward. Asking for them elsewhere throws.
 #pragma once
 
-#include "core/parallel/parallel_state.hpp"
+#include "core/parallel/comm.hpp"
 #include "kernels/ops.hpp"
 
 namespace recipe::core {

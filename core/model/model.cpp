@@ -238,19 +238,4 @@ void Model::backward(int slot) {
                        .vocab_start = vocab_start_});
 }
 
-void Model::forward_backward(const int32_t* tokens, Tensor losses, float dloss) {
-  if (!first_stage_ || !last_stage_)
-    throw std::logic_error("Model::forward_backward runs a whole model; pipeline stages use forward/backward");
-  load_tokens(0, tokens);
-  forward(0, true, losses, dloss);
-  backward(0);
-}
-
-void Model::forward_loss(const int32_t* tokens, Tensor losses) {
-  if (!first_stage_ || !last_stage_)
-    throw std::logic_error("Model::forward_loss runs a whole model; pipeline stages use forward");
-  load_tokens(0, tokens);
-  forward(0, false, losses, 0.0f);
-}
-
 }  // namespace recipe::core

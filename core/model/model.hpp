@@ -32,7 +32,7 @@
 #include "core/model/activations.hpp"
 #include "core/model/linear.hpp"
 #include "core/model/model_shape.hpp"
-#include "core/parallel/parallel_state.hpp"
+#include "core/parallel/comm.hpp"
 #include "core/model/param_store.hpp"
 #include "kernels/ops.hpp"
 
@@ -93,10 +93,6 @@ class Model {
   // embedding over the embedding group first).
   void backward(int slot);
   void set_phase_hook(std::function<void(int)> hook) { phase_hook_ = std::move(hook); }
-
-  // ---- one stage holding the whole model (no pipeline) ----
-  void forward_backward(const int32_t* tokens, kernels::Tensor losses, float dloss);
-  void forward_loss(const int32_t* tokens, kernels::Tensor losses);
 
  private:
   struct Norm {

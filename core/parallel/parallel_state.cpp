@@ -51,16 +51,6 @@ std::vector<int> embedding_group_ranks(const ParallelSizes& s, int world_rank) {
   return {world_rank_of(s, first), world_rank_of(s, last)};
 }
 
-void SingleProcessComm::require_same(const kernels::Tensor& out, const kernels::Tensor& in) {
-  if (out.ptr != in.ptr || out.numel() != in.numel())
-    throw std::logic_error("SingleProcessComm: reduce_scatter/all_gather over one rank must be in place");
-}
-
-void SingleProcessComm::send_recv(kernels::Tensor send, int, kernels::Tensor recv, int) {
-  if (send.defined() || recv.defined())
-    throw std::logic_error("SingleProcessComm::send_recv: a group of one has no peer");
-}
-
 ParallelState ParallelState::single_process() {
   return ParallelState(ParallelSizes{}, 0, std::make_unique<SingleProcessComm>("world"),
                        std::make_unique<SingleProcessComm>("tp"), std::make_unique<SingleProcessComm>("cp"),

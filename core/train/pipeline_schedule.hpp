@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "core/model/model.hpp"
-#include "core/parallel/parallel_state.hpp"
+#include "core/parallel/comm.hpp"
 
 namespace recipe::core {
 

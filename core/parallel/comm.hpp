@@ -1,0 +1,72 @@
+// The communicator interface of one group of ranks (`Comm`) and the group of one. Model code
+// (the linears' TP reductions, the vocab-parallel loss) and the trainer (DP, PP) talk to groups
+// only through it; comm_mpi.* and comm_nccl.* implement it, parallel_state.* owns the instances.
+#pragma once
+
+#include <string>
+#include <utility>
+
+#include "kernels/tensor.hpp"
+
+namespace recipe::core {
+
+// A communicator over one group of ranks. Tensor collectives work in place on f32 or bf16
+// tensors of the trainer's device; scalar collectives are for norms, losses and flags.
+class Comm {
+ public:
+  virtual ~Comm() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual std::string name() const = 0;
+  virtual void all_reduce_sum(kernels::Tensor t) = 0;
+  virtual double all_reduce_sum(double v) = 0;
+  virtual double all_reduce_max(double v) = 0;
+  virtual void broadcast(kernels::Tensor t, int root) = 0;
+  virtual void barrier() = 0;
+  // Element-wise max in place (f32): the row maxima of the vocab-parallel loss.
+  virtual void all_reduce_max(kernels::Tensor t) = 0;
+  // out (n elements) = Σ over the group of chunk rank() of `in` (n·size() elements, same dtype).
+  // `out` may be exactly that chunk of `in` (in place), which is how ZeRO-1 reduces a bucket.
+  virtual void reduce_scatter_sum(kernels::Tensor out, kernels::Tensor in) = 0;
+  // out (n·size() elements) = the groups' `in` (n elements each) concatenated in group-rank order.
+  // `in` may be exactly chunk rank() of `out` (in place).
+  virtual void all_gather(kernels::Tensor out, kernels::Tensor in) = 0;
+  // Point to point inside the group: sends `send` to group rank `dst` and receives `recv` from group
+  // rank `src`, both in flight together, so two neighbours calling it with mirrored arguments never
+  // deadlock (the pipeline schedule's send-forward/receive-backward pairs). Either tensor may be
+  // undefined: that half is skipped.
+  virtual void send_recv(kernels::Tensor send, int dst, kernels::Tensor recv, int src) = 0;
+  // Asynchronous forms, for overlapping gradient reduction with the backward pass. *_start enqueues
+  // (NCCL: on the communicator's own stream, after the work already issued on the compute stream;
+  // MPI: a non-blocking collective) and returns; wait_all() completes everything started, after
+  // which the host and later device work see the results. The tensors must stay untouched until
+  // then. The defaults run the blocking form at once.
+  virtual void all_reduce_sum_start(kernels::Tensor t) { all_reduce_sum(t); }
+  virtual void reduce_scatter_sum_start(kernels::Tensor out, kernels::Tensor in) { reduce_scatter_sum(out, in); }
+  virtual void wait_all() {}
+};
+
+// The group of one: every collective is the identity.
+class SingleProcessComm final : public Comm {
+ public:
+  explicit SingleProcessComm(std::string name = "self") : name_(std::move(name)) {}
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  std::string name() const override { return name_; }
+  void all_reduce_sum(kernels::Tensor) override {}
+  double all_reduce_sum(double v) override { return v; }
+  double all_reduce_max(double v) override { return v; }
+  void broadcast(kernels::Tensor, int) override {}
+  void barrier() override {}
+  void all_reduce_max(kernels::Tensor) override {}
+  // In place only: with one member the chunk IS the whole tensor.
+  void reduce_scatter_sum(kernels::Tensor out, kernels::Tensor in) override { require_same(out, in); }
+  void all_gather(kernels::Tensor out, kernels::Tensor in) override { require_same(out, in); }
+  void send_recv(kernels::Tensor send, int, kernels::Tensor recv, int) override;
+
+ private:
+  static void require_same(const kernels::Tensor& out, const kernels::Tensor& in);
+  std::string name_;
+};
+
+}  // namespace recipe::core
