@@ -176,7 +176,7 @@ TrainResult train(const plan::Plan& plan, const TrainOptions& opts) {
   // MFU is per GPU: the world's throughput over the world's peak.
   const double peak = peak_flops(device) * parallel->world_size();
   const int max_steps = plan.trainer.max_steps;
-  const int log_every = std::max(1, plan.trainer.log_interval);
+  const int log_every = plan.trainer.log_interval;  // ≥ 1 (resolver)
   const int eval_every = plan.trainer.eval_interval;
   const bool can_eval = eval_every > 0 && trainer.has_validation();
   if (eval_every > 0 && !trainer.has_validation())

@@ -287,7 +287,7 @@ double Trainer::global_grad_norm() {
 double Trainer::evaluate() {
   if (!valid_) throw std::logic_error("Trainer::evaluate: this plan has no validation data");
   const int64_t N = model_->rows();
-  const int iters = std::max(1, plan_.trainer.eval_iters);
+  const int iters = plan_.trainer.eval_iters;  // ≥ 1 when validation runs (resolver)
   // The same samples at every evaluation: iteration i reads micro·dp of them, this DP rank its part.
   double sum = 0;
   for (int i = 0; i < iters; ++i)
