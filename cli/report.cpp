@@ -22,7 +22,7 @@ int dp_of(const plan::Plan& p) { return p.parallelism.dp; }
 int world_of(const plan::Plan& p) { return p.parallelism.world_size; }
 
 std::string rank_kind(const plan::Plan& p, int n) {
-  std::string what = p.trainer.device == "cuda" ? "GPU" : "CPU rank";
+  std::string what = p.trainer.device == plan::Device::cuda ? "GPU" : "CPU rank";
   return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
 }
 
@@ -48,8 +48,8 @@ std::string layout(const plan::Plan& p) {
 
 std::string model_shape(const plan::Plan& p) {
   std::ostringstream s;
-  s << p.model.arch << " " << human_count(static_cast<double>(p.model.num_params)) << " params, " << p.model.num_layers
-    << " layers x " << p.model.hidden_size << " hidden, seq " << p.model.seq_length;
+  s << plan::to_string(p.model.arch) << " " << human_count(static_cast<double>(p.model.num_params)) << " params, "
+    << p.model.num_layers << " layers x " << p.model.hidden_size << " hidden, seq " << p.model.seq_length;
   return s.str();
 }
 
@@ -78,16 +78,16 @@ void print_plan_summary(std::ostream& out, const plan::Plan& p) {
   int per_node = exec::ranks_per_node(p);
   int nodes = std::max(1, (world + per_node - 1) / per_node);
   out << "Plan: " << p.source << " (" << p.mode << ")\n";
-  out << "  model      " << m.arch << ", " << human_count(static_cast<double>(m.num_params)) << " params ("
-      << human_count(static_cast<double>(m.num_non_embedding_params)) << " non-embedding), " << m.num_layers
-      << " layers x " << m.hidden_size << " hidden, " << m.num_attention_heads << " heads";
+  out << "  model      " << plan::to_string(m.arch) << ", " << human_count(static_cast<double>(m.num_params))
+      << " params (" << human_count(static_cast<double>(m.num_non_embedding_params)) << " non-embedding), "
+      << m.num_layers << " layers x " << m.hidden_size << " hidden, " << m.num_attention_heads << " heads";
   if (m.num_kv_heads > 0 && m.num_kv_heads != m.num_attention_heads) out << " (" << m.num_kv_heads << " kv)";
   out << ", head dim " << m.head_dim << ", seq " << m.seq_length << ", vocab " << m.vocab_size << " (padded "
       << m.padded_vocab_size << ")\n";
   out << "  compute    " << fmt("%.3g", m.flops_per_token) << " FLOPs/token, " << p.trainer.tokens_per_step
       << " tokens/step, " << p.trainer.max_steps << " steps\n";
   out << "  parallel   world " << world << " = " << layout(p) << " on " << nodes << (nodes == 1 ? " node" : " nodes")
-      << " x " << rank_kind(p, per_node) << ", device " << p.trainer.device;
+      << " x " << rank_kind(p, per_node) << ", device " << plan::to_string(p.trainer.device);
   if (p.parallelism.sequence_parallel) out << ", sequence parallel";
   if (p.parallelism.zero1) out << ", zero1";
   out << "\n";

@@ -44,8 +44,9 @@ int run_list(std::ostream& out, std::ostream& err) {
       std::string shape = std::to_string(plan.model.num_layers) + " x " + std::to_string(plan.model.hidden_size);
       std::string mode = plan.mode == "finetune" ? "  (finetune, " + plan.peft.kind + ")" : "";
       std::snprintf(line, sizeof(line), "%-*s  %-5s %9s  %-16s %6d  %s%s\n", int(width), name.c_str(),
-                    plan.model.arch.c_str(), human_count(static_cast<double>(plan.model.num_params)).c_str(),
-                    shape.c_str(), plan.model.seq_length, default_parallelism(plan).c_str(), mode.c_str());
+                    std::string(plan::to_string(plan.model.arch)).c_str(),
+                    human_count(static_cast<double>(plan.model.num_params)).c_str(), shape.c_str(),
+                    plan.model.seq_length, default_parallelism(plan).c_str(), mode.c_str());
       out << line;
     } catch (const std::exception& e) {
       out << name << "  (does not load: " << e.what() << ")\n";

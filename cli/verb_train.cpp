@@ -55,7 +55,7 @@ bool on_path(const std::string& name) {
 int check_runnable_here(const plan::Plan& plan, const kernels::GpuInfo& gpu, std::ostream& err) {
   // (executors) Slurm and mpi ranks run on other hosts: their GPUs are checked there, by the worker.
   bool ranks_here = plan.executor.kind == "local";
-  if (ranks_here && plan.trainer.device == "cuda" && !usable_gpu(gpu)) {
+  if (ranks_here && plan.trainer.device == plan::Device::cuda && !usable_gpu(gpu)) {
     err << "error: trainer.device=cuda but " << no_gpu_reason() << "\n"
         << "  fix: run with --device cpu (or --device auto to use a GPU only when one is found)\n";
     return kExitEnvironment;
@@ -155,7 +155,7 @@ int run_train(const PlanFlags& flags, const std::string& mode, bool dry_run, std
 
   plan::Plan plan = loaded->resolved.plan;
   plan.experiment.name = experiment_name(plan, flags.spec);
-  if (loaded->requested_device == "auto" && plan.trainer.device == "cpu" && !facts.has_gpu) {
+  if (loaded->requested_device == "auto" && plan.trainer.device == plan::Device::cpu && !facts.has_gpu) {
     err << "note: no CUDA GPU found: running on CPU"
         << (kernels::built_with_cuda() ? "" : " (this binary was built without CUDA)") << "\n";
     constexpr int64_t kGpuSized = int64_t(8) << 30;
@@ -197,7 +197,8 @@ int run_train(const PlanFlags& flags, const std::string& mode, bool dry_run, std
     return kExitEnvironment;
   }
   out << "run dir: " << run_dir << "\n";
-  out << "plan: " << model_shape(plan) << ", " << plan.trainer.max_steps << " steps on " << plan.trainer.device << "\n";
+  out << "plan: " << model_shape(plan) << ", " << plan.trainer.max_steps << " steps on "
+      << plan::to_string(plan.trainer.device) << "\n";
   out.flush();
   return run_in_dir(plan, run_dir, out, err);
 }
@@ -259,7 +260,7 @@ int run_worker(const std::string& run_dir, std::ostream& out, std::ostream& err)
     err << "error: " << who << e.what() << "\n";
     return kExitInvalidRecipe;
   }
-  if (plan.trainer.device == "cuda" && !usable_gpu(gpu)) {
+  if (plan.trainer.device == plan::Device::cuda && !usable_gpu(gpu)) {
     err << "error: " << who << "this run's plan uses trainer.device=cuda but " << no_gpu_reason() << "\n";
     return kExitEnvironment;
   }
@@ -274,14 +275,14 @@ int run_worker(const std::string& run_dir, std::ostream& out, std::ostream& err)
   }
   // (executors) CPU ranks sharing a host split its cores unless the recipe or the environment
   // chose a thread count; the resolved plan on disk stays as it was.
-  if (plan.trainer.device == "cpu" && plan.trainer.cpu_threads == 0)
+  if (plan.trainer.device == plan::Device::cpu && plan.trainer.cpu_threads == 0)
     if (auto threads = exec::cpu_threads_per_rank(exec::ranks_per_node(plan))) plan.trainer.cpu_threads = *threads;
   if (role.rank == 0) {
     out << "run dir: " << fs::absolute(run_dir).lexically_normal().string() << "\n";
     if (world > 1)
       out << "world: " << world << " ranks (tp " << plan.parallelism.tp << ", pp " << plan.parallelism.pp << ", cp "
           << plan.parallelism.cp << ", dp " << plan.parallelism.dp << ")"
-          << (plan.trainer.device == "cpu" && plan.trainer.cpu_threads > 0
+          << (plan.trainer.device == plan::Device::cpu && plan.trainer.cpu_threads > 0
                   ? ", " + std::to_string(plan.trainer.cpu_threads) + " CPU thread(s) per rank"
                   : std::string())
           << "\n";

@@ -186,6 +186,22 @@ struct Codec<std::map<std::string, std::string>> {
   }
 };
 
+// A plan enum is written and read as its recipe spelling (plan/enums.hpp). read_value checks a
+// string against the field's allowed spellings before storing it, so the "not one of" error here
+// only guards direct callers of FieldInfo::set.
+template <plan::PlanEnum E>
+struct Codec<E> {
+  static constexpr FieldType type = FieldType::String;
+  static json write(E v) { return std::string(plan::to_string(v)); }
+  static std::optional<std::string> read(const json& v, E& out) {
+    if (!v.is_string()) return type_error(type, v);
+    const auto e = plan::from_string<E>(v.get<std::string>());
+    if (!e) return "must be one of the listed values, got " + describe_value(v);
+    out = *e;
+    return std::nullopt;
+  }
+};
+
 using Blend = std::vector<std::pair<double, std::string>>;
 
 template <>
@@ -232,6 +248,7 @@ FieldInfo field(const char* section, const char* key, S plan::Plan::*sec, T S::*
   f.type = Codec<T>::type;
   f.doc = std::move(doc);
   f.allowed = std::move(allowed);
+  if constexpr (plan::PlanEnum<T>) f.allowed = plan::enum_names<T>();
   f.get = [sec, member](const plan::Plan& p) { return Codec<T>::write((p.*sec).*member); };
   f.set = [sec, member](plan::Plan& p, const json& v) { return Codec<T>::read(v, (p.*sec).*member); };
   return f;
@@ -267,8 +284,7 @@ std::vector<FieldInfo> build_fields() {
                         {"pretrain", "finetune"}));
 
   const char* m = "model";
-  f.push_back(field(m, "arch", &P::model, &M::arch, "model family; sets nothing by itself, the keys below do",
-                    {"gpt", "llama"}));
+  f.push_back(field(m, "arch", &P::model, &M::arch, "model family; sets nothing by itself, the keys below do"));
   f.push_back(field(m, "num_layers", &P::model, &M::num_layers, "transformer blocks"));
   f.push_back(field(m, "hidden_size", &P::model, &M::hidden_size, "model width d"));
   f.push_back(field(m, "num_attention_heads", &P::model, &M::num_attention_heads, "query heads"));
@@ -282,12 +298,10 @@ std::vector<FieldInfo> build_fields() {
   f.push_back(field(m, "seq_length", &P::model, &M::seq_length, "training sequence length in tokens"));
   f.push_back(field(m, "max_position_embeddings", &P::model, &M::max_position_embeddings,
                     "learned position table size; 0 = seq_length"));
-  f.push_back(field(m, "norm", &P::model, &M::norm, "normalization layer", {"layernorm", "rmsnorm"}));
+  f.push_back(field(m, "norm", &P::model, &M::norm, "normalization layer"));
   f.push_back(field(m, "norm_eps", &P::model, &M::norm_eps, "epsilon of the norm layers"));
-  f.push_back(field(m, "activation", &P::model, &M::activation, "MLP activation (gelu = tanh approximation)",
-                    {"gelu", "swiglu"}));
-  f.push_back(
-      field(m, "position_embedding", &P::model, &M::position_embedding, "position encoding", {"learned", "rope"}));
+  f.push_back(field(m, "activation", &P::model, &M::activation, "MLP activation (gelu = tanh approximation)"));
+  f.push_back(field(m, "position_embedding", &P::model, &M::position_embedding, "position encoding"));
   f.push_back(field(m, "rope_theta", &P::model, &M::rope_theta, "RoPE base frequency"));
   f.push_back(
       field(m, "tie_embeddings", &P::model, &M::tie_embeddings, "share the input embedding with the output head"));
@@ -326,8 +340,7 @@ std::vector<FieldInfo> build_fields() {
 
   const char* s = "schedule";
   f.push_back(field(s, "warmup_steps", &P::schedule, &S::warmup_steps, "linear warmup steps from 0 to lr"));
-  f.push_back(field(s, "decay_style", &P::schedule, &S::decay_style, "shape of the decay from lr to min_lr",
-                    {"cosine", "linear", "constant"}));
+  f.push_back(field(s, "decay_style", &P::schedule, &S::decay_style, "shape of the decay from lr to min_lr"));
   f.push_back(
       field(s, "decay_steps", &P::schedule, &S::decay_steps,
             "step at which the decay reaches min_lr (warmup included); 0 = max(trainer.max_steps, warmup_steps)"));
@@ -337,10 +350,9 @@ std::vector<FieldInfo> build_fields() {
   f.push_back(field(t, "micro_batch_size", &P::trainer, &T::micro_batch_size, "sequences per micro-batch per DP rank"));
   f.push_back(field(t, "global_batch_size", &P::trainer, &T::global_batch_size,
                     "sequences per optimizer step over all DP ranks; 0 = micro_batch_size × dp"));
-  f.push_back(field(t, "device", &P::trainer, &T::device, "auto = cuda when a GPU is visible, else cpu",
-                    {"auto", "cpu", "cuda"}));
-  f.push_back(field(t, "precision", &P::trainer, &T::precision,
-                    "bf16 compute with fp32 master weights, or fp32 throughout", {"bf16", "fp32"}));
+  f.push_back(field(t, "device", &P::trainer, &T::device, "auto = cuda when a GPU is visible, else cpu"));
+  f.push_back(
+      field(t, "precision", &P::trainer, &T::precision, "bf16 compute with fp32 master weights, or fp32 throughout"));
   f.push_back(field(t, "seed", &P::trainer, &T::seed, "seed of parameter init"));
   f.push_back(field(t, "log_interval", &P::trainer, &T::log_interval, "steps between progress lines"));
   f.push_back(field(t, "eval_interval", &P::trainer, &T::eval_interval, "steps between validations; 0 = none"));
@@ -351,8 +363,7 @@ std::vector<FieldInfo> build_fields() {
             "gelu (llm.c's default) rebuilds each MLP activation output (GELU or SwiGLU, [tokens, ffn]) from the "
             "kept pre-activation just before its weight gradient, ~2% slower; norm also rebuilds both norm "
             "outputs from the kept residuals and statistics; full keeps only each layer's input and reruns "
-            "the layer's forward in backward (~1/3 more compute)",
-            {"none", "gelu", "norm", "full"}));
+            "the layer's forward in backward (~1/3 more compute)"));
   f.push_back(field(t, "deterministic", &P::trainer, &T::deterministic, "bitwise reproducible kernels (slower)"));
   f.push_back(
       field(t, "cuda_graph", &P::trainer, &T::cuda_graph,
@@ -432,14 +443,12 @@ std::vector<FieldInfo> build_fields() {
                     "time cuDNN's attention plans and keep the fastest; false keeps the first"));
   f.push_back(field(k, "attention", &P::kernels, &K::attention,
                     "CUDA attention: cuDNN fused attention (own kernels where cuDNN lacks a shape) or always the "
-                    "engine's own kernels",
-                    {"cudnn", "fallback"}));
+                    "engine's own kernels"));
   f.push_back(field(k, "fused_mlp", &P::kernels, &K::fused_mlp,
                     "fc2's backward as one fused sm_90a kernel (GELU models on Hopper); false runs cuBLASLt's dGELU "
                     "GEMM + GELU rebuild + column sum"));
   f.push_back(field(k, "bias_grad", &P::kernels, &K::bias_grad,
-                    "bias gradients by the column-sum kernel or by cuBLASLt's BGRADB epilogue",
-                    {"kernel", "epilogue"}));
+                    "bias gradients by the column-sum kernel or by cuBLASLt's BGRADB epilogue"));
   f.push_back(field(k, "grad_memset", &P::kernels, &K::grad_memset,
                     "zero every gradient at the start of a step instead of letting its first write overwrite"));
   f.push_back(field(k, "host_clip", &P::kernels, &K::host_clip,

@@ -114,7 +114,7 @@ void check_ranges(ResolveContext& ctx) {
   shape(require(ctx, "model.max_position_embeddings", m.max_position_embeddings, m.max_position_embeddings >= 0,
                 "must be at least 0 (0 = seq_length)"));
   require(ctx, "model.norm_eps", m.norm_eps, m.norm_eps > 0 && std::isfinite(m.norm_eps), "must be positive");
-  if (m.position_embedding == "rope")
+  if (m.position_embedding == plan::PositionEmbedding::rope)
     require(ctx, "model.rope_theta", m.rope_theta, m.rope_theta > 0 && std::isfinite(m.rope_theta), "must be positive");
   require(ctx, "model.init_std", m.init_std, m.init_std > 0 && std::isfinite(m.init_std), "must be positive");
 
@@ -218,7 +218,7 @@ void check_relations(ResolveContext& ctx) {
   const ExecutorFacts& facts = ctx.facts;
 
   // Device and executor.
-  if (t.device == "cuda") {
+  if (t.device == plan::Device::cuda) {
     if (!facts.has_gpu && !facts.planning && ex.kind == "local" && ex.nodes == 1) {
       const std::string why =
           ctx.auto_device ? "trainer.device=auto chose cuda (executor.gpus_per_node=" + str(ex.gpus_per_node) + ")"
@@ -232,7 +232,7 @@ void check_relations(ResolveContext& ctx) {
                         " GPU(s) are visible here",
                     "use --gpus-per-node " + str(facts.visible_gpus) + " or fewer");
     }
-  } else if (t.precision == "bf16") {
+  } else if (t.precision == plan::Precision::bf16) {
     ctx.warn("trainer.precision=bf16 on CPU: weights are stored in bf16, the CPU kernels compute in fp32");
   }
   if (ex.kind == "local" && ex.nodes > 1)
@@ -250,13 +250,13 @@ void check_relations(ResolveContext& ctx) {
       require(ctx, "model.num_kv_heads", kv, kv <= m.num_attention_heads && m.num_attention_heads % kv == 0,
               "does not divide model.num_attention_heads=" + str(m.num_attention_heads),
               "each KV head serves a whole group of query heads; use a divisor of the head count");
-  if (m.position_embedding == "rope" && m.head_dim % 2 != 0)
+  if (m.position_embedding == plan::PositionEmbedding::rope && m.head_dim % 2 != 0)
     ctx.violation("model.position_embedding",
                   "model.position_embedding=rope needs an even head_dim, got model.head_dim=" + str(m.head_dim) +
                       " (hidden_size=" + str(m.hidden_size) + " / num_attention_heads=" + str(m.num_attention_heads) +
                       ")",
                   "change hidden_size or num_attention_heads so that their quotient is even");
-  if (m.position_embedding == "learned")
+  if (m.position_embedding == plan::PositionEmbedding::learned)
     require(ctx, "model.max_position_embeddings", m.max_position_embeddings, m.max_position_embeddings >= m.seq_length,
             "is smaller than model.seq_length=" + str(m.seq_length) + "; learned positions need one row per token",
             "set max_position_embeddings ≥ " + str(m.seq_length) + " (or 0 = seq_length)");
@@ -336,15 +336,16 @@ void check_relations(ResolveContext& ctx) {
   const int64_t model_parallel = static_cast<int64_t>(tp) * pp * par.cp;
   if (!ctx.world_ok) {
     const std::string supply =
-        t.device == "cuda" ? "executor.nodes=" + str(ex.nodes) + " × executor.gpus_per_node=" + str(ex.gpus_per_node)
-                           : "executor.nodes=" + str(ex.nodes) + " × executor.cpu_ranks=" + str(ex.cpu_ranks);
-    const std::string per_node_key = t.device == "cuda" ? "executor.gpus_per_node" : "executor.cpu_ranks";
-    const int per_node = t.device == "cuda" ? std::max(1, ex.gpus_per_node) : ex.cpu_ranks;
+        t.device == plan::Device::cuda
+            ? "executor.nodes=" + str(ex.nodes) + " × executor.gpus_per_node=" + str(ex.gpus_per_node)
+            : "executor.nodes=" + str(ex.nodes) + " × executor.cpu_ranks=" + str(ex.cpu_ranks);
+    const std::string per_node_key = t.device == plan::Device::cuda ? "executor.gpus_per_node" : "executor.cpu_ranks";
+    const int per_node = t.device == plan::Device::cuda ? std::max(1, ex.gpus_per_node) : ex.cpu_ranks;
     const std::string product = "tp·pp·cp = " + str(tp) + "·" + str(pp) + "·" + str(par.cp);
     if (ctx.dp_auto) {
       // Smallest per-node count (≤ 8 for GPUs) and node count that make the world a multiple.
       std::vector<std::string> options;
-      for (int g = 1; g <= (t.device == "cuda" ? 8 : 64); ++g)
+      for (int g = 1; g <= (t.device == plan::Device::cuda ? 8 : 64); ++g)
         if ((static_cast<int64_t>(ex.nodes) * g) % model_parallel == 0) {
           options.push_back(per_node_key + "=" + str(g) + " (" + str(ex.nodes) + " × " + str(g) + " = " +
                             str(static_cast<int64_t>(ex.nodes) * g) + " ranks)");
@@ -387,7 +388,8 @@ void check_relations(ResolveContext& ctx) {
   // A short run of a preset with a long warmup (decay_steps derived from max_steps) is fine, as in
   // Megatron: the run simply ends inside warmup. Only an explicit decay_steps shorter than warmup is
   // a contradiction.
-  if (s.decay_style != "constant" && s.decay_steps < s.warmup_steps && ctx.was_set("schedule.decay_steps"))
+  if (s.decay_style != plan::DecayStyle::constant && s.decay_steps < s.warmup_steps &&
+      ctx.was_set("schedule.decay_steps"))
     ctx.violation(
         "schedule.warmup_steps",
         "schedule.warmup_steps=" + str(s.warmup_steps) + " exceeds schedule.decay_steps=" + str(s.decay_steps),

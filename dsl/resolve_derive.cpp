@@ -37,16 +37,16 @@ void derive_execution(ResolveContext& ctx) {
     ex.gpus_per_node = f.gpus_per_node;
     ctx.fact_origins["executor.gpus_per_node"] = Origin{"executor facts (--gpus-per-node)", 0};
   }
-  if (p.trainer.device == "auto") {
+  if (p.trainer.device == plan::Device::auto_) {
     ctx.auto_device = true;
     // gpus_per_node=0 from the facts means "CPU ranks"; a recipe asking for GPUs per node means a
     // GPU cluster even when validated on a machine without one.
     const bool cuda = f.gpus_per_node != 0 && (f.has_gpu || ex.gpus_per_node > 0);
-    p.trainer.device = cuda ? "cuda" : "cpu";
+    p.trainer.device = cuda ? plan::Device::cuda : plan::Device::cpu;
   }
 
   const int nodes = std::max(1, ex.nodes);
-  if (p.trainer.device == "cuda") {
+  if (p.trainer.device == plan::Device::cuda) {
     if (ex.gpus_per_node == 0 && ex.kind == "local" && f.has_gpu) {
       ex.gpus_per_node = std::max(1, f.visible_gpus);
       ctx.fact_origins["executor.gpus_per_node"] = Origin{"detected GPUs", 0};
@@ -82,7 +82,7 @@ void derive_model(ResolveContext& ctx) {
   if (m.ffn_hidden_size == 0 && m.hidden_size > 0) {
     // Keyed on the activation, not the arch: the 8/3 rule keeps a 3-matrix SwiGLU MLP at the
     // parameter count of a 4h 2-matrix one (Llama), and is meaningless for GELU.
-    if (m.activation == "swiglu")
+    if (m.activation == plan::Activation::swiglu)
       m.ffn_hidden_size = static_cast<int>(round_up(static_cast<int64_t>(2.0 * 4 * m.hidden_size / 3), 256));
     else
       m.ffn_hidden_size = 4 * m.hidden_size;

@@ -45,6 +45,20 @@ std::vector<std::string> suggest_paths(const std::string& section, const std::st
 
 void read_value(ResolveContext& ctx, const FieldInfo& field, const json& value) {
   const std::string path = field.path();
+  // A string outside an enum key's choices is reported here, before set: an enum member cannot hold
+  // it, and the plan keeps the default so derived values stay meaningful.
+  if (!field.allowed.empty() && value.is_string()) {
+    const std::string v = value.get<std::string>();
+    if (std::find(field.allowed.begin(), field.allowed.end(), v) == field.allowed.end()) {
+      ctx.set_paths.insert(path);
+      ctx.bad_paths.insert(path);
+      ctx.violation(path,
+                    path + "=\"" + v + "\" is not one of " + join_or(field.allowed) + did_you_mean(v, field.allowed),
+                    "use one of " + join_or(field.allowed));
+      field.set(ctx.plan(), field.get(plan::Plan{}));
+      return;
+    }
+  }
   if (auto error = field.set(ctx.plan(), value)) {
     ctx.bad_paths.insert(path);
     std::string fix;
@@ -55,17 +69,6 @@ void read_value(ResolveContext& ctx, const FieldInfo& field, const json& value) 
     return;
   }
   ctx.set_paths.insert(path);
-  if (!field.allowed.empty()) {
-    const std::string v = value.get<std::string>();
-    if (std::find(field.allowed.begin(), field.allowed.end(), v) == field.allowed.end()) {
-      ctx.bad_paths.insert(path);
-      ctx.violation(path,
-                    path + "=\"" + v + "\" is not one of " + join_or(field.allowed) + did_you_mean(v, field.allowed),
-                    "use one of " + join_or(field.allowed));
-      // Keep the default so derived values stay meaningful.
-      field.set(ctx.plan(), field.get(plan::Plan{}));
-    }
-  }
 }
 
 void read_section(ResolveContext& ctx, const std::string& section, const json& table) {

@@ -53,14 +53,14 @@ std::string remedies(const ResolveContext& ctx, double device_bytes) {
     options.emplace_back("parallelism.zero1=true", q);
   }
   // The cheaper recompute level first (rebuilds norm outputs and the MLP activation only).
-  if (p.trainer.recompute == "none" || p.trainer.recompute == "gelu") {
+  if (p.trainer.recompute == plan::Recompute::none || p.trainer.recompute == plan::Recompute::gelu) {
     plan::Plan q = p;
-    q.trainer.recompute = "norm";
+    q.trainer.recompute = plan::Recompute::norm;
     options.emplace_back("trainer.recompute=\"norm\"", q);
   }
-  if (p.trainer.recompute != "full") {
+  if (p.trainer.recompute != plan::Recompute::full) {
     plan::Plan q = p;
-    q.trainer.recompute = "full";
+    q.trainer.recompute = plan::Recompute::full;
     options.emplace_back("trainer.recompute=\"full\"", q);
   }
   if (p.trainer.micro_batch_size > 1) {
@@ -96,7 +96,7 @@ void derive_and_check_memory(ResolveContext& ctx) {
   plan::Plan& p = ctx.plan();
   if (!ctx.shape_ok) return;
   p.memory = estimate_memory(p);
-  if (p.trainer.device != "cuda") return;  // host memory is not checked: CPU runs are small by nature
+  if (p.trainer.device != plan::Device::cuda) return;  // host memory is not checked: CPU runs are small by nature
 
   plan::ExecutorConfig& ex = p.executor;
   const ExecutorFacts& facts = ctx.facts;

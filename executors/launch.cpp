@@ -12,7 +12,7 @@ namespace recipe::exec {
 
 namespace {
 
-bool is_gpu_plan(const plan::Plan& plan) { return plan.trainer.device == "cuda"; }
+bool is_gpu_plan(const plan::Plan& plan) { return plan.trainer.device == plan::Device::cuda; }
 
 // The resolver's world size (tp·pp·cp·dp); executors never re-derive it.
 int world_of(const plan::Plan& plan) { return plan.parallelism.world_size; }

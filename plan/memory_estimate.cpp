@@ -28,9 +28,9 @@ int64_t layers_transient_bytes(const Plan& p, int64_t es) {
   const int64_t heads = m.num_attention_heads / tp;
   const int64_t kv = m.num_kv_heads % tp == 0 ? m.num_kv_heads / tp : 1;
   const int64_t q = heads * D, qkv = (heads + 2 * kv) * D;
-  const bool gelu = m.activation == "gelu";
+  const bool gelu = m.activation == plan::Activation::gelu;
   const int64_t F = m.ffn_hidden_size / tp, FI = gelu ? F : 2 * F;
-  const bool shared_act = p.trainer.recompute != "none";
+  const bool shared_act = p.trainer.recompute != plan::Recompute::none;
   const int64_t fc_act_end = shared_act ? align256(N * F * es) : 0;
   const int64_t dfc_act_off = align256(fc_act_end + N * FI * es);
   const int64_t mlp_end = gelu ? dfc_act_off : dfc_act_off + N * F * es;
@@ -45,14 +45,14 @@ int64_t layers_transient_bytes(const Plan& p, int64_t es) {
 int64_t arena_bytes(const Plan& p, int layers, int slots, bool last_stage) {
   const ModelConfig& m = p.model;
   const int tp = std::max(1, p.parallelism.tp);
-  const std::string& level = p.trainer.recompute;
-  const int64_t es = (p.trainer.precision == "fp32" || p.trainer.device == "cpu") ? 4 : 2;
+  const Recompute level = p.trainer.recompute;
+  const int64_t es = (p.trainer.precision == plan::Precision::fp32 || p.trainer.device == plan::Device::cpu) ? 4 : 2;
   const int64_t B = p.trainer.micro_batch_size, T = m.seq_length, N = B * T, C = m.hidden_size;
   const int64_t D = m.head_dim > 0 ? m.head_dim : C / std::max(1, m.num_attention_heads);
   const int64_t heads = m.num_attention_heads / tp;
   const int64_t kv = m.num_kv_heads / tp;  // whole KV heads per rank (the resolver checks kv % tp)
   const int64_t q = heads * D, qkv = (heads + 2 * kv) * D;
-  const bool gelu = m.activation == "gelu", layernorm = m.norm == "layernorm";
+  const bool gelu = m.activation == plan::Activation::gelu, layernorm = m.norm == plan::Norm::layernorm;
   const int64_t F = m.ffn_hidden_size / tp, FI = gelu ? F : 2 * F;
   const int64_t Vl = m.padded_vocab_size / tp;
   // The transient region: logits chunk | fc_act, dfc (+ dfc_act), proj_out | datty, dqkv. The
@@ -67,13 +67,13 @@ int64_t arena_bytes(const Plan& p, int layers, int slots, bool last_stage) {
            align256(heads * N * 4) + nc + align256(N * FI * es) + (act ? align256(N * F * es) : 0);
   };
   int64_t shared = align256(region);
-  if (level == "norm") shared += nc;
-  if (level == "full") shared += layer_set(true, false);
+  if (level == Recompute::norm) shared += nc;
+  if (level == Recompute::full) shared += layer_set(true, false);
   int64_t per_layer;
-  if (level == "full")
+  if (level == Recompute::full)
     per_layer = nc;
   else
-    per_layer = nc + layer_set(level != "norm", level == "none");
+    per_layer = nc + layer_set(level != Recompute::norm, level == Recompute::none);
   const int64_t per_slot = 4 * nc + (layernorm ? 2 : 1) * stat + 2 * align256(N * 4);
   int64_t loss_scratch = 0;
   if (tp > 1 && last_stage) loss_scratch = align256(chunk * 4) + align256(2 * chunk * 4);
@@ -103,7 +103,7 @@ int64_t classifier_chunk_rows(int64_t rows, int64_t padded_vocab, int64_t elem_b
 }
 
 int64_t classifier_chunk_rows(const Plan& plan) {
-  const int64_t es = plan.trainer.device == "cpu" ? 4 : 2;  // the backend's act_dtype(): CPU f32, CUDA bf16
+  const int64_t es = plan.trainer.device == plan::Device::cpu ? 4 : 2;  // the backend's act_dtype(): CPU f32, CUDA bf16
   const int64_t rows = int64_t(plan.trainer.micro_batch_size) * plan.model.seq_length;
   const int64_t local_vocab = plan.model.padded_vocab_size / std::max(1, plan.parallelism.tp);
   return classifier_chunk_rows(rows, local_vocab, es, layers_transient_bytes(plan, es));
@@ -134,7 +134,7 @@ MemoryEstimate estimate_stage_memory(const Plan& plan, int stage) {
   // The last stage holds the head; tied with pp > 1 it is a second copy of the embedding (Megatron).
   if (last) params += final_norm_params(m) + ((!m.tie_embeddings || pp > 1) ? vocab_shard : 0);
 
-  const bool bf16 = plan.trainer.precision == "bf16";
+  const bool bf16 = plan.trainer.precision == plan::Precision::bf16;
   const bool lora = plan.peft.kind == "lora";
   // Trainable parameters on this rank: everything, or only this stage's share of the adapters.
   int64_t trainable = params;

@@ -8,7 +8,7 @@ namespace recipe::plan {
 
 namespace {
 
-bool swiglu(const ModelConfig& m) { return m.activation == "swiglu"; }
+bool swiglu(const ModelConfig& m) { return m.activation == plan::Activation::swiglu; }
 int64_t kv_width(const ModelConfig& m) {
   const int kv = m.num_kv_heads > 0 ? m.num_kv_heads : m.num_attention_heads;
   return static_cast<int64_t>(kv) * m.head_dim;
@@ -28,9 +28,9 @@ core::ModelShape table_shape(const ModelConfig& m, int64_t vocab) {
   s.padded_vocab = static_cast<int>(vocab);
   s.seq = m.seq_length;
   s.max_positions = m.max_position_embeddings > 0 ? m.max_position_embeddings : m.seq_length;
-  s.layernorm = m.norm == "layernorm";
+  s.layernorm = m.norm == plan::Norm::layernorm;
   s.gelu = !swiglu(m);
-  s.learned_positions = m.position_embedding == "learned";
+  s.learned_positions = m.position_embedding == plan::PositionEmbedding::learned;
   s.bias = m.bias;
   s.tied = m.tie_embeddings;
   return s;

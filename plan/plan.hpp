@@ -14,10 +14,12 @@
 #include <utility>
 #include <vector>
 
+#include "plan/enums.hpp"
+
 namespace recipe::plan {
 
 struct ModelConfig {
-  std::string arch = "gpt";  // "gpt" | "llama"
+  Arch arch = Arch::gpt;
   int num_layers = 12;
   int hidden_size = 768;
   int num_attention_heads = 12;
@@ -27,10 +29,10 @@ struct ModelConfig {
   int make_vocab_size_divisible_by = 128;  // padded vocab = multiple of this × tp
   int seq_length = 1024;
   int max_position_embeddings = 0;  // 0 = seq_length
-  std::string norm = "layernorm";   // "layernorm" | "rmsnorm"
+  Norm norm = Norm::layernorm;
   double norm_eps = 1e-5;
-  std::string activation = "gelu";             // "gelu" (tanh approx) | "swiglu"
-  std::string position_embedding = "learned";  // "learned" | "rope"
+  Activation activation = Activation::gelu;  // gelu = tanh approximation
+  PositionEmbedding position_embedding = PositionEmbedding::learned;
   double rope_theta = 10000.0;
   bool tie_embeddings = true;
   bool bias = true;  // biases in linears and norms
@@ -72,21 +74,21 @@ struct OptimizerConfig {
 
 struct ScheduleConfig {
   int warmup_steps = 0;
-  std::string decay_style = "cosine";  // "cosine" | "linear" | "constant"
-  int decay_steps = 0;                 // 0 = trainer.max_steps
+  DecayStyle decay_style = DecayStyle::cosine;
+  int decay_steps = 0;  // 0 = trainer.max_steps
 };
 
 struct TrainerConfig {
   int max_steps = 100;
   int micro_batch_size = 4;
-  int global_batch_size = 0;       // 0 = micro_batch_size × dp (no accumulation)
-  std::string device = "auto";     // "auto" | "cpu" | "cuda"
-  std::string precision = "bf16";  // "bf16" (fp32 master weights) | "fp32"
+  int global_batch_size = 0;  // 0 = micro_batch_size × dp (no accumulation)
+  Device device = Device::auto_;
+  Precision precision = Precision::bf16;  // bf16 compute with fp32 master weights
   int seed = 1234;
   int log_interval = 1;
   int eval_interval = 0;  // 0 = no validation
   int eval_iters = 10;
-  std::string recompute = "gelu";  // "none" | "gelu" | "norm" | "full" (what backward rebuilds)
+  Recompute recompute = Recompute::gelu;  // what backward rebuilds
   bool deterministic = false;
   bool cuda_graph = true;
   int cpu_threads = 0;  // 0 = leave OpenBLAS default
@@ -164,12 +166,12 @@ struct KernelsConfig {
   int cublaslt_tune_candidates = 8;  // how many of them (1..256)
   bool cublaslt_tune_log = false;    // print each timed GEMM
   bool cudnn_tune = true;            // time cuDNN's attention plans
-  std::string attention = "cudnn";   // "cudnn" | "fallback" (the engine's own attention kernels)
-  bool fused_mlp = true;             // fc2's backward as the fused sm_90a kernel
-  std::string bias_grad = "kernel";  // "kernel" (column sum) | "epilogue" (cuBLASLt BGRADB)
-  bool grad_memset = false;          // zero every gradient at step start instead of first-write overwrite
-  bool host_clip = false;            // grad norm and clip on the host instead of the device step
-  bool phase_timing = false;         // synchronized per-phase timing (no CUDA graph)
+  Attention attention = Attention::cudnn;
+  bool fused_mlp = true;  // fc2's backward as the fused sm_90a kernel
+  BiasGrad bias_grad = BiasGrad::kernel;
+  bool grad_memset = false;   // zero every gradient at step start instead of first-write overwrite
+  bool host_clip = false;     // grad norm and clip on the host instead of the device step
+  bool phase_timing = false;  // synchronized per-phase timing (no CUDA graph)
   // derived
   int64_t workspace_bytes = 0;  // workspace_mb MiB, else plan::cuda_workspace_bytes
 };

@@ -562,7 +562,7 @@ ImportResult import_checkpoint(const std::string& hf_dir_in, const plan::Plan& p
   c["seed"] = plan.trainer.seed;
   c["data_seed"] = plan.data.seed;
   c["last_loss"] = 0.0;
-  c["model"] = {{"arch", plan.model.arch},
+  c["model"] = {{"arch", std::string(plan::to_string(plan.model.arch))},
                 {"layers", shape.layers},
                 {"hidden", shape.hidden},
                 {"vocab_size", shape.vocab},

@@ -38,11 +38,12 @@
 
 #include "core/model/model_shape.hpp"
 #include "kernels/tensor.hpp"
+#include "plan/enums.hpp"
 
 namespace recipe::core {
 
-// trainer.recompute, in increasing order of memory saved.
-enum class Recompute { none, gelu, norm, full };
+// trainer.recompute, in increasing order of memory saved (the plan's enum, plan/enums.hpp).
+using Recompute = plan::Recompute;
 
 // One named entry of an arena's breakdown: `count` buffers of `bytes` each (alignment included).
 struct ArenaEntry {

@@ -12,23 +12,15 @@ using kernels::DType;
 using kernels::Tensor;
 
 Recompute parse_recompute(const std::string& s) {
-  for (Recompute r : {Recompute::none, Recompute::gelu, Recompute::norm, Recompute::full})
-    if (s == recompute_name(r)) return r;
+  if (auto r = plan::from_string<Recompute>(s)) return *r;
   throw std::invalid_argument("trainer.recompute=\"" + s + "\": use \"none\", \"gelu\", \"norm\" or \"full\"");
 }
 
-const char* recompute_name(Recompute r) {
-  switch (r) {
-    case Recompute::none:
-      return "none";
-    case Recompute::gelu:
-      return "gelu";
-    case Recompute::norm:
-      return "norm";
-    case Recompute::full:
-      return "full";
-  }
-  return "none";
+const char* recompute_name(Recompute r) { return plan::to_string(r).data(); }
+
+Recompute checked_recompute(Recompute r) {
+  if (!plan::is_valid(r)) return parse_recompute(std::string(plan::to_string(r)));  // throws
+  return r;
 }
 
 ModelShape local_shape(const ModelShape& g, const ParamLayout& L) {

@@ -41,7 +41,10 @@ namespace recipe::core {
 // "none" | "gelu" | "norm" | "full" (see core/activations.hpp); throws std::invalid_argument
 // naming trainer.recompute otherwise.
 Recompute parse_recompute(const std::string& s);
-const char* recompute_name(Recompute r);
+const char* recompute_name(Recompute r);  // the recipe spelling (plan/enums.hpp); "<invalid>" off the enum
+// r itself; throws std::invalid_argument naming trainer.recompute for a value cast from outside the
+// enum (a plan built in code rather than by the resolver).
+Recompute checked_recompute(Recompute r);
 
 // The shape of the part of the model one rank computes: its stage's layer count and its TP share of
 // heads, KV heads, FFN columns and vocabulary rows.

@@ -38,24 +38,25 @@ ModelShape model_shape(const plan::Plan& plan) {
     s.head_dim = s.hidden / s.heads;
   }
 
-  if (m.norm == "layernorm")
+  if (m.norm == plan::Norm::layernorm)
     s.layernorm = true;
-  else if (m.norm == "rmsnorm")
+  else if (m.norm == plan::Norm::rmsnorm)
     s.layernorm = false;
   else
-    bad("model.norm", "\"" + m.norm + "\"", "use \"layernorm\" or \"rmsnorm\"");
-  if (m.activation == "gelu")
+    bad("model.norm", "\"" + std::string(plan::to_string(m.norm)) + "\"", "use \"layernorm\" or \"rmsnorm\"");
+  if (m.activation == plan::Activation::gelu)
     s.gelu = true;
-  else if (m.activation == "swiglu")
+  else if (m.activation == plan::Activation::swiglu)
     s.gelu = false;
   else
-    bad("model.activation", "\"" + m.activation + "\"", "use \"gelu\" or \"swiglu\"");
-  if (m.position_embedding == "learned")
+    bad("model.activation", "\"" + std::string(plan::to_string(m.activation)) + "\"", "use \"gelu\" or \"swiglu\"");
+  if (m.position_embedding == plan::PositionEmbedding::learned)
     s.learned_positions = true;
-  else if (m.position_embedding == "rope")
+  else if (m.position_embedding == plan::PositionEmbedding::rope)
     s.learned_positions = false;
   else
-    bad("model.position_embedding", "\"" + m.position_embedding + "\"", "use \"learned\" or \"rope\"");
+    bad("model.position_embedding", "\"" + std::string(plan::to_string(m.position_embedding)) + "\"",
+        "use \"learned\" or \"rope\"");
   if (!s.learned_positions && s.head_dim % 2 != 0)
     bad("model.head_dim", std::to_string(s.head_dim), "RoPE needs an even head dimension");
 

@@ -64,7 +64,7 @@ nlohmann::json common_json(const Trainer& t, ParallelState& par) {
   c["seed"] = plan.trainer.seed;
   c["data_seed"] = plan.data.seed;
   c["last_loss"] = std::isfinite(t.last_loss()) ? t.last_loss() : 0.0;
-  c["model"] = {{"arch", plan.model.arch},
+  c["model"] = {{"arch", std::string(plan::to_string(plan.model.arch))},
                 {"layers", t.shape().layers},
                 {"hidden", t.shape().hidden},
                 {"vocab_size", t.shape().vocab},

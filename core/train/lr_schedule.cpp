@@ -17,14 +17,14 @@ LrSchedule::LrSchedule(double lr, double min_lr, int warmup_steps, int decay_ste
 LrSchedule LrSchedule::from_plan(const plan::Plan& plan) {
   const auto& s = plan.schedule;
   Decay d;
-  if (s.decay_style == "cosine")
+  if (s.decay_style == plan::DecayStyle::cosine)
     d = Decay::cosine;
-  else if (s.decay_style == "linear")
+  else if (s.decay_style == plan::DecayStyle::linear)
     d = Decay::linear;
-  else if (s.decay_style == "constant")
+  else if (s.decay_style == plan::DecayStyle::constant)
     d = Decay::constant;
   else
-    throw std::invalid_argument("schedule.decay_style=\"" + s.decay_style +
+    throw std::invalid_argument("schedule.decay_style=\"" + std::string(plan::to_string(s.decay_style)) +
                                 "\": use \"cosine\", \"linear\" or \"constant\"");
   int decay_steps = s.decay_steps > 0 ? s.decay_steps : plan.trainer.max_steps;
   return LrSchedule(plan.optimizer.lr, plan.optimizer.min_lr, s.warmup_steps, decay_steps, d);

@@ -21,12 +21,13 @@ namespace recipe::core {
 
 namespace {
 
-kernels::Device pick_device(const std::string& d) {
-  if (d == "cpu") return kernels::Device::cpu;
-  if (d == "cuda") return kernels::Device::cuda;
-  if (d == "auto")
+kernels::Device pick_device(plan::Device d) {
+  if (d == plan::Device::cpu) return kernels::Device::cpu;
+  if (d == plan::Device::cuda) return kernels::Device::cuda;
+  if (d == plan::Device::auto_)
     return kernels::built_with_cuda() && kernels::query_gpus().count > 0 ? kernels::Device::cuda : kernels::Device::cpu;
-  throw std::invalid_argument("trainer.device=\"" + d + "\": use \"cpu\", \"cuda\" or \"auto\"");
+  throw std::invalid_argument("trainer.device=\"" + std::string(plan::to_string(d)) +
+                              "\": use \"cpu\", \"cuda\" or \"auto\"");
 }
 
 // Dense bf16 peak of one GPU, for MFU. H100/H200 SXM: 989 TFLOP/s; A100: 312.
@@ -114,9 +115,9 @@ TrainResult train(const plan::Plan& plan, const TrainOptions& opts) {
   bo.gemm_tune_candidates = k.cublaslt_tune_candidates;
   bo.gemm_tune_log = k.cublaslt_tune_log;
   bo.attention_tune = k.cudnn_tune;
-  bo.attention_fallback = k.attention == "fallback";
+  bo.attention_fallback = k.attention == plan::Attention::fallback;
   bo.fused_mlp = k.fused_mlp;
-  bo.bias_grad_epilogue = k.bias_grad == "epilogue";
+  bo.bias_grad_epilogue = k.bias_grad == plan::BiasGrad::epilogue;
   bo.grad_memset = k.grad_memset;
   std::unique_ptr<kernels::Backend> backend = kernels::make_backend(device, bo);
   // The backend's notices (a fast path that cannot run, and why) reach err on every rank as they
@@ -170,7 +171,7 @@ TrainResult train(const plan::Plan& plan, const TrainOptions& opts) {
     const double secs = std::chrono::duration<double>(sclock::now() - t0).count();
     progress.message("saved checkpoint " + res.last_checkpoint + " (" + why + ", " + fmt("%.1f s", secs) + ")");
   };
-  if (plan.trainer.precision == "fp32" && backend->act_dtype() != kernels::DType::f32)
+  if (plan.trainer.precision == plan::Precision::fp32 && backend->act_dtype() != kernels::DType::f32)
     progress.message("note: trainer.precision=fp32, but the " + backend->name() + " backend computes in " +
                      kernels::dtype_name(backend->act_dtype()) + " (fp32 master weights and optimizer state)");
   // MFU is per GPU: the world's throughput over the world's peak.

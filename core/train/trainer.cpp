@@ -80,7 +80,7 @@ Trainer::Trainer(const plan::Plan& plan, kernels::Backend& backend, ParallelStat
   init_params(*params_, uint64_t(plan_.trainer.seed));
   // 1F1B keeps at most pp - stage micro-batches in flight on a stage.
   const int slots = pipeline_slots(pp_, pp_rank_, num_micro_);
-  model_ = std::make_unique<Model>(shape_, micro_, parse_recompute(plan_.trainer.recompute), backend_, *params_,
+  model_ = std::make_unique<Model>(shape_, micro_, checked_recompute(plan_.trainer.recompute), backend_, *params_,
                                    &parallel_->tp(), slots);
   schedule_ = std::make_unique<PipelineSchedule>(*model_, parallel_->pp(), pp_, pp_rank_);
   loader_ = std::make_unique<TokenLoader>(micro_, shape_.seq, shape_.vocab);

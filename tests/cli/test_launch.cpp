@@ -11,7 +11,8 @@ using namespace recipe;
 
 namespace {
 
-plan::Plan plan_with(int tp, int cp, int dp, int pp, int nodes, int gpus_per_node, std::string device = "cuda") {
+plan::Plan plan_with(int tp, int cp, int dp, int pp, int nodes, int gpus_per_node,
+                     plan::Device device = plan::Device::cuda) {
   plan::Plan p;
   p.parallelism.tp = tp;
   p.parallelism.cp = cp;
@@ -20,7 +21,7 @@ plan::Plan plan_with(int tp, int cp, int dp, int pp, int nodes, int gpus_per_nod
   p.parallelism.world_size = tp * cp * dp * pp;
   p.executor.nodes = nodes;
   p.executor.gpus_per_node = gpus_per_node;
-  p.trainer.device = std::move(device);
+  p.trainer.device = device;
   p.experiment.name = "exp";
   return p;
 }
@@ -50,7 +51,7 @@ TEST_CASE("rank placement follows Megatron order: tp fastest, then cp, dp, pp") 
 }
 
 TEST_CASE("CPU ranks have no GPU and use executor.cpu_ranks per node") {
-  auto plan = plan_with(2, 1, 2, 1, 1, 0, "cpu");
+  auto plan = plan_with(2, 1, 2, 1, 1, 0, plan::Device::cpu);
   plan.executor.cpu_ranks = 4;
   CHECK(exec::ranks_per_node(plan) == 4);
   auto ranks = exec::rank_map(plan);
@@ -74,7 +75,7 @@ TEST_CASE("launch command: one local rank runs the worker directly") {
 }
 
 TEST_CASE("launch command: local multi-rank uses mpirun on this host") {
-  auto plan = plan_with(2, 1, 2, 1, 1, 0, "cpu");
+  auto plan = plan_with(2, 1, 2, 1, 1, 0, plan::Device::cpu);
   plan.executor.kind = "local";
   plan.executor.cpu_ranks = 4;
   plan.executor.env["OMP_NUM_THREADS"] = "1";

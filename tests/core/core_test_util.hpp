@@ -23,7 +23,8 @@ inline void fill_derived(plan::Plan& p) {
   if (m.num_kv_heads == 0) m.num_kv_heads = m.num_attention_heads;
   if (m.head_dim == 0) m.head_dim = m.hidden_size / m.num_attention_heads;
   if (m.ffn_hidden_size == 0)
-    m.ffn_hidden_size = m.activation == "gelu" ? 4 * m.hidden_size : (2 * 4 * m.hidden_size / 3 + 255) / 256 * 256;
+    m.ffn_hidden_size =
+        m.activation == plan::Activation::gelu ? 4 * m.hidden_size : (2 * 4 * m.hidden_size / 3 + 255) / 256 * 256;
   if (m.max_position_embeddings == 0) m.max_position_embeddings = m.seq_length;
   const int mult = m.make_vocab_size_divisible_by * std::max(1, p.parallelism.tp);
   m.padded_vocab_size = (m.vocab_size + mult - 1) / mult * mult;
@@ -49,22 +50,22 @@ inline plan::Plan gpt_tiny_plan() {
   plan::Plan p;
   p.source = "test:gpt_tiny";
   auto& m = p.model;
-  m.arch = "gpt";
+  m.arch = plan::Arch::gpt;
   m.num_layers = 2;
   m.hidden_size = 64;
   m.num_attention_heads = 4;
   m.vocab_size = 256;
   m.seq_length = 64;
-  m.norm = "layernorm";
-  m.activation = "gelu";
-  m.position_embedding = "learned";
+  m.norm = plan::Norm::layernorm;
+  m.activation = plan::Activation::gelu;
+  m.position_embedding = plan::PositionEmbedding::learned;
   m.tie_embeddings = true;
   m.bias = true;
   p.trainer.max_steps = 200;
   p.trainer.micro_batch_size = 8;
   p.trainer.global_batch_size = 8;
-  p.trainer.device = "cpu";
-  p.trainer.precision = "fp32";
+  p.trainer.device = plan::Device::cpu;
+  p.trainer.precision = plan::Precision::fp32;
   p.trainer.seed = 1234;
   p.trainer.log_interval = 10;
   p.trainer.cpu_threads = 1;  // tiny GEMMs: threads only add overhead (and CI has 2 shared cores)
@@ -72,7 +73,7 @@ inline plan::Plan gpt_tiny_plan() {
   p.optimizer.min_lr = 1e-4;
   p.optimizer.weight_decay = 0.0;
   p.schedule.warmup_steps = 10;
-  p.schedule.decay_style = "cosine";
+  p.schedule.decay_style = plan::DecayStyle::cosine;
   p.data.kind = "mock";
   p.data.fixed_batch = true;
   p.data.seed = 1234;
@@ -86,7 +87,7 @@ inline plan::Plan llama_tiny_plan() {
   p.source = "test:llama_tiny";
   auto& m = p.model;
   m = plan::ModelConfig{};
-  m.arch = "llama";
+  m.arch = plan::Arch::llama;
   m.num_layers = 2;
   m.hidden_size = 64;
   m.num_attention_heads = 4;
@@ -94,9 +95,9 @@ inline plan::Plan llama_tiny_plan() {
   m.ffn_hidden_size = 192;
   m.vocab_size = 256;
   m.seq_length = 64;
-  m.norm = "rmsnorm";
-  m.activation = "swiglu";
-  m.position_embedding = "rope";
+  m.norm = plan::Norm::rmsnorm;
+  m.activation = plan::Activation::swiglu;
+  m.position_embedding = plan::PositionEmbedding::rope;
   m.tie_embeddings = false;
   m.bias = false;
   fill_derived(p);

@@ -23,7 +23,7 @@ TEST_CASE("dsl_resolve: derived model and batch values") {
   CHECK(p.trainer.num_micro_batches == 4);
   CHECK(p.trainer.tokens_per_step == 16 * 32);
   CHECK(p.schedule.decay_steps == 10);
-  CHECK(p.trainer.device == "cpu");
+  CHECK(p.trainer.device == recipe::plan::Device::cpu);
 }
 
 TEST_CASE("dsl_resolve: defaults that derive: global batch, Llama FFN, vocab padding with tp") {
@@ -85,7 +85,7 @@ TEST_CASE("dsl_resolve: executor facts override the recipe and pick the device")
   CHECK(r.plan.executor.nodes == 8);
   CHECK(r.plan.parallelism.world_size == 64);
   CHECK(r.plan.parallelism.dp == 2);
-  CHECK(r.plan.trainer.device == "cuda");
+  CHECK(r.plan.trainer.device == recipe::plan::Device::cuda);
   CHECK(r.plan.trainer.num_micro_batches == 256);
 
   // A local GPU box with gpus_per_node 0 = all visible GPUs.
@@ -96,7 +96,7 @@ TEST_CASE("dsl_resolve: executor facts override the recipe and pick the device")
   local.gpu_memory_gib = 79.6;
   r = resolve_json(tiny_gpt(), local);
   REQUIRE_MESSAGE(r.ok(), report(r));
-  CHECK(r.plan.trainer.device == "cuda");
+  CHECK(r.plan.trainer.device == recipe::plan::Device::cuda);
   CHECK(r.plan.executor.gpus_per_node == 4);
   CHECK(r.plan.parallelism.world_size == 4);
   CHECK(r.plan.parallelism.dp == 4);
@@ -106,7 +106,7 @@ TEST_CASE("dsl_resolve: executor facts override the recipe and pick the device")
   local.gpus_per_node = 0;
   r = resolve_json(tiny_gpt(), local);
   REQUIRE_MESSAGE(r.ok(), report(r));
-  CHECK(r.plan.trainer.device == "cpu");
+  CHECK(r.plan.trainer.device == recipe::plan::Device::cpu);
   CHECK(r.plan.parallelism.world_size == 1);
   CHECK(has_warning(r, "bf16 on CPU"));
 }

@@ -12,7 +12,7 @@ TEST_CASE("dsl_resolve: a small valid tree resolves with no violations") {
   const auto r = resolve_json(tiny_gpt());
   CHECK_MESSAGE(r.ok(), report(r));
   CHECK(r.plan.model.num_layers == 4);
-  CHECK(r.plan.trainer.device == "cpu");
+  CHECK(r.plan.trainer.device == recipe::plan::Device::cpu);
   CHECK(r.plan.experiment.name == "test_recipe");
 }
 

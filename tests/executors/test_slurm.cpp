@@ -19,7 +19,7 @@ using recipe::cli::testing::run;
 
 TEST_CASE("the sbatch script carries the executor section") {
   recipe::plan::Plan plan;
-  plan.trainer.device = "cuda";
+  plan.trainer.device = recipe::plan::Device::cuda;
   plan.parallelism.tp = 2;
   plan.parallelism.dp = 8;
   plan.parallelism.world_size = 16;

@@ -69,7 +69,8 @@ int main(int argc, char** argv) {
     }
     const plan::Plan& plan = rr.plan;
     // trainer.device=cuda (the GPU parity tests): one GPU per local rank.
-    const kernels::Device device = plan.trainer.device == "cuda" ? kernels::Device::cuda : kernels::Device::cpu;
+    const kernels::Device device =
+        plan.trainer.device == plan::Device::cuda ? kernels::Device::cuda : kernels::Device::cpu;
     kernels::BackendOptions bo;
     bo.device_index = core::launcher_world().local_rank;
     bo.deterministic = true;

@@ -407,7 +407,7 @@ TEST_CASE("export refuses models with no HF equivalent and checkpoints of anothe
   CHECK_THROWS_WITH_AS(core::hf::family_of(core::model_shape(no_bias)), doctest::Contains("model.bias=false"),
                        std::invalid_argument);
   plan::Plan mixed = test::gpt_tiny_plan();
-  mixed.model.norm = "rmsnorm";
+  mixed.model.norm = plan::Norm::rmsnorm;
   CHECK_THROWS_WITH_AS(core::hf::family_of(core::model_shape(mixed)),
                        doctest::Contains("match no Hugging Face architecture"), std::invalid_argument);
 

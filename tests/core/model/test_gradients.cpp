@@ -158,7 +158,7 @@ TEST_CASE("gradients: Llama (rmsnorm, rope, swiglu, GQA 4/2, untied) match finit
 TEST_CASE("gradients: Llama-shaped model with biases and layernorm also matches") {
   plan::Plan plan = fd_plan(true);
   plan.model.bias = true;
-  plan.model.norm = "layernorm";
+  plan.model.norm = plan::Norm::layernorm;
   auto be = test::cpu_backend();
   Trainer tr(plan, *be, nullptr, test::random_tokens(plan), nullptr);
   REQUIRE(tr.params().layout().find("layers.0.mlp.gate.bias"));
@@ -173,7 +173,7 @@ TEST_CASE("gradients: recompute=full gives the same gradients as recompute=none"
     plan::Plan plan = fd_plan(llama);
     plan.model.num_layers = 3;
     const std::vector<float> none = gradients_of(plan);
-    plan.trainer.recompute = "full";
+    plan.trainer.recompute = plan::Recompute::full;
     const std::vector<float> full = gradients_of(plan);
     REQUIRE(none.size() == full.size());
     CHECK(std::memcmp(none.data(), full.data(), none.size() * sizeof(float)) == 0);

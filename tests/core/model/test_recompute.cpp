@@ -30,7 +30,7 @@ struct Run {
 };
 
 Run train(plan::Plan plan, const std::string& level, int steps) {
-  plan.trainer.recompute = level;
+  plan.trainer.recompute = parse_recompute(level);
   auto be = test::cpu_backend();
   // One fixed batch (period = global batch): the loss falls within 10 steps.
   Trainer tr(plan, *be, nullptr, test::random_tokens(plan, 5, plan.trainer.global_batch_size), nullptr);
@@ -118,7 +118,7 @@ TEST_CASE("recompute: the arena sheds one [N, ffn] per layer (gelu) and two [N, 
     for (Recompute r : {Recompute::none, Recompute::gelu, Recompute::norm, Recompute::full}) {
       CAPTURE(recompute_name(r));
       plan::Plan p = plan;
-      p.trainer.recompute = recompute_name(r);
+      p.trainer.recompute = r;
       auto be = test::cpu_backend();
       Trainer tr(p, *be, nullptr, test::random_tokens(p), nullptr);
       CHECK(tr.model().activation_bytes() == sum_bytes(breakdown(r)));
@@ -133,7 +133,7 @@ TEST_CASE("recompute: the dsl memory estimate is the engine's arena, per level, 
     for (const char* level : kLevels) {
       CAPTURE(level);
       plan::Plan plan = tiny(llama, 4);
-      plan.trainer.recompute = level;
+      plan.trainer.recompute = parse_recompute(level);
       const ModelShape s = model_shape(plan);
       const Recompute r = parse_recompute(level);
       const size_t one = sum_bytes(activation_breakdown(s, plan.trainer.micro_batch_size, r, kernels::DType::f32));
@@ -157,7 +157,7 @@ TEST_CASE("recompute: the dsl memory estimate is the engine's arena, per level, 
 TEST_CASE("recompute: names round-trip and a wrong one names the key and the choices") {
   for (const char* level : kLevels) CHECK(std::string(recompute_name(parse_recompute(level))) == level);
   CHECK_THROWS_WITH_AS(parse_recompute("selective"), doctest::Contains("\"gelu\""), std::invalid_argument);
-  CHECK(std::string(plan::TrainerConfig{}.recompute) == "gelu");
+  CHECK(plan::to_string(plan::TrainerConfig{}.recompute) == "gelu");
 }
 
 TEST_SUITE_END();

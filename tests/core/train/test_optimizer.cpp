@@ -39,7 +39,7 @@ TEST_CASE("lr schedule: warmup, cosine midpoint, min_lr floor, linear, constant"
   plan::Plan plan = test::gpt_tiny_plan();
   plan.schedule.decay_steps = 0;  // = trainer.max_steps
   CHECK(LrSchedule::from_plan(plan).decay_steps() == plan.trainer.max_steps);
-  plan.schedule.decay_style = "exponential";
+  plan.schedule.decay_style = static_cast<plan::DecayStyle>(9);  // only a plan built in code can hold it
   CHECK_THROWS_WITH_AS(LrSchedule::from_plan(plan), doctest::Contains("schedule.decay_style"), std::invalid_argument);
   CHECK_THROWS_WITH_AS(LrSchedule(1e-4, 1e-3, 0, 10, D::cosine), doctest::Contains("optimizer.min_lr"),
                        std::invalid_argument);
@@ -72,7 +72,7 @@ plan::Plan clip_plan() {
   plan.model.max_position_embeddings = 0;
   plan.trainer.micro_batch_size = plan.trainer.global_batch_size = 2;
   plan.schedule.warmup_steps = 0;
-  plan.schedule.decay_style = "constant";
+  plan.schedule.decay_style = plan::DecayStyle::constant;
   // eps far above |g|: AdamW's first update becomes lr·g·scale/eps, linear in the clip factor.
   plan.optimizer.eps = 10.0;
   test::fill_derived(plan);

@@ -107,7 +107,7 @@ TEST_CASE("training: the NaN/inf guard stops an absurd learning rate with a clea
   plan.optimizer.min_lr = 0;
   plan.optimizer.clip_grad = 0;
   plan.schedule.warmup_steps = 0;
-  plan.schedule.decay_style = "constant";
+  plan.schedule.decay_style = plan::DecayStyle::constant;
   test::fill_derived(plan);
   std::ostringstream log;
   TrainOptions opts;
@@ -145,11 +145,11 @@ TEST_CASE("trainer: bad batch settings and device names are rejected with the fi
   CHECK_THROWS_WITH_AS(Trainer(plan, *be, nullptr, test::random_tokens(plan), nullptr),
                        doctest::Contains("trainer.global_batch_size=12"), std::invalid_argument);
   plan = test::gpt_tiny_plan();
-  plan.trainer.recompute = "selective";
+  plan.trainer.recompute = static_cast<plan::Recompute>(9);  // only a plan built in code can hold it
   CHECK_THROWS_WITH_AS(Trainer(plan, *be, nullptr, test::random_tokens(plan), nullptr),
                        doctest::Contains("trainer.recompute"), std::invalid_argument);
   plan = test::gpt_tiny_plan();
-  plan.trainer.device = "tpu";
+  plan.trainer.device = static_cast<plan::Device>(9);
   CHECK_THROWS_WITH_AS(train(plan, TrainOptions{}), doctest::Contains("trainer.device"), std::invalid_argument);
   // Tokens outside the vocabulary are reported, not read out of bounds.
   plan = test::gpt_tiny_plan();

@@ -66,7 +66,7 @@ void check_cuda_resume(plan::Plan plan) {
   // The same checkpoint on the CPU reference backend: the fp32 masters are exactly those saved.
   auto cpu = test::cpu_backend();
   plan::Plan cpu_plan = plan;
-  cpu_plan.trainer.device = "cpu";
+  cpu_plan.trainer.device = plan::Device::cpu;
   core::Trainer on_cpu(cpu_plan, *cpu);
   core::load_checkpoint(on_cpu, saved, core::LoadMode::resume);
   CHECK(test::to_host(*cpu, on_cpu.params().master()) == saved_master);
@@ -81,7 +81,7 @@ TEST_CASE("CUDA: gpt_tiny resumed from a checkpoint continues bitwise; the check
     return;
   }
   plan::Plan p = test::gpt_tiny_plan();
-  p.trainer.device = "cuda";
+  p.trainer.device = plan::Device::cuda;
   check_cuda_resume(p);
 }
 
@@ -91,7 +91,7 @@ TEST_CASE("CUDA: llama_tiny resumed from a checkpoint continues bitwise [gpu]") 
     return;
   }
   plan::Plan p = test::llama_tiny_plan();
-  p.trainer.device = "cuda";
+  p.trainer.device = plan::Device::cuda;
   check_cuda_resume(p);
 }
 

@@ -28,7 +28,7 @@ struct Run {
 };
 
 Run run(plan::Plan plan, const char* level, int steps) {
-  plan.trainer.recompute = level;
+  plan.trainer.recompute = *plan::from_string<plan::Recompute>(level);
   kernels::BackendOptions o;
   o.deterministic = true;
   auto be = kernels::make_cuda_backend(o);

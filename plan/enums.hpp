@@ -1,0 +1,91 @@
+// The closed choices of the plan (model.norm, trainer.recompute, ...) as enum class types, each with
+// the recipe spelling of its values. The spellings live only here: the resolver's field table
+// (dsl/plan_fields.cpp) reads, validates, serializes and documents these keys through
+// plan::to_string / plan::from_string / plan::enum_names, and everything downstream compares enums.
+//
+// Each enum's values are declared in the order of its `names` array (the value is the index), and
+// that order is the one users see in "use one of ..." messages and docs/recipes.md.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace recipe::plan {
+
+template <class E>
+struct EnumNames;  // specialized below: static constexpr std::array<std::string_view, N> names
+
+#define RECIPE_PLAN_ENUM_NAMES(E, ...)              \
+  template <>                                       \
+  struct EnumNames<E> {                             \
+    static constexpr std::array names{__VA_ARGS__}; \
+  };
+
+enum class Arch { gpt, llama };
+RECIPE_PLAN_ENUM_NAMES(Arch, std::string_view("gpt"), std::string_view("llama"))
+
+enum class Norm { layernorm, rmsnorm };
+RECIPE_PLAN_ENUM_NAMES(Norm, std::string_view("layernorm"), std::string_view("rmsnorm"))
+
+enum class Activation { gelu, swiglu };  // gelu = tanh approximation
+RECIPE_PLAN_ENUM_NAMES(Activation, std::string_view("gelu"), std::string_view("swiglu"))
+
+enum class PositionEmbedding { learned, rope };
+RECIPE_PLAN_ENUM_NAMES(PositionEmbedding, std::string_view("learned"), std::string_view("rope"))
+
+enum class Device { auto_, cpu, cuda };  // auto_: `auto` is a C++ keyword; spelled "auto"
+RECIPE_PLAN_ENUM_NAMES(Device, std::string_view("auto"), std::string_view("cpu"), std::string_view("cuda"))
+
+enum class Precision { bf16, fp32 };  // bf16 = bf16 compute with fp32 master weights
+RECIPE_PLAN_ENUM_NAMES(Precision, std::string_view("bf16"), std::string_view("fp32"))
+
+// What backward rebuilds instead of keeping (core/model/activations.hpp describes each level).
+enum class Recompute { none, gelu, norm, full };
+RECIPE_PLAN_ENUM_NAMES(Recompute, std::string_view("none"), std::string_view("gelu"), std::string_view("norm"),
+                       std::string_view("full"))
+
+enum class DecayStyle { cosine, linear, constant };
+RECIPE_PLAN_ENUM_NAMES(DecayStyle, std::string_view("cosine"), std::string_view("linear"), std::string_view("constant"))
+
+enum class Attention { cudnn, fallback };  // fallback = the engine's own attention kernels
+RECIPE_PLAN_ENUM_NAMES(Attention, std::string_view("cudnn"), std::string_view("fallback"))
+
+enum class BiasGrad { kernel, epilogue };  // kernel = column sum; epilogue = cuBLASLt BGRADB
+RECIPE_PLAN_ENUM_NAMES(BiasGrad, std::string_view("kernel"), std::string_view("epilogue"))
+
+#undef RECIPE_PLAN_ENUM_NAMES
+
+template <class E>
+concept PlanEnum = requires {
+  EnumNames<E>::names;
+};
+
+// False for a value cast from outside the enum (a plan built in code, not by the resolver).
+template <PlanEnum E>
+constexpr bool is_valid(E e) {
+  return static_cast<std::size_t>(e) < EnumNames<E>::names.size();
+}
+
+template <PlanEnum E>
+constexpr std::string_view to_string(E e) {
+  return is_valid(e) ? EnumNames<E>::names[static_cast<std::size_t>(e)] : std::string_view("<invalid>");
+}
+
+template <PlanEnum E>
+constexpr std::optional<E> from_string(std::string_view s) {
+  for (std::size_t i = 0; i < EnumNames<E>::names.size(); ++i)
+    if (EnumNames<E>::names[i] == s) return static_cast<E>(i);
+  return std::nullopt;
+}
+
+// The spellings in declaration order, as the field table's allowed values.
+template <PlanEnum E>
+std::vector<std::string> enum_names() {
+  return {EnumNames<E>::names.begin(), EnumNames<E>::names.end()};
+}
+
+}  // namespace recipe::plan
