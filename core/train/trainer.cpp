@@ -6,6 +6,7 @@
 #include <functional>
 #include <stdexcept>
 
+#include "core/model/family/tensor_table.hpp"
 #include "core/model/init.hpp"
 #include "plan/memory_estimate.hpp"
 
@@ -251,7 +252,7 @@ double Trainer::run_micro_batches(const data::SampleSource& src, const std::func
     params_->end_grad_writes();
     // The tied word embedding lives on the first and the last stage: both need the sum.
     if (pp_ > 1 && shape_.tied && (parallel_->first_stage() || parallel_->last_stage()))
-      parallel_->embedding().all_reduce_sum(params_->grad("embedding.word.weight"));
+      parallel_->embedding().all_reduce_sum(params_->grad(word_embedding_name()));
     grad_sync_->finish(*params_);
   }
   return loss_holder_ ? sum_losses(int64_t(count) * N) : 0.0;
