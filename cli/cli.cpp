@@ -97,12 +97,16 @@ int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   prepare->add_option("--input", prep.inputs, "Input file(s): .txt or .jsonl (repeatable)")
       ->required()
       ->check(CLI::ExistingFile);
-  prepare->add_option("--tokenizer", prep.tokenizer, "byte, gpt2_bpe or sentencepiece")
-      ->check(CLI::IsMember({"byte", "gpt2_bpe", "sentencepiece"}));
+  prepare->add_option("--tokenizer", prep.tokenizer, "byte, gpt2_bpe, sentencepiece or hf")
+      ->check(CLI::IsMember({"byte", "gpt2_bpe", "sentencepiece", "hf"}));
   prepare->add_option("--vocab-file", prep.vocab_file, "gpt2_bpe: vocab.json")->check(CLI::ExistingFile);
   prepare->add_option("--merges-file", prep.merges_file, "gpt2_bpe: merges.txt")->check(CLI::ExistingFile);
-  prepare->add_option("--tokenizer-model", prep.tokenizer_model, "sentencepiece: .model file")
+  prepare->add_option("--tokenizer-model", prep.tokenizer_model,
+                      "sentencepiece: .model file; hf: Hugging Face tokenizer.json")
       ->check(CLI::ExistingFile);
+  prepare->add_option("--eod-token", prep.eod_token,
+                      "hf: the token ending each document (default: the first of <|end_of_text|>, <|endoftext|>, "
+                      "</s>, <eos>)");
   prepare->add_option("--json-key", prep.json_key, "JSONL field holding the text (default text)");
   prepare->add_flag("--split-paragraphs", prep.split_paragraphs,
                     "Text files: one document per blank-line-separated paragraph");

@@ -13,6 +13,14 @@ int run_data_prepare(const data::PrepareOptions& opts, std::ostream& out, std::o
     err << "error: --tokenizer sentencepiece needs --tokenizer-model (a .model file)\n";
     return kExitUsage;
   }
+  if (opts.tokenizer == "hf" && opts.tokenizer_model.empty()) {
+    err << "error: --tokenizer hf needs --tokenizer-model (a Hugging Face tokenizer.json)\n";
+    return kExitUsage;
+  }
+  if (opts.tokenizer != "hf" && !opts.eod_token.empty()) {
+    err << "error: --eod-token is only read by --tokenizer hf\n";
+    return kExitUsage;
+  }
   data::PrepareStats stats;
   try {
     stats = data::prepare_dataset(opts);

@@ -319,10 +319,14 @@ std::vector<FieldInfo> build_fields() {
   f.push_back(
       field(d, "fixed_batch", &P::data, &D::fixed_batch, "mock: repeat one batch forever (memorization benchmark)"));
   f.push_back(field(d, "tokenizer", &P::data, &D::tokenizer, "tokenizer used by data prepare and generation",
-                    {"none", "byte", "gpt2_bpe", "sentencepiece"}));
+                    {"none", "byte", "gpt2_bpe", "sentencepiece", "hf"}));
   f.push_back(field(d, "vocab_file", &P::data, &D::vocab_file, "gpt2_bpe: vocab.json"));
   f.push_back(field(d, "merges_file", &P::data, &D::merges_file, "gpt2_bpe: merges.txt"));
-  f.push_back(field(d, "tokenizer_model", &P::data, &D::tokenizer_model, "sentencepiece: the .model file"));
+  f.push_back(field(d, "tokenizer_model", &P::data, &D::tokenizer_model,
+                    "sentencepiece: the .model file; hf: the Hugging Face tokenizer.json (byte-level BPE)"));
+  f.push_back(field(d, "eod_token", &P::data, &D::eod_token,
+                    "hf: the added token that ends a document; empty: the file's end-of-text token (the "
+                    "rule is in docs/user-guide.md, Data)"));
   f.push_back(field(d, "seed", &P::data, &D::seed, "seed of sample shuffling and mock tokens"));
 
   const char* o = "optimizer";

@@ -438,6 +438,12 @@ void check_relations(ResolveContext& ctx) {
   if (d.tokenizer == "sentencepiece" && d.tokenizer_model.empty())
     ctx.violation("data.tokenizer_model", "data.tokenizer=sentencepiece needs data.tokenizer_model (the .model file)",
                   "set data.tokenizer_model");
+  if (d.tokenizer == "hf" && d.tokenizer_model.empty())
+    ctx.violation("data.tokenizer_model", "data.tokenizer=hf needs data.tokenizer_model (the tokenizer.json)",
+                  "set data.tokenizer_model to the model's tokenizer.json");
+  if (d.tokenizer != "hf" && !d.eod_token.empty())
+    ctx.violation("data.eod_token", "data.eod_token=\"" + d.eod_token + "\" is only read by data.tokenizer=hf",
+                  "remove data.eod_token, or set data.tokenizer=\"hf\"");
   if (d.tokenizer == "byte" && m.vocab_size < 256)
     require(ctx, "model.vocab_size", m.vocab_size, false, "is smaller than the 256 ids of the byte tokenizer",
             "set vocab_size ≥ 256");

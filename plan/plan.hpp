@@ -53,10 +53,11 @@ struct DataConfig {
   std::vector<std::pair<double, std::string>> blend;
   std::string split = "98,2,0";    // train,valid,test proportions of each dataset
   bool fixed_batch = false;        // mock: repeat one batch forever (memorization benchmark)
-  std::string tokenizer = "none";  // "none" | "byte" | "gpt2_bpe" | "sentencepiece"
+  std::string tokenizer = "none";  // "none" | "byte" | "gpt2_bpe" | "sentencepiece" | "hf"
   std::string vocab_file;          // gpt2_bpe: vocab.json
   std::string merges_file;         // gpt2_bpe: merges.txt
-  std::string tokenizer_model;     // sentencepiece: .model
+  std::string tokenizer_model;     // sentencepiece: .model; hf: tokenizer.json
+  std::string eod_token;           // hf: the token ending a document; empty: the rule in core/data/tokenizer.hpp
   int seed = 1234;
 };
 

@@ -37,7 +37,8 @@ class ByteTokenizer : public Tokenizer {
 std::unique_ptr<Tokenizer> make_byte_tokenizer() { return std::make_unique<ByteTokenizer>(); }
 
 std::unique_ptr<Tokenizer> make_tokenizer(const std::string& kind, const std::string& vocab_file,
-                                          const std::string& merges_file, const std::string& model_file) {
+                                          const std::string& merges_file, const std::string& model_file,
+                                          const std::string& eod_token) {
   if (kind == "byte") return make_byte_tokenizer();
   if (kind == "gpt2_bpe") {
     if (vocab_file.empty() || merges_file.empty())
@@ -50,7 +51,12 @@ std::unique_ptr<Tokenizer> make_tokenizer(const std::string& kind, const std::st
       throw std::runtime_error("tokenizer sentencepiece needs a .model file (data.tokenizer_model)");
     return make_sentencepiece_tokenizer(model_file);
   }
-  throw std::runtime_error("unknown tokenizer \"" + kind + "\"; use byte, gpt2_bpe or sentencepiece");
+  if (kind == "hf") {
+    if (model_file.empty())
+      throw std::runtime_error("tokenizer hf needs a Hugging Face tokenizer.json (data.tokenizer_model)");
+    return make_hf_tokenizer(model_file, eod_token);
+  }
+  throw std::runtime_error("unknown tokenizer \"" + kind + "\"; use byte, gpt2_bpe, sentencepiece or hf");
 }
 
 }  // namespace recipe::data
