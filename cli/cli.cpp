@@ -101,8 +101,9 @@ int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err) {
       ->check(CLI::IsMember({"byte", "gpt2_bpe", "sentencepiece", "hf"}));
   prepare->add_option("--vocab-file", prep.vocab_file, "gpt2_bpe: vocab.json")->check(CLI::ExistingFile);
   prepare->add_option("--merges-file", prep.merges_file, "gpt2_bpe: merges.txt")->check(CLI::ExistingFile);
-  prepare->add_option("--tokenizer-model", prep.tokenizer_model,
-                      "sentencepiece: .model file; hf: Hugging Face tokenizer.json")
+  prepare
+      ->add_option("--tokenizer-model", prep.tokenizer_model,
+                   "sentencepiece: .model file; hf: Hugging Face tokenizer.json")
       ->check(CLI::ExistingFile);
   prepare->add_option("--eod-token", prep.eod_token,
                       "hf: the token ending each document (default: the first of <|end_of_text|>, <|endoftext|>, "

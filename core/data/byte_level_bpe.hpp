@@ -31,8 +31,8 @@ std::optional<std::string> byte_level_unspell(std::string_view symbols);
 // in the errors).
 class BpeModel {
  public:
-  BpeModel(std::unordered_map<std::string, int32_t> vocab, const std::vector<std::pair<std::string, std::string>>& merges,
-           const std::string& source);
+  BpeModel(std::unordered_map<std::string, int32_t> vocab,
+           const std::vector<std::pair<std::string, std::string>>& merges, const std::string& source);
 
   // Ids of one pre-token's bytes: start from one symbol per byte and repeatedly merge the adjacent pair
   // of lowest rank (all its non-overlapping occurrences, left to right) until no listed merge applies.

@@ -102,7 +102,8 @@ class HfTokenizer : public Tokenizer {
     const std::string type = m.value("type", std::string("BPE"));
     if (type != "BPE") fail("model.type", "is " + type + "; only BPE (byte-level) is supported");
     if (m.contains("dropout") && !m["dropout"].is_null()) fail("model.dropout", "is set; BPE dropout is not supported");
-    if (m.value("byte_fallback", false)) fail("model.byte_fallback", "is true; only byte-level BPE (false) is supported");
+    if (m.value("byte_fallback", false))
+      fail("model.byte_fallback", "is true; only byte-level BPE (false) is supported");
     for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"})
       if (m.contains(key) && !m[key].is_null() && !m[key].get<std::string>().empty())
         fail(std::string("model.") + key, "is set; byte-level BPE files leave it null");
@@ -222,7 +223,8 @@ class HfTokenizer : public Tokenizer {
     if (type == "ByteLevel") return;  // offsets only
     if (type == "Sequence") {
       const json& ps = p.value("processors", json::array());
-      for (size_t k = 0; k < ps.size(); ++k) load_post_processor(ps[k], field + ".processors[" + std::to_string(k) + "]");
+      for (size_t k = 0; k < ps.size(); ++k)
+        load_post_processor(ps[k], field + ".processors[" + std::to_string(k) + "]");
       return;
     }
     if (type != "TemplateProcessing")
@@ -249,7 +251,8 @@ class HfTokenizer : public Tokenizer {
       }
       auto it = bpe_->vocab().find(eod_token);
       if (it == bpe_->vocab().end())
-        throw std::runtime_error(path_ + ": data.eod_token \"" + eod_token + "\" is neither an added token nor in the " +
+        throw std::runtime_error(path_ + ": data.eod_token \"" + eod_token +
+                                 "\" is neither an added token nor in the " +
                                  "vocabulary; added tokens: " + added_names());
       eod_ = it->second;
       return;

@@ -86,8 +86,8 @@ PrepareStats prepare_dataset(const PrepareOptions& opts) {
                                "JSON object per line)");
     if (!fs::exists(input)) throw std::runtime_error(input + ": input file not found");
   }
-  const auto tokenizer = make_tokenizer(opts.tokenizer, opts.vocab_file, opts.merges_file, opts.tokenizer_model,
-                                        opts.eod_token);
+  const auto tokenizer =
+      make_tokenizer(opts.tokenizer, opts.vocab_file, opts.merges_file, opts.tokenizer_model, opts.eod_token);
 
   const fs::path prefix(opts.output_prefix);
   if (prefix.has_parent_path()) fs::create_directories(prefix.parent_path());

@@ -12,10 +12,10 @@ struct PrepareOptions {
   // paragraph is one; .jsonl: one JSON object per line, the document is its json_key string.
   std::vector<std::string> inputs;
   std::string json_key = "text";
-  std::string tokenizer = "byte";  // "byte" | "gpt2_bpe" | "sentencepiece" | "hf"
+  std::string tokenizer = "byte";                        // "byte" | "gpt2_bpe" | "sentencepiece" | "hf"
   std::string vocab_file, merges_file, tokenizer_model;  // tokenizer_model: sentencepiece .model or hf tokenizer.json
   std::string eod_token;                                 // hf: the token ending a document (empty: by rule)
-  std::string output_prefix;  // writes <prefix>.bin and <prefix>.idx
+  std::string output_prefix;                             // writes <prefix>.bin and <prefix>.idx
   bool append_eod = true;
   bool split_paragraphs = false;
 };

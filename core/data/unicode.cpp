@@ -68,8 +68,7 @@ namespace {
 
 bool in_ranges(uint32_t cp, const CodePointRange* r, size_t n) {
   const CodePointRange* end = r + n;
-  const CodePointRange* it =
-      std::upper_bound(r, end, cp, [](uint32_t v, const CodePointRange& x) { return v < x.lo; });
+  const CodePointRange* it = std::upper_bound(r, end, cp, [](uint32_t v, const CodePointRange& x) { return v < x.lo; });
   return it != r && cp <= (it - 1)->hi;
 }
 
