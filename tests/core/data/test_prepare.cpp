@@ -54,6 +54,30 @@ TEST_CASE("prepare: .txt and .jsonl documents round-trip through .bin/.idx") {
     CHECK(entry.path().string().find(".tmp-") == std::string::npos);
 }
 
+TEST_CASE("prepare: an hf tokenizer.json ends each document with its end-of-text token (or --eod-token)") {
+  TempDir dir;
+  const std::string json = std::string(RECIPE_SOURCE_DIR) + "/tests/data/hf_tokenizer/llama3_style.tokenizer.json";
+  write_file(dir / "a.jsonl", "{\"text\": \"To be, or not to be<|eot_id|>\"}\n{\"text\": \"that is the question\"}\n");
+  PrepareOptions o;
+  o.inputs = {dir / "a.jsonl"};
+  o.output_prefix = dir / "corpus";
+  o.tokenizer = "hf";
+  o.tokenizer_model = json;
+  const PrepareStats st = prepare_dataset(o);
+  const auto tok = make_tokenizer("hf", "", "", json);
+  CHECK(st.vocab_size == tok->vocab_size());
+  IndexedDataset ds(o.output_prefix);
+  REQUIRE(ds.num_documents() == 2);
+  auto want = tok->encode("To be, or not to be<|eot_id|>");  // the special in the text stays text
+  want.push_back(*tok->special_id("<|end_of_text|>"));
+  CHECK(ds.document(0) == want);
+  CHECK(tok->decode(ds.document(1)) == "that is the question<|end_of_text|>");
+
+  o.eod_token = "<|eot_id|>";
+  prepare_dataset(o);
+  CHECK(IndexedDataset(o.output_prefix).document(1).back() == *tok->special_id("<|eot_id|>"));
+}
+
 TEST_CASE("prepare: split_paragraphs makes one document per blank-line-separated paragraph") {
   TempDir dir;
   write_file(dir / "p.txt", "one\nline two\n\n\n  \nthree\n\nfour");
