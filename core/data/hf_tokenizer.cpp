@@ -68,14 +68,11 @@ class HfTokenizer : public Tokenizer {
     for (int32_t id : ids) {
       if (id < 0 || static_cast<size_t>(id) >= id_to_token_.size() || !has_id_[static_cast<size_t>(id)])
         throw std::out_of_range("hf: id " + std::to_string(id) + " is not in " + path_);
-      const auto idx = static_cast<size_t>(id);
-      if (is_added_[idx]) {
-        out += id_to_token_[idx];  // added tokens are their content
-      } else if (auto bytes = byte_level_unspell(id_to_token_[idx])) {
-        out += *bytes;
-      } else {
-        out += id_to_token_[idx];  // not spelled in the byte alphabet: as written (the library does the same)
-      }
+      // Every token, added ones included, goes through the ByteLevel decoder as in the library: spelled in
+      // the byte alphabet it becomes those bytes, otherwise it stays as written.
+      const std::string& tok = id_to_token_[static_cast<size_t>(id)];
+      auto bytes = byte_level_unspell(tok);
+      out += bytes ? *bytes : tok;
     }
     return out;
   }
@@ -133,19 +130,17 @@ class HfTokenizer : public Tokenizer {
       }
     }
     bpe_ = std::make_unique<BpeModel>(std::move(vocab), merges, path_);
-    for (const auto& [tok, id] : bpe_->vocab()) set_token(id, tok, false);
+    for (const auto& [tok, id] : bpe_->vocab()) set_token(id, tok);
   }
 
-  void set_token(int32_t id, const std::string& tok, bool added) {
+  void set_token(int32_t id, const std::string& tok) {
     const auto idx = static_cast<size_t>(id);
     if (idx >= id_to_token_.size()) {
       id_to_token_.resize(idx + 1);
       has_id_.resize(idx + 1, false);
-      is_added_.resize(idx + 1, false);
     }
     id_to_token_[idx] = tok;
     has_id_[idx] = true;
-    is_added_[idx] = added;
   }
 
   void load_added_tokens(const json& a) {
@@ -160,7 +155,7 @@ class HfTokenizer : public Tokenizer {
         if (t.value(key, false))
           fail(field + "." + key, "is true for \"" + t["content"].get<std::string>() + "\"; only false is supported");
       AddedToken tok{t["content"].get<std::string>(), t["id"].get<int32_t>(), t.value("special", false)};
-      set_token(tok.id, tok.content, true);
+      set_token(tok.id, tok.content);
       added_.push_back(tok);
     }
     // Longest first, so the first candidate matching at a position is the longest (leftmost-longest).
@@ -340,7 +335,7 @@ class HfTokenizer : public Tokenizer {
   std::vector<AddedToken> added_;
   std::array<std::vector<AddedToken>, 256> by_first_byte_;
   std::vector<std::string> id_to_token_;
-  std::vector<bool> has_id_, is_added_;
+  std::vector<bool> has_id_;
   std::optional<int32_t> bos_;
   int32_t eod_ = 0;
   mutable std::mutex cache_mutex_;
