@@ -26,6 +26,9 @@ What it writes (ids are little-endian uint16, every vocabulary here is < 65536):
                                only where it differs)
   qwen2_pattern.<text>.ids     the llama3_style file with its Split regex replaced by Qwen2's (the
                                test makes the same replacement)
+  <p>_pattern.edge.pieces      UTF-8 byte lengths of the pieces Split(<p>'s regex, Isolated) cuts edge.txt
+                               into, for p = gpt2, llama3, qwen2: the pre-token boundaries themselves,
+                               which ids alone do not always reveal
 The vocabulary is trained on every *_gut.txt play plus a generated file of numbers.
 """
 import argparse
@@ -40,6 +43,7 @@ LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{
                   r"\s*[\r\n]+|\s+(?!\S)|\s+")
 QWEN2_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
                  r"\s*[\r\n]+|\s+(?!\S)|\s+")
+GPT2_PATTERN = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
 LLAMA3_SPECIALS = ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"]
 VOCAB = 4096
 
@@ -119,6 +123,12 @@ def main():
     for name, text in texts.items():
         with open(os.path.join(args.out, name + ".txt"), "w", encoding="utf-8", newline="") as f:
             f.write(text)
+
+    for name, pattern in [("gpt2", GPT2_PATTERN), ("llama3", LLAMA3_PATTERN), ("qwen2", QWEN2_PATTERN)]:
+        split = pre_tokenizers.Split(Regex(pattern), behavior="isolated", invert=False)
+        pieces = [p for p, _ in split.pre_tokenize_str(EDGE_TEXT)]
+        assert "".join(pieces) == EDGE_TEXT
+        write_ids(os.path.join(args.out, name + "_pattern.edge.pieces"), [len(p.encode("utf-8")) for p in pieces])
 
     # Llama 3 style.
     llama = train(files, pre_tokenizers.Sequence([

@@ -168,6 +168,21 @@ TEST_CASE("unicode: classes follow the Unicode database, not ASCII or str.isspac
   CHECK_FALSE(is_whitespace(0x200B));  // zero width space is not White_Space
 }
 
+TEST_CASE("pretokenize: piece boundaries on the edge cases equal the library's Split for each pattern") {
+  const std::string text = read_file(kDir + "edge.txt");
+  for (const auto& [name, pattern] : std::vector<std::pair<std::string, SplitPattern>>{
+           {"gpt2", SplitPattern::kGpt2}, {"llama3", SplitPattern::kLlama3}, {"qwen2", SplitPattern::kQwen2}}) {
+    const auto want = read_ids(kDir + name + "_pattern.edge.pieces");
+    std::vector<int32_t> got;
+    for (const auto& piece : pretokenize(text, pattern)) got.push_back(static_cast<int32_t>(piece.second));
+    size_t k = 0, at = 0;
+    while (k < got.size() && k < want.size() && got[k] == want[k]) at += static_cast<size_t>(got[k++]);
+    CHECK_MESSAGE((k == got.size() && k == want.size()), name << ": piece " << k << " differs at byte " << at << " (\""
+                                                              << text.substr(at, std::min<size_t>(12, text.size() - at))
+                                                              << "\"...)");
+  }
+}
+
 TEST_CASE("pretokenize: Llama 3's pattern, piece by piece") {
   auto pieces = [](const std::string& text, SplitPattern p) {
     std::vector<std::string> out;
