@@ -135,7 +135,7 @@ MemoryEstimate estimate_stage_memory(const Plan& plan, int stage) {
   if (last) params += final_norm_params(m) + ((!m.tie_embeddings || pp > 1) ? vocab_shard : 0);
 
   const bool bf16 = plan.trainer.precision == plan::Precision::bf16;
-  const bool lora = plan.peft.kind == "lora";
+  const bool lora = plan.peft.kind == PeftKind::lora;
   // Trainable parameters on this rank: everything, or only this stage's share of the adapters.
   int64_t trainable = params;
   if (lora) {

@@ -91,7 +91,7 @@ double training_flops_per_token(const ModelConfig& m, int64_t num_params) {
 }
 
 int64_t lora_trainable_params(const Plan& plan) {
-  if (plan.peft.kind != "lora") return 0;
+  if (plan.peft.kind != PeftKind::lora) return 0;
   int64_t per_layer = 0;
   for (const auto& module : plan.peft.target_modules) {
     const auto shape = adaptable_linear_shape(plan.model, module);

@@ -97,7 +97,7 @@ StartPoint start_point(const plan::Plan& plan, const std::string& own_dir) {
     throw std::runtime_error("checkpoint.load=\"" + plan.checkpoint.load +
                              "\" holds no checkpoint yet (no `latest` and no step-* with metadata.json): "
                              "point it at a checkpoint directory or a run dir that saved one");
-  sp.mode = plan.mode == "finetune" ? LoadMode::weights_only : LoadMode::resume;
+  sp.mode = plan.mode == plan::Mode::finetune ? LoadMode::weights_only : LoadMode::resume;
   return sp;
 }
 
