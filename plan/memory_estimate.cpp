@@ -90,7 +90,15 @@ int64_t cuda_workspace_bytes(const Plan& plan) {
   const int64_t heads = m.num_attention_heads / tp;
   const int64_t kv = m.num_kv_heads / tp;  // whole KV heads per rank (the resolver checks kv % tp)
   const int64_t mib = 1024 * 1024;
-  const int64_t need = N * (heads + 2 * kv) * D * 4 + 16 * mib;
+  // The own attention backward's f32 dq/dk/dv accumulators, and room for the reductions.
+  const int64_t own = N * (heads + 2 * kv) * D * 4 + 16 * mib;
+  // cuDNN's fused attention backward, as its plans report (tests/kernels/cuda/
+  // test_cuda_attention_presets.cpp checks every preset on a GPU): an f32 dQ accumulator, twice
+  // that with grouped KV heads (per-query-head dK/dV before the group sum), and the f32 row sums
+  // of dO·O. The backend grows its workspace at start if a plan ever wants more.
+  const int64_t dq_accum = N * heads * D * 4;
+  const int64_t cudnn = (kv < heads ? 2 : 1) * dq_accum + N * heads * 4 + mib;
+  const int64_t need = std::max(own, cudnn);
   return std::max<int64_t>(64 * mib, (need + mib - 1) / mib * mib);
 }
 

@@ -506,6 +506,48 @@ void CudaBackend::note_attention_fallback(const std::string& shape, const std::s
     notice("recipe: cuDNN attention rejected " + shape + " (" + why + "); using the own CUDA attention kernels for it");
 }
 
+AttentionPlan CudaBackend::prepare_attention(const AttentionShape& shape) {
+  refuse_while_recording("prepare_attention");
+#ifdef RECIPE_WITH_CUDNN
+  if (attention_) {
+    const auto [B, T, Hq, Hkv, D] = shape;
+    const std::string dims = "B=" + std::to_string(B) + " T=" + std::to_string(T) + " Hq=" + std::to_string(Hq) +
+                             " Hkv=" + std::to_string(Hkv) + " D=" + std::to_string(D);
+    int64_t need = 0;
+    for (const bool backward : {false, true}) {
+      const int64_t w = attention_->workspace_needed(B, T, Hq, Hkv, D, backward);
+      if (w < 0) {
+        // attention_fwd/bwd will find the same rejection; say it now, once, with the cost and the key.
+        note_attention_fallback(std::string(backward ? "bwd " : "fwd ") + dims,
+                                attention_->last_rejection() + "; about 7x slower");
+        return {.path = "own", .workspace_bytes = 0};
+      }
+      need = std::max(need, w);
+    }
+    if (size_t(need) > workspace_bytes_) {
+      // The plan's kernels.workspace_bytes is an estimate made without a GPU; cuDNN's plans for
+      // the run's real shape are the measure. Grow rather than fall back to the slow kernels.
+      const size_t grown = (size_t(need) + (size_t(1) << 20) - 1) >> 20 << 20;
+      notice("recipe: cuDNN attention (" + dims + ") needs " + std::to_string(need >> 20) + " MiB of workspace, " +
+             "more than the plan's " + std::to_string(workspace_bytes_ >> 20) + " MiB (kernels.workspace_mb); " +
+             "the backend workspace grows to " + std::to_string(grown >> 20) + " MiB");
+      synchronize();
+      free(workspace_);
+      workspace_ = nullptr;
+      workspace_ = device_alloc(grown, "backend workspace");
+      workspace_bytes_ = grown;
+    }
+    return {.path = "cudnn", .workspace_bytes = need};
+  }
+#endif
+  return {.path = "own", .workspace_bytes = 0};
+}
+
+KernelPaths CudaBackend::kernel_paths() const {
+  const bool cudnn = cudnn_calls_ > 0, own = fallback_calls_ > 0;
+  return {.attention = cudnn && own ? "cudnn+own" : cudnn ? "cudnn" : own ? "own" : "", .gemm = "cublaslt"};
+}
+
 void CudaBackend::attention_fwd(const AttentionFwdArgs& args) {
   const Tensor out = args.out, lse = args.lse, qkv = args.qkv;
   const int B = args.shape.B, T = args.shape.T, Hq = args.shape.Hq, Hkv = args.shape.Hkv, D = args.shape.D;

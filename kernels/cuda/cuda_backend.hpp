@@ -84,6 +84,8 @@ class CudaBackend final : public Backend {
 
   void attention_fwd(const AttentionFwdArgs& args) override;
   void attention_bwd(const AttentionBwdArgs& args) override;
+  AttentionPlan prepare_attention(const AttentionShape& shape) override;
+  KernelPaths kernel_paths() const override;
 
   void cross_entropy(Tensor losses, Tensor logits, Tensor targets, int vocab, float dloss, bool compute_grad) override;
 

@@ -139,6 +139,15 @@ CudnnAttention::Entry& CudnnAttention::entry(const Key& key) {
   return *cache_.emplace(key, std::move(e)).first->second;
 }
 
+int64_t CudnnAttention::workspace_needed(int B, int T, int Hq, int Hkv, int D, bool backward) {
+  Entry& e = entry(Key{B, T, Hq, Hkv, D, backward});
+  if (!e.ok) {
+    last_rejection_ = e.why;
+    return -1;
+  }
+  return e.plan_workspace[size_t(e.plan)];
+}
+
 bool CudnnAttention::forward(void* out, float* lse, const void* qkv, int B, int T, int Hq, int Hkv, int D,
                              Workspace ws) {
   Entry& e = entry(Key{B, T, Hq, Hkv, D, false});

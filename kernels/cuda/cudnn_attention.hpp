@@ -35,6 +35,11 @@ class CudnnAttention {
   bool backward(void* dqkv, const void* dout, const void* qkv, const void* out, const float* lse, int B, int T, int Hq,
                 int Hkv, int D, Workspace ws);
 
+  // The workspace (bytes) the plan chosen for this shape and direction needs, building its graph
+  // if not yet built; -1 when cuDNN cannot run the shape (last_rejection() says why). Plan timing
+  // only picks among plans needing no more than this, so it is the most the shape will ask for.
+  int64_t workspace_needed(int B, int T, int Hq, int Hkv, int D, bool backward);
+
   // Why the last rejected shape was rejected ("" if none was).
   const std::string& last_rejection() const { return last_rejection_; }
 

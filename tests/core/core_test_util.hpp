@@ -37,7 +37,7 @@ inline void fill_derived(plan::Plan& p) {
   t.tokens_per_step = int64_t(t.global_batch_size) * m.seq_length;
   if (p.schedule.decay_steps == 0) p.schedule.decay_steps = t.max_steps;
   m.num_params = plan::count_params(m, m.padded_vocab_size);
-  m.flops_per_token = plan::training_flops_per_token(m, m.num_params);
+  m.flops_per_token = plan::training_flops_per_token(m);
   par.rank_order = plan::kRankOrder;
   par.stage_num_layers = plan::stage_layer_counts(p);
   p.kernels.workspace_bytes = plan::cuda_workspace_bytes(p);
