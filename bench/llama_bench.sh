@@ -79,11 +79,14 @@ for stage in "$@"; do
       IFS=: read -r _ wl b <<<"$stage"
       if [[ $wl == 1b ]]; then args=("${w_1b[@]}"); else args=("${w_8b[@]}"); fi
       csv="$out/prof_${wl}_b$b.csv"
-      ncu --clock-control none --csv --page raw --metrics gpu__time_duration.sum \
+      # Steps 3-6 of 6 (the first ones tune GEMM and attention plans), without ncu's cache flush.
+      timeout 300 ncu --clock-control none --cache-control none --csv --page raw --metrics gpu__time_duration.sum \
         "$recipe" pretrain "${args[@]}" parallelism.tp=1 executor.gpus_per_node=1 checkpoint.save_final=false \
-        --device cuda --max-steps 2 trainer.micro_batch_size="$b" trainer.global_batch_size="$b" \
+        --device cuda --max-steps 6 trainer.micro_batch_size="$b" trainer.global_batch_size="$b" \
         --experiments-dir /tmp/llama-bench/prof --name "prof_$wl" ${RECIPE_OVERRIDES:-} >"$csv" 2>"$out/prof_${wl}.err"
-      python3 bench/kernel_profile.py "$csv" --steps 2 | tee "$out/prof_${wl}_b$b.md" | head -n 40
+      python3 bench/kernel_profile.py "$csv" --last-steps 4 --top 60 >"$out/prof_${wl}_b$b.md"
+      grep -v nvjet "$out/prof_${wl}_b$b.md"
+      grep -c nvjet "$out/prof_${wl}_b$b.md"
       rm -f "$csv" ;;
     *) echo "unknown stage $stage" ;;
   esac

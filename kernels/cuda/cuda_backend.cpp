@@ -485,18 +485,34 @@ void CudaBackend::swiglu_bwd(Tensor dgate_up, Tensor dout, Tensor gate_up) {
   swiglu_bwd_bf16(dgate_up.ptr, dout.ptr, gate_up.ptr, rows, F, stream_);
 }
 
+// The angle table is made on the first call outside recording (the trainer's first step runs
+// eagerly before it is captured) and kept for the run; a shape without one runs the scalar kernel.
+void CudaBackend::rope(void* qkv, int B, int T, int Hq, int Hkv, int D, float theta, bool backward) {
+  const bool same = rope_table_.ptr && rope_table_.T == T && rope_table_.D == D && rope_table_.theta == theta;
+  if (!same && !recording_ && rope_table_fits(qkv, D)) {
+    if (rope_table_.ptr) free(rope_table_.ptr);
+    rope_table_ = {device_alloc(rope_table_bytes(T, D), "RoPE angle table"), T, D, theta};
+    rope_table(rope_table_.ptr, T, D, theta, stream_);
+  }
+  if (rope_table_.ptr && rope_table_.T == T && rope_table_.D == D && rope_table_.theta == theta &&
+      rope_table_fits(qkv, D))
+    rope_bf16_table(qkv, rope_table_.ptr, B, T, Hq, Hkv, D, backward, stream_);
+  else
+    rope_bf16(qkv, B, T, Hq, Hkv, D, theta, backward, stream_);
+}
+
 void CudaBackend::rope_fwd(Tensor qkv, int B, int T, int Hq, int Hkv, int D, float theta) {
   expect("rope_fwd", "qkv", qkv, DType::bf16);
   expect_numel("rope_fwd", "qkv", qkv, int64_t(B) * T * (Hq + 2 * Hkv) * D);
   if (D % 2) bad_arg("rope_fwd", "head dim " + std::to_string(D) + " must be even");
-  rope_bf16(qkv.ptr, B, T, Hq, Hkv, D, theta, false, stream_);
+  rope(qkv.ptr, B, T, Hq, Hkv, D, theta, false);
 }
 
 void CudaBackend::rope_bwd(Tensor dqkv, int B, int T, int Hq, int Hkv, int D, float theta) {
   expect("rope_bwd", "dqkv", dqkv, DType::bf16);
   expect_numel("rope_bwd", "dqkv", dqkv, int64_t(B) * T * (Hq + 2 * Hkv) * D);
   if (D % 2) bad_arg("rope_bwd", "head dim " + std::to_string(D) + " must be even");
-  rope_bf16(dqkv.ptr, B, T, Hq, Hkv, D, theta, true, stream_);
+  rope(dqkv.ptr, B, T, Hq, Hkv, D, theta, true);
 }
 
 // ---- attention ----
