@@ -7,6 +7,7 @@
 #     build   configure + build recipe and the CUDA tests in $BUILD (default /tmp/llama-bench/build)
 #     tests   the CUDA tests (every preset's attention on cuDNN, CUDA against the CPU reference)
 #     engine  recipe pretrain on each workload (1b at micro-batch $BATCHES_1B, 8b-slice at 1)
+#     engine-norecompute  the 1b rows again with trainer.recompute=none (the twins keep every activation)
 #     twin    the twins ($IMPLS × $MODES) on the same workloads
 #     report  $OUT/llama_bench.md from the rows of engine and twin
 #     prof:W:B  ncu per-kernel profile of 2 engine steps of workload W at micro-batch B
@@ -37,7 +38,7 @@ common=(parallelism.tp=1 executor.gpus_per_node=1 checkpoint.save_final=false --
 
 engine_run() {  # $1 workload name, $2 layers, $3 micro-batch, then the workload's overrides
   local wl=$1 layers=$2 b=$3; shift 3
-  local exp=/tmp/llama-bench/runs name="${wl}_b$b" log="$out/engine_${wl}_b$b.log"
+  local exp=/tmp/llama-bench/runs name="${wl}_b$b${LABEL:+_$LABEL}" log="$out/engine_${wl}_b$b${LABEL:+_$LABEL}.log"
   rm -rf "$exp/$name"
   "$recipe" pretrain "$@" "${common[@]}" trainer.micro_batch_size="$b" trainer.global_batch_size="$b" \
     --experiments-dir "$exp" --name "$name" ${RECIPE_OVERRIDES:-} >"$log" 2>&1
@@ -47,7 +48,7 @@ engine_run() {  # $1 workload name, $2 layers, $3 micro-batch, then the workload
   local run_dir
   run_dir=$(ls -d "$exp/$name"/run-* 2>/dev/null | sort -V | tail -n 1)
   python3 bench/summarize.py engine-run --run-dir "${run_dir:-/nonexistent}" --micro-batch "$b" \
-    --exit-code "$rc" --log "$log" --workload "$wl" --layers "$layers" | tee -a "$rows"
+    --exit-code "$rc" --log "$log" --workload "$wl" --layers "$layers" --impl "recipe${LABEL:+ ($LABEL)}" | tee -a "$rows"
 }
 
 for stage in "$@"; do
@@ -67,6 +68,8 @@ for stage in "$@"; do
     engine)
       for b in $batches_1b; do engine_run 1b 16 "$b" "${w_1b[@]}"; done
       engine_run 8b-slice "$layers_8b" 1 "${w_8b[@]}" ;;
+    engine-norecompute)  # the twins keep every activation too
+      for b in $batches_1b; do LABEL=recompute-none engine_run 1b 16 "$b" "${w_1b[@]}" trainer.recompute=none; done ;;
     twin)
       PYTHONUNBUFFERED=1 python3 bench/llama_twin.py --workload 1b --impls "${IMPLS:-titan,hf}" \
         --modes "${MODES:-eager,compile}" --batches "${batches_1b// /,}" --steps "$steps" --out "$rows"

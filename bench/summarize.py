@@ -33,7 +33,7 @@ def read_jsonl(path):
 
 
 def engine_run(args):
-    res = {"impl": "recipe", "mode": "engine", "micro_batch": args.micro_batch}
+    res = {"impl": args.impl, "mode": "engine", "micro_batch": args.micro_batch}
     if args.workload:
         res["workload"] = args.workload
         res["layers"] = args.layers
@@ -106,10 +106,10 @@ def llama_report(args):
                   "|---|---|---|---|---|---|---|---|---|---|---|"]
         best = {}
         for r in sel:
-            if r.get("impl") != "recipe" and "tokens_per_sec" in r:
+            if not r.get("impl", "").startswith("recipe") and "tokens_per_sec" in r:
                 b = r["micro_batch"]
                 best[b] = max(best.get(b, 0), r["tokens_per_sec"])
-        sel.sort(key=lambda r: (r.get("micro_batch", 0), r.get("impl") == "recipe", r.get("impl", "")))
+        sel.sort(key=lambda r: (r.get("micro_batch", 0), r.get("impl", "").startswith("recipe"), r.get("impl", "")))
         for r in sel:
             if "error" in r:
                 lines.append(f"| {r['impl']} | | {r.get('micro_batch')} | error: {r['error'][:140]} | | | | | | | |")
@@ -135,6 +135,7 @@ def main():
     e.add_argument("--exit-code", type=int, default=0)
     e.add_argument("--log", default="")
     e.add_argument("--workload", default="")
+    e.add_argument("--impl", default="recipe")
     e.add_argument("--layers", type=int, default=0)
     r = sub.add_parser("report")
     r.add_argument("--torch", default="")
