@@ -241,6 +241,9 @@ TrainResult train(const plan::Plan& plan, const TrainOptions& opts) {
     t.tflops = trainer.flops_per_token() * tps / 1e12;
     if (peak > 0) t.mfu = trainer.flops_per_token() * tps / peak;
     t.peak_memory_bytes = backend->peak_memory_bytes();
+    const kernels::KernelPaths paths = backend->kernel_paths();
+    t.attention_path = paths.attention;
+    t.gemm_path = paths.gemm;
     metrics.write(t);
 
     if (r.step % log_every == 0 || r.step == max_steps || eval_now) {

@@ -42,7 +42,7 @@ inline void fill_derived(plan::Plan& p) {
   for (const auto& entry : d.blend) weights += entry.first;
   for (auto& entry : d.blend) entry.first /= weights;
   m.num_params = plan::count_params(m, m.padded_vocab_size);
-  m.flops_per_token = plan::training_flops_per_token(m, m.num_params);
+  m.flops_per_token = plan::training_flops_per_token(m);
   par.rank_order = plan::kRankOrder;
   par.stage_num_layers = plan::stage_layer_counts(p);
   p.kernels.workspace_bytes = plan::cuda_workspace_bytes(p);
