@@ -6,6 +6,9 @@
       and D/metrics.jsonl ({"step","loss",...}) of one `recipe pretrain` run and prints one JSON line
       in the twin's format (mean step time of the steps after the first 10).
   summarize.py report --torch T.jsonl --engine E.jsonl --json OUT.json --md OUT.md
+  summarize.py llama-report --rows R.jsonl --md OUT.md
+      the Llama benchmark (bench/llama_bench.sh): one table per workload, each row's ratio to
+      the fastest PyTorch twin of its micro-batch
 """
 import argparse
 import json
@@ -30,7 +33,10 @@ def read_jsonl(path):
 
 
 def engine_run(args):
-    res = {"impl": "recipe", "mode": "engine", "micro_batch": args.micro_batch}
+    res = {"impl": args.impl, "mode": "engine", "micro_batch": args.micro_batch}
+    if args.workload:
+        res["workload"] = args.workload
+        res["layers"] = args.layers
     timing = sorted(read_jsonl(os.path.join(args.run_dir, "timing.jsonl")), key=lambda r: r.get("step", 0))
     metrics = sorted(read_jsonl(os.path.join(args.run_dir, "metrics.jsonl")), key=lambda r: r.get("step", 0))
     if not timing or not metrics:
@@ -55,6 +61,7 @@ def engine_run(args):
         "first_loss": metrics[0]["loss"],
         "last_loss": metrics[-1]["loss"],
         "exit_code": args.exit_code,
+        "attention_path": timing[-1].get("attention_path", ""),
     })
     print(json.dumps(res))
 
@@ -88,6 +95,37 @@ def report(args):
         f.write("\n".join(lines) + "\n")
 
 
+def llama_report(args):
+    rows = read_jsonl(args.rows)
+    lines = []
+    for wl in sorted({r.get("workload", "") for r in rows}):
+        sel = [r for r in rows if r.get("workload", "") == wl]
+        device = next((r["device"] for r in rows if "device" in r), "unknown GPU")
+        lines += [f"## {wl} ({device})", "",
+                  "| impl | layers | micro-batch | tok/s | step ms | TFLOP/s | MFU | peak GiB | first loss | last loss | × best twin |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+        best = {}
+        for r in sel:
+            if not r.get("impl", "").startswith("recipe") and "tokens_per_sec" in r:
+                b = r["micro_batch"]
+                best[b] = max(best.get(b, 0), r["tokens_per_sec"])
+        sel.sort(key=lambda r: (r.get("micro_batch", 0), r.get("impl", "").startswith("recipe"), r.get("impl", "")))
+        for r in sel:
+            if "error" in r:
+                lines.append(f"| {r['impl']} | | {r.get('micro_batch')} | error: {r['error'][:140]} | | | | | | | |")
+                continue
+            ratio = r["tokens_per_sec"] / best[r["micro_batch"]] if best.get(r["micro_batch"]) else float("nan")
+            impl = r["impl"] + (f" ({r['attention_path']} attention)" if r.get("attention_path") else "")
+            lines.append(f"| {impl} | {r.get('layers', '')} | {r['micro_batch']} | {r['tokens_per_sec']:,.0f} | "
+                         f"{r['step_ms']:.1f} | {r['tflops']:.1f} | {r['mfu']:.1%} | {r['peak_alloc_gib']:.2f} | "
+                         f"{r['first_loss']:.3f} | {r['last_loss']:.4f} | {ratio:.2f} |")
+        lines.append("")
+    lines.append("FLOPs/token = 6N + 12·L·(heads·head_dim)·T, N without the untied input embedding (PaLM/Megatron); "
+                 "MFU against 989 TFLOP/s (H100 SXM dense bf16).")
+    with open(args.md, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
 def main():
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -96,13 +134,19 @@ def main():
     e.add_argument("--micro-batch", type=int, required=True)
     e.add_argument("--exit-code", type=int, default=0)
     e.add_argument("--log", default="")
+    e.add_argument("--workload", default="")
+    e.add_argument("--impl", default="recipe")
+    e.add_argument("--layers", type=int, default=0)
     r = sub.add_parser("report")
     r.add_argument("--torch", default="")
     r.add_argument("--engine", default="")
     r.add_argument("--json", required=True)
     r.add_argument("--md", required=True)
+    lr = sub.add_parser("llama-report")
+    lr.add_argument("--rows", required=True)
+    lr.add_argument("--md", required=True)
     args = ap.parse_args()
-    engine_run(args) if args.cmd == "engine-run" else report(args)
+    {"engine-run": engine_run, "report": report, "llama-report": llama_report}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -77,7 +77,7 @@ void print_plan_summary(std::ostream& out, const plan::Plan& p) {
   int world = world_of(p);
   int per_node = exec::ranks_per_node(p);
   int nodes = std::max(1, (world + per_node - 1) / per_node);
-  out << "Plan: " << p.source << " (" << p.mode << ")\n";
+  out << "Plan: " << p.source << " (" << plan::to_string(p.mode) << ")\n";
   out << "  model      " << plan::to_string(m.arch) << ", " << human_count(static_cast<double>(m.num_params))
       << " params (" << human_count(static_cast<double>(m.num_non_embedding_params)) << " non-embedding), "
       << m.num_layers << " layers x " << m.hidden_size << " hidden, " << m.num_attention_heads << " heads";
@@ -93,8 +93,8 @@ void print_plan_summary(std::ostream& out, const plan::Plan& p) {
   out << "\n";
   out << "  batch      global " << p.trainer.global_batch_size << " = micro " << p.trainer.micro_batch_size << " x dp "
       << dp_of(p) << " x " << p.trainer.num_micro_batches << " micro-batches\n";
-  out << "  executor   " << p.executor.kind << ", experiment " << p.experiment.name << " in " << p.experiment.dir
-      << "\n";
+  out << "  executor   " << plan::to_string(p.executor.kind) << ", experiment " << p.experiment.name << " in "
+      << p.experiment.dir << "\n";
 }
 
 void print_rank_map(std::ostream& out, const plan::Plan& p) {

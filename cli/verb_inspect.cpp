@@ -42,7 +42,8 @@ int run_list(std::ostream& out, std::ostream& err) {
       dsl::ConfigTree tree = dsl::load_recipe(name);
       const plan::Plan plan = dsl::resolve(tree, facts).plan;
       std::string shape = std::to_string(plan.model.num_layers) + " x " + std::to_string(plan.model.hidden_size);
-      std::string mode = plan.mode == "finetune" ? "  (finetune, " + plan.peft.kind + ")" : "";
+      const std::string mode =
+          plan.mode == plan::Mode::finetune ? "  (finetune, " + std::string(plan::to_string(plan.peft.kind)) + ")" : "";
       std::snprintf(line, sizeof(line), "%-*s  %-5s %9s  %-16s %6d  %s%s\n", int(width), name.c_str(),
                     std::string(plan::to_string(plan.model.arch)).c_str(),
                     human_count(static_cast<double>(plan.model.num_params)).c_str(), shape.c_str(),

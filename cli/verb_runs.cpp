@@ -244,6 +244,7 @@ std::vector<fs::path> log_files(const std::string& run, int rank) {
   std::sort(ranked.begin(), ranked.end());
   std::sort(other.begin(), other.end());
   std::vector<fs::path> out;
+  out.reserve(ranked.size() + other.size());
   for (auto& [r, p] : ranked) out.push_back(p);
   for (auto& p : other) out.push_back(p);
   return out;

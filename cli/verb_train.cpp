@@ -54,14 +54,10 @@ bool on_path(const std::string& name) {
 // Exit 4 unless this build and host can run (or launch) the plan.
 int check_runnable_here(const plan::Plan& plan, const kernels::GpuInfo& gpu, std::ostream& err) {
   // (executors) Slurm and mpi ranks run on other hosts: their GPUs are checked there, by the worker.
-  bool ranks_here = plan.executor.kind == "local";
+  const bool ranks_here = plan.executor.kind == plan::ExecutorKind::local;
   if (ranks_here && plan.trainer.device == plan::Device::cuda && !usable_gpu(gpu)) {
     err << "error: trainer.device=cuda but " << no_gpu_reason() << "\n"
         << "  fix: run with --device cpu (or --device auto to use a GPU only when one is found)\n";
-    return kExitEnvironment;
-  }
-  if (plan.executor.kind != "local" && plan.executor.kind != "mpi" && plan.executor.kind != "slurm") {
-    err << "error: executor.kind=" << plan.executor.kind << " is not an executor (local, mpi or slurm)\n";
     return kExitEnvironment;
   }
   // Every multi-rank world is an MPI world: the workers need a build with MPI, and local/mpi runs
@@ -72,8 +68,9 @@ int check_runnable_here(const plan::Plan& plan, const kernels::GpuInfo& gpu, std
         << "  fix: install Open MPI (apt-get install libopenmpi-dev openmpi-bin) and rebuild, or use one rank\n";
     return kExitEnvironment;
   }
-  if (plan.executor.kind != "slurm" && (world > 1 || plan.executor.kind == "mpi") && !on_path("mpirun")) {
-    err << "error: executor.kind=" << plan.executor.kind << " with " << world
+  if (plan.executor.kind != plan::ExecutorKind::slurm && (world > 1 || plan.executor.kind == plan::ExecutorKind::mpi) &&
+      !on_path("mpirun")) {
+    err << "error: executor.kind=" << plan::to_string(plan.executor.kind) << " with " << world
         << " rank(s) starts them with mpirun, which is not on PATH\n"
         << "  fix: install Open MPI (apt-get install openmpi-bin) or add its bin folder to PATH\n";
     return kExitEnvironment;
@@ -95,7 +92,7 @@ int run_in_dir(const plan::Plan& plan, const std::string& run_dir, std::ostream&
   // (executors) slurm: submit launch.sh; mpi, or local with several ranks: mpirun under a process
   // group (executors/mpi_executor); local world 1: in this process.
   int world = plan.parallelism.world_size > 0 ? plan.parallelism.world_size : 1;
-  if (!role.is_worker && plan.executor.kind == "slurm") {
+  if (!role.is_worker && plan.executor.kind == plan::ExecutorKind::slurm) {
     exec::SlurmSubmitResult r = exec::submit_slurm(run_dir);
     if (!r.ok) {
       err << "error: " << r.message << "\n  run dir: " << run_dir << "\n";
@@ -105,7 +102,7 @@ int run_in_dir(const plan::Plan& plan, const std::string& run_dir, std::ostream&
         << "\n  status: recipe runs status " << run_dir << "\n";
     return kExitOk;
   }
-  if (!role.is_worker && (plan.executor.kind == "mpi" || world > 1)) {
+  if (!role.is_worker && (plan.executor.kind == plan::ExecutorKind::mpi || world > 1)) {
     exec::MultiRankOptions mopts;
     mopts.out = &out;
     mopts.err = &err;
@@ -173,8 +170,8 @@ int run_train(const PlanFlags& flags, const std::string& mode, bool dry_run, std
     print_rank_map(out, plan);
     out << "\n";
     print_memory(out, plan);
-    out << "\nLaunch (" << plan.executor.kind << " executor):\n  " << cmd.line << "\n";
-    if (plan.executor.kind == "slurm")
+    out << "\nLaunch (" << plan::to_string(plan.executor.kind) << " executor):\n  " << cmd.line << "\n";
+    if (plan.executor.kind == plan::ExecutorKind::slurm)
       out << "with batch script " << run_path << "/launch.sh:\n" << indent(cmd.script, "  | ");
     out << "Run dir (dry run: nothing created): " << run_path << "\n";
     return kExitOk;

@@ -240,14 +240,12 @@ struct Codec<Blend> {
 };
 
 template <class S, class T>
-FieldInfo field(const char* section, const char* key, S plan::Plan::*sec, T S::*member, std::string doc,
-                std::vector<std::string> allowed = {}) {
+FieldInfo field(const char* section, const char* key, S plan::Plan::*sec, T S::*member, std::string doc) {
   FieldInfo f;
   f.section = section;
   f.key = key;
   f.type = Codec<T>::type;
   f.doc = std::move(doc);
-  f.allowed = std::move(allowed);
   if constexpr (plan::PlanEnum<T>) f.allowed = plan::enum_names<T>();
   f.get = [sec, member](const plan::Plan& p) { return Codec<T>::write((p.*sec).*member); };
   f.set = [sec, member](plan::Plan& p, const json& v) { return Codec<T>::read(v, (p.*sec).*member); };
@@ -255,12 +253,12 @@ FieldInfo field(const char* section, const char* key, S plan::Plan::*sec, T S::*
 }
 
 template <class T>
-FieldInfo top_level(const char* key, T plan::Plan::*member, std::string doc, std::vector<std::string> allowed) {
+FieldInfo top_level(const char* key, T plan::Plan::*member, std::string doc) {
   FieldInfo f;
   f.key = key;
   f.type = Codec<T>::type;
   f.doc = std::move(doc);
-  f.allowed = std::move(allowed);
+  if constexpr (plan::PlanEnum<T>) f.allowed = plan::enum_names<T>();
   f.get = [member](const plan::Plan& p) { return Codec<T>::write(p.*member); };
   f.set = [member](plan::Plan& p, const json& v) { return Codec<T>::read(v, p.*member); };
   return f;
@@ -280,8 +278,7 @@ std::vector<FieldInfo> build_fields() {
   using X = plan::ExperimentConfig;
   using K = plan::KernelsConfig;
   std::vector<FieldInfo> f;
-  f.push_back(top_level("mode", &P::mode, "what the run does: pretrain from scratch or finetune a loaded model",
-                        {"pretrain", "finetune"}));
+  f.push_back(top_level("mode", &P::mode, "what the run does: pretrain from scratch or finetune a loaded model"));
 
   const char* m = "model";
   f.push_back(field(m, "arch", &P::model, &M::arch, "model family; sets nothing by itself, the keys below do"));
@@ -310,16 +307,14 @@ std::vector<FieldInfo> build_fields() {
                     "std of the normal init; output projections are scaled by 1/sqrt(2·num_layers)"));
 
   const char* d = "data";
-  f.push_back(field(d, "kind", &P::data, &D::kind, "mock: deterministic random tokens; indexed: Megatron .bin/.idx",
-                    {"mock", "indexed"}));
+  f.push_back(field(d, "kind", &P::data, &D::kind, "mock: deterministic random tokens; indexed: Megatron .bin/.idx"));
   f.push_back(field(d, "path", &P::data, &D::path, "one indexed dataset prefix (a blend of one)"));
   f.push_back(field(d, "blend", &P::data, &D::blend,
                     "weighted dataset prefixes {w1, \"prefix1\", w2, \"prefix2\"}; weights are normalized"));
   f.push_back(field(d, "split", &P::data, &D::split, "train,valid,test proportions of each dataset"));
   f.push_back(
       field(d, "fixed_batch", &P::data, &D::fixed_batch, "mock: repeat one batch forever (memorization benchmark)"));
-  f.push_back(field(d, "tokenizer", &P::data, &D::tokenizer, "tokenizer used by data prepare and generation",
-                    {"none", "byte", "gpt2_bpe", "sentencepiece", "hf"}));
+  f.push_back(field(d, "tokenizer", &P::data, &D::tokenizer, "tokenizer used by data prepare and generation"));
   f.push_back(field(d, "vocab_file", &P::data, &D::vocab_file, "gpt2_bpe: vocab.json"));
   f.push_back(field(d, "merges_file", &P::data, &D::merges_file, "gpt2_bpe: merges.txt"));
   f.push_back(field(d, "tokenizer_model", &P::data, &D::tokenizer_model,
@@ -330,7 +325,7 @@ std::vector<FieldInfo> build_fields() {
   f.push_back(field(d, "seed", &P::data, &D::seed, "seed of sample shuffling and mock tokens"));
 
   const char* o = "optimizer";
-  f.push_back(field(o, "kind", &P::optimizer, &O::kind, "optimizer", {"adamw"}));
+  f.push_back(field(o, "kind", &P::optimizer, &O::kind, "optimizer"));
   f.push_back(field(o, "lr", &P::optimizer, &O::lr, "peak learning rate"));
   f.push_back(field(o, "min_lr", &P::optimizer, &O::min_lr, "learning rate at the end of the decay"));
   f.push_back(field(o, "beta1", &P::optimizer, &O::beta1, "Adam β1"));
@@ -402,8 +397,7 @@ std::vector<FieldInfo> build_fields() {
 
   const char* pe = "peft";
   f.push_back(field(pe, "kind", &P::peft, &Pe::kind,
-                    "parameter-efficient finetuning; lora is not implemented in this version (none = full fine-tune)",
-                    {"none", "lora"}));
+                    "parameter-efficient finetuning; lora is not implemented in this version (none = full fine-tune)"));
   f.push_back(field(pe, "rank", &P::peft, &Pe::rank, "LoRA rank r"));
   f.push_back(field(pe, "alpha", &P::peft, &Pe::alpha, "LoRA scale numerator (scale = alpha / rank)"));
   f.push_back(field(pe, "dropout", &P::peft, &Pe::dropout, "dropout on the LoRA input"));
@@ -411,7 +405,7 @@ std::vector<FieldInfo> build_fields() {
                     "linears that get adapters: any of qkv, proj, fc1, fc2"));
 
   const char* e = "executor";
-  f.push_back(field(e, "kind", &P::executor, &E::kind, "how ranks are started", {"local", "mpi", "slurm"}));
+  f.push_back(field(e, "kind", &P::executor, &E::kind, "how ranks are started"));
   f.push_back(field(e, "nodes", &P::executor, &E::nodes, "hosts"));
   f.push_back(field(e, "gpus_per_node", &P::executor, &E::gpus_per_node,
                     "GPU ranks per host; 0 = all visible GPUs (local only)"));
@@ -494,7 +488,7 @@ const std::vector<DerivedFieldInfo>& derived_fields() {
        "model.vocab_size rounded up to a multiple of model.make_vocab_size_divisible_by × parallelism.tp"},
       {"model.num_params", "the parameter count of the model as allocated (padded vocabulary)"},
       {"model.num_non_embedding_params", "model.num_params without embeddings and output head"},
-      {"model.flops_per_token", "6·num_params + 12·num_layers·hidden_size·seq_length"},
+      {"model.flops_per_token", "6·(num_params − input lookups) + 12·num_layers·heads·head_dim·seq_length"},
       {"trainer.num_micro_batches", "trainer.global_batch_size / (trainer.micro_batch_size × parallelism.dp)"},
       {"trainer.tokens_per_step", "trainer.global_batch_size × model.seq_length"},
       {"trainer.classifier_chunk_rows",

@@ -34,7 +34,7 @@ struct FieldInfo {
   std::string key;      // "num_layers"
   FieldType type;
   std::string doc;                   // one line for docs/recipes.md and `recipe explain`
-  std::vector<std::string> allowed;  // the choices of an enum-like string key; empty = free text
+  std::vector<std::string> allowed;  // an enum key's spellings (plan/enums.hpp); empty = free text
 
   std::string path() const { return section.empty() ? key : section + "." + key; }
   // The value in a plan, as a config-tree value (what a recipe would write).

@@ -153,13 +153,15 @@ void check_ranges(ResolveContext& ctx) {
   shape(require(ctx, "parallelism.pp", par.pp, par.pp >= 1, "must be at least 1"));
   shape(require(ctx, "parallelism.cp", par.cp, par.cp >= 1, "must be at least 1"));
   shape(require(ctx, "parallelism.dp", par.dp, par.dp >= 0, "must be at least 0 (0 = world / (tp·pp·cp))"));
+  require(ctx, "parallelism.grad_bucket_mb", par.grad_bucket_mb, par.grad_bucket_mb >= 0,
+          "must not be negative (0 = one bucket per layer)");
 
   const plan::CheckpointConfig& c = p.checkpoint;
   require(ctx, "checkpoint.save_interval", c.save_interval, c.save_interval >= 0, "must not be negative");
   require(ctx, "checkpoint.keep_last", c.keep_last, c.keep_last >= 0, "must not be negative (0 = keep all)");
 
   const plan::PeftConfig& pe = p.peft;
-  if (pe.kind == "lora") {
+  if (pe.kind == plan::PeftKind::lora) {
     require(ctx, "peft.rank", pe.rank, pe.rank >= 1, "must be at least 1", "typical ranks are 8 to 64");
     require(ctx, "peft.alpha", pe.alpha, pe.alpha > 0, "must be positive", "commonly alpha = 2·rank");
     require(ctx, "peft.dropout", pe.dropout, pe.dropout >= 0 && pe.dropout < 1, "must be in [0, 1)");
@@ -173,7 +175,7 @@ void check_ranges(ResolveContext& ctx) {
   if (!e.device_memory.empty() && !parse_memory_gib(e.device_memory))
     ctx.violation("executor.device_memory", "executor.device_memory=\"" + e.device_memory + "\" is not a memory size",
                   "write a size such as \"80GiB\", \"81920MiB\" or \"80GB\"");
-  if (e.kind == "slurm" && !valid_slurm_time(e.time))
+  if (e.kind == plan::ExecutorKind::slurm && !valid_slurm_time(e.time))
     ctx.violation("executor.time", "executor.time=\"" + e.time + "\" is not a Slurm time limit",
                   "use minutes, HH:MM:SS or D-HH:MM:SS, e.g. \"04:00:00\"");
 
@@ -219,13 +221,13 @@ void check_relations(ResolveContext& ctx) {
 
   // Device and executor.
   if (t.device == plan::Device::cuda) {
-    if (!facts.has_gpu && !facts.planning && ex.kind == "local" && ex.nodes == 1) {
+    if (!facts.has_gpu && !facts.planning && ex.kind == plan::ExecutorKind::local && ex.nodes == 1) {
       const std::string why =
           ctx.auto_device ? "trainer.device=auto chose cuda (executor.gpus_per_node=" + str(ex.gpus_per_node) + ")"
                           : "trainer.device=cuda";
       ctx.violation("trainer.device", why + " but no GPU is visible here; use --device cpu",
                     "pass --device cpu (trainer.device=\"cpu\"), or run on a machine with a GPU");
-    } else if (facts.has_gpu && ex.kind == "local" && ex.nodes == 1 && facts.visible_gpus > 0 &&
+    } else if (facts.has_gpu && ex.kind == plan::ExecutorKind::local && ex.nodes == 1 && facts.visible_gpus > 0 &&
                ex.gpus_per_node > facts.visible_gpus) {
       ctx.violation("executor.gpus_per_node",
                     "executor.gpus_per_node=" + str(ex.gpus_per_node) + " but only " + str(facts.visible_gpus) +
@@ -235,7 +237,7 @@ void check_relations(ResolveContext& ctx) {
   } else if (t.precision == plan::Precision::bf16) {
     ctx.warn("trainer.precision=bf16 on CPU: weights are stored in bf16, the CPU kernels compute in fp32");
   }
-  if (ex.kind == "local" && ex.nodes > 1)
+  if (ex.kind == plan::ExecutorKind::local && ex.nodes > 1)
     ctx.warn("executor.kind=local starts ranks on this host only; executor.nodes=" + str(ex.nodes) +
              " needs --executor mpi or --executor slurm to run");
 
@@ -400,7 +402,7 @@ void check_relations(ResolveContext& ctx) {
 
   // PEFT.
   const plan::PeftConfig& pe = p.peft;
-  if (pe.kind == "lora") {
+  if (pe.kind == plan::PeftKind::lora) {
     if (pe.target_modules.empty())
       ctx.violation("peft.target_modules", "peft.target_modules is empty; LoRA needs at least one linear to adapt",
                     "e.g. target_modules = {\"qkv\", \"proj\"} (any of " + join_or(kLoraTargets) + ")");
@@ -410,11 +412,11 @@ void check_relations(ResolveContext& ctx) {
                       "peft.target_modules has \"" + target + "\", which is not a linear of the model" +
                           did_you_mean(target, kLoraTargets),
                       "use any of " + join_or(kLoraTargets));
-    if (p.mode != "finetune")
-      ctx.violation("mode", "peft.kind=lora needs mode=finetune, got mode=" + p.mode,
+    if (p.mode != plan::Mode::finetune)
+      ctx.violation("mode", "peft.kind=lora needs mode=finetune, got mode=" + std::string(plan::to_string(p.mode)),
                     "use `recipe finetune`, or set mode=\"finetune\"");
   }
-  if (p.mode == "finetune" && p.checkpoint.load.empty())
+  if (p.mode == plan::Mode::finetune && p.checkpoint.load.empty())
     ctx.warn("mode=finetune without checkpoint.load: training starts from randomly initialized weights");
 
   // Data.
@@ -422,12 +424,12 @@ void check_relations(ResolveContext& ctx) {
   if (!d.path.empty() && d.blend.size() >= 1 && !(d.blend.size() == 1 && d.blend.front().second == d.path))
     ctx.violation("data.path", "data.path=\"" + d.path + "\" and data.blend are both set",
                   "set data.path for one dataset, or data.blend for several, not both");
-  if (d.kind == "indexed" && d.blend.empty())
+  if (d.kind == plan::DataKind::indexed && d.blend.empty())
     ctx.violation("data.path", "data.kind=indexed needs data.path or data.blend",
                   "set data.path to a dataset prefix (the .bin/.idx pair without extension), or data.blend");
-  if (d.kind == "mock" && !d.blend.empty())
+  if (d.kind == plan::DataKind::mock && !d.blend.empty())
     ctx.warn("data.kind=mock ignores data.path/data.blend; set data.kind=\"indexed\" to train on them");
-  if (d.tokenizer == "gpt2_bpe") {
+  if (d.tokenizer == plan::Tokenizer::gpt2_bpe) {
     if (d.vocab_file.empty())
       ctx.violation("data.vocab_file", "data.tokenizer=gpt2_bpe needs data.vocab_file (vocab.json)",
                     "set data.vocab_file and data.merges_file");
@@ -435,16 +437,16 @@ void check_relations(ResolveContext& ctx) {
       ctx.violation("data.merges_file", "data.tokenizer=gpt2_bpe needs data.merges_file (merges.txt)",
                     "set data.vocab_file and data.merges_file");
   }
-  if (d.tokenizer == "sentencepiece" && d.tokenizer_model.empty())
+  if (d.tokenizer == plan::Tokenizer::sentencepiece && d.tokenizer_model.empty())
     ctx.violation("data.tokenizer_model", "data.tokenizer=sentencepiece needs data.tokenizer_model (the .model file)",
                   "set data.tokenizer_model");
-  if (d.tokenizer == "hf" && d.tokenizer_model.empty())
+  if (d.tokenizer == plan::Tokenizer::hf && d.tokenizer_model.empty())
     ctx.violation("data.tokenizer_model", "data.tokenizer=hf needs data.tokenizer_model (the tokenizer.json)",
                   "set data.tokenizer_model to the model's tokenizer.json");
-  if (d.tokenizer != "hf" && !d.eod_token.empty())
+  if (d.tokenizer != plan::Tokenizer::hf && !d.eod_token.empty())
     ctx.violation("data.eod_token", "data.eod_token=\"" + d.eod_token + "\" is only read by data.tokenizer=hf",
                   "remove data.eod_token, or set data.tokenizer=\"hf\"");
-  if (d.tokenizer == "byte" && m.vocab_size < 256)
+  if (d.tokenizer == plan::Tokenizer::byte && m.vocab_size < 256)
     require(ctx, "model.vocab_size", m.vocab_size, false, "is smaller than the 256 ids of the byte tokenizer",
             "set vocab_size ≥ 256");
 

@@ -47,14 +47,14 @@ void derive_execution(ResolveContext& ctx) {
 
   const int nodes = std::max(1, ex.nodes);
   if (p.trainer.device == plan::Device::cuda) {
-    if (ex.gpus_per_node == 0 && ex.kind == "local" && f.has_gpu) {
+    if (ex.gpus_per_node == 0 && ex.kind == plan::ExecutorKind::local && f.has_gpu) {
       ex.gpus_per_node = std::max(1, f.visible_gpus);
       ctx.fact_origins["executor.gpus_per_node"] = Origin{"detected GPUs", 0};
     }
     int gpn = ex.gpus_per_node;
-    if (gpn == 0 && ex.kind != "local")
+    if (gpn == 0 && ex.kind != plan::ExecutorKind::local)
       ctx.violation("executor.gpus_per_node",
-                    "executor.gpus_per_node must be set for executor.kind=" + ex.kind +
+                    "executor.gpus_per_node must be set for executor.kind=" + std::string(plan::to_string(ex.kind)) +
                         " (only the local executor can count the GPUs itself)",
                     "set executor.gpus_per_node, e.g. --gpus-per-node 8");
     ctx.world = nodes * std::max(1, gpn);
@@ -100,7 +100,7 @@ void derive_model(ResolveContext& ctx) {
     m.num_params = count_params(m, m.padded_vocab_size);
     const int64_t embed = word_embedding_params(m, m.padded_vocab_size);
     m.num_non_embedding_params = m.num_params - embed - position_embedding_params(m) - (m.tie_embeddings ? 0 : embed);
-    m.flops_per_token = training_flops_per_token(m, m.num_params);
+    m.flops_per_token = training_flops_per_token(m);
   }
 
   plan::TrainerConfig& t = p.trainer;

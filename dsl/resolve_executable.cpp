@@ -20,7 +20,7 @@ void check_executable(ResolveContext& ctx) {
                   "parallelism.sequence_parallel=true: sequence parallelism is not implemented in this version; "
                   "available: false (tensor parallelism runs without it)",
                   "set parallelism.sequence_parallel=false");
-  if (p.peft.kind == "lora" && !ctx.bad_paths.count("peft.kind"))
+  if (p.peft.kind == plan::PeftKind::lora && !ctx.bad_paths.count("peft.kind"))
     ctx.violation("peft.kind",
                   "peft.kind=\"lora\": LoRA is not implemented in this version; use peft.kind=\"none\" for a full "
                   "fine-tune",

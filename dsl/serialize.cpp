@@ -24,7 +24,7 @@ json derived_json(const plan::Plan& p) {
   d["num_params"] = p.model.num_params;
   d["num_params_unpadded"] = p.model.num_params > 0 ? count_params(p.model, p.model.vocab_size) : 0;
   d["num_non_embedding_params"] = p.model.num_non_embedding_params;
-  if (p.peft.kind == "lora") d["trainable_params"] = lora_trainable_params(p);
+  if (p.peft.kind == plan::PeftKind::lora) d["trainable_params"] = lora_trainable_params(p);
   d["flops_per_token"] = p.model.flops_per_token;
   d["world_size"] = p.parallelism.world_size;
   d["dp"] = p.parallelism.dp;

@@ -167,18 +167,18 @@ LaunchCommand launch_command(const plan::Plan& plan, const std::string& run_dir,
   int world = world_of(plan);
   int per_node = ranks_per_node(plan);
   int nodes = std::max(1, (world + per_node - 1) / per_node);
-  const std::string& kind = plan.executor.kind;
+  const plan::ExecutorKind kind = plan.executor.kind;
 
-  if (kind == "slurm") {
+  if (kind == plan::ExecutorKind::slurm) {
     cmd.script = sbatch_script(plan, run_dir, recipe_exe, nodes, per_node);
     cmd.argv = {"sbatch", script_path};
     cmd.submit = "sbatch " + shell_quote(script_path);
   } else {
-    if (kind == "local" && world == 1) {
+    if (kind == plan::ExecutorKind::local && world == 1) {
       cmd.argv = worker_argv(recipe_exe, run_dir);
     } else {
       cmd.argv = {"mpirun", "-np", std::to_string(world)};
-      if (kind == "mpi") {
+      if (kind == plan::ExecutorKind::mpi) {
         if (!plan.executor.hostfile.empty()) {
           cmd.argv.push_back("--hostfile");
           cmd.argv.push_back(plan.executor.hostfile);

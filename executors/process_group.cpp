@@ -270,6 +270,7 @@ ProcessGroupResult run_process_group(const std::vector<ChildSpec>& specs, const 
       throw std::invalid_argument("process group: child " + std::to_string(i) + " has no argv");
     std::vector<std::string> env = merged_env(specs[i].env);
     std::vector<char*> envp;
+    envp.reserve(env.size() + 1);
     for (auto& kv : env) envp.push_back(kv.data());
     envp.push_back(nullptr);
     int fds[2];

@@ -40,6 +40,7 @@ CommandOutput run_command(const std::vector<std::string>& argv) {
   int fds[2];
   if (::pipe(fds) != 0) return r;
   std::vector<char*> args;
+  args.reserve(argv.size() + 1);
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   pid_t pid = ::fork();

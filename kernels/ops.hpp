@@ -106,6 +106,17 @@ struct AttentionBwdArgs {
   Tensor dqkv{}, dout{}, qkv{}, out{}, lse{};
   AttentionShape shape{};
 };
+// What prepare_attention found for one shape, before the first step.
+struct AttentionPlan {
+  std::string path;             // "cudnn" (forward and backward), "own" (the backend's own kernels), "cpu"
+  int64_t workspace_bytes = 0;  // the most workspace the chosen library plans need (0 for the own kernels)
+};
+// Which kernels the ops have run since the backend was made (kernel_paths): attention "cudnn",
+// "own", "cudnn+own" (some shapes each) or "cpu", "" before any ran; GEMMs "cublaslt" or "openblas".
+// Replays of recorded work run what was recorded, so the paths stay true under CUDA graphs.
+struct KernelPaths {
+  std::string attention, gemm;
+};
 struct VocabParallelCeSumsArgs {
   Tensor sums{}, logits{}, rowmax{}, targets{};
   int vocab_start = 0, valid_cols = 0;
@@ -232,6 +243,16 @@ class Backend {
   virtual void attention_fwd(const AttentionFwdArgs& a) = 0;
   // dqkv (overwritten) from dout, the forward's qkv, out and lse.
   virtual void attention_bwd(const AttentionBwdArgs& a) = 0;
+  // Chooses the kernels attention_fwd/attention_bwd will run for `shape` and sizes what they need,
+  // so that a fast path that cannot run is known (and said, as a notice) before the first step,
+  // not found by the first call. The CUDA backend builds cuDNN's forward and backward plans for
+  // the shape and, when they need more workspace than BackendOptions::workspace_bytes, grows its
+  // workspace to fit them (a notice names both sizes and kernels.workspace_mb); a shape cuDNN
+  // cannot run at all gives a notice with cuDNN's reason and the attention then runs the own
+  // kernels. Call it outside recording, before the steps. The CPU backend has nothing to choose.
+  virtual AttentionPlan prepare_attention(const AttentionShape& shape) = 0;
+  // The kernel paths the ops took (for metrics: what actually ran).
+  virtual KernelPaths kernel_paths() const = 0;
 
   // ---- loss ----
   // logits[N, Vp] (act dtype; columns ≥ vocab are padding and ignored). losses[N] (f32) =

@@ -59,6 +59,60 @@ RECIPE_PLAN_ENUM_NAMES(BiasGrad, std::string_view("kernel"), std::string_view("e
 
 #undef RECIPE_PLAN_ENUM_NAMES
 
+// The enums below spell each value as its C++ name: RECIPE_PLAN_ENUM declares the enum class and its
+// EnumNames from one list, so adding a value (data.tokenizer "hf", data.kind "sft") is a one-line change.
+namespace detail {
+
+constexpr std::size_t count_names(std::string_view list) {
+  std::size_t n = 1;
+  for (const char c : list) n += c == ',' ? 1 : 0;
+  return n;
+}
+
+// "a, b, c" (the stringized enumerator list) -> {"a", "b", "c"}.
+template <std::size_t N>
+constexpr std::array<std::string_view, N> split_names(std::string_view list) {
+  std::array<std::string_view, N> out{};
+  for (std::size_t i = 0; i < N; ++i) {
+    const std::size_t comma = list.find(',');
+    std::string_view name = list.substr(0, comma);
+    while (!name.empty() && name.front() == ' ') name.remove_prefix(1);
+    while (!name.empty() && name.back() == ' ') name.remove_suffix(1);
+    out[i] = name;
+    list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
+  }
+  return out;
+}
+
+}  // namespace detail
+
+#define RECIPE_PLAN_ENUM(E, ...)                                                                        \
+  enum class E { __VA_ARGS__ };                                                                         \
+  template <>                                                                                           \
+  struct EnumNames<E> {                                                                                 \
+    static constexpr auto names = detail::split_names<detail::count_names(#__VA_ARGS__)>(#__VA_ARGS__); \
+  };
+
+// What the run does (the top-level `mode` key): train from scratch or from loaded weights.
+RECIPE_PLAN_ENUM(Mode, pretrain, finetune)
+
+// data.kind: mock = deterministic random tokens; indexed = Megatron .bin/.idx datasets.
+RECIPE_PLAN_ENUM(DataKind, mock, indexed)
+
+// data.tokenizer: none = no tokenizer (the data is already token ids).
+RECIPE_PLAN_ENUM(Tokenizer, none, byte, gpt2_bpe, sentencepiece, hf)
+
+// optimizer.kind
+RECIPE_PLAN_ENUM(OptimizerKind, adamw)
+
+// peft.kind: lora is a value the resolver rejects until LoRA is implemented (dsl/resolve_executable.cpp).
+RECIPE_PLAN_ENUM(PeftKind, none, lora)
+
+// executor.kind: how ranks are started.
+RECIPE_PLAN_ENUM(ExecutorKind, local, mpi, slurm)
+
+#undef RECIPE_PLAN_ENUM
+
 template <class E>
 concept PlanEnum = requires {
   EnumNames<E>::names;

@@ -90,7 +90,19 @@ int64_t cuda_workspace_bytes(const Plan& plan) {
   const int64_t heads = m.num_attention_heads / tp;
   const int64_t kv = m.num_kv_heads / tp;  // whole KV heads per rank (the resolver checks kv % tp)
   const int64_t mib = 1024 * 1024;
-  const int64_t need = N * (heads + 2 * kv) * D * 4 + 16 * mib;
+  // The own attention backward's f32 dq/dk/dv accumulators, and room for the reductions.
+  const int64_t own = N * (heads + 2 * kv) * D * 4 + 16 * mib;
+  // cuDNN 9's fused attention backward, as its plans report on an H100 (tests/kernels/cuda/
+  // test_cuda_attention_presets.cpp checks every preset, both modes): an f32 dQ accumulator, one
+  // more of its size with grouped KV heads, and the f32 row sums of dO·O. The deterministic
+  // backward keeps one dQ partial per key tile instead of accumulating atomically: T/128 of them
+  // at head dim 64, T/256 at 128 (gpt3_345m: 8 × 16 MiB; the Llama 3 8B layer at seq 8192:
+  // 33 × 32 MiB). The backend grows its workspace at start if a plan ever wants more.
+  const int64_t dq_accum = N * heads * D * 4;
+  const int64_t T = m.seq_length, key_tile = D <= 64 ? 128 : 256;
+  const int64_t partials = plan.trainer.deterministic ? std::max<int64_t>(1, (T + key_tile - 1) / key_tile) : 1;
+  const int64_t cudnn = (partials + (kv < heads ? 1 : 0)) * dq_accum + N * heads * 4 + mib;
+  const int64_t need = std::max(own, cudnn);
   return std::max<int64_t>(64 * mib, (need + mib - 1) / mib * mib);
 }
 
@@ -135,7 +147,7 @@ MemoryEstimate estimate_stage_memory(const Plan& plan, int stage) {
   if (last) params += final_norm_params(m) + ((!m.tie_embeddings || pp > 1) ? vocab_shard : 0);
 
   const bool bf16 = plan.trainer.precision == plan::Precision::bf16;
-  const bool lora = plan.peft.kind == "lora";
+  const bool lora = plan.peft.kind == PeftKind::lora;
   // Trainable parameters on this rank: everything, or only this stage's share of the adapters.
   int64_t trainable = params;
   if (lora) {
@@ -160,7 +172,10 @@ MemoryEstimate estimate_stage_memory(const Plan& plan, int stage) {
       pp == 1 ? 1 : std::max<int64_t>(1, std::min<int64_t>(pp - stage, std::max(1, plan.trainer.num_micro_batches)));
   e.activations = arena_bytes(plan, layers, static_cast<int>(in_flight), last);
   // Workspaces, and the trainer's per-token loss buffer (f32, one row per micro-batch).
-  e.workspace = cuda_workspace_bytes(plan) + kCublasWorkspace +
+  // The CUDA backend's RoPE angle table: (cos, sin) f32 pairs [seq, head_dim/2].
+  const int64_t rope_table =
+      m.position_embedding == PositionEmbedding::rope ? int64_t(m.seq_length) * m.head_dim * 4 : 0;
+  e.workspace = cuda_workspace_bytes(plan) + kCublasWorkspace + rope_table +
                 static_cast<int64_t>(std::max(1, plan.trainer.num_micro_batches)) * plan.trainer.micro_batch_size *
                     m.seq_length * 4;
   e.total = e.weights + e.gradients + e.optimizer + e.activations + e.workspace;

@@ -85,13 +85,22 @@ int64_t count_params(const ModelConfig& m, int64_t vocab) {
   return n;
 }
 
-double training_flops_per_token(const ModelConfig& m, int64_t num_params) {
-  return 6.0 * static_cast<double>(num_params) +
-         12.0 * m.num_layers * static_cast<double>(m.hidden_size) * m.seq_length;
+int64_t matmul_params(const ModelConfig& m) {
+  // Every row a token is multiplied by: the layers' linears (and, at ~1e-4 of the total, their norms
+  // and biases, as Megatron counts them) and the output head. The input embedding and learned
+  // positions are table lookups. A tied head is the word embedding's only matmul, so it stays.
+  const int64_t all = count_params(m, m.padded_vocab_size);
+  const int64_t lookup = m.tie_embeddings ? 0 : word_embedding_params(m, m.padded_vocab_size);
+  return all - lookup - position_embedding_params(m);
+}
+
+double training_flops_per_token(const ModelConfig& m) {
+  const double attention_width = static_cast<double>(m.num_attention_heads) * m.head_dim;
+  return 6.0 * static_cast<double>(matmul_params(m)) + 12.0 * m.num_layers * attention_width * m.seq_length;
 }
 
 int64_t lora_trainable_params(const Plan& plan) {
-  if (plan.peft.kind != "lora") return 0;
+  if (plan.peft.kind != PeftKind::lora) return 0;
   int64_t per_layer = 0;
   for (const auto& module : plan.peft.target_modules) {
     const auto shape = adaptable_linear_shape(plan.model, module);

@@ -25,8 +25,15 @@ int64_t final_norm_params(const ModelConfig& m);
 // All parameters with a vocabulary of `vocab` rows; a tied head is counted once.
 int64_t count_params(const ModelConfig& m, int64_t vocab);
 
-// 6·N + 12·L·h·S: weights fwd+bwd plus the attention score/context matmuls (Megatron/BENCH.md).
-double training_flops_per_token(const ModelConfig& m, int64_t num_params);
+// The parameters a token is multiplied by (PaLM/Megatron MFU convention): all of them minus the
+// input lookups — the word embedding of an untied model and learned positions. A tied embedding
+// counts once, as the output head.
+int64_t matmul_params(const ModelConfig& m);
+
+// Training FLOPs per token, fwd + bwd: 6·matmul_params + 12·L·(heads·head_dim)·S, the weights'
+// matmuls plus the attention score and context matmuls (PaLM appendix B, Megatron; causal masking
+// not discounted). Every MFU the engine shows uses this number.
+double training_flops_per_token(const ModelConfig& m);
 
 // LoRA adapters' parameters: Σ over adapted linears of rank·(in + out), all layers; 0 without LoRA.
 // Linears as the model fuses them: qkv (h → h + 2·kv·head_dim), proj (h → h), fc1 (h → f, or

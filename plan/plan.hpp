@@ -46,23 +46,23 @@ struct ModelConfig {
 };
 
 struct DataConfig {
-  std::string kind = "mock";  // "mock" | "indexed"
+  DataKind kind = DataKind::mock;
   // Weighted blend of indexed dataset prefixes: {w1, "path/a", w2, "path/b"} in a recipe; a single
   // prefix may be given as `path`. Weights are normalized by the resolver.
   std::string path;
   std::vector<std::pair<double, std::string>> blend;
-  std::string split = "98,2,0";    // train,valid,test proportions of each dataset
-  bool fixed_batch = false;        // mock: repeat one batch forever (memorization benchmark)
-  std::string tokenizer = "none";  // "none" | "byte" | "gpt2_bpe" | "sentencepiece" | "hf"
-  std::string vocab_file;          // gpt2_bpe: vocab.json
-  std::string merges_file;         // gpt2_bpe: merges.txt
-  std::string tokenizer_model;     // sentencepiece: .model; hf: tokenizer.json
-  std::string eod_token;           // hf: the token ending a document; empty: the rule in core/data/tokenizer.hpp
+  std::string split = "98,2,0";  // train,valid,test proportions of each dataset
+  bool fixed_batch = false;      // mock: repeat one batch forever (memorization benchmark)
+  Tokenizer tokenizer = Tokenizer::none;
+  std::string vocab_file;       // gpt2_bpe: vocab.json
+  std::string merges_file;      // gpt2_bpe: merges.txt
+  std::string tokenizer_model;  // sentencepiece: .model; hf: tokenizer.json
+  std::string eod_token;        // hf: the token ending a document; empty: the rule in core/data/tokenizer.hpp
   int seed = 1234;
 };
 
 struct OptimizerConfig {
-  std::string kind = "adamw";
+  OptimizerKind kind = OptimizerKind::adamw;
   double lr = 3e-4;
   double min_lr = 0.0;
   double beta1 = 0.9;
@@ -130,7 +130,7 @@ struct CheckpointConfig {
 };
 
 struct PeftConfig {
-  std::string kind = "none";  // "none" | "lora"
+  PeftKind kind = PeftKind::none;
   int rank = 16;
   double alpha = 32.0;
   double dropout = 0.0;
@@ -138,7 +138,7 @@ struct PeftConfig {
 };
 
 struct ExecutorConfig {
-  std::string kind = "local";  // "local" | "mpi" | "slurm"
+  ExecutorKind kind = ExecutorKind::local;
   int nodes = 1;
   int gpus_per_node = 0;           // 0 = all visible GPUs (local), required elsewhere
   int cpu_ranks = 1;               // ranks per node when running on CPU
@@ -193,8 +193,8 @@ struct MemoryEstimate {
 };
 
 struct Plan {
-  std::string source;             // where the recipe came from: preset name or file path
-  std::string mode = "pretrain";  // "pretrain" | "finetune"
+  std::string source;  // where the recipe came from: preset name or file path
+  Mode mode = Mode::pretrain;
   ModelConfig model;
   DataConfig data;
   OptimizerConfig optimizer;

@@ -26,14 +26,11 @@ struct BlendEntry {
   std::string prefix;
 };
 
+// The resolver folds data.path into data.blend (a blend of one) and normalizes the weights.
 std::vector<BlendEntry> blend_of(const plan::DataConfig& data) {
   std::vector<BlendEntry> entries;
+  entries.reserve(data.blend.size());
   for (const auto& [w, prefix] : data.blend) entries.push_back({w, prefix});
-  if (entries.empty() && !data.path.empty()) entries.push_back({1.0, data.path});
-  if (entries.empty())
-    throw std::runtime_error(
-        "data.kind=\"indexed\" needs data.path (one dataset prefix) or data.blend "
-        "({weight, prefix, ...}); create a dataset with `recipe data prepare --input <file> --output <prefix>`");
   return entries;
 }
 
@@ -78,7 +75,7 @@ uint64_t dataset_seed(int seed, size_t index, Split split) {
 std::unique_ptr<SampleSource> make_indexed_source(const plan::Plan& plan, Split split) {
   const auto& data = plan.data;
   const auto entries = blend_of(data);
-  const std::string field = data.blend.empty() ? "data.path" : "data.blend";
+  const std::string field = data.path.empty() ? "data.blend" : "data.path";
   const auto weights = parse_split(data.split);
   const int seq = plan.model.seq_length;
 
@@ -97,24 +94,13 @@ std::unique_ptr<SampleSource> make_indexed_source(const plan::Plan& plan, Split 
   return std::make_unique<BlendedSource>(std::move(parts));
 }
 
-int64_t global_batch(const plan::Plan& plan) {
-  if (plan.trainer.global_batch_size > 0) return plan.trainer.global_batch_size;
-  return static_cast<int64_t>(plan.trainer.micro_batch_size) * std::max(1, plan.parallelism.dp);
-}
-
-void check_kind(const plan::DataConfig& data) {
-  if (data.kind != "mock" && data.kind != "indexed")
-    throw std::runtime_error("data.kind=\"" + data.kind + "\" is not a data source; use \"mock\" or \"indexed\"");
-}
-
 }  // namespace
 
 std::unique_ptr<SampleSource> make_train_source(const plan::Plan& plan) {
-  check_kind(plan.data);
-  if (plan.data.kind == "mock") {
+  if (plan.data.kind == plan::DataKind::mock) {
     return std::make_unique<MockSource>(plan.model.seq_length, plan.model.vocab_size,
                                         static_cast<uint64_t>(static_cast<uint32_t>(plan.data.seed)),
-                                        plan.data.fixed_batch ? global_batch(plan) : 0);
+                                        plan.data.fixed_batch ? plan.trainer.global_batch_size : 0);
   }
   auto source = make_indexed_source(plan, Split::train);
   if (!source) throw std::runtime_error("data.split=\"" + plan.data.split + "\" leaves no training data");
@@ -122,8 +108,7 @@ std::unique_ptr<SampleSource> make_train_source(const plan::Plan& plan) {
 }
 
 std::unique_ptr<SampleSource> make_valid_source(const plan::Plan& plan) {
-  check_kind(plan.data);
-  if (plan.data.kind == "mock") {
+  if (plan.data.kind == plan::DataKind::mock) {
     if (plan.trainer.eval_interval <= 0) return nullptr;
     // seed + 1: a stream disjoint from training's, so validation measures something else than recall.
     return std::make_unique<MockSource>(plan.model.seq_length, plan.model.vocab_size,

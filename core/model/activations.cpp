@@ -147,7 +147,7 @@ void carve_activations(Carver& c, Activations& acts, const ModelShape& s, int B,
 std::vector<ArenaEntry> activation_breakdown(const ModelShape& s, int micro_batch, Recompute level, DType act,
                                              int slots) {
   Carver measure(nullptr, kernels::Device::cpu);
-  std::vector<Activations> acts(size_t(std::max(1, slots)));
+  std::vector<Activations> acts(static_cast<size_t>(slots));  // slots ≥ 1 (pipeline_slots)
   for (size_t i = 0; i < acts.size(); ++i)
     carve_activations(measure, acts[i], s, micro_batch, level, act, i ? &acts[0] : nullptr);
   return measure.entries();

@@ -63,6 +63,11 @@ Model::Model(const ModelShape& shape, int micro_batch, Recompute recompute, kern
   g_ = bind_params(true);
   make_linears();
 
+  // Attention's kernels are chosen (and the workspace they need sized) before the first step, so a
+  // slow path is said at start, not discovered by the first call.
+  if (ls_.layers > 0)
+    be_.prepare_attention({.B = B_, .T = s_.seq, .Hq = ls_.heads, .Hkv = ls_.kv_heads, .D = s_.head_dim});
+
   const DType act = be_.act_dtype();
   acts_.resize(size_t(slots));
   loss_scratch_.resize(size_t(slots));

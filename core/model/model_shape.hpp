@@ -1,7 +1,7 @@
-// A ModelShape (core/model/family/shape.hpp) read once from the plan. Derived plan fields the
-// resolver normally fills (head_dim, num_kv_heads, ffn_hidden_size, padded_vocab_size,
-// max_position_embeddings) are recomputed here when left at 0, with the resolver's rules, so a
-// hand-built plan (tests, tools) is usable too.
+// A ModelShape (core/model/family/shape.hpp) read once from a resolved plan. The derived fields
+// (head_dim, num_kv_heads, ffn_hidden_size, padded_vocab_size, max_position_embeddings) are taken as
+// the resolver filled them; a plan built in code gets them from tests/core/core_test_util.hpp's
+// fill_derived (tests) or dsl::resolve.
 #pragma once
 
 #include <string>
@@ -11,7 +11,8 @@
 
 namespace recipe::core {
 
-// Throws std::invalid_argument naming the plan field, its value and a fix.
+// Throws std::invalid_argument naming the plan field and its value when an invariant that buffer
+// sizes depend on does not hold (kv heads dividing heads, padded vocab, position table length).
 ModelShape model_shape(const plan::Plan& plan);
 
 }  // namespace recipe::core

@@ -8,7 +8,7 @@
 namespace recipe::core {
 
 LrSchedule::LrSchedule(double lr, double min_lr, int warmup_steps, int decay_steps, Decay decay)
-    : lr_(lr), min_lr_(min_lr), warmup_(std::max(0, warmup_steps)), decay_steps_(decay_steps), decay_(decay) {
+    : lr_(lr), min_lr_(min_lr), warmup_(warmup_steps), decay_steps_(decay_steps), decay_(decay) {
   if (min_lr > lr && decay != Decay::constant)
     throw std::invalid_argument("optimizer.min_lr=" + std::to_string(min_lr) +
                                 " is above optimizer.lr=" + std::to_string(lr) + "; set min_lr <= lr");
@@ -16,18 +16,20 @@ LrSchedule::LrSchedule(double lr, double min_lr, int warmup_steps, int decay_ste
 
 LrSchedule LrSchedule::from_plan(const plan::Plan& plan) {
   const auto& s = plan.schedule;
-  Decay d;
-  if (s.decay_style == plan::DecayStyle::cosine)
-    d = Decay::cosine;
-  else if (s.decay_style == plan::DecayStyle::linear)
-    d = Decay::linear;
-  else if (s.decay_style == plan::DecayStyle::constant)
-    d = Decay::constant;
-  else
-    throw std::invalid_argument("schedule.decay_style=\"" + std::string(plan::to_string(s.decay_style)) +
-                                "\": use \"cosine\", \"linear\" or \"constant\"");
-  int decay_steps = s.decay_steps > 0 ? s.decay_steps : plan.trainer.max_steps;
-  return LrSchedule(plan.optimizer.lr, plan.optimizer.min_lr, s.warmup_steps, decay_steps, d);
+  Decay d = Decay::cosine;
+  switch (s.decay_style) {
+    case plan::DecayStyle::cosine:
+      d = Decay::cosine;
+      break;
+    case plan::DecayStyle::linear:
+      d = Decay::linear;
+      break;
+    case plan::DecayStyle::constant:
+      d = Decay::constant;
+      break;
+  }
+  // schedule.decay_steps is derived by the resolver (0 in a recipe = max(max_steps, warmup_steps)).
+  return LrSchedule(plan.optimizer.lr, plan.optimizer.min_lr, s.warmup_steps, s.decay_steps, d);
 }
 
 double LrSchedule::at(int step) const {

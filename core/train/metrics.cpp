@@ -24,6 +24,8 @@ nlohmann::ordered_json to_json(const StepTiming& t) {
   j["tflops"] = t.tflops;
   j["mfu"] = t.mfu ? nlohmann::ordered_json(*t.mfu) : nlohmann::ordered_json(nullptr);
   j["peak_memory_bytes"] = t.peak_memory_bytes;
+  j["attention_path"] = t.attention_path;
+  j["gemm_path"] = t.gemm_path;
   return j;
 }
 

@@ -25,6 +25,7 @@ struct StepTiming {
   double step_ms = 0, tokens_per_sec = 0, tflops = 0;
   std::optional<double> mfu;  // fraction of peak; absent (null) on CPU
   size_t peak_memory_bytes = 0;
+  std::string attention_path, gemm_path;  // the kernels that ran (kernels::KernelPaths)
 };
 
 nlohmann::ordered_json to_json(const StepMetrics& m);

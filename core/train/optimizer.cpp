@@ -6,8 +6,6 @@
 namespace recipe::core {
 
 Optimizer::Optimizer(const plan::OptimizerConfig& cfg, LrSchedule schedule) : cfg_(cfg), schedule_(schedule) {
-  if (cfg_.kind != "adamw")
-    throw std::invalid_argument("optimizer.kind=\"" + cfg_.kind + "\": only \"adamw\" is available");
   auto in01 = [](double b) { return b >= 0 && b < 1; };
   if (!in01(cfg_.beta1) || !in01(cfg_.beta2))
     throw std::invalid_argument("optimizer.beta1/beta2 must be in [0, 1) (got " + std::to_string(cfg_.beta1) + ", " +

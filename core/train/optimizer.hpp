@@ -30,7 +30,7 @@ std::vector<AdamSegment> whole_groups(const ParamLayout& layout);
 class Optimizer {
  public:
   Optimizer(const plan::OptimizerConfig& cfg, LrSchedule schedule);
-  // Throws std::invalid_argument for optimizer.kind other than "adamw" or bad hyperparameters.
+  // AdamW (optimizer.kind has no other value). Throws std::invalid_argument for bad hyperparameters.
   static Optimizer from_plan(const plan::Plan& plan);
 
   // sqrt(Σ g²) over this rank's grads, summed over `shard_group` (the ranks that hold different

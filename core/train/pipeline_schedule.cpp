@@ -50,7 +50,7 @@ std::vector<PipeOp> forward_only(int stages, int stage, int count) {
 }
 
 int pipeline_slots(int stages, int stage, int count) {
-  return stages == 1 ? 1 : std::max(1, std::min(count, stages - stage));
+  return stages == 1 ? 1 : std::min(count, stages - stage);  // count ≥ 1: the resolver derives it
 }
 
 std::string to_string(const std::vector<PipeOp>& ops) {

@@ -97,7 +97,7 @@ StartPoint start_point(const plan::Plan& plan, const std::string& own_dir) {
     throw std::runtime_error("checkpoint.load=\"" + plan.checkpoint.load +
                              "\" holds no checkpoint yet (no `latest` and no step-* with metadata.json): "
                              "point it at a checkpoint directory or a run dir that saved one");
-  sp.mode = plan.mode == "finetune" ? LoadMode::weights_only : LoadMode::resume;
+  sp.mode = plan.mode == plan::Mode::finetune ? LoadMode::weights_only : LoadMode::resume;
   return sp;
 }
 
@@ -241,6 +241,9 @@ TrainResult train(const plan::Plan& plan, const TrainOptions& opts) {
     t.tflops = trainer.flops_per_token() * tps / 1e12;
     if (peak > 0) t.mfu = trainer.flops_per_token() * tps / peak;
     t.peak_memory_bytes = backend->peak_memory_bytes();
+    const kernels::KernelPaths paths = backend->kernel_paths();
+    t.attention_path = paths.attention;
+    t.gemm_path = paths.gemm;
     metrics.write(t);
 
     if (r.step % log_every == 0 || r.step == max_steps || eval_now) {

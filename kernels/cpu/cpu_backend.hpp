@@ -24,6 +24,8 @@ class CpuBackend final : public Backend {
   std::string name() const override { return "cpu"; }
   // Threads used by the non-BLAS loops (attention): cpu_threads, or the hardware count if 0.
   int threads() const { return threads_; }
+  AttentionPlan prepare_attention(const AttentionShape&) override { return {.path = "cpu", .workspace_bytes = 0}; }
+  KernelPaths kernel_paths() const override { return {.attention = "cpu", .gemm = "openblas"}; }
 
   // memory.cpp
   void* alloc(size_t bytes) override;

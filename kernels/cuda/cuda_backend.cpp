@@ -485,18 +485,34 @@ void CudaBackend::swiglu_bwd(Tensor dgate_up, Tensor dout, Tensor gate_up) {
   swiglu_bwd_bf16(dgate_up.ptr, dout.ptr, gate_up.ptr, rows, F, stream_);
 }
 
+// The angle table is made on the first call outside recording (the trainer's first step runs
+// eagerly before it is captured) and kept for the run; a shape without one runs the scalar kernel.
+void CudaBackend::rope(void* qkv, int B, int T, int Hq, int Hkv, int D, float theta, bool backward) {
+  const bool same = rope_table_.ptr && rope_table_.T == T && rope_table_.D == D && rope_table_.theta == theta;
+  if (!same && !recording_ && rope_table_fits(qkv, D)) {
+    if (rope_table_.ptr) free(rope_table_.ptr);
+    rope_table_ = {device_alloc(rope_table_bytes(T, D), "RoPE angle table"), T, D, theta};
+    rope_table(rope_table_.ptr, T, D, theta, stream_);
+  }
+  if (rope_table_.ptr && rope_table_.T == T && rope_table_.D == D && rope_table_.theta == theta &&
+      rope_table_fits(qkv, D))
+    rope_bf16_table(qkv, rope_table_.ptr, B, T, Hq, Hkv, D, backward, stream_);
+  else
+    rope_bf16(qkv, B, T, Hq, Hkv, D, theta, backward, stream_);
+}
+
 void CudaBackend::rope_fwd(Tensor qkv, int B, int T, int Hq, int Hkv, int D, float theta) {
   expect("rope_fwd", "qkv", qkv, DType::bf16);
   expect_numel("rope_fwd", "qkv", qkv, int64_t(B) * T * (Hq + 2 * Hkv) * D);
   if (D % 2) bad_arg("rope_fwd", "head dim " + std::to_string(D) + " must be even");
-  rope_bf16(qkv.ptr, B, T, Hq, Hkv, D, theta, false, stream_);
+  rope(qkv.ptr, B, T, Hq, Hkv, D, theta, false);
 }
 
 void CudaBackend::rope_bwd(Tensor dqkv, int B, int T, int Hq, int Hkv, int D, float theta) {
   expect("rope_bwd", "dqkv", dqkv, DType::bf16);
   expect_numel("rope_bwd", "dqkv", dqkv, int64_t(B) * T * (Hq + 2 * Hkv) * D);
   if (D % 2) bad_arg("rope_bwd", "head dim " + std::to_string(D) + " must be even");
-  rope_bf16(dqkv.ptr, B, T, Hq, Hkv, D, theta, true, stream_);
+  rope(dqkv.ptr, B, T, Hq, Hkv, D, theta, true);
 }
 
 // ---- attention ----
@@ -504,6 +520,48 @@ void CudaBackend::rope_bwd(Tensor dqkv, int B, int T, int Hq, int Hkv, int D, fl
 void CudaBackend::note_attention_fallback(const std::string& shape, const std::string& why) {
   if (reported_fallbacks_.insert(shape).second)
     notice("recipe: cuDNN attention rejected " + shape + " (" + why + "); using the own CUDA attention kernels for it");
+}
+
+AttentionPlan CudaBackend::prepare_attention(const AttentionShape& shape) {
+  refuse_while_recording("prepare_attention");
+#ifdef RECIPE_WITH_CUDNN
+  if (attention_) {
+    const auto [B, T, Hq, Hkv, D] = shape;
+    const std::string dims = "B=" + std::to_string(B) + " T=" + std::to_string(T) + " Hq=" + std::to_string(Hq) +
+                             " Hkv=" + std::to_string(Hkv) + " D=" + std::to_string(D);
+    int64_t need = 0;
+    for (const bool backward : {false, true}) {
+      const int64_t w = attention_->workspace_needed(B, T, Hq, Hkv, D, backward);
+      if (w < 0) {
+        // attention_fwd/bwd will find the same rejection; say it now, once, with the cost and the key.
+        note_attention_fallback(std::string(backward ? "bwd " : "fwd ") + dims,
+                                attention_->last_rejection() + "; about 7x slower");
+        return {.path = "own", .workspace_bytes = 0};
+      }
+      need = std::max(need, w);
+    }
+    if (size_t(need) > workspace_bytes_) {
+      // The plan's kernels.workspace_bytes is an estimate made without a GPU; cuDNN's plans for
+      // the run's real shape are the measure. Grow rather than fall back to the slow kernels.
+      const size_t grown = (size_t(need) + (size_t(1) << 20) - 1) >> 20 << 20;
+      notice("recipe: cuDNN attention (" + dims + ") needs " + std::to_string(need >> 20) + " MiB of workspace, " +
+             "more than the plan's " + std::to_string(workspace_bytes_ >> 20) + " MiB (kernels.workspace_mb); " +
+             "the backend workspace grows to " + std::to_string(grown >> 20) + " MiB");
+      synchronize();
+      free(workspace_);
+      workspace_ = nullptr;
+      workspace_ = device_alloc(grown, "backend workspace");
+      workspace_bytes_ = grown;
+    }
+    return {.path = "cudnn", .workspace_bytes = need};
+  }
+#endif
+  return {.path = "own", .workspace_bytes = 0};
+}
+
+KernelPaths CudaBackend::kernel_paths() const {
+  const bool cudnn = cudnn_calls_ > 0, own = fallback_calls_ > 0;
+  return {.attention = cudnn && own ? "cudnn+own" : cudnn ? "cudnn" : own ? "own" : "", .gemm = "cublaslt"};
 }
 
 void CudaBackend::attention_fwd(const AttentionFwdArgs& args) {

@@ -84,6 +84,8 @@ class CudaBackend final : public Backend {
 
   void attention_fwd(const AttentionFwdArgs& args) override;
   void attention_bwd(const AttentionBwdArgs& args) override;
+  AttentionPlan prepare_attention(const AttentionShape& shape) override;
+  KernelPaths kernel_paths() const override;
 
   void cross_entropy(Tensor losses, Tensor logits, Tensor targets, int vocab, float dloss, bool compute_grad) override;
 
@@ -114,6 +116,7 @@ class CudaBackend final : public Backend {
   Workspace workspace() const { return Workspace{workspace_, workspace_bytes_, 0}; }
   void* device_alloc(size_t bytes, const char* what);
   void note_attention_fallback(const std::string& shape, const std::string& why);
+  void rope(void* qkv, int B, int T, int Hq, int Hkv, int D, float theta, bool backward);
   NormGradOverwrite norm_grad_writes(int64_t N, Tensor dweight, Tensor dbias, Tensor dinp_sum);
 
   int device_ = 0;
@@ -132,6 +135,11 @@ class CudaBackend final : public Backend {
   // Zeroes in stream order, so a memset it asks for lands before the op that asked.
   GradWriteTracker grad_writes_{
       [this](void* p, size_t bytes) { RECIPE_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream_)); }};
+  struct RopeTable {
+    void* ptr = nullptr;  // (cos, sin) f32 pairs [T, D/2]
+    int T = 0, D = 0;
+    float theta = 0;
+  } rope_table_;
   std::unique_ptr<CudnnAttention> attention_;
   int64_t cudnn_calls_ = 0, fallback_calls_ = 0;
   std::set<std::string> reported_fallbacks_;

@@ -139,6 +139,15 @@ CudnnAttention::Entry& CudnnAttention::entry(const Key& key) {
   return *cache_.emplace(key, std::move(e)).first->second;
 }
 
+int64_t CudnnAttention::workspace_needed(int B, int T, int Hq, int Hkv, int D, bool backward) {
+  Entry& e = entry(Key{B, T, Hq, Hkv, D, backward});
+  if (!e.ok) {
+    last_rejection_ = e.why;
+    return -1;
+  }
+  return e.plan_workspace[size_t(e.plan)];
+}
+
 bool CudnnAttention::forward(void* out, float* lse, const void* qkv, int B, int T, int Hq, int Hkv, int D,
                              Workspace ws) {
   Entry& e = entry(Key{B, T, Hq, Hkv, D, false});
@@ -190,9 +199,11 @@ bool CudnnAttention::execute(Entry& e, std::unordered_map<int64_t, void*>& pack,
     RECIPE_CUDA_CHECK(cudaStreamIsCapturing(stream_, &capture));
     if (capture == cudaStreamCaptureStatusNone) {
       e.timed = true;
-      // Candidates need no more workspace than the heuristic's plan: a plan that wins here must
-      // still fit in every later call, where less of the workspace may be free.
-      const int64_t limit = e.plan_workspace[size_t(e.plan)];
+      // Candidates may use the whole workspace the backend holds now: it gives every call all of
+      // it and never shrinks, so a plan that wins here fits every later call. (Capping them at the
+      // heuristic's plan kept its workspace-free sm80 forward at the Llama 3 8B shape, head dim
+      // 128, ~2× slower than the sm90 plans that need workspace.)
+      const int64_t limit = std::max<int64_t>(e.plan_workspace[size_t(e.plan)], int64_t(free_bytes));
       Workspace timing = ws;  // the run below takes its own region from the same start
       void* wsp = limit > 0 && size_t(limit) <= free_bytes ? timing.take(size_t(limit), "cuDNN attention plan timing")
                                                            : nullptr;

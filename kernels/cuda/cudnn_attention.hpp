@@ -4,7 +4,7 @@
 // cuDNN rejects (or whose workspace does not fit the backend's) is remembered, and the caller
 // uses the own kernels. With `tune_plans` (not in deterministic mode) every execution plan cuDNN's
 // heuristics offer is built, and the first run of each shape outside CUDA-graph capture times
-// those needing no more workspace than the heuristic's first and keeps the fastest: at head dim 64 on an H100 the heuristic's
+// those fitting the backend's workspace and keeps the fastest: at head dim 64 on an H100 the heuristic's
 // first forward plan is ~9% slower than its second (bench/sdpa_plans.cpp). cuDNN's Stats output is the natural-log LSE of the scaled scores,
 // [B, Hq, T, 1] f32: exactly the lse convention of ops.hpp, so it is written straight into lse.
 #pragma once
@@ -34,6 +34,11 @@ class CudnnAttention {
   bool forward(void* out, float* lse, const void* qkv, int B, int T, int Hq, int Hkv, int D, Workspace ws);
   bool backward(void* dqkv, const void* dout, const void* qkv, const void* out, const float* lse, int B, int T, int Hq,
                 int Hkv, int D, Workspace ws);
+
+  // The workspace (bytes) the plan chosen for this shape and direction needs, building its graph
+  // if not yet built; -1 when cuDNN cannot run the shape (last_rejection() says why). Plan timing
+  // only picks among plans needing no more than this, so it is the most the shape will ask for.
+  int64_t workspace_needed(int B, int T, int Hq, int Hkv, int D, bool backward);
 
   // Why the last rejected shape was rejected ("" if none was).
   const std::string& last_rejection() const { return last_rejection_; }

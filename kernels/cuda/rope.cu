@@ -3,6 +3,9 @@
 // computed in double: with --use_fast_math single-precision sin/cos lose accuracy for the large
 // arguments long sequences produce. Backward rotates the gradient by the negative angle (the
 // transpose of a rotation).
+#include <algorithm>
+#include <cstdint>
+
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_kernels.hpp"
@@ -31,7 +34,75 @@ __global__ void rope_kernel(bf16* qkv, int B, int T, int Hq, int Hkv, int D, dou
   }
 }
 
+// The angles of rope_kernel as a table, computed once per (T, D, θ) with the same double
+// arithmetic and rounded to float the same way: cs[t·half + i] = (cos, sin) of t·θ^(-2i/D).
+__global__ void rope_table_kernel(float2* cs, int T, int D, double log_theta) {
+  const int half = D / 2;
+  const int64_t total = int64_t(T) * half;
+  for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
+       idx += int64_t(gridDim.x) * blockDim.x) {
+    const int i = int(idx % half), t = int(idx / half);
+    double angle = double(t) * exp(-log_theta * (2.0 * i) / double(D));
+    double sn, c;
+    sincos(angle, &sn, &c);
+    cs[idx] = make_float2(float(c), float(sn));
+  }
+}
+
+// rope_kernel reading the table, 8 pairs per thread with 16-byte loads (half % 8 == 0): the
+// double-precision sincos per element made the scalar kernel compute-bound at ~0.6 TB/s. The
+// float arithmetic per element is rope_kernel's, so the results are bitwise the same.
+__global__ void rope_table_apply_kernel(bf16* qkv, const float2* __restrict__ cs, int B, int T, int Hq, int Hkv, int D,
+                                        bool backward) {
+  const int half = D / 2, chunks = half / 8, heads = Hq + Hkv, row = (Hq + 2 * Hkv) * D;
+  const int64_t total = int64_t(B) * T * heads * chunks;
+  for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
+       idx += int64_t(gridDim.x) * blockDim.x) {
+    const int i0 = int(idx % chunks) * 8;
+    const int64_t rest = idx / chunks;
+    const int h = int(rest % heads);
+    const int64_t bt = rest / heads;  // b·T + t
+    const int t = int(bt % T);
+    bf16* p = qkv + bt * row + int64_t(h) * D;
+    float x1[8], x2[8], y1[8], y2[8];
+    load8(p + i0, x1);
+    load8(p + half + i0, x2);
+    const float2* a = cs + int64_t(t) * half + i0;
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      const float2 v = a[k];
+      const float c = v.x, s = backward ? -v.y : v.y;
+      y1[k] = x1[k] * c - x2[k] * s;
+      y2[k] = x2[k] * c + x1[k] * s;
+    }
+    store8(p + i0, y1);
+    store8(p + half + i0, y2);
+  }
+}
+
 }  // namespace
+
+size_t rope_table_bytes(int T, int D) { return size_t(T) * size_t(D / 2) * sizeof(float2); }
+
+void rope_table(void* table, int T, int D, float theta, cudaStream_t s) {
+  const int64_t total = int64_t(T) * (D / 2);
+  if (total <= 0) return;
+  const int64_t blocks = std::min<int64_t>((total + 255) / 256, 1 << 16);
+  rope_table_kernel<<<unsigned(blocks), 256, 0, s>>>(static_cast<float2*>(table), T, D, log(double(theta)));
+  RECIPE_CUDA_CHECK_LAUNCH("rope_table");
+}
+
+bool rope_table_fits(const void* qkv, int D) { return D % 16 == 0 && (reinterpret_cast<uintptr_t>(qkv) & 15u) == 0; }
+
+void rope_bf16_table(void* qkv, const void* table, int B, int T, int Hq, int Hkv, int D, bool backward,
+                     cudaStream_t s) {
+  const int64_t total = int64_t(B) * T * (Hq + Hkv) * (D / 16);
+  if (total <= 0) return;
+  const int64_t blocks = std::min<int64_t>((total + 255) / 256, 1 << 20);
+  rope_table_apply_kernel<<<unsigned(blocks), 256, 0, s>>>(static_cast<bf16*>(qkv), static_cast<const float2*>(table),
+                                                           B, T, Hq, Hkv, D, backward);
+  RECIPE_CUDA_CHECK_LAUNCH("rope");
+}
 
 void rope_bf16(void* qkv, int B, int T, int Hq, int Hkv, int D, float theta, bool backward, cudaStream_t s) {
   int64_t total = int64_t(B) * T * (Hq + Hkv) * (D / 2);

@@ -67,7 +67,7 @@ TEST_CASE("CPU ranks have no GPU and use executor.cpu_ranks per node") {
 
 TEST_CASE("launch command: one local rank runs the worker directly") {
   auto plan = plan_with(1, 1, 1, 1, 1, 1);
-  plan.executor.kind = "local";
+  plan.executor.kind = plan::ExecutorKind::local;
   auto cmd = exec::launch_command(plan, "/runs/exp/run-1", "/opt/recipe/bin/recipe");
   CHECK(cmd.line == "/opt/recipe/bin/recipe worker --run-dir /runs/exp/run-1");
   CHECK(cmd.script.rfind("#!/bin/sh\n", 0) == 0);
@@ -76,7 +76,7 @@ TEST_CASE("launch command: one local rank runs the worker directly") {
 
 TEST_CASE("launch command: local multi-rank uses mpirun on this host") {
   auto plan = plan_with(2, 1, 2, 1, 1, 0, plan::Device::cpu);
-  plan.executor.kind = "local";
+  plan.executor.kind = plan::ExecutorKind::local;
   plan.executor.cpu_ranks = 4;
   plan.executor.env["OMP_NUM_THREADS"] = "1";
   auto cmd = exec::launch_command(plan, "/r/run 1", "recipe");
@@ -87,7 +87,7 @@ TEST_CASE("launch command: local multi-rank uses mpirun on this host") {
 
 TEST_CASE("launch command: mpi uses the hostfile and ranks per node; slurm writes an sbatch script") {
   auto plan = plan_with(8, 1, 1, 4, 4, 8);
-  plan.executor.kind = "mpi";
+  plan.executor.kind = plan::ExecutorKind::mpi;
   plan.executor.hostfile = "hosts.txt";
   plan.executor.mca["btl"] = "^openib";
   auto mpi = exec::launch_command(plan, "/r", "recipe");
@@ -95,7 +95,7 @@ TEST_CASE("launch command: mpi uses the hostfile and ranks per node; slurm write
         "mpirun -np 32 --hostfile hosts.txt --map-by ppr:8:node --bind-to none --mca btl '^openib' "
         "recipe worker --run-dir /r");
 
-  plan.executor.kind = "slurm";
+  plan.executor.kind = plan::ExecutorKind::slurm;
   plan.executor.partition = "gpu";
   auto slurm = exec::launch_command(plan, "/r", "recipe");
   CHECK(slurm.line == "sbatch /r/launch.sh");

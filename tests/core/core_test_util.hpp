@@ -26,18 +26,23 @@ inline void fill_derived(plan::Plan& p) {
     m.ffn_hidden_size =
         m.activation == plan::Activation::gelu ? 4 * m.hidden_size : (2 * 4 * m.hidden_size / 3 + 255) / 256 * 256;
   if (m.max_position_embeddings == 0) m.max_position_embeddings = m.seq_length;
-  const int mult = m.make_vocab_size_divisible_by * std::max(1, p.parallelism.tp);
+  const int mult = m.make_vocab_size_divisible_by * p.parallelism.tp;
   m.padded_vocab_size = (m.vocab_size + mult - 1) / mult * mult;
   auto& par = p.parallelism;
-  par.dp = 1;
-  par.world_size = 1;
+  if (par.dp == 0) par.dp = 1;
+  par.world_size = par.tp * par.pp * par.cp * par.dp;
   auto& t = p.trainer;
-  if (t.global_batch_size == 0) t.global_batch_size = t.micro_batch_size;
-  t.num_micro_batches = t.global_batch_size / t.micro_batch_size;
+  if (t.global_batch_size == 0) t.global_batch_size = t.micro_batch_size * par.dp;
+  t.num_micro_batches = t.global_batch_size / (t.micro_batch_size * par.dp);
   t.tokens_per_step = int64_t(t.global_batch_size) * m.seq_length;
   if (p.schedule.decay_steps == 0) p.schedule.decay_steps = t.max_steps;
+  auto& d = p.data;  // data.path is a blend of one; weights sum to 1
+  if (d.blend.empty() && !d.path.empty()) d.blend = {{1.0, d.path}};
+  double weights = 0;
+  for (const auto& entry : d.blend) weights += entry.first;
+  for (auto& entry : d.blend) entry.first /= weights;
   m.num_params = plan::count_params(m, m.padded_vocab_size);
-  m.flops_per_token = plan::training_flops_per_token(m, m.num_params);
+  m.flops_per_token = plan::training_flops_per_token(m);
   par.rank_order = plan::kRankOrder;
   par.stage_num_layers = plan::stage_layer_counts(p);
   p.kernels.workspace_bytes = plan::cuda_workspace_bytes(p);
@@ -74,7 +79,7 @@ inline plan::Plan gpt_tiny_plan() {
   p.optimizer.weight_decay = 0.0;
   p.schedule.warmup_steps = 10;
   p.schedule.decay_style = plan::DecayStyle::cosine;
-  p.data.kind = "mock";
+  p.data.kind = plan::DataKind::mock;
   p.data.fixed_batch = true;
   p.data.seed = 1234;
   fill_derived(p);

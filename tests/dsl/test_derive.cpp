@@ -48,7 +48,21 @@ TEST_CASE("dsl_resolve: parameter counts match the published figures") {
     CHECK(r.plan.model.num_params == 354871296);
     CHECK(static_cast<double>(r.plan.model.num_params) == doctest::Approx(354.9e6).epsilon(0.001));
     CHECK(count_params(r.plan.model, 50257) == 354823168);
-    CHECK(r.plan.model.flops_per_token == doctest::Approx(6.0 * 354871296 + 12.0 * 24 * 1024 * 1024));
+    // Tied: the embedding counts once, as the head; the learned positions (1024·1024) are a lookup.
+    CHECK(r.plan.model.flops_per_token == doctest::Approx(6.0 * (354871296 - 1024 * 1024) + 12.0 * 24 * 1024 * 1024));
+  }
+  SUBCASE("Llama-3-8B layer slice: the untied input embedding is a lookup, not a matmul") {
+    // issue 16: 8 layers at seq 8192 count 16.8 GFLOP/token (PaLM/Megatron), not 20.0 with the
+    // input embedding's 525M parameters counted as a matmul.
+    auto j = llama3_8b();
+    j["model"]["num_layers"] = 8;
+    const auto r = resolve_json(j);
+    REQUIRE_MESSAGE(r.ok(), report(r));
+    const double layer = 4096.0 * (4096 + 2 * 1024) + 4096.0 * 4096 + 3.0 * 4096 * 14336 + 2 * 4096;
+    const double head = 128256.0 * 4096, final_norm = 4096;
+    CHECK(r.plan.model.flops_per_token ==
+          doctest::Approx(6.0 * (8 * layer + head + final_norm) + 12.0 * 8 * 4096 * 8192).epsilon(1e-9));
+    CHECK(r.plan.model.flops_per_token == doctest::Approx(16.8e9).epsilon(0.01));
   }
   SUBCASE("Llama-3-8B: 8.03B") {
     const auto r = resolve_json(llama3_8b());

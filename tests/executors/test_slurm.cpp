@@ -23,7 +23,7 @@ TEST_CASE("the sbatch script carries the executor section") {
   plan.parallelism.tp = 2;
   plan.parallelism.dp = 8;
   plan.parallelism.world_size = 16;
-  plan.executor.kind = "slurm";
+  plan.executor.kind = recipe::plan::ExecutorKind::slurm;
   plan.executor.nodes = 2;
   plan.executor.gpus_per_node = 8;
   plan.executor.partition = "gpu";

@@ -224,8 +224,8 @@ TEST_CASE("model shape: plan errors name the field and a fix") {
   plan.model.num_kv_heads = 3;
   CHECK_THROWS_WITH_AS(model_shape(plan), doctest::Contains("model.num_kv_heads=3"), std::invalid_argument);
   plan = test::gpt_tiny_plan();
-  plan.model.norm = static_cast<plan::Norm>(7);  // not a norm: only a plan built in code can hold it
-  CHECK_THROWS_WITH_AS(model_shape(plan), doctest::Contains("rmsnorm"), std::invalid_argument);
+  plan.model.ffn_hidden_size = 0;  // a derived field left unset: core does not re-derive it
+  CHECK_THROWS_WITH_AS(model_shape(plan), doctest::Contains("ffn_hidden_size=0"), std::invalid_argument);
   plan = test::gpt_tiny_plan();
   plan.model.max_position_embeddings = 32;
   CHECK_THROWS_WITH_AS(model_shape(plan), doctest::Contains("model.seq_length=64"), std::invalid_argument);

@@ -37,10 +37,11 @@ TEST_CASE("lr schedule: warmup, cosine midpoint, min_lr floor, linear, constant"
   CHECK(flat.at(1000) == doctest::Approx(3e-4));
 
   plan::Plan plan = test::gpt_tiny_plan();
-  plan.schedule.decay_steps = 0;  // = trainer.max_steps
+  plan.schedule.decay_steps = 150;  // derived by the resolver; core takes it as it is
+  CHECK(LrSchedule::from_plan(plan).decay_steps() == 150);
+  plan.schedule.decay_steps = 0;  // a recipe's 0 is derived (= trainer.max_steps here), not by core
+  test::fill_derived(plan);
   CHECK(LrSchedule::from_plan(plan).decay_steps() == plan.trainer.max_steps);
-  plan.schedule.decay_style = static_cast<plan::DecayStyle>(9);  // only a plan built in code can hold it
-  CHECK_THROWS_WITH_AS(LrSchedule::from_plan(plan), doctest::Contains("schedule.decay_style"), std::invalid_argument);
   CHECK_THROWS_WITH_AS(LrSchedule(1e-4, 1e-3, 0, 10, D::cosine), doctest::Contains("optimizer.min_lr"),
                        std::invalid_argument);
 }

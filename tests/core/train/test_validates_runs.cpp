@@ -3,6 +3,7 @@
 // core::Trainer without throwing; the values this version cannot execute must be rejected.
 #include <doctest/doctest.h>
 
+#include <iterator>
 #include <set>
 #include <string>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "dsl/dsl.hpp"
 #include "dsl/plan_fields.hpp"
 #include "kernels/ops.hpp"
+#include "plan/enums.hpp"
 
 TEST_SUITE_BEGIN("core/train");
 
@@ -100,8 +102,78 @@ TEST_CASE("every enum value and boolean that validates constructs a Trainer on t
   CHECK(accepted.count("parallelism.sequence_parallel=true") == 0);
   // ... and the ordinary choices do.
   for (const char* ok : {"model.norm=\"rmsnorm\"", "model.activation=\"swiglu\"", "trainer.recompute=\"full\"",
-                         "schedule.decay_style=\"linear\"", "trainer.precision=\"bf16\"", "parallelism.zero1=true"})
+                         "schedule.decay_style=\"linear\"", "trainer.precision=\"bf16\"", "parallelism.zero1=true",
+                         "mode=\"finetune\"", "data.kind=\"mock\"", "data.tokenizer=\"byte\"",
+                         "optimizer.kind=\"adamw\"", "peft.kind=\"none\"", "executor.kind=\"mpi\""})
     CHECK_MESSAGE(accepted.count(ok) == 1, ok);
+}
+
+TEST_CASE("the walk covers every enum key: the field table lists exactly the spellings of plan/enums.hpp") {
+  namespace plan = recipe::plan;
+  const struct {
+    const char* path;
+    std::vector<std::string> names;
+  } enums[] = {
+      {"mode", plan::enum_names<plan::Mode>()},
+      {"model.arch", plan::enum_names<plan::Arch>()},
+      {"model.norm", plan::enum_names<plan::Norm>()},
+      {"model.activation", plan::enum_names<plan::Activation>()},
+      {"model.position_embedding", plan::enum_names<plan::PositionEmbedding>()},
+      {"data.kind", plan::enum_names<plan::DataKind>()},
+      {"data.tokenizer", plan::enum_names<plan::Tokenizer>()},
+      {"optimizer.kind", plan::enum_names<plan::OptimizerKind>()},
+      {"schedule.decay_style", plan::enum_names<plan::DecayStyle>()},
+      {"trainer.device", plan::enum_names<plan::Device>()},
+      {"trainer.precision", plan::enum_names<plan::Precision>()},
+      {"trainer.recompute", plan::enum_names<plan::Recompute>()},
+      {"peft.kind", plan::enum_names<plan::PeftKind>()},
+      {"executor.kind", plan::enum_names<plan::ExecutorKind>()},
+      {"kernels.attention", plan::enum_names<plan::Attention>()},
+      {"kernels.bias_grad", plan::enum_names<plan::BiasGrad>()},
+  };
+  int enum_fields = 0;
+  for (const auto& f : recipe::dsl::plan_fields()) enum_fields += f.allowed.empty() ? 0 : 1;
+  CHECK(enum_fields == static_cast<int>(std::size(enums)));  // no string key with a closed set left
+  for (const auto& e : enums) {
+    CAPTURE(e.path);
+    const auto* f = recipe::dsl::find_field(e.path);
+    REQUIRE(f);
+    CHECK(f->allowed == e.names);
+  }
+  // The stringized enumerator lists split into the recipe spellings, in declaration order.
+  CHECK(plan::enum_names<plan::Tokenizer>() == std::vector<std::string>{"none", "byte", "gpt2_bpe", "sentencepiece"});
+  CHECK(plan::to_string(plan::ExecutorKind::slurm) == "slurm");
+  CHECK(plan::from_string<plan::Mode>("finetune") == plan::Mode::finetune);
+  CHECK(!plan::from_string<plan::DataKind>("sft").has_value());
+}
+
+TEST_CASE("a spelling outside an enum is rejected with the key, the value and the choices") {
+  const struct {
+    const char* patch;
+    const char* path;
+    const char* choices;
+  } cases[] = {
+      {R"({"mode": "distill"})", "mode", "pretrain"},
+      {R"({"data": {"kind": "parquet"}})", "data.kind", "indexed"},
+      {R"({"data": {"tokenizer": "tiktoken"}})", "data.tokenizer", "sentencepiece"},
+      {R"({"optimizer": {"kind": "sgd"}})", "optimizer.kind", "adamw"},
+      {R"({"peft": {"kind": "ia3"}})", "peft.kind", "lora"},
+      {R"({"executor": {"kind": "k8s"}})", "executor.kind", "slurm"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.patch);
+    json root = tiny_base(false);
+    root.merge_patch(json::parse(c.patch));
+    recipe::dsl::ConfigTree tree;
+    tree.root = root;
+    const auto r = recipe::dsl::resolve(tree, recipe::dsl::ExecutorFacts{});
+    REQUIRE(r.violations.size() == 1);
+    CHECK(r.violations[0].path == c.path);
+    const std::string value = json::parse(c.patch).flatten().front().get<std::string>();
+    CHECK_MESSAGE(r.violations[0].message.find("\"" + value + "\" is not one of") != std::string::npos,
+                  r.violations[0].message);
+    CHECK_MESSAGE(r.violations[0].message.find(c.choices) != std::string::npos, r.violations[0].message);
+  }
 }
 
 TEST_CASE("context parallelism, sequence parallelism and LoRA are rejected by the resolver, with the key") {
