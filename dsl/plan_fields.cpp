@@ -310,8 +310,10 @@ std::vector<FieldInfo> build_fields() {
                     "std of the normal init; output projections are scaled by 1/sqrt(2·num_layers)"));
 
   const char* d = "data";
-  f.push_back(field(d, "kind", &P::data, &D::kind, "mock: deterministic random tokens; indexed: Megatron .bin/.idx",
-                    {"mock", "indexed"}));
+  f.push_back(field(d, "kind", &P::data, &D::kind,
+                    "mock: deterministic random tokens; indexed: Megatron .bin/.idx; sft: chat/instruction .bin/.idx "
+                    "with a loss mask (data prepare --format chat)",
+                    {"mock", "indexed", "sft"}));
   f.push_back(field(d, "path", &P::data, &D::path, "one indexed dataset prefix (a blend of one)"));
   f.push_back(field(d, "blend", &P::data, &D::blend,
                     "weighted dataset prefixes {w1, \"prefix1\", w2, \"prefix2\"}; weights are normalized"));
@@ -324,6 +326,12 @@ std::vector<FieldInfo> build_fields() {
   f.push_back(field(d, "merges_file", &P::data, &D::merges_file, "gpt2_bpe: merges.txt"));
   f.push_back(field(d, "tokenizer_model", &P::data, &D::tokenizer_model, "sentencepiece: the .model file"));
   f.push_back(field(d, "seed", &P::data, &D::seed, "seed of sample shuffling and mock tokens"));
+  f.push_back(field(d, "chat_template", &P::data, &D::chat_template,
+                    "sft: the chat template the dataset was prepared with (its .mask.bin records it)",
+                    {"none", "llama3", "chatml", "plain"}));
+  f.push_back(field(d, "pack", &P::data, &D::pack,
+                    "sft: pack several conversations per sequence (needs per-sample attention, not yet available); "
+                    "false = one conversation per sequence, padded"));
 
   const char* o = "optimizer";
   f.push_back(field(o, "kind", &P::optimizer, &O::kind, "optimizer", {"adamw"}));

@@ -422,9 +422,14 @@ void check_relations(ResolveContext& ctx) {
   if (!d.path.empty() && d.blend.size() >= 1 && !(d.blend.size() == 1 && d.blend.front().second == d.path))
     ctx.violation("data.path", "data.path=\"" + d.path + "\" and data.blend are both set",
                   "set data.path for one dataset, or data.blend for several, not both");
-  if (d.kind == "indexed" && d.blend.empty())
-    ctx.violation("data.path", "data.kind=indexed needs data.path or data.blend",
+  if ((d.kind == "indexed" || d.kind == "sft") && d.blend.empty())
+    ctx.violation("data.path", "data.kind=" + d.kind + " needs data.path or data.blend",
                   "set data.path to a dataset prefix (the .bin/.idx pair without extension), or data.blend");
+  if (d.kind == "sft" && d.chat_template == "none")
+    ctx.violation("data.chat_template",
+                  "data.kind=sft needs data.chat_template, the template the dataset was prepared with",
+                  "set data.chat_template to llama3, chatml or plain (as given to `recipe data prepare --format chat "
+                  "--chat-template ...`)");
   if (d.kind == "mock" && !d.blend.empty())
     ctx.warn("data.kind=mock ignores data.path/data.blend; set data.kind=\"indexed\" to train on them");
   if (d.tokenizer == "gpt2_bpe") {

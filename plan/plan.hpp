@@ -46,7 +46,7 @@ struct ModelConfig {
 };
 
 struct DataConfig {
-  std::string kind = "mock";  // "mock" | "indexed"
+  std::string kind = "mock";  // "mock" | "indexed" | "sft" (chat/instruction data with a loss mask)
   // Weighted blend of indexed dataset prefixes: {w1, "path/a", w2, "path/b"} in a recipe; a single
   // prefix may be given as `path`. Weights are normalized by the resolver.
   std::string path;
@@ -58,6 +58,11 @@ struct DataConfig {
   std::string merges_file;         // gpt2_bpe: merges.txt
   std::string tokenizer_model;     // sentencepiece: .model
   int seed = 1234;
+  // sft: the chat template the dataset was prepared with ("none" | "llama3" | "chatml" | "plain");
+  // the loss-mask file records it and training checks that they agree.
+  std::string chat_template = "none";
+  // sft: several conversations per sequence (true) or one per sequence, padded (false).
+  bool pack = true;
 };
 
 struct OptimizerConfig {

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -24,6 +25,13 @@ class Tokenizer {
   virtual int vocab_size() const = 0;  // ids are in [0, vocab_size)
   virtual int32_t eod_id() const = 0;
   virtual std::string name() const = 0;
+  // The id of a special token by its literal name ("<|eot_id|>", "<|im_start|>"), which chat
+  // templates place as one id, never through encode(). nullopt: this tokenizer has no such special
+  // token (byte, gpt2_bpe and sentencepiece have none).
+  virtual std::optional<int32_t> special_id(const std::string& name) const {
+    (void)name;
+    return std::nullopt;
+  }
 };
 
 std::unique_ptr<Tokenizer> make_byte_tokenizer();

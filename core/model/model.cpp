@@ -158,6 +158,13 @@ void Model::load_tokens(int slot, const int32_t* tokens) {
   if (last_stage_) be_.from_host(A.targets, host_targets_.data());
 }
 
+void Model::load_split_tokens(int slot, const int32_t* inputs, const int32_t* targets) {
+  check_split_tokens(inputs, targets, B_, s_.seq, s_.vocab);
+  Activations& A = acts_.at(size_t(slot));
+  if (first_stage_) be_.from_host(A.inputs, inputs);
+  if (last_stage_) be_.from_host(A.targets, targets);
+}
+
 Tensor Model::stage_input(int slot) const { return acts_.at(size_t(slot)).saved.at(0).residual; }
 Tensor Model::stage_output(int slot) const { return acts_.at(size_t(slot)).final_residual; }
 Tensor Model::stage_output_grad(int slot) const { return acts_.at(size_t(slot)).dresidual; }
