@@ -196,6 +196,7 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   storage.push_back("recipe");
   storage.insert(storage.end(), args.begin(), args.end());
   std::vector<char*> argv;
+  argv.reserve(storage.size() + 1);
   for (auto& s : storage) argv.push_back(s.data());
   argv.push_back(nullptr);
   return run_cli(static_cast<int>(storage.size()), argv.data(), out, err);

@@ -172,11 +172,9 @@ struct Codec<std::map<std::string, std::string>> {
     for (const auto& [k, e] : v.items()) {
       if (e.is_string())
         items[k] = e.get<std::string>();
-      else if (e.is_boolean() || e.is_number_integer())
-        items[k] = e.dump();
       else if (e.is_number_float() && as_int(e))
         items[k] = std::to_string(*as_int(e));
-      else if (e.is_number_float())
+      else if (e.is_boolean() || e.is_number())  // integers, and floats that are not whole
         items[k] = e.dump();
       else
         return "must be a table of strings; entry `" + k + "` is " + describe_value(e);

@@ -81,7 +81,7 @@ LossMaskWriter::LossMaskWriter(std::string path, const std::string& chat_templat
   unsigned char header[kLossMaskHeaderBytes] = {};
   std::memcpy(header, kLossMaskMagic, sizeof kLossMaskMagic);
   put_u64(header + 8, kLossMaskVersion);
-  std::memcpy(header + 24, chat_template.data(), chat_template.size());
+  chat_template.copy(reinterpret_cast<char*>(header + 24), chat_template.size());
   if (std::fwrite(header, 1, sizeof header, f_) != sizeof header) throw std::runtime_error(path_ + ": write failed");
 }
 

@@ -89,7 +89,7 @@ std::shared_ptr<const LossMask> open_mask(const IndexedDataset& ds, const plan::
 }
 
 // One split of an SFT dataset, or nullptr for a validation split without conversations.
-std::unique_ptr<SampleSource> make_sft_part(const plan::Plan& plan, std::shared_ptr<const IndexedDataset> ds,
+std::unique_ptr<SampleSource> make_sft_part(const plan::Plan& plan, const std::shared_ptr<const IndexedDataset>& ds,
                                             const DocumentRange& range, uint64_t seed, Split split) {
   if (split != Split::train && range.size() < 1) return nullptr;
   auto mask = open_mask(*ds, plan.data);

@@ -16,7 +16,7 @@ constexpr size_t kCachedEpochs = 2;
 
 SftDataset::SftDataset(std::shared_ptr<const IndexedDataset> data, std::shared_ptr<const LossMask> mask,
                        DocumentRange documents, int seq_length, uint64_t seed, bool pack, int32_t pad_id,
-                       int64_t vocab_size, std::string label)
+                       int64_t vocab_size, const std::string& label)
     : data_(std::move(data)),
       mask_(std::move(mask)),
       documents_(documents),

@@ -45,10 +45,10 @@ class SftDataset : public SampleSource {
   // conversation.
   SftDataset(std::shared_ptr<const IndexedDataset> data, std::shared_ptr<const LossMask> mask, DocumentRange documents,
              int seq_length, uint64_t seed, bool pack, int32_t pad_id = 0, int64_t vocab_size = 0,
-             std::string label = "");
+             const std::string& label = "");
 
   int seq_plus_one() const override { return seq_length_ + 1; }
-  int64_t size() const override { return static_cast<int64_t>(pack_trained_.size()); }
+  int64_t size() const override { return static_cast<int64_t>(pack_begin_.size()) - 1; }
   // The pack's inputs followed by the pad id (unmasked; the trainer reads sequence()).
   void sample(int64_t idx, int32_t* out) const override;
   bool loss_masked() const override { return true; }

@@ -195,7 +195,7 @@ void Model::forward(int slot, bool with_grad, Tensor losses, float dloss) {
     if (l + 1 < nl) {
       const LayerActs next = A.layer(l + 1);
       residual_norm(next.residual, next.ln1, next.ln1_mean, next.ln1_rstd, a.residual2, A.proj_out,
-                    w_.layers[size_t(l + 1)].norm1);
+                    w_.layers[size_t(l) + 1].norm1);
     } else if (last_stage_) {
       residual_norm(A.final_residual, A.lnf, A.lnf_mean, A.lnf_rstd, a.residual2, A.proj_out, w_.final_norm);
     } else {

@@ -14,7 +14,7 @@ TokenLoader::TokenLoader(int micro_batch, int seq, int vocab)
 void TokenLoader::read(const data::SampleSource& src, int64_t first) {
   masked_ = src.loss_masked();
   if (!masked_) {
-    const size_t row = size_t(T_ + 1);
+    const size_t row = size_t(T_) + 1;
     for (int b = 0; b < B_; ++b) src.sample(first + b, rows_.data() + size_t(b) * row);
     return;
   }

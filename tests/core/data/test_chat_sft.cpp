@@ -224,7 +224,7 @@ namespace {
 // A dataset of documents with given tokens and masks, written directly.
 std::string write_sft(const TempDir& dir, const std::vector<std::vector<int32_t>>& docs,
                       const std::vector<std::vector<uint8_t>>& masks) {
-  const std::string prefix = dir / "packed";
+  std::string prefix = dir / "packed";
   IndexedDatasetWriter w(bin_path_of(prefix), idx_path_of(prefix), TokenDType::uint16);
   LossMaskWriter m(mask_path_of(prefix), "plain");
   for (size_t i = 0; i < docs.size(); ++i) {

@@ -65,20 +65,21 @@ std::vector<float> gradients(core::Trainer& t, double* loss) {
 
 TEST_CASE("CPU cross entropy: a target of -1 gives loss 0 and an all-zero gradient row") {
   auto be = test::cpu_backend();
-  const int N = 3, V = 8;
+  const size_t N = 3, V = 8;
   std::vector<float> logits(N * V);
   for (size_t i = 0; i < logits.size(); ++i) logits[i] = float(std::sin(double(i)));
   const std::vector<int32_t> targets = {2, -1, 5};
   auto lg = be->alloc(logits.size() * 4), tg = be->alloc(N * 4), ls = be->alloc(N * 4);
-  kernels::Tensor L(lg, kernels::DType::f32, be->device(), {N, V}), Tg(tg, kernels::DType::i32, be->device(), {N}),
-      Ls(ls, kernels::DType::f32, be->device(), {N});
+  const int64_t n = N, v = V;
+  kernels::Tensor L(lg, kernels::DType::f32, be->device(), {n, v}), Tg(tg, kernels::DType::i32, be->device(), {n}),
+      Ls(ls, kernels::DType::f32, be->device(), {n});
   be->from_host(L, logits.data());
   be->from_host(Tg, targets.data());
-  be->cross_entropy(Ls, L, Tg, V, 0.5f, true);
+  be->cross_entropy(Ls, L, Tg, int(V), 0.5f, true);
   const auto d = test::to_host(*be, L), losses = test::to_host(*be, Ls);
   CHECK(losses[1] == 0.0f);
   CHECK(losses[0] > 0.0f);
-  for (int v = 0; v < V; ++v) CHECK(d[size_t(V + v)] == 0.0f);
+  for (size_t c = 0; c < V; ++c) CHECK(d[V + c] == 0.0f);
   be->free(lg);
   be->free(tg);
   be->free(ls);
@@ -196,7 +197,7 @@ TEST_CASE("a tiny SFT run (plain template, byte tokenizer, data.pack=false) lowe
   auto be = test::cpu_backend();
   auto wrong = resolve(sft_recipe(o.output_prefix, false, "chatml"));
   REQUIRE(wrong.ok());
-  CHECK_THROWS_WITH_AS(core::Trainer(wrong.plan, *be), doctest::Contains("data.chat_template=chatml"),
+  CHECK_THROWS_WITH_AS(core::Trainer(wrong.plan, *be), doctest::Contains("data.chat_template=\"chatml\""),
                        std::runtime_error);
 
   auto r = resolve(sft_recipe(o.output_prefix, false, "plain"));
