@@ -109,6 +109,13 @@ int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err) {
                       "hf: the token ending each document (default: the first of <|end_of_text|>, <|endoftext|>, "
                       "</s>, <eos>)");
   prepare->add_option("--json-key", prep.json_key, "JSONL field holding the text (default text)");
+  prepare
+      ->add_option("--format", prep.format,
+                   "text (documents) or chat (JSONL conversations: messages or prompt/completion; writes "
+                   "PREFIX.mask.bin too)")
+      ->check(CLI::IsMember({"text", "chat"}));
+  prepare->add_option("--chat-template", prep.chat_template, "chat: llama3, chatml or plain (default plain)")
+      ->check(CLI::IsMember({"llama3", "chatml", "plain"}));
   prepare->add_flag("--split-paragraphs", prep.split_paragraphs,
                     "Text files: one document per blank-line-separated paragraph");
   bool no_eod = false;

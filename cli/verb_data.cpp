@@ -1,4 +1,4 @@
-// data prepare: text/JSONL → Megatron indexed dataset.
+// data prepare: text/JSONL → Megatron indexed dataset; chat JSONL → dataset + loss mask.
 #include "plan/exit_codes.hpp"
 #include "cli/verbs.hpp"
 
@@ -27,6 +27,14 @@ int run_data_prepare(const data::PrepareOptions& opts, std::ostream& out, std::o
   } catch (const std::exception& e) {
     err << "error: data prepare failed: " << e.what() << "\n";
     return kExitRuntime;
+  }
+  if (opts.format == "chat") {
+    out << "wrote " << opts.output_prefix << ".bin, .idx and .mask.bin: " << stats.documents << " conversations, "
+        << stats.tokens << " tokens, " << stats.trained_tokens << " trained (chat template " << opts.chat_template
+        << ", tokenizer " << opts.tokenizer << ", vocab " << stats.vocab_size << ")\n";
+    out << "use it with: data.kind=sft data.path=" << opts.output_prefix << " data.chat_template=" << opts.chat_template
+        << " data.pack=false data.tokenizer=" << opts.tokenizer << "\n";
+    return kExitOk;
   }
   out << "wrote " << opts.output_prefix << ".bin and " << opts.output_prefix << ".idx: " << stats.documents
       << " documents, " << stats.tokens << " tokens (tokenizer " << opts.tokenizer << ", vocab " << stats.vocab_size

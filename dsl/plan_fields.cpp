@@ -172,11 +172,9 @@ struct Codec<std::map<std::string, std::string>> {
     for (const auto& [k, e] : v.items()) {
       if (e.is_string())
         items[k] = e.get<std::string>();
-      else if (e.is_boolean() || e.is_number_integer())
-        items[k] = e.dump();
       else if (e.is_number_float() && as_int(e))
         items[k] = std::to_string(*as_int(e));
-      else if (e.is_number_float())
+      else if (e.is_boolean() || e.is_number())  // integers, and floats that are not whole
         items[k] = e.dump();
       else
         return "must be a table of strings; entry `" + k + "` is " + describe_value(e);
@@ -307,7 +305,9 @@ std::vector<FieldInfo> build_fields() {
                     "std of the normal init; output projections are scaled by 1/sqrt(2·num_layers)"));
 
   const char* d = "data";
-  f.push_back(field(d, "kind", &P::data, &D::kind, "mock: deterministic random tokens; indexed: Megatron .bin/.idx"));
+  f.push_back(field(d, "kind", &P::data, &D::kind,
+                    "mock: deterministic random tokens; indexed: Megatron .bin/.idx; sft: chat/instruction .bin/.idx "
+                    "with a loss mask (data prepare --format chat)"));
   f.push_back(field(d, "path", &P::data, &D::path, "one indexed dataset prefix (a blend of one)"));
   f.push_back(field(d, "blend", &P::data, &D::blend,
                     "weighted dataset prefixes {w1, \"prefix1\", w2, \"prefix2\"}; weights are normalized"));
@@ -323,6 +323,11 @@ std::vector<FieldInfo> build_fields() {
                     "hf: the added token that ends a document; empty: the file's end-of-text token (the "
                     "rule is in docs/user-guide.md, Data)"));
   f.push_back(field(d, "seed", &P::data, &D::seed, "seed of sample shuffling and mock tokens"));
+  f.push_back(field(d, "chat_template", &P::data, &D::chat_template,
+                    "sft: the chat template the dataset was prepared with (its .mask.bin records it)"));
+  f.push_back(field(d, "pack", &P::data, &D::pack,
+                    "sft: pack several conversations per sequence (needs per-sample attention, not yet available); "
+                    "false = one conversation per sequence, padded"));
 
   const char* o = "optimizer";
   f.push_back(field(o, "kind", &P::optimizer, &O::kind, "optimizer"));

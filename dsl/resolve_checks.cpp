@@ -424,9 +424,14 @@ void check_relations(ResolveContext& ctx) {
   if (!d.path.empty() && d.blend.size() >= 1 && !(d.blend.size() == 1 && d.blend.front().second == d.path))
     ctx.violation("data.path", "data.path=\"" + d.path + "\" and data.blend are both set",
                   "set data.path for one dataset, or data.blend for several, not both");
-  if (d.kind == plan::DataKind::indexed && d.blend.empty())
-    ctx.violation("data.path", "data.kind=indexed needs data.path or data.blend",
+  if ((d.kind == plan::DataKind::indexed || d.kind == plan::DataKind::sft) && d.blend.empty())
+    ctx.violation("data.path", "data.kind=" + std::string(plan::to_string(d.kind)) + " needs data.path or data.blend",
                   "set data.path to a dataset prefix (the .bin/.idx pair without extension), or data.blend");
+  if (d.kind == plan::DataKind::sft && d.chat_template == plan::ChatTemplate::none)
+    ctx.violation("data.chat_template",
+                  "data.kind=sft needs data.chat_template, the template the dataset was prepared with",
+                  "set data.chat_template to llama3, chatml or plain (as given to `recipe data prepare --format chat "
+                  "--chat-template ...`)");
   if (d.kind == plan::DataKind::mock && !d.blend.empty())
     ctx.warn("data.kind=mock ignores data.path/data.blend; set data.kind=\"indexed\" to train on them");
   if (d.tokenizer == plan::Tokenizer::gpt2_bpe) {

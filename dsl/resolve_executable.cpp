@@ -20,6 +20,11 @@ void check_executable(ResolveContext& ctx) {
                   "parallelism.sequence_parallel=true: sequence parallelism is not implemented in this version; "
                   "available: false (tensor parallelism runs without it)",
                   "set parallelism.sequence_parallel=false");
+  if (p.data.kind == plan::DataKind::sft && p.data.pack && !ctx.bad_paths.count("data.pack"))
+    ctx.violation("data.pack",
+                  "data.pack=true with data.kind=sft: packing needs per-sample attention masks, not yet available in "
+                  "this version; available: data.pack=false (one conversation per sequence, padded at the end)",
+                  "set data.pack=false");
   if (p.peft.kind == plan::PeftKind::lora && !ctx.bad_paths.count("peft.kind"))
     ctx.violation("peft.kind",
                   "peft.kind=\"lora\": LoRA is not implemented in this version; use peft.kind=\"none\" for a full "

@@ -96,8 +96,12 @@ constexpr std::array<std::string_view, N> split_names(std::string_view list) {
 // What the run does (the top-level `mode` key): train from scratch or from loaded weights.
 RECIPE_PLAN_ENUM(Mode, pretrain, finetune)
 
-// data.kind: mock = deterministic random tokens; indexed = Megatron .bin/.idx datasets.
-RECIPE_PLAN_ENUM(DataKind, mock, indexed)
+// data.kind: mock = deterministic random tokens; indexed = Megatron .bin/.idx datasets; sft =
+// chat/instruction .bin/.idx with a loss mask (core/data/loss_mask.hpp).
+RECIPE_PLAN_ENUM(DataKind, mock, indexed, sft)
+
+// data.chat_template: how `data prepare --format chat` rendered conversations (core/data/chat_template.hpp).
+RECIPE_PLAN_ENUM(ChatTemplate, none, llama3, chatml, plain)
 
 // data.tokenizer: none = no tokenizer (the data is already token ids).
 RECIPE_PLAN_ENUM(Tokenizer, none, byte, gpt2_bpe, sentencepiece, hf)

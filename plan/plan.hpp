@@ -59,6 +59,11 @@ struct DataConfig {
   std::string tokenizer_model;  // sentencepiece: .model; hf: tokenizer.json
   std::string eod_token;        // hf: the token ending a document; empty: the rule in core/data/tokenizer.hpp
   int seed = 1234;
+  // sft: the chat template the dataset was prepared with;
+  // the loss-mask file records it and training checks that they agree.
+  ChatTemplate chat_template = ChatTemplate::none;
+  // sft: several conversations per sequence (true) or one per sequence, padded (false).
+  bool pack = true;
 };
 
 struct OptimizerConfig {

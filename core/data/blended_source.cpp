@@ -67,4 +67,14 @@ void BlendedSource::sample(int64_t idx, int32_t* out) const {
   sources_[static_cast<size_t>(d)]->sample(j, out);
 }
 
+void BlendedSource::sequence(int64_t idx, Sequence& out) const {
+  const auto [d, j] = locate(idx);
+  sources_[static_cast<size_t>(d)]->sequence(j, out);
+}
+
+int64_t BlendedSource::trained_tokens(int64_t idx) const {
+  const auto [d, j] = locate(idx);
+  return sources_[static_cast<size_t>(d)]->trained_tokens(j);
+}
+
 }  // namespace recipe::data

@@ -29,6 +29,10 @@ class BlendedSource : public SampleSource {
   // Samples until the first source would need a second epoch: min over d of size_d / w_d.
   int64_t size() const override { return size_; }
   void sample(int64_t idx, int32_t* out) const override;
+  // Masked when the sources are (all or none: make_source builds blends of one kind).
+  bool loss_masked() const override { return sources_.front()->loss_masked(); }
+  void sequence(int64_t idx, Sequence& out) const override;
+  int64_t trained_tokens(int64_t idx) const override;
 
   // Which source and which of its samples global index idx reads.
   std::pair<int, int64_t> locate(int64_t idx) const;

@@ -1,5 +1,6 @@
 // plan.data → the trainer's sample sources.
 #include <filesystem>
+#include <iostream>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -9,8 +10,10 @@
 #include "core/data/counter_rng.hpp"
 #include "core/data/gpt_dataset.hpp"
 #include "core/data/indexed_dataset.hpp"
+#include "core/data/loss_mask.hpp"
 #include "core/data/mock_source.hpp"
 #include "core/data/sample_source.hpp"
+#include "core/data/sft_dataset.hpp"
 #include "core/data/split.hpp"
 
 namespace recipe::data {
@@ -70,6 +73,33 @@ uint64_t dataset_seed(int seed, size_t index, Split split) {
                       static_cast<uint64_t>(split));
 }
 
+// data.kind=sft: the dataset's loss mask, which must record the template the plan names.
+std::shared_ptr<const LossMask> open_mask(const IndexedDataset& ds, const plan::DataConfig& data) {
+  auto mask = std::make_shared<const LossMask>(ds);
+  const std::string named(plan::to_string(data.chat_template));
+  if (mask->chat_template() != named)
+    throw std::runtime_error(mask_path_of(ds.prefix()) + " was prepared with chat template \"" + mask->chat_template() +
+                             "\" but data.chat_template=\"" + named +
+                             "\"; set data.chat_template=" + mask->chat_template() +
+                             " or prepare the data again with --chat-template " + named);
+  return mask;
+}
+
+// One split of an SFT dataset, or nullptr for a validation split without conversations.
+std::unique_ptr<SampleSource> make_sft_part(const plan::Plan& plan, const std::shared_ptr<const IndexedDataset>& ds,
+                                            const DocumentRange& range, uint64_t seed, Split split) {
+  if (split != Split::train && range.size() < 1) return nullptr;
+  auto mask = open_mask(*ds, plan.data);
+  auto sft = std::make_unique<SftDataset>(ds, std::move(mask), range, plan.model.seq_length, seed, plan.data.pack,
+                                          /*pad_id=*/0, plan.model.vocab_size, split_name(split));
+  if (sft->stats().truncated > 0)
+    std::cerr << "warning: " << ds->prefix() << " (" << split_name(split) << "): " << sft->stats().truncated << " of "
+              << sft->stats().conversations
+              << " conversations are longer than model.seq_length+1 = " << plan.model.seq_length + 1
+              << " tokens and are truncated (their tail is not trained)\n";
+  return sft;
+}
+
 // The blend's GPT datasets for one split. Training needs every dataset to yield samples; validation
 // keeps those that do, since a small dataset's 2% may hold no full sample. nullptr: no samples at all.
 std::unique_ptr<SampleSource> make_indexed_source(const plan::Plan& plan, Split split) {
@@ -84,6 +114,11 @@ std::unique_ptr<SampleSource> make_indexed_source(const plan::Plan& plan, Split 
     auto ds = open_dataset(entries[i].prefix, field, plan.model.vocab_size);
     const auto ranges = split_documents(ds->num_documents(), weights);
     const DocumentRange range = ranges[static_cast<size_t>(split)];
+    if (data.kind == plan::DataKind::sft) {
+      if (auto part = make_sft_part(plan, ds, range, dataset_seed(data.seed, i, split), split))
+        parts.emplace_back(entries[i].weight, std::move(part));
+      continue;
+    }
     if (split != Split::train && tokens_in(*ds, range) < static_cast<int64_t>(seq) + 1) continue;
     parts.emplace_back(entries[i].weight,
                        std::make_unique<GPTDataset>(ds, range, seq, dataset_seed(data.seed, i, split),
@@ -117,11 +152,13 @@ std::unique_ptr<SampleSource> make_valid_source(const plan::Plan& plan) {
   if (parse_split(plan.data.split)[static_cast<size_t>(Split::valid)] <= 0) return nullptr;
   auto source = make_indexed_source(plan, Split::valid);
   if (!source && plan.trainer.eval_interval > 0) {
-    throw std::runtime_error(
-        "data.split=\"" + plan.data.split +
-        "\" gives validation fewer than model.seq_length+1 = " + std::to_string(plan.model.seq_length + 1) +
-        " tokens in every dataset; give validation a larger share, add data, or set "
-        "trainer.eval_interval=0");
+    throw std::runtime_error("data.split=\"" + plan.data.split +
+                             (plan.data.kind == plan::DataKind::sft
+                                  ? "\" gives validation no conversation in any dataset"
+                                  : "\" gives validation fewer than model.seq_length+1 = " +
+                                        std::to_string(plan.model.seq_length + 1) + " tokens in every dataset") +
+                             "; give validation a larger share, add data, or set "
+                             "trainer.eval_interval=0");
   }
   return source;
 }

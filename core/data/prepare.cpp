@@ -76,6 +76,9 @@ void read_jsonl(const std::string& path, const std::string& key, const DocumentS
 PrepareStats prepare_dataset(const PrepareOptions& opts) {
   if (opts.inputs.empty()) throw std::runtime_error("data prepare: no input files (give --input FILE, .txt or .jsonl)");
   if (opts.output_prefix.empty()) throw std::runtime_error("data prepare: no output prefix (give --output PREFIX)");
+  if (opts.format == "chat") return prepare_chat_dataset(opts);
+  if (opts.format != "text")
+    throw std::runtime_error("data prepare: --format " + opts.format + " is not a format; use text or chat");
   for (const auto& input : opts.inputs) {
     // Plain text comes in many spellings (.txt, .md, .rst, ...); anything else is a mistake worth naming.
     const bool text =

@@ -1,4 +1,5 @@
-// `recipe data prepare`: text or JSONL → tokenized Megatron indexed dataset (<prefix>.bin/.idx).
+// `recipe data prepare`: text or JSONL → tokenized Megatron indexed dataset (<prefix>.bin/.idx);
+// with format "chat", conversations → .bin/.idx plus the loss mask <prefix>.mask.bin (sft_prepare.cpp).
 #pragma once
 
 #include <cstdint>
@@ -18,11 +19,17 @@ struct PrepareOptions {
   std::string output_prefix;                             // writes <prefix>.bin and <prefix>.idx
   bool append_eod = true;
   bool split_paragraphs = false;
+  // "text": documents as above. "chat": .jsonl only, each line {"messages": [{"role", "content"}, ...]}
+  // or {"prompt", "completion"}; one document per conversation rendered with chat_template
+  // (core/data/chat_template.hpp), plus <prefix>.mask.bin (append_eod and json_key do not apply).
+  std::string format = "text";
+  std::string chat_template = "plain";  // chat: "llama3" | "chatml" | "plain"
 };
 
 struct PrepareStats {
   int64_t documents = 0, tokens = 0;  // tokens include the appended end-of-document ids
   int vocab_size = 0;
+  int64_t trained_tokens = 0;  // chat: tokens whose mask byte is 1
 };
 
 // Tokenizes every input in order and writes <prefix>.bin/.idx (uint16 tokens when the vocabulary is
@@ -30,5 +37,9 @@ struct PrepareStats {
 // when complete, so a failed run never leaves a half-written dataset. Empty documents are skipped.
 // Throws std::runtime_error with an actionable message (bad JSONL lines as "file:line: ...").
 PrepareStats prepare_dataset(const PrepareOptions& opts);
+
+// The "chat" format (called by prepare_dataset): writes <prefix>.bin/.idx/.mask.bin, all three under
+// temporary names renamed into place when complete. Errors name "file:line" and the field.
+PrepareStats prepare_chat_dataset(const PrepareOptions& opts);
 
 }  // namespace recipe::data

@@ -8,10 +8,24 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "plan/plan.hpp"
 
 namespace recipe::data {
+
+// One training sequence of T = seq_plus_one() - 1 positions as the model consumes it: the loss
+// mask as targets of -1, and the samples packed in it (data.kind=sft). Sources without masks give
+// one sample over the whole row: targets = the next token, positions 0..T-1, cu_seqlens {0, T}.
+struct Sequence {
+  std::vector<int32_t> inputs;     // [T] token ids
+  std::vector<int32_t> targets;    // [T] the id to predict at t, or -1: no loss (untrained token, padding,
+                                   // or the last position of a sample, which would predict the next sample)
+  std::vector<int32_t> positions;  // [T] position of t inside its sample, restarting at 0; padding is 0
+  // cu_seqlens-style sample boundaries: {0, end of sample 0, end of sample 1, ..., used}; sample i is
+  // [cu_seqlens[i], cu_seqlens[i+1]); positions [used, T) are padding (inputs = the pad id).
+  std::vector<int32_t> cu_seqlens;
+};
 
 class SampleSource {
  public:
@@ -23,6 +37,14 @@ class SampleSource {
   // Writes seq_plus_one() int32 tokens of sample idx (idx ≥ 0) to out. Pure: no hidden state;
   // idx ≥ size() continues into further epochs, each with its own shuffle. Thread-safe.
   virtual void sample(int64_t idx, int32_t* out) const = 0;
+
+  // True when sequence() masks targets and packs samples (data.kind=sft): the trainer then reads
+  // sequence() and normalizes the loss by trained_tokens() instead of all T positions.
+  virtual bool loss_masked() const { return false; }
+  // Sample idx as a Sequence (pure, thread-safe like sample()). Default: from sample().
+  virtual void sequence(int64_t idx, Sequence& out) const;
+  // Number of targets ≥ 0 in sequence(idx). Default: T.
+  virtual int64_t trained_tokens(int64_t idx) const;
 };
 
 // The training stream described by plan.data (kind "mock" or "indexed"). Throws std::runtime_error

@@ -163,6 +163,13 @@ void Model::load_tokens(int slot, const int32_t* tokens) {
   if (last_stage_) be_.from_host(A.targets, host_targets_.data());
 }
 
+void Model::load_split_tokens(int slot, const int32_t* inputs, const int32_t* targets) {
+  check_split_tokens(inputs, targets, B_, s_.seq, s_.vocab);
+  Activations& A = acts_.at(size_t(slot));
+  if (first_stage_) be_.from_host(A.inputs, inputs);
+  if (last_stage_) be_.from_host(A.targets, targets);
+}
+
 Tensor Model::stage_input(int slot) const { return acts_.at(size_t(slot)).saved.at(0).residual; }
 Tensor Model::stage_output(int slot) const { return acts_.at(size_t(slot)).final_residual; }
 Tensor Model::stage_output_grad(int slot) const { return acts_.at(size_t(slot)).dresidual; }
@@ -193,7 +200,7 @@ void Model::forward(int slot, bool with_grad, Tensor losses, float dloss) {
     if (l + 1 < nl) {
       const LayerActs next = A.layer(l + 1);
       residual_norm(next.residual, next.ln1, next.ln1_mean, next.ln1_rstd, a.residual2, A.proj_out,
-                    w_.layers[size_t(l + 1)].norm1);
+                    w_.layers[size_t(l) + 1].norm1);
     } else if (last_stage_) {
       residual_norm(A.final_residual, A.lnf, A.lnf_mean, A.lnf_rstd, a.residual2, A.proj_out, w_.final_norm);
     } else {

@@ -25,4 +25,17 @@ void split_token_rows(const int32_t* rows, int B, int T, int vocab, int32_t* inp
   }
 }
 
+void check_split_tokens(const int32_t* inputs, const int32_t* targets, int B, int T, int vocab) {
+  for (size_t i = 0; i < size_t(B) * size_t(T); ++i) {
+    const bool input_bad = inputs[i] < 0 || inputs[i] >= vocab;
+    if (input_bad || targets[i] < -1 || targets[i] >= vocab)
+      throw std::runtime_error(std::string(input_bad ? "input" : "target") + " token id " +
+                               std::to_string(input_bad ? inputs[i] : targets[i]) + " (sample row " +
+                               std::to_string(i / size_t(T)) + ", position " + std::to_string(i % size_t(T)) +
+                               ") is outside model.vocab_size=" + std::to_string(vocab) +
+                               "; the data was tokenized with a different vocabulary than the model's (check "
+                               "data.tokenizer and model.vocab_size)");
+  }
+}
+
 }  // namespace recipe::core

@@ -12,4 +12,9 @@ namespace recipe::core {
 // [0, vocab), before writing that row.
 void split_token_rows(const int32_t* rows, int B, int T, int vocab, int32_t* inputs, int32_t* targets);
 
+// Masked data (data.kind=sft) comes as inputs and targets already split (each [B·T]); a target may
+// also be -1 (no loss). Throws like split_token_rows when an input is outside [0, vocab) or a target
+// outside [-1, vocab).
+void check_split_tokens(const int32_t* inputs, const int32_t* targets, int B, int T, int vocab);
+
 }  // namespace recipe::core

@@ -2,6 +2,11 @@
 // ids) from a data stream and hands it to the model — uploaded into an activation slot
 // (Model::load_tokens), or checked and split into host memory that a recorded CUDA-graph step
 // uploads from (split_token_rows, the same check and split).
+//
+// Masked streams (data.kind=sft, SampleSource::loss_masked) are read as Sequences instead: inputs
+// and targets (-1 = no loss) come split, and each row's positions and sample boundaries
+// (cu_seqlens) are kept here (sequences()), the hand-over point for per-sample RoPE positions and
+// attention that never crosses a sample boundary.
 #pragma once
 
 #include <cstdint>
@@ -23,11 +28,17 @@ class TokenLoader {
   void reload(Model& model, int slot) const;
   // Samples [first, first + B) checked and split into inputs / targets (each [B·T], host).
   void split(const data::SampleSource& src, int64_t first, int32_t* inputs, int32_t* targets);
+  // The micro-batch read last as B Sequences (masked streams only; empty otherwise).
+  const std::vector<data::Sequence>& sequences() const { return sequences_; }
 
  private:
   void read(const data::SampleSource& src, int64_t first);
   int B_, T_, vocab_;
-  std::vector<int32_t> rows_;  // [B, T+1], the micro-batch read last
+  bool masked_ = false;           // the last micro-batch came from a masked stream
+  std::vector<int32_t> rows_;     // [B, T+1], the micro-batch read last (unmasked streams)
+  std::vector<int32_t> inputs_;   // [B·T] masked streams: inputs of the micro-batch read last
+  std::vector<int32_t> targets_;  // [B·T] and its targets
+  std::vector<data::Sequence> sequences_;
 };
 
 }  // namespace recipe::core

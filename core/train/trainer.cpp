@@ -111,6 +111,8 @@ Trainer::Trainer(const plan::Plan& plan, kernels::Backend& backend, ParallelStat
         "the step is not the single-rank CUDA device step (CPU, several ranks, ZeRO-1 or kernels.host_clip=true)";
   else if (phase_timing)
     graph_off = "kernels.phase_timing=true synchronizes inside the step";
+  else if (train_->loss_masked())
+    graph_off = "data.kind=sft divides the loss by each step's count of trained tokens, which a recording would fix";
   graph_ = std::make_unique<StepGraph>(backend_, num_micro_, N, graph_off);
 }
 
@@ -125,6 +127,13 @@ Trainer::~Trainer() {
 // Micro-batch m of step s on this DP rank starts at consumed_samples(s) + m·(micro·dp) + rank·micro.
 int64_t Trainer::first_sample(int s, int m) const {
   return int64_t(s) * global_batch_ + int64_t(m) * micro_ * dp_ + int64_t(dp_rank_) * micro_;
+}
+
+double Trainer::loss_tokens(int s) const {
+  if (!train_->loss_masked()) return double(global_batch_) * double(shape_.seq);
+  int64_t n = 0;
+  for (int64_t i = int64_t(s) * global_batch_; i < int64_t(s + 1) * global_batch_; ++i) n += train_->trained_tokens(i);
+  return double(std::max<int64_t>(n, 1));  // a batch without trained tokens has loss 0, not 0/0
 }
 
 double divergence_loss_limit(int vocab_size) { return 100.0 * std::log(double(std::max(2, vocab_size))); }
@@ -146,7 +155,7 @@ StepResult Trainer::step() {
     if (!graph_->run([this, s] { enqueue_device_step(s, true); })) enqueue_device_step(s, false);
     float nc[2];                       // ‖g‖, clip factor (NaN: the guard skipped the update)
     backend_.to_host(nc, norm_clip_);  // the step's one wait
-    r.loss = sum_losses(int64_t(num_micro_) * model_->rows()) / (double(global_batch_) * double(shape_.seq));
+    r.loss = sum_losses(int64_t(num_micro_) * model_->rows()) / loss_tokens(s);
     phases_->mark(PhaseTimer::read_back);
     if (phases_->on()) time_forward_alone();
     r.grad_norm = nc[0];
@@ -181,7 +190,7 @@ StepResult Trainer::step() {
 // tokens are read here and AdamW takes its scalars as arguments: the same kernels, same values.
 void Trainer::enqueue_device_step(int s, bool staged) {
   const int64_t N = model_->rows();
-  const double total_tokens = double(global_batch_) * double(shape_.seq);
+  const double total_tokens = loss_tokens(s);
   const float dloss = float(1.0 / total_tokens);
   phases_->start();
   if (staged) graph_->upload_schedule();
@@ -225,21 +234,23 @@ void Trainer::time_forward_alone() {
 }
 
 double Trainer::compute_gradients(int s) {
+  const double tokens = loss_tokens(s);
   const double local = run_micro_batches(
-      *train_, [&](int m) { return first_sample(s, m); }, true, num_micro_);
-  return world_loss_sum(local) / (double(global_batch_) * double(shape_.seq));
+      *train_, [&](int m) { return first_sample(s, m); }, true, num_micro_, tokens);
+  return world_loss_sum(local) / tokens;
 }
 
 double Trainer::compute_loss(int s) {
+  const double tokens = loss_tokens(s);
   const double local = run_micro_batches(
-      *train_, [&](int m) { return first_sample(s, m); }, false, num_micro_);
-  return world_loss_sum(local) / (double(global_batch_) * double(shape_.seq));
+      *train_, [&](int m) { return first_sample(s, m); }, false, num_micro_, tokens);
+  return world_loss_sum(local) / tokens;
 }
 
 double Trainer::run_micro_batches(const data::SampleSource& src, const std::function<int64_t(int)>& sample_of,
-                                  bool with_grad, int count) {
+                                  bool with_grad, int count, double loss_tokens) {
   const int64_t N = model_->rows();
-  const float dloss = with_grad ? float(1.0 / (double(global_batch_) * double(shape_.seq))) : 0.0f;
+  const float dloss = with_grad ? float(1.0 / loss_tokens) : 0.0f;
   auto forward = [&](int m, int slot) {
     loader_->load(src, sample_of(m), *model_, slot);
     model_->forward(slot, with_grad, losses_.rows(m, 1).view({N}), dloss);
@@ -293,9 +304,13 @@ double Trainer::evaluate() {
   double sum = 0;
   for (int i = 0; i < iters; ++i)
     sum += run_micro_batches(
-        *valid_, [&](int) { return int64_t(i) * micro_ * dp_ + int64_t(dp_rank_) * micro_; }, false, 1);
+        *valid_, [&](int) { return int64_t(i) * micro_ * dp_ + int64_t(dp_rank_) * micro_; }, false, 1, 1.0);
   sum = world_loss_sum(sum);
-  return sum / (double(iters) * double(N) * double(dp_));
+  if (!valid_->loss_masked()) return sum / (double(iters) * double(N) * double(dp_));
+  // Masked validation: the mean over the trained targets of every sample read (all DP ranks').
+  int64_t trained = 0;
+  for (int64_t i = 0; i < int64_t(iters) * micro_ * dp_; ++i) trained += valid_->trained_tokens(i);
+  return sum / double(std::max<int64_t>(trained, 1));
 }
 
 }  // namespace recipe::core

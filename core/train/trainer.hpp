@@ -152,6 +152,10 @@ class Trainer {
 
  private:
   int64_t first_sample(int s, int m) const;
+  // The number of tokens step s's mean loss divides by: every position of the global batch, or for
+  // masked data (data.kind=sft) its trained targets, so untrained tokens and padding dilute nothing.
+  // The same on every rank: the data is a pure function of the sample index.
+  double loss_tokens(int s) const;
   // The device step (device_step()): its work in launch order, eager or recorded (staged: the
   // per-step values come from the graph's staging); the staging of step s; phase timing's extra
   // forward.
@@ -162,8 +166,9 @@ class Trainer {
   // schedule's order (1F1B when training), gradients reduced over DP at the end. sample_of(m):
   // the first sample of micro-batch m. Returns this rank's share of the loss sum (the last
   // stage's TP rank 0 holds it; 0 elsewhere).
+  // The gradient of each counted token's loss is scaled by 1 / loss_tokens.
   double run_micro_batches(const data::SampleSource& src, const std::function<int64_t(int)>& sample_of, bool with_grad,
-                           int count);
+                           int count, double loss_tokens);
   void backward_micro(int m, int slot, int count);
   double world_loss_sum(double local);
   double sum_losses(int64_t count);

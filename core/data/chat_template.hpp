@@ -1,0 +1,60 @@
+// Chat templates for supervised fine-tuning: a conversation (system/user/assistant messages, or a
+// prompt/completion pair) rendered as a sequence of pieces, each a text segment (tokenized with the
+// tokenizer's encode), a special token named by its literal string (one id, from
+// Tokenizer::special_id) or the tokenizer's end-of-document id, with a flag saying whether the
+// piece's tokens are trained (contribute to the loss).
+//
+// Built-in templates (trained pieces marked with *):
+//   llama3  <|begin_of_text|> then per message
+//           <|start_header_id|> role <|end_header_id|> "\n\n" content* <|eot_id|>*
+//           (content and <|eot_id|> trained for assistant messages only)
+//   chatml  per message <|im_start|> "role\n" content* <|im_end|>* "\n"
+//           (content and <|im_end|> trained for assistant messages only; the "\n" never)
+//   plain   the messages' contents back to back, no special tokens, then EOD*: a prompt/completion
+//           pair is prompt then completion* then EOD*; works with every tokenizer.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/data/tokenizer.hpp"
+
+namespace recipe::data {
+
+enum class ChatTemplate { llama3, chatml, plain };
+const char* chat_template_name(ChatTemplate t);
+std::optional<ChatTemplate> parse_chat_template(const std::string& name);  // nullopt: unknown name
+const char* chat_template_names();                                         // "llama3, chatml or plain"
+
+struct ChatMessage {
+  std::string role;  // "system" | "user" | "assistant"
+  std::string content;
+};
+
+struct TemplatePiece {
+  enum class Kind { text, special, eod };
+  Kind kind = Kind::text;
+  std::string value;  // text: the text; special: the token's literal name; eod: empty
+  bool trained = false;
+  bool operator==(const TemplatePiece&) const = default;
+};
+
+// The pieces of one conversation. Throws std::invalid_argument for a role other than system, user
+// or assistant, or a conversation without an assistant message (nothing would be trained).
+std::vector<TemplatePiece> render_chat(ChatTemplate t, const std::vector<ChatMessage>& messages);
+
+// A prompt/completion pair is the conversation {user: prompt, assistant: completion}.
+std::vector<ChatMessage> prompt_completion_messages(const std::string& prompt, const std::string& completion);
+
+struct TokenizedSample {
+  std::vector<int32_t> ids;
+  std::vector<uint8_t> mask;  // per id: 1 = trained, 0 = not
+};
+
+// Token ids of the pieces, with their trained flags. Throws std::runtime_error naming the special
+// token, the tokenizer and the template that works with it when the tokenizer lacks a special.
+TokenizedSample tokenize_pieces(const std::vector<TemplatePiece>& pieces, const Tokenizer& tokenizer);
+
+}  // namespace recipe::data
