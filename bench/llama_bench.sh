@@ -8,6 +8,7 @@
 #     tests   the CUDA tests (every preset's attention on cuDNN, CUDA against the CPU reference)
 #     engine  recipe pretrain on each workload (1b at micro-batch $BATCHES_1B, 8b-slice at 1)
 #     engine-norecompute  the 1b rows again with trainer.recompute=none (the twins keep every activation)
+#     gpt     gpt3_345m at micro-batch 8 (the GPT benchmark's middle point, to check for regressions)
 #     twin    the twins ($IMPLS × $MODES) on the same workloads
 #     report  $OUT/llama_bench.md from the rows of engine and twin
 #     prof:W:B  ncu per-kernel profile of 2 engine steps of workload W at micro-batch B
@@ -34,7 +35,10 @@ fi
 w_1b=(llama3_8b model.num_layers=16 model.hidden_size=2048 model.num_attention_heads=32 model.num_kv_heads=8
       model.ffn_hidden_size=8192 model.seq_length=2048 model.tie_embeddings=true)
 w_8b=(llama3_8b model.num_layers=$layers_8b)
-common=(parallelism.tp=1 executor.gpus_per_node=1 checkpoint.save_final=false --device cuda --max-steps "$steps")
+# The twins' protocol: one fixed batch repeated, lr 3e-4 with 10 warm-up steps then cosine to 0 at
+# the last step (the presets' 2000-step warm-up would leave the loss flat over 30 steps).
+common=(parallelism.tp=1 executor.gpus_per_node=1 checkpoint.save_final=false --device cuda --max-steps "$steps"
+        data.fixed_batch=true optimizer.lr=3e-4 optimizer.min_lr=0 schedule.warmup_steps=10)
 
 engine_run() {  # $1 workload name, $2 layers, $3 micro-batch, then the workload's overrides
   local wl=$1 layers=$2 b=$3; shift 3
@@ -68,6 +72,11 @@ for stage in "$@"; do
     engine)
       for b in $batches_1b; do engine_run 1b 16 "$b" "${w_1b[@]}"; done
       engine_run 8b-slice "$layers_8b" 1 "${w_8b[@]}" ;;
+    gpt)
+      log="$out/engine_gpt3_345m_b8.log"
+      "$recipe" pretrain gpt3_345m --max-steps 100 trainer.micro_batch_size=8 trainer.global_batch_size=8 \
+        --device cuda --experiments-dir /tmp/llama-bench/runs --name gpt_b8 checkpoint.save_final=false >"$log" 2>&1
+      tail -n 1 "$log" ;;
     engine-norecompute)  # the twins keep every activation too
       for b in $batches_1b; do LABEL=recompute-none engine_run 1b 16 "$b" "${w_1b[@]}" trainer.recompute=none; done ;;
     twin)

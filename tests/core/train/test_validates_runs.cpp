@@ -121,6 +121,7 @@ TEST_CASE("the walk covers every enum key: the field table lists exactly the spe
       {"model.position_embedding", plan::enum_names<plan::PositionEmbedding>()},
       {"data.kind", plan::enum_names<plan::DataKind>()},
       {"data.tokenizer", plan::enum_names<plan::Tokenizer>()},
+      {"data.chat_template", plan::enum_names<plan::ChatTemplate>()},
       {"optimizer.kind", plan::enum_names<plan::OptimizerKind>()},
       {"schedule.decay_style", plan::enum_names<plan::DecayStyle>()},
       {"trainer.device", plan::enum_names<plan::Device>()},
@@ -141,10 +142,12 @@ TEST_CASE("the walk covers every enum key: the field table lists exactly the spe
     CHECK(f->allowed == e.names);
   }
   // The stringized enumerator lists split into the recipe spellings, in declaration order.
-  CHECK(plan::enum_names<plan::Tokenizer>() == std::vector<std::string>{"none", "byte", "gpt2_bpe", "sentencepiece"});
+  CHECK(plan::enum_names<plan::Tokenizer>() ==
+        std::vector<std::string>{"none", "byte", "gpt2_bpe", "sentencepiece", "hf"});
   CHECK(plan::to_string(plan::ExecutorKind::slurm) == "slurm");
   CHECK(plan::from_string<plan::Mode>("finetune") == plan::Mode::finetune);
-  CHECK(!plan::from_string<plan::DataKind>("sft").has_value());
+  CHECK(plan::from_string<plan::DataKind>("sft") == plan::DataKind::sft);
+  CHECK(!plan::from_string<plan::DataKind>("chat").has_value());
 }
 
 TEST_CASE("a spelling outside an enum is rejected with the key, the value and the choices") {
