@@ -433,8 +433,9 @@ std::vector<FieldInfo> build_fields() {
 
   const char* k = "kernels";
   f.push_back(field(k, "workspace_mb", &P::kernels, &K::workspace_mb,
-                    "CUDA backend workspace in MiB (≥ 16; reductions, cuDNN attention, GEMM timing); 0 = derived: "
-                    "one micro-batch's f32 attention-gradient accumulators + 16 MiB, at least 64 MiB"));
+                    "CUDA backend workspace in MiB (≥ 16; reductions, cuDNN attention, GEMM timing); 0 = derived "
+                    "(kernels.workspace_bytes). The backend grows it at start, with a notice, if cuDNN's attention "
+                    "plans for the run's shape need more"));
   f.push_back(field(k, "cublaslt_tune", &P::kernels, &K::cublaslt_tune,
                     "time cuBLASLt's heuristic algorithms per GEMM shape at the first step and keep the fastest; "
                     "false keeps the first (trainer.deterministic never times)"));
@@ -503,8 +504,9 @@ const std::vector<DerivedFieldInfo>& derived_fields() {
       {"parallelism.rank_order", "\"tp-cp-dp-pp\": tp varies fastest over consecutive ranks, pp slowest"},
       {"parallelism.stage_num_layers", "parallelism.layers_per_stage, else model.num_layers split evenly over pp"},
       {"kernels.workspace_bytes",
-       "kernels.workspace_mb MiB, else the f32 attention-gradient accumulators of one "
-       "micro-batch + 16 MiB, at least 64 MiB"},
+       "kernels.workspace_mb MiB, else the larger of the own attention backward's f32 accumulators + 16 MiB "
+       "and cuDNN's attention backward (f32 dQ, one more with grouped KV heads, one dQ partial per key tile "
+       "when deterministic), at least 64 MiB"},
       {"executor.device_memory_gib", "executor.device_memory, else the GPU model's memory"},
       {"memory.weights", "the resolver's per-rank memory estimate"},
       {"memory.gradients", "the resolver's per-rank memory estimate"},
