@@ -90,7 +90,7 @@ def report(args):
             mfu=r["mfu"], mem=r["peak_alloc_gib"], fl=r["first_loss"], ll=r["last_loss"],
             ratio=r.get("ratio_to_compile", "")))
     lines += ["", "Peak memory: torch = torch.cuda.max_memory_allocated; recipe = the backend's peak of device allocations.",
-              "FLOPs/token = 6N + 12·L·d·T; MFU against 989 TFLOP/s (H100 SXM dense bf16)."]
+              "FLOPs/token = 6N + 12·L·d·T, N without the position table (PaLM/Megatron); MFU against 989 TFLOP/s (H100 SXM dense bf16)."]
     with open(args.md, "w") as f:
         f.write("\n".join(lines) + "\n")
 

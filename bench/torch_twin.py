@@ -11,7 +11,8 @@ at the last step, grad-norm clip 1.0, bf16 autocast, F.scaled_dot_product_attent
 One fixed batch of random tokens is repeated every step, so the model memorizes it.
 
 Prints one JSON line per (mode, micro-batch): mean step time of steps 10..steps-1, tokens/s,
-model TFLOP/s, MFU (FLOPs/token = 6N + 12·L·d·T, peak 989e12 dense bf16), peak allocated GiB,
+model TFLOP/s, MFU (FLOPs/token = 6N + 12·L·d·T with N without the position table, as the engine
+counts; peak 989e12 dense bf16), peak allocated GiB,
 first and last loss.
 
   python3 bench/torch_twin.py --modes eager,compile --batches 4,8,16
@@ -130,7 +131,9 @@ def run(mode, batch, args):
     span_ms = starts[first_timed].elapsed_time(ends[-1])
     step_ms = span_ms / (args.steps - first_timed)
     tokens = batch * args.seq
-    flops_per_token = 6 * n_params + 12 * args.layers * args.d_model * args.seq
+    # The engine's count (PaLM/Megatron): the learned positions are a lookup, the tied embedding counts
+    # once, as the output head.
+    flops_per_token = 6 * (n_params - args.seq * args.d_model) + 12 * args.layers * args.d_model * args.seq
     tflops = flops_per_token * tokens / (step_ms / 1e3) / 1e12
     result = {
         "impl": "torch_" + mode,
