@@ -93,16 +93,16 @@ TEST_CASE("cpu rope_bwd is the adjoint of rope_fwd (finite differences and inver
 TEST_CASE("cpu rope with per-sample positions: each sample rotates as if it stood alone at t = 0") {
   auto be = make_cpu_backend();
   const AttentionShape shape{.B = B, .T = T, .Hq = Hq, .Hkv = Hkv, .D = D};
-  auto x = randn(B * T * kRow, 11);
+  auto x = randn(size_t(B) * T * kRow, 11);
   // Row 0: samples of 2 and 3 tokens; row 1: 4 tokens, then one padding token.
   std::vector<int32_t> pos = {0, 1, 0, 1, 2, 0, 1, 2, 3, 0};
   auto packed = x;
   be->rope_fwd({.qkv = qkv_view(packed), .positions = view(pos, {B, T}), .shape = shape, .theta = kTheta});
   auto alone = [&](int b, int start, int len) {
-    std::vector<float> y(x.begin() + (b * T + start) * kRow, x.begin() + (b * T + start + len) * kRow);
+    std::vector<float> y(x.begin() + int64_t(b * T + start) * kRow, x.begin() + int64_t(b * T + start + len) * kRow);
     be->rope_fwd(
         {.qkv = view(y, {1, len, kRow}), .shape = {.B = 1, .T = len, .Hq = Hq, .Hkv = Hkv, .D = D}, .theta = kTheta});
-    CHECK(std::equal(y.begin(), y.end(), packed.begin() + (b * T + start) * kRow));
+    CHECK(std::equal(y.begin(), y.end(), packed.begin() + int64_t(b * T + start) * kRow));
   };
   alone(0, 0, 2);
   alone(0, 2, 3);
