@@ -326,8 +326,8 @@ std::vector<FieldInfo> build_fields() {
   f.push_back(field(d, "chat_template", &P::data, &D::chat_template,
                     "sft: the chat template the dataset was prepared with (its .mask.bin records it)"));
   f.push_back(field(d, "pack", &P::data, &D::pack,
-                    "sft: pack several conversations per sequence (needs per-sample attention, not yet available); "
-                    "false = one conversation per sequence, padded"));
+                    "sft: pack several conversations per sequence (positions restart and attention stays inside "
+                    "each conversation; RoPE models); false = one conversation per sequence, padded"));
 
   const char* o = "optimizer";
   f.push_back(field(o, "kind", &P::optimizer, &O::kind, "optimizer"));

@@ -20,10 +20,24 @@ void check_executable(ResolveContext& ctx) {
                   "parallelism.sequence_parallel=true: sequence parallelism is not implemented in this version; "
                   "available: false (tensor parallelism runs without it)",
                   "set parallelism.sequence_parallel=false");
-  if (p.data.kind == plan::DataKind::sft && p.data.pack && !ctx.bad_paths.count("data.pack"))
+  // Packing (several conversations per sequence) gives RoPE and attention each token's position in
+  // its sample (ModelShape::packed). Learned position embeddings do not take them yet, and on CUDA
+  // packed attention runs the own kernels (head_dim <= 128), not cuDNN.
+  const bool packed = p.data.kind == plan::DataKind::sft && p.data.pack && !ctx.bad_paths.count("data.pack");
+  if (packed && p.model.position_embedding == plan::PositionEmbedding::learned &&
+      !ctx.bad_paths.count("model.position_embedding"))
     ctx.violation("data.pack",
-                  "data.pack=true with data.kind=sft: packing needs per-sample attention masks, not yet available in "
-                  "this version; available: data.pack=false (one conversation per sequence, padded at the end)",
+                  "data.pack=true with data.kind=sft and model.position_embedding=\"learned\": packed samples need "
+                  "positions restarting per sample, which learned position embeddings do not take in this version; "
+                  "available: packing with model.position_embedding=\"rope\" (Llama-style models), or "
+                  "data.pack=false (one conversation per sequence, padded at the end)",
+                  "set data.pack=false, or use a RoPE model");
+  if (packed && p.trainer.device != plan::Device::cpu && p.model.head_dim > 128 &&
+      !ctx.bad_paths.count("model.head_dim"))
+    ctx.violation("data.pack",
+                  "data.pack=true on CUDA with model.head_dim=" + std::to_string(p.model.head_dim) +
+                      ": packed samples run the own CUDA attention kernels, which take head_dim <= 128; available: "
+                      "head_dim <= 128, trainer.device=\"cpu\", or data.pack=false (cuDNN attention)",
                   "set data.pack=false");
   if (p.peft.kind == plan::PeftKind::lora && !ctx.bad_paths.count("peft.kind"))
     ctx.violation("peft.kind",

@@ -18,6 +18,15 @@
 //   query, natural log) is [B, Hq, T] f32. Scale 1/sqrt(D), causal.
 // - RoPE rotates pairs (i, i + D/2) of each q and k head ("rotate_half", as HF Llama), position =
 //   t (0-based within the sequence), frequency θ^(-2i/D).
+// - Packed samples (segments): attention and RoPE take an optional `positions` tensor, i32 [B, T]
+//   on the backend's device, for sequences that hold several samples back to back (SFT packing).
+//   positions[b, t] is token t's position inside its sample: 0 at a sample's first token, then
+//   +1 per token (a sample is a run 0, 1, 2, ...; a padding token of position 0 is a sample of
+//   its own). So token t's sample starts at t - positions[b, t]: RoPE rotates by positions[b, t]
+//   instead of t, and query t attends only to keys j with t - positions[b, t] ≤ j ≤ t (causal
+//   within its sample, never across a boundary). The sample lengths (cu_seqlens, the ragged
+//   offsets of cuDNN's THD layout) follow from the zeros of positions. Undefined positions (the
+//   default) is the unpacked op, bitwise as without the argument.
 // - SwiGLU input rows are [gate (F) | up (F)]: out = silu(gate) · up.
 // - GELU is the tanh approximation.
 // - Ops never allocate device memory; scratch comes from the backend's own workspace, sized at
@@ -98,13 +107,21 @@ struct ResidualNormFwdArgs {
 struct AttentionShape {
   int B = 0, T = 0, Hq = 0, Hkv = 0, D = 0;
 };
+// positions (optional): per-sample positions i32 [B, T] of packed samples (see above).
 struct AttentionFwdArgs {
-  Tensor out{}, lse{}, qkv{};
+  Tensor out{}, lse{}, qkv{}, positions{};
   AttentionShape shape{};
 };
 struct AttentionBwdArgs {
-  Tensor dqkv{}, dout{}, qkv{}, out{}, lse{};
+  Tensor dqkv{}, dout{}, qkv{}, out{}, lse{}, positions{};
   AttentionShape shape{};
+};
+// qkv: the packed qkv (rope_fwd) or its gradient (rope_bwd), rotated in place; positions
+// (optional): per-sample positions i32 [B, T] (see above), else t.
+struct RopeArgs {
+  Tensor qkv{}, positions{};
+  AttentionShape shape{};
+  float theta = 0;
 };
 // What prepare_attention found for one shape, before the first step.
 struct AttentionPlan {
@@ -235,11 +252,12 @@ class Backend {
   virtual void gelu_bwd(Tensor dinp, Tensor dout, Tensor inp) = 0;
   virtual void swiglu_fwd(Tensor out, Tensor gate_up) = 0;
   virtual void swiglu_bwd(Tensor dgate_up, Tensor dout, Tensor gate_up) = 0;
-  virtual void rope_fwd(Tensor qkv, int B, int T, int Hq, int Hkv, int D, float theta) = 0;
-  virtual void rope_bwd(Tensor dqkv, int B, int T, int Hq, int Hkv, int D, float theta) = 0;
+  virtual void rope_fwd(const RopeArgs& a) = 0;
+  virtual void rope_bwd(const RopeArgs& a) = 0;  // a.qkv holds dqkv
 
   // ---- attention ----
-  // Causal (GQA) attention over packed qkv (layout above): out [B, T, Hq·D], lse [B, Hq, T] f32.
+  // Causal (GQA) attention over packed qkv (layout above): out [B, T, Hq·D], lse [B, Hq, T] f32;
+  // with positions, restricted to each token's own sample.
   virtual void attention_fwd(const AttentionFwdArgs& a) = 0;
   // dqkv (overwritten) from dout, the forward's qkv, out and lse.
   virtual void attention_bwd(const AttentionBwdArgs& a) = 0;

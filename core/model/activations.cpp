@@ -140,6 +140,7 @@ void carve_activations(Carver& c, Activations& acts, const ModelShape& s, int B,
   acts.lnf_rstd = c.take(DType::f32, {N}, "lnf_rstd");
   acts.inputs = c.take(DType::i32, {N}, "inputs");
   acts.targets = c.take(DType::i32, {N}, "targets");
+  if (s.packed) acts.positions = c.take(DType::i32, {N}, "positions");
   acts.dresidual = c.take(act, {N, C}, "dresidual");
   acts.dln = c.take(act, {N, C}, "dln");
 }

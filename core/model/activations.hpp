@@ -87,6 +87,7 @@ struct Activations {
   kernels::Tensor logits;    // [chunk_rows, Vp]
   int64_t chunk_rows = 0;
   kernels::Tensor inputs, targets;  // i32 [N]
+  kernels::Tensor positions;        // i32 [N], each token's position in its sample (packed shapes only)
   kernels::Tensor dresidual, dln, datty, dqkv, dfc, dfc_act;
   // The one buffer standing in for every layer's ln1/ln2 (norm) and fc_act (gelu, norm, full).
   kernels::Tensor shared_ln, shared_fc_act;

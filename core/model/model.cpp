@@ -163,11 +163,16 @@ void Model::load_tokens(int slot, const int32_t* tokens) {
   if (last_stage_) be_.from_host(A.targets, host_targets_.data());
 }
 
-void Model::load_split_tokens(int slot, const int32_t* inputs, const int32_t* targets) {
+void Model::load_split_tokens(int slot, const int32_t* inputs, const int32_t* targets, const int32_t* positions) {
   check_split_tokens(inputs, targets, B_, s_.seq, s_.vocab);
   Activations& A = acts_.at(size_t(slot));
   if (first_stage_) be_.from_host(A.inputs, inputs);
   if (last_stage_) be_.from_host(A.targets, targets);
+  if (!s_.packed) return;
+  if (!positions)
+    throw std::invalid_argument("Model::load_split_tokens: a packed model (data.pack=true) needs the positions");
+  check_sample_positions(positions, B_, s_.seq);
+  be_.from_host(A.positions, positions);  // every stage: each layer's RoPE and attention read them
 }
 
 Tensor Model::stage_input(int slot) const { return acts_.at(size_t(slot)).saved.at(0).residual; }

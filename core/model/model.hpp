@@ -76,8 +76,10 @@ class Model {
   // `tokens`: host int32 [B, T+1] (row b = one sample); inputs are [:, :T], targets [:, 1:].
   void load_tokens(int slot, const int32_t* tokens);
   // Masked data: inputs and targets already split (each host int32 [B·T]; a target of -1 has no
-  // loss). Checked with check_split_tokens.
-  void load_split_tokens(int slot, const int32_t* inputs, const int32_t* targets);
+  // loss). Checked with check_split_tokens. `positions` (host int32 [B·T], each token's position
+  // inside its sample, restarting at 0; see kernels/ops.hpp) is read when the shape is packed
+  // (ModelShape::packed: RoPE and attention then stay inside each sample) and must be given then.
+  void load_split_tokens(int slot, const int32_t* inputs, const int32_t* targets, const int32_t* positions = nullptr);
   // [N, C] act dtype. Non-first stages: the caller fills stage_input before forward. Non-last
   // stages: stage_output is valid after forward; the caller fills stage_output_grad before backward.
   // Non-first stages: stage_input_grad is valid after backward.

@@ -29,6 +29,7 @@ ModelShape model_shape(const plan::Plan& plan) {
   s.learned_positions = m.position_embedding == plan::PositionEmbedding::learned;
   s.bias = m.bias;
   s.tied = m.tie_embeddings;
+  s.packed = plan.data.kind == plan::DataKind::sft && plan.data.pack;
   s.norm_eps = float(m.norm_eps);
   s.rope_theta = float(m.rope_theta);
   s.init_std = m.init_std;

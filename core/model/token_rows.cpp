@@ -38,4 +38,15 @@ void check_split_tokens(const int32_t* inputs, const int32_t* targets, int B, in
   }
 }
 
+void check_sample_positions(const int32_t* positions, int B, int T) {
+  for (size_t b = 0; b < size_t(B); ++b)
+    for (size_t t = 0; t < size_t(T); ++t) {
+      const int32_t v = positions[b * size_t(T) + t];
+      if (v != 0 && (t == 0 || v != positions[b * size_t(T) + t - 1] + 1))
+        throw std::runtime_error("sample position " + std::to_string(v) + " (sample row " + std::to_string(b) +
+                                 ", position " + std::to_string(t) +
+                                 ") neither starts a sample (0) nor continues the one before it");
+    }
+}
+
 }  // namespace recipe::core

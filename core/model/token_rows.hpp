@@ -17,4 +17,9 @@ void split_token_rows(const int32_t* rows, int B, int T, int vocab, int32_t* inp
 // outside [-1, vocab).
 void check_split_tokens(const int32_t* inputs, const int32_t* targets, int B, int T, int vocab);
 
+// Packed samples: positions [B·T] hold each token's position inside its sample, so each value is 0
+// (a sample starts) or one more than the value before it in its row (kernels/ops.hpp). Throws
+// std::runtime_error naming the row and position otherwise.
+void check_sample_positions(const int32_t* positions, int B, int T);
+
 }  // namespace recipe::core

@@ -21,11 +21,13 @@ void TokenLoader::read(const data::SampleSource& src, int64_t first) {
   sequences_.resize(size_t(B_));
   inputs_.resize(size_t(B_) * size_t(T_));
   targets_.resize(size_t(B_) * size_t(T_));
+  positions_.resize(size_t(B_) * size_t(T_));
   for (int b = 0; b < B_; ++b) {
     data::Sequence& s = sequences_[size_t(b)];
     src.sequence(first + b, s);
     std::copy(s.inputs.begin(), s.inputs.end(), inputs_.begin() + ptrdiff_t(b) * T_);
     std::copy(s.targets.begin(), s.targets.end(), targets_.begin() + ptrdiff_t(b) * T_);
+    std::copy(s.positions.begin(), s.positions.end(), positions_.begin() + ptrdiff_t(b) * T_);
   }
 }
 
@@ -36,7 +38,7 @@ void TokenLoader::load(const data::SampleSource& src, int64_t first, Model& mode
 
 void TokenLoader::reload(Model& model, int slot) const {
   if (masked_)
-    model.load_split_tokens(slot, inputs_.data(), targets_.data());
+    model.load_split_tokens(slot, inputs_.data(), targets_.data(), positions_.data());
   else
     model.load_tokens(slot, rows_.data());
 }

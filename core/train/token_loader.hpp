@@ -5,8 +5,9 @@
 //
 // Masked streams (data.kind=sft, SampleSource::loss_masked) are read as Sequences instead: inputs
 // and targets (-1 = no loss) come split, and each row's positions and sample boundaries
-// (cu_seqlens) are kept here (sequences()), the hand-over point for per-sample RoPE positions and
-// attention that never crosses a sample boundary.
+// (cu_seqlens) are kept here (sequences()); the positions go to the model with the tokens, which
+// a packed model (data.pack=true) uses for per-sample RoPE and attention that never crosses a
+// sample boundary.
 #pragma once
 
 #include <cstdint>
@@ -34,10 +35,11 @@ class TokenLoader {
  private:
   void read(const data::SampleSource& src, int64_t first);
   int B_, T_, vocab_;
-  bool masked_ = false;           // the last micro-batch came from a masked stream
-  std::vector<int32_t> rows_;     // [B, T+1], the micro-batch read last (unmasked streams)
-  std::vector<int32_t> inputs_;   // [B·T] masked streams: inputs of the micro-batch read last
-  std::vector<int32_t> targets_;  // [B·T] and its targets
+  bool masked_ = false;             // the last micro-batch came from a masked stream
+  std::vector<int32_t> rows_;       // [B, T+1], the micro-batch read last (unmasked streams)
+  std::vector<int32_t> inputs_;     // [B·T] masked streams: inputs of the micro-batch read last
+  std::vector<int32_t> targets_;    // [B·T] and its targets
+  std::vector<int32_t> positions_;  // [B·T] and each token's position in its sample
   std::vector<data::Sequence> sequences_;
 };
 

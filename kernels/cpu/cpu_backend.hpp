@@ -60,8 +60,8 @@ class CpuBackend final : public Backend {
   void swiglu_bwd(Tensor dgate_up, Tensor dout, Tensor gate_up) override;
 
   // rope.cpp
-  void rope_fwd(Tensor qkv, int B, int T, int Hq, int Hkv, int D, float theta) override;
-  void rope_bwd(Tensor dqkv, int B, int T, int Hq, int Hkv, int D, float theta) override;
+  void rope_fwd(const RopeArgs& a) override;
+  void rope_bwd(const RopeArgs& a) override;
 
   // attention.cpp
   void attention_fwd(const AttentionFwdArgs& args) override;

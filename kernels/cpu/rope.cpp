@@ -2,6 +2,7 @@
 // v heads are untouched. "rotate_half" pairing as HF Llama: element i pairs with i + D/2 and is
 // rotated by angle t·θ^(-2i/D), t the 0-based position in the sequence:
 //   y[i] = x[i]·cos − x[i+D/2]·sin,   y[i+D/2] = x[i+D/2]·cos + x[i]·sin.
+// With positions (packed samples, ops.hpp) the angle uses positions[b, t] instead of t.
 // The backward applies the inverse (transposed) rotation to the gradient, also in place.
 // Angles, cos and sin are computed in double for a reference-quality result.
 #include <cmath>
@@ -13,7 +14,22 @@
 namespace recipe::kernels {
 
 namespace {
-void rope_apply(const char* op, Tensor qkv, int B, int T, int Hq, int Hkv, int D, float theta, float sign) {
+void rotate(float* tok, int heads, int D, const double* cos_t, const double* sin_t) {
+  const int half = D / 2;
+  for (int h = 0; h < heads; ++h) {  // q heads then k heads are contiguous
+    float* x = tok + int64_t(h) * D;
+    for (int i = 0; i < half; ++i) {
+      double x1 = x[i], x2 = x[i + half];
+      x[i] = float(x1 * cos_t[i] - x2 * sin_t[i]);
+      x[i + half] = float(x2 * cos_t[i] + x1 * sin_t[i]);
+    }
+  }
+}
+
+void rope_apply(const char* op, const RopeArgs& a, float sign) {
+  const Tensor qkv = a.qkv;
+  const int B = a.shape.B, T = a.shape.T, Hq = a.shape.Hq, Hkv = a.shape.Hkv, D = a.shape.D;
+  const float theta = a.theta;
   cpu::require_tensor(qkv, op, "qkv", DType::f32);
   cpu::require(B >= 0 && T >= 0 && Hq > 0 && Hkv > 0 && D > 0 && D % 2 == 0, op,
                "need B, T >= 0, Hq, Hkv > 0 and an even head dim D; got B=" + std::to_string(B) +
@@ -26,34 +42,36 @@ void rope_apply(const char* op, Tensor qkv, int B, int T, int Hq, int Hkv, int D
   std::vector<double> cos_t(half), sin_t(half), inv_freq(half);
   for (int i = 0; i < half; ++i) inv_freq[i] = std::pow(double(theta), -2.0 * i / D);
   float* base = qkv.as<float>();
-  for (int t = 0; t < T; ++t) {
+  auto angles = [&](int p) {
     for (int i = 0; i < half; ++i) {
-      double angle = double(t) * inv_freq[i];
+      double angle = double(p) * inv_freq[i];
       cos_t[i] = std::cos(angle);
       sin_t[i] = sign * std::sin(angle);
     }
-    for (int b = 0; b < B; ++b) {
-      float* tok = base + (int64_t(b) * T + t) * row;
-      for (int h = 0; h < Hq + Hkv; ++h) {  // q heads then k heads are contiguous
-        float* x = tok + int64_t(h) * D;
-        for (int i = 0; i < half; ++i) {
-          double x1 = x[i], x2 = x[i + half];
-          x[i] = float(x1 * cos_t[i] - x2 * sin_t[i]);
-          x[i + half] = float(x2 * cos_t[i] + x1 * sin_t[i]);
-        }
-      }
+  };
+  if (a.positions.defined()) {
+    cpu::require_tensor(a.positions, op, "positions", DType::i32);
+    cpu::require_numel(a.positions, int64_t(B) * T, op, "positions");
+    const int32_t* pos = a.positions.as<int32_t>();
+    for (int64_t bt = 0; bt < int64_t(B) * T; ++bt) {
+      cpu::require(pos[bt] >= 0 && pos[bt] < T, op,
+                   "positions[" + std::to_string(bt) + "] = " + std::to_string(pos[bt]) + " is outside 0.." +
+                       std::to_string(T - 1));
+      angles(pos[bt]);
+      rotate(base + bt * row, Hq + Hkv, D, cos_t.data(), sin_t.data());
     }
+    return;
+  }
+  for (int t = 0; t < T; ++t) {
+    angles(t);
+    for (int b = 0; b < B; ++b) rotate(base + (int64_t(b) * T + t) * row, Hq + Hkv, D, cos_t.data(), sin_t.data());
   }
 }
 }  // namespace
 
-void CpuBackend::rope_fwd(Tensor qkv, int B, int T, int Hq, int Hkv, int D, float theta) {
-  rope_apply("rope_fwd", qkv, B, T, Hq, Hkv, D, theta, 1.0f);
-}
+void CpuBackend::rope_fwd(const RopeArgs& a) { rope_apply("rope_fwd", a, 1.0f); }
 
 // The rotation is orthogonal, so its transpose (the backward) is the rotation by −angle.
-void CpuBackend::rope_bwd(Tensor dqkv, int B, int T, int Hq, int Hkv, int D, float theta) {
-  rope_apply("rope_bwd", dqkv, B, T, Hq, Hkv, D, theta, -1.0f);
-}
+void CpuBackend::rope_bwd(const RopeArgs& a) { rope_apply("rope_bwd", a, -1.0f); }
 
 }  // namespace recipe::kernels

@@ -9,6 +9,11 @@
 // Di = dO_i·O_i and dq_i = scale·Σ_j dS_ij k_j with dS_ij = P_ij (dO_i·v_j - Di); then one warp per
 // (b, kv head, key j) loops over the q heads of its group and the queries i ≥ j, 32 at a time, to
 // form dk_j = scale·Σ dS_ij q_i and dv_j = Σ P_ij dO_i. Each sum has a fixed order.
+//
+// Packed samples (pos != nullptr, ops.hpp): query i sees keys from lo = i - pos[i], its sample's
+// first token; the forward and dq loops start at lo's block (lanes below lo masked), the dkv loop
+// stops after the first block of 32 queries none of which is in key j's sample (samples are
+// contiguous, so no later query is). pos = nullptr runs the same instructions as before.
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -24,7 +29,10 @@ constexpr int kMaxD = 128, kWarps = 4, kPerLane = kMaxD / 32;
 
 struct Layout {
   int B, T, Hq, Hkv, D;
-  int64_t row;  // elements per token row of qkv
+  int64_t row;         // elements per token row of qkv
+  const int32_t* pos;  // per-sample positions [B·T] or nullptr
+  // First key query i of row b may see: its sample's first token (0 without samples).
+  __device__ int lo(int b, int i) const { return pos ? i - pos[int64_t(b) * T + i] : 0; }
   __device__ int64_t q(int b, int t, int h) const { return (int64_t(b) * T + t) * row + int64_t(h) * D; }
   __device__ int64_t k(int b, int t, int hk) const { return (int64_t(b) * T + t) * row + int64_t(Hq + hk) * D; }
   __device__ int64_t v(int b, int t, int hk) const { return (int64_t(b) * T + t) * row + int64_t(Hq + Hkv + hk) * D; }
@@ -58,7 +66,8 @@ __global__ void attn_fwd_kernel(bf16* out, float* lse, const bf16* qkv, Layout L
   for (int d = lane; d < L.D; d += 32) sq[warp][d] = to_f(qkv[L.q(b, i, h) + d]) * scale;
   __syncwarp();
   float m = -INFINITY, l = 0.f, acc[kPerLane] = {0.f, 0.f, 0.f, 0.f};
-  for (int kb = 0; kb <= i; kb += 32) {
+  const int lo = L.lo(b, i);
+  for (int kb = lo; kb <= i; kb += 32) {
     const int j = kb + lane;
     float s = j <= i ? dot_row(sq[warp], qkv + L.k(b, j, hk), L.D) : -INFINITY;
     const float m_new = fmaxf(m, warp_max(s));
@@ -108,7 +117,8 @@ __global__ void attn_bwd_dq_kernel(bf16* dqkv, float* Dbuf, const bf16* dout, co
   __syncwarp();
   const float lse_i = lse[L.l(b, h, i)];
   float acc[kPerLane] = {0.f, 0.f, 0.f, 0.f};
-  for (int kb = 0; kb <= i; kb += 32) {
+  const int lo = L.lo(b, i);
+  for (int kb = lo; kb <= i; kb += 32) {
     const int j = kb + lane;
     float ds = 0.f;
     if (j <= i) {
@@ -152,8 +162,10 @@ __global__ void attn_bwd_dkv_kernel(bf16* dqkv, const float* Dbuf, const bf16* d
     const int h = hk * group + r0;
     for (int ib = j; ib < L.T; ib += 32) {
       const int i = ib + lane;
+      const bool in = i < L.T && (!L.pos || L.lo(b, i) <= j);  // query i is in key j's sample
+      if (L.pos && __ballot_sync(0xffffffffu, in) == 0u) break;
       float p = 0.f, ds = 0.f;
-      if (i < L.T) {
+      if (in) {
         p = __expf(dot_row(sk[warp], qkv + L.q(b, i, h), L.D) - lse[L.l(b, h, i)]);
         const float dp = dot_row(sv[warp], dout + L.o(b, i, h), L.D);
         ds = p * (dp - Dbuf[L.l(b, h, i)]);
@@ -185,20 +197,20 @@ __global__ void attn_bwd_dkv_kernel(bf16* dqkv, const float* Dbuf, const bf16* d
   }
 }
 
-Layout make_layout(int B, int T, int Hq, int Hkv, int D) {
+Layout make_layout(int B, int T, int Hq, int Hkv, int D, const int32_t* pos) {
   if (D > kMaxD || D <= 0)
     throw std::runtime_error("CUDA attention fallback: head dim " + std::to_string(D) + " is not supported (1..128)");
   if (Hkv <= 0 || Hq % Hkv)
     throw std::runtime_error("CUDA attention: q heads " + std::to_string(Hq) + " must be a multiple of kv heads " +
                              std::to_string(Hkv));
-  return Layout{B, T, Hq, Hkv, D, int64_t(Hq + 2 * Hkv) * D};
+  return Layout{B, T, Hq, Hkv, D, int64_t(Hq + 2 * Hkv) * D, pos};
 }
 
 }  // namespace
 
-void attention_fwd_fallback(void* out, float* lse, const void* qkv, int B, int T, int Hq, int Hkv, int D,
-                            cudaStream_t s) {
-  Layout L = make_layout(B, T, Hq, Hkv, D);
+void attention_fwd_fallback(void* out, float* lse, const void* qkv, const int32_t* pos, int B, int T, int Hq, int Hkv,
+                            int D, cudaStream_t s) {
+  Layout L = make_layout(B, T, Hq, Hkv, D, pos);
   int64_t warps = int64_t(B) * Hq * T;
   if (warps <= 0) return;
   attn_fwd_kernel<<<unsigned((warps + kWarps - 1) / kWarps), 32 * kWarps, 0, s>>>(
@@ -206,9 +218,9 @@ void attention_fwd_fallback(void* out, float* lse, const void* qkv, int B, int T
   RECIPE_CUDA_CHECK_LAUNCH("attention_fwd_fallback");
 }
 
-void attention_bwd_fallback(void* dqkv, const void* dout, const void* qkv, const void* out, const float* lse, int B,
-                            int T, int Hq, int Hkv, int D, Workspace ws, cudaStream_t s) {
-  Layout L = make_layout(B, T, Hq, Hkv, D);
+void attention_bwd_fallback(void* dqkv, const void* dout, const void* qkv, const void* out, const float* lse,
+                            const int32_t* pos, int B, int T, int Hq, int Hkv, int D, Workspace ws, cudaStream_t s) {
+  Layout L = make_layout(B, T, Hq, Hkv, D, pos);
   int64_t q_items = int64_t(B) * Hq * T, kv_items = int64_t(B) * Hkv * T;
   if (q_items <= 0) return;
   auto* Dbuf = static_cast<float*>(ws.take(size_t(q_items) * 4, "attention backward"));

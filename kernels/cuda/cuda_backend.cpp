@@ -487,7 +487,21 @@ void CudaBackend::swiglu_bwd(Tensor dgate_up, Tensor dout, Tensor gate_up) {
 
 // The angle table is made on the first call outside recording (the trainer's first step runs
 // eagerly before it is captured) and kept for the run; a shape without one runs the scalar kernel.
-void CudaBackend::rope(void* qkv, int B, int T, int Hq, int Hkv, int D, float theta, bool backward) {
+// Per-sample positions (< T) index the same table.
+void CudaBackend::rope(const RopeArgs& a, bool backward) {
+  const char* op = backward ? "rope_bwd" : "rope_fwd";
+  const auto [B, T, Hq, Hkv, D] = a.shape;
+  void* qkv = a.qkv.ptr;
+  expect(op, backward ? "dqkv" : "qkv", a.qkv, DType::bf16);
+  expect_numel(op, backward ? "dqkv" : "qkv", a.qkv, int64_t(B) * T * (Hq + 2 * Hkv) * D);
+  if (D % 2) bad_arg(op, "head dim " + std::to_string(D) + " must be even");
+  const int32_t* pos = nullptr;
+  if (a.positions.defined()) {
+    expect(op, "positions", a.positions, DType::i32);
+    expect_numel(op, "positions", a.positions, int64_t(B) * T);
+    pos = a.positions.as<int32_t>();
+  }
+  const float theta = a.theta;
   const bool same = rope_table_.ptr && rope_table_.T == T && rope_table_.D == D && rope_table_.theta == theta;
   if (!same && !recording_ && rope_table_fits(qkv, D)) {
     if (rope_table_.ptr) free(rope_table_.ptr);
@@ -496,30 +510,36 @@ void CudaBackend::rope(void* qkv, int B, int T, int Hq, int Hkv, int D, float th
   }
   if (rope_table_.ptr && rope_table_.T == T && rope_table_.D == D && rope_table_.theta == theta &&
       rope_table_fits(qkv, D))
-    rope_bf16_table(qkv, rope_table_.ptr, B, T, Hq, Hkv, D, backward, stream_);
+    rope_bf16_table(qkv, rope_table_.ptr, pos, B, T, Hq, Hkv, D, backward, stream_);
   else
-    rope_bf16(qkv, B, T, Hq, Hkv, D, theta, backward, stream_);
+    rope_bf16(qkv, pos, B, T, Hq, Hkv, D, theta, backward, stream_);
 }
 
-void CudaBackend::rope_fwd(Tensor qkv, int B, int T, int Hq, int Hkv, int D, float theta) {
-  expect("rope_fwd", "qkv", qkv, DType::bf16);
-  expect_numel("rope_fwd", "qkv", qkv, int64_t(B) * T * (Hq + 2 * Hkv) * D);
-  if (D % 2) bad_arg("rope_fwd", "head dim " + std::to_string(D) + " must be even");
-  rope(qkv.ptr, B, T, Hq, Hkv, D, theta, false);
-}
+void CudaBackend::rope_fwd(const RopeArgs& a) { rope(a, false); }
 
-void CudaBackend::rope_bwd(Tensor dqkv, int B, int T, int Hq, int Hkv, int D, float theta) {
-  expect("rope_bwd", "dqkv", dqkv, DType::bf16);
-  expect_numel("rope_bwd", "dqkv", dqkv, int64_t(B) * T * (Hq + 2 * Hkv) * D);
-  if (D % 2) bad_arg("rope_bwd", "head dim " + std::to_string(D) + " must be even");
-  rope(dqkv.ptr, B, T, Hq, Hkv, D, theta, true);
-}
+void CudaBackend::rope_bwd(const RopeArgs& a) { rope(a, true); }
 
 // ---- attention ----
 
 void CudaBackend::note_attention_fallback(const std::string& shape, const std::string& why) {
   if (reported_fallbacks_.insert(shape).second)
     notice("recipe: cuDNN attention rejected " + shape + " (" + why + "); using the own CUDA attention kernels for it");
+}
+
+const int32_t* CudaBackend::positions_of(const char* op, const Tensor& positions, int B, int T) {
+  if (!positions.defined()) return nullptr;
+  expect(op, "positions", positions, DType::i32);
+  expect_numel(op, "positions", positions, int64_t(B) * T);
+  return positions.as<int32_t>();
+}
+
+// Packed samples run the own kernels: cuDNN's ragged (THD) attention, which would take the
+// sample lengths derived from positions, is not wired yet. Said once, as every slow path is.
+void CudaBackend::note_packed_attention() {
+  if (reported_fallbacks_.insert("packed").second)
+    notice(
+        "recipe: packed samples (data.kind=sft, data.pack=true) run the own CUDA attention kernels, not cuDNN "
+        "(ragged cuDNN attention is not wired yet; about 7x slower attention); data.pack=false keeps cuDNN");
 }
 
 AttentionPlan CudaBackend::prepare_attention(const AttentionShape& shape) {
@@ -576,8 +596,10 @@ void CudaBackend::attention_fwd(const AttentionFwdArgs& args) {
   expect_numel(op, "lse", lse, int64_t(B) * Hq * T);
   if (Hkv <= 0 || Hq % Hkv)
     bad_arg(op, "Hq=" + std::to_string(Hq) + " must be a multiple of Hkv=" + std::to_string(Hkv));
+  const int32_t* pos = positions_of(op, args.positions, B, T);
 #ifdef RECIPE_WITH_CUDNN
-  if (attention_) {
+  if (attention_ && pos) note_packed_attention();
+  if (attention_ && !pos) {
     if (attention_->forward(out.ptr, lse.as<float>(), qkv.ptr, B, T, Hq, Hkv, D, workspace())) {
       ++cudnn_calls_;
       return;
@@ -588,7 +610,7 @@ void CudaBackend::attention_fwd(const AttentionFwdArgs& args) {
   }
 #endif
   ++fallback_calls_;
-  attention_fwd_fallback(out.ptr, lse.as<float>(), qkv.ptr, B, T, Hq, Hkv, D, stream_);
+  attention_fwd_fallback(out.ptr, lse.as<float>(), qkv.ptr, pos, B, T, Hq, Hkv, D, stream_);
 }
 
 void CudaBackend::attention_bwd(const AttentionBwdArgs& args) {
@@ -608,8 +630,10 @@ void CudaBackend::attention_bwd(const AttentionBwdArgs& args) {
   expect_numel(op, "lse", lse, int64_t(B) * Hq * T);
   if (Hkv <= 0 || Hq % Hkv)
     bad_arg(op, "Hq=" + std::to_string(Hq) + " must be a multiple of Hkv=" + std::to_string(Hkv));
+  const int32_t* pos = positions_of(op, args.positions, B, T);
 #ifdef RECIPE_WITH_CUDNN
-  if (attention_) {
+  if (attention_ && pos) note_packed_attention();
+  if (attention_ && !pos) {
     if (attention_->backward(dqkv.ptr, dout.ptr, qkv.ptr, out.ptr, lse.as<float>(), B, T, Hq, Hkv, D, workspace())) {
       ++cudnn_calls_;
       return;
@@ -620,7 +644,8 @@ void CudaBackend::attention_bwd(const AttentionBwdArgs& args) {
   }
 #endif
   ++fallback_calls_;
-  attention_bwd_fallback(dqkv.ptr, dout.ptr, qkv.ptr, out.ptr, lse.as<float>(), B, T, Hq, Hkv, D, workspace(), stream_);
+  attention_bwd_fallback(dqkv.ptr, dout.ptr, qkv.ptr, out.ptr, lse.as<float>(), pos, B, T, Hq, Hkv, D, workspace(),
+                         stream_);
 }
 
 // ---- loss ----

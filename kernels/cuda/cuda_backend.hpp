@@ -79,8 +79,8 @@ class CudaBackend final : public Backend {
   void gelu_bwd(Tensor dinp, Tensor dout, Tensor inp) override;
   void swiglu_fwd(Tensor out, Tensor gate_up) override;
   void swiglu_bwd(Tensor dgate_up, Tensor dout, Tensor gate_up) override;
-  void rope_fwd(Tensor qkv, int B, int T, int Hq, int Hkv, int D, float theta) override;
-  void rope_bwd(Tensor dqkv, int B, int T, int Hq, int Hkv, int D, float theta) override;
+  void rope_fwd(const RopeArgs& a) override;
+  void rope_bwd(const RopeArgs& a) override;
 
   void attention_fwd(const AttentionFwdArgs& args) override;
   void attention_bwd(const AttentionBwdArgs& args) override;
@@ -116,7 +116,10 @@ class CudaBackend final : public Backend {
   Workspace workspace() const { return Workspace{workspace_, workspace_bytes_, 0}; }
   void* device_alloc(size_t bytes, const char* what);
   void note_attention_fallback(const std::string& shape, const std::string& why);
-  void rope(void* qkv, int B, int T, int Hq, int Hkv, int D, float theta, bool backward);
+  void note_packed_attention();
+  // The device pointer of optional per-sample positions i32 [B·T] (checked), nullptr if undefined.
+  const int32_t* positions_of(const char* op, const Tensor& positions, int B, int T);
+  void rope(const RopeArgs& a, bool backward);
   NormGradOverwrite norm_grad_writes(int64_t N, Tensor dweight, Tensor dbias, Tensor dinp_sum);
 
   int device_ = 0;

@@ -56,14 +56,17 @@ void column_sum_accumulate(float* dst, const void* src, int64_t rows, int64_t C,
                            cudaStream_t s, bool overwrite = false);
 
 // ---- RoPE (rope.cu): in place on packed qkv [B,T,(Hq+2Hkv)·D]; backward applies the inverse.
-void rope_bf16(void* qkv, int B, int T, int Hq, int Hkv, int D, float theta, bool backward, cudaStream_t s);
+// pos (nullable): per-sample positions i32 [B·T] (packed samples, ops.hpp), else t.
+void rope_bf16(void* qkv, const int32_t* pos, int B, int T, int Hq, int Hkv, int D, float theta, bool backward,
+               cudaStream_t s);
 // The same from a table of the angles' (cos, sin), f32 pairs [T, D/2] filled once by rope_table
 // (rope_table_bytes of device memory); needs rope_table_fits (D % 16 == 0, 16-byte aligned qkv).
 // Bitwise equal to rope_bf16, ~4× faster.
 size_t rope_table_bytes(int T, int D);
 void rope_table(void* table, int T, int D, float theta, cudaStream_t s);
 bool rope_table_fits(const void* qkv, int D);
-void rope_bf16_table(void* qkv, const void* table, int B, int T, int Hq, int Hkv, int D, bool backward, cudaStream_t s);
+void rope_bf16_table(void* qkv, const void* table, const int32_t* pos, int B, int T, int Hq, int Hkv, int D,
+                     bool backward, cudaStream_t s);
 
 // ---- norms (norms.cu) ----
 // If res_a/res_b are given: residual = res_a + res_b (written to `inp_or_residual`), then the norm
@@ -105,9 +108,11 @@ void grad_norm_clip(float* out, const float* x, int64_t n, const float* losses, 
 double sum_squares(const float* x, int64_t n, Workspace ws, cudaStream_t s);
 
 // ---- attention fallback (attention_fallback.cu): causal, GQA, packed qkv, D ≤ 128 ----
-void attention_fwd_fallback(void* out, float* lse, const void* qkv, int B, int T, int Hq, int Hkv, int D,
-                            cudaStream_t s);
-void attention_bwd_fallback(void* dqkv, const void* dout, const void* qkv, const void* out, const float* lse, int B,
-                            int T, int Hq, int Hkv, int D, Workspace ws, cudaStream_t s);
+// pos (nullable): per-sample positions i32 [B·T] (packed samples, ops.hpp): query t attends to
+// keys t - pos[t] .. t only.
+void attention_fwd_fallback(void* out, float* lse, const void* qkv, const int32_t* pos, int B, int T, int Hq, int Hkv,
+                            int D, cudaStream_t s);
+void attention_bwd_fallback(void* dqkv, const void* dout, const void* qkv, const void* out, const float* lse,
+                            const int32_t* pos, int B, int T, int Hq, int Hkv, int D, Workspace ws, cudaStream_t s);
 
 }  // namespace recipe::kernels::cuda

@@ -2,7 +2,8 @@
 // (i, i + D/2) by angle t·θ^(-2i/D) ("rotate_half"); v heads are untouched. The angle is
 // computed in double: with --use_fast_math single-precision sin/cos lose accuracy for the large
 // arguments long sequences produce. Backward rotates the gradient by the negative angle (the
-// transpose of a rotation).
+// transpose of a rotation). With per-sample positions (packed samples, ops.hpp) a token's angle
+// uses pos[b·T + t] instead of t (the table's row pos[b·T + t]); pos = nullptr is the unpacked op.
 #include <algorithm>
 #include <cstdint>
 
@@ -13,7 +14,8 @@
 namespace recipe::kernels::cuda {
 namespace {
 
-__global__ void rope_kernel(bf16* qkv, int B, int T, int Hq, int Hkv, int D, double log_theta, bool backward) {
+__global__ void rope_kernel(bf16* qkv, const int32_t* pos, int B, int T, int Hq, int Hkv, int D, double log_theta,
+                            bool backward) {
   const int half = D / 2, heads = Hq + Hkv, row = (Hq + 2 * Hkv) * D;
   const int64_t total = int64_t(B) * T * heads * half;
   for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
@@ -22,7 +24,7 @@ __global__ void rope_kernel(bf16* qkv, int B, int T, int Hq, int Hkv, int D, dou
     int64_t rest = idx / half;
     int h = int(rest % heads);
     int64_t bt = rest / heads;  // b·T + t
-    int t = int(bt % T);
+    int t = pos ? pos[bt] : int(bt % T);
     double angle = double(t) * exp(-log_theta * (2.0 * i) / double(D));
     double sn, cs;
     sincos(angle, &sn, &cs);
@@ -52,8 +54,8 @@ __global__ void rope_table_kernel(float2* cs, int T, int D, double log_theta) {
 // rope_kernel reading the table, 8 pairs per thread with 16-byte loads (half % 8 == 0): the
 // double-precision sincos per element made the scalar kernel compute-bound at ~0.6 TB/s. The
 // float arithmetic per element is rope_kernel's, so the results are bitwise the same.
-__global__ void rope_table_apply_kernel(bf16* qkv, const float2* __restrict__ cs, int B, int T, int Hq, int Hkv, int D,
-                                        bool backward) {
+__global__ void rope_table_apply_kernel(bf16* qkv, const float2* __restrict__ cs, const int32_t* pos, int B, int T,
+                                        int Hq, int Hkv, int D, bool backward) {
   const int half = D / 2, chunks = half / 8, heads = Hq + Hkv, row = (Hq + 2 * Hkv) * D;
   const int64_t total = int64_t(B) * T * heads * chunks;
   for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
@@ -62,7 +64,7 @@ __global__ void rope_table_apply_kernel(bf16* qkv, const float2* __restrict__ cs
     const int64_t rest = idx / chunks;
     const int h = int(rest % heads);
     const int64_t bt = rest / heads;  // b·T + t
-    const int t = int(bt % T);
+    const int t = pos ? pos[bt] : int(bt % T);
     bf16* p = qkv + bt * row + int64_t(h) * D;
     float x1[8], x2[8], y1[8], y2[8];
     load8(p + i0, x1);
@@ -94,22 +96,24 @@ void rope_table(void* table, int T, int D, float theta, cudaStream_t s) {
 
 bool rope_table_fits(const void* qkv, int D) { return D % 16 == 0 && (reinterpret_cast<uintptr_t>(qkv) & 15u) == 0; }
 
-void rope_bf16_table(void* qkv, const void* table, int B, int T, int Hq, int Hkv, int D, bool backward,
-                     cudaStream_t s) {
+void rope_bf16_table(void* qkv, const void* table, const int32_t* pos, int B, int T, int Hq, int Hkv, int D,
+                     bool backward, cudaStream_t s) {
   const int64_t total = int64_t(B) * T * (Hq + Hkv) * (D / 16);
   if (total <= 0) return;
   const int64_t blocks = std::min<int64_t>((total + 255) / 256, 1 << 20);
   rope_table_apply_kernel<<<unsigned(blocks), 256, 0, s>>>(static_cast<bf16*>(qkv), static_cast<const float2*>(table),
-                                                           B, T, Hq, Hkv, D, backward);
+                                                           pos, B, T, Hq, Hkv, D, backward);
   RECIPE_CUDA_CHECK_LAUNCH("rope");
 }
 
-void rope_bf16(void* qkv, int B, int T, int Hq, int Hkv, int D, float theta, bool backward, cudaStream_t s) {
+void rope_bf16(void* qkv, const int32_t* pos, int B, int T, int Hq, int Hkv, int D, float theta, bool backward,
+               cudaStream_t s) {
   int64_t total = int64_t(B) * T * (Hq + Hkv) * (D / 2);
   if (total <= 0) return;
   int64_t blocks = (total + 255) / 256;
   if (blocks > 1 << 20) blocks = 1 << 20;
-  rope_kernel<<<unsigned(blocks), 256, 0, s>>>(static_cast<bf16*>(qkv), B, T, Hq, Hkv, D, log(double(theta)), backward);
+  rope_kernel<<<unsigned(blocks), 256, 0, s>>>(static_cast<bf16*>(qkv), pos, B, T, Hq, Hkv, D, log(double(theta)),
+                                               backward);
   RECIPE_CUDA_CHECK_LAUNCH("rope");
 }
 

@@ -16,6 +16,9 @@ struct ModelShape {
   bool learned_positions = true;  // false: RoPE
   bool bias = true;               // biases in linears (and LayerNorm)
   bool tied = true;               // logits use embedding.word.weight
+  // Sequences hold several samples (data.kind=sft with data.pack): RoPE and attention take each
+  // token's position inside its sample (Model::load_split_tokens), so no attention crosses a sample.
+  bool packed = false;
   float norm_eps = 1e-5f;
   float rope_theta = 10000.f;
   double init_std = 0.02;

@@ -1,6 +1,9 @@
 // CPU RoPE: rotate_half convention against a direct HF-style formula, identity at position 0,
-// q·k depending only on the relative position, v untouched, and the backward as the exact adjoint.
+// q·k depending only on the relative position, v untouched, and the backward as the exact adjoint;
+// with per-sample positions each token rotates by its position in its sample.
 #include <doctest/doctest.h>
+
+#include <algorithm>
 
 #include "kernels/cpu/cpu_backend.hpp"
 #include "tests/kernels/cpu/cpu_test_util.hpp"
@@ -22,7 +25,7 @@ TEST_CASE("cpu rope_fwd matches the HF rotate_half formula and leaves v alone") 
   auto be = make_cpu_backend();
   auto x = randn(B * T * kRow, 1);
   auto y = x;
-  be->rope_fwd(qkv_view(y), B, T, Hq, Hkv, D, kTheta);
+  be->rope_fwd({.qkv = qkv_view(y), .shape = {.B = B, .T = T, .Hq = Hq, .Hkv = Hkv, .D = D}, .theta = kTheta});
   for (int b = 0; b < B; ++b)
     for (int t = 0; t < T; ++t)
       for (int h = 0; h < Hq + 2 * Hkv; ++h)
@@ -50,7 +53,8 @@ TEST_CASE("cpu rope: position 0 is the identity; q·k depends only on the relati
       x[t * kRow + Hq * D + i] = k[i];  // k head 0
     }
   auto y = x;
-  be->rope_fwd(view(y, {1, TT, kRow}), 1, TT, Hq, Hkv, D, kTheta);
+  be->rope_fwd(
+      {.qkv = view(y, {1, TT, kRow}), .shape = {.B = 1, .T = TT, .Hq = Hq, .Hkv = Hkv, .D = D}, .theta = kTheta});
   for (int i = 0; i < kRow; ++i) CHECK(y[i] == x[i]);  // t = 0 untouched
   auto qk = [&](int tq, int tk) {
     double s = 0;
@@ -69,18 +73,49 @@ TEST_CASE("cpu rope_bwd is the adjoint of rope_fwd (finite differences and inver
   auto x = randn(B * T * kRow, 11), r = randn(B * T * kRow, 12);
   auto objective = [&] {
     auto y = x;
-    be->rope_fwd(qkv_view(y), B, T, Hq, Hkv, D, kTheta);
+    be->rope_fwd({.qkv = qkv_view(y), .shape = {.B = B, .T = T, .Hq = Hq, .Hkv = Hkv, .D = D}, .theta = kTheta});
     return weighted_sum(y, r);
   };
   auto grad = r;
-  be->rope_bwd(qkv_view(grad), B, T, Hq, Hkv, D, kTheta);
+  be->rope_bwd({.qkv = qkv_view(grad), .shape = {.B = B, .T = T, .Hq = Hq, .Hkv = Hkv, .D = D}, .theta = kTheta});
   check_gradient("rope dqkv", x, grad, objective);
 
   auto round_trip = x;
-  be->rope_fwd(qkv_view(round_trip), B, T, Hq, Hkv, D, kTheta);
-  be->rope_bwd(qkv_view(round_trip), B, T, Hq, Hkv, D, kTheta);
+  be->rope_fwd({.qkv = qkv_view(round_trip), .shape = {.B = B, .T = T, .Hq = Hq, .Hkv = Hkv, .D = D}, .theta = kTheta});
+  be->rope_bwd({.qkv = qkv_view(round_trip), .shape = {.B = B, .T = T, .Hq = Hq, .Hkv = Hkv, .D = D}, .theta = kTheta});
   CHECK(max_abs_diff(round_trip, x) < 1e-5);
-  CHECK_THROWS_AS(be->rope_fwd(qkv_view(round_trip), B, T, Hq, Hkv, 7, kTheta), std::invalid_argument);
+  CHECK_THROWS_AS(
+      be->rope_fwd(
+          {.qkv = qkv_view(round_trip), .shape = {.B = B, .T = T, .Hq = Hq, .Hkv = Hkv, .D = 7}, .theta = kTheta}),
+      std::invalid_argument);
+}
+
+TEST_CASE("cpu rope with per-sample positions: each sample rotates as if it stood alone at t = 0") {
+  auto be = make_cpu_backend();
+  const AttentionShape shape{.B = B, .T = T, .Hq = Hq, .Hkv = Hkv, .D = D};
+  auto x = randn(size_t(B) * T * kRow, 11);
+  // Row 0: samples of 2 and 3 tokens; row 1: 4 tokens, then one padding token.
+  std::vector<int32_t> pos = {0, 1, 0, 1, 2, 0, 1, 2, 3, 0};
+  auto packed = x;
+  be->rope_fwd({.qkv = qkv_view(packed), .positions = view(pos, {B, T}), .shape = shape, .theta = kTheta});
+  auto alone = [&](int b, int start, int len) {
+    std::vector<float> y(x.begin() + int64_t(b * T + start) * kRow, x.begin() + int64_t(b * T + start + len) * kRow);
+    be->rope_fwd(
+        {.qkv = view(y, {1, len, kRow}), .shape = {.B = 1, .T = len, .Hq = Hq, .Hkv = Hkv, .D = D}, .theta = kTheta});
+    CHECK(std::equal(y.begin(), y.end(), packed.begin() + int64_t(b * T + start) * kRow));
+  };
+  alone(0, 0, 2);
+  alone(0, 2, 3);
+  alone(1, 0, 4);
+  alone(1, 4, 1);
+  // Backward with the same positions undoes the forward; positions 0..T-1 are the unpacked op.
+  be->rope_bwd({.qkv = qkv_view(packed), .positions = view(pos, {B, T}), .shape = shape, .theta = kTheta});
+  for (size_t i = 0; i < x.size(); ++i) CHECK(packed[i] == doctest::Approx(x[i]).epsilon(1e-5).scale(1.0));
+  std::vector<int32_t> plain = {0, 1, 2, 3, 4, 0, 1, 2, 3, 4};
+  auto a = x, b = x;
+  be->rope_fwd({.qkv = qkv_view(a), .positions = view(plain, {B, T}), .shape = shape, .theta = kTheta});
+  be->rope_fwd({.qkv = qkv_view(b), .shape = shape, .theta = kTheta});
+  CHECK(a == b);
 }
 
 TEST_SUITE_END();

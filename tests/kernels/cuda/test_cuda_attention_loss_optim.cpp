@@ -1,5 +1,7 @@
-// CUDA vs CPU: attention (cuDNN and the own kernels, GQA, fwd/bwd, deterministic backward),
+// CUDA vs CPU: attention (cuDNN and the own kernels, GQA, fwd/bwd, deterministic backward; packed
+// samples with per-sample positions, and RoPE at those positions),
 // embeddings (deterministic backward), cross-entropy, AdamW, sum_squares, memory ops.
+#include <algorithm>
 #include <cstdlib>
 
 #include "tests/kernels/cuda/cuda_test_util.hpp"
@@ -37,18 +39,27 @@ Backend& deterministic_backend() {
   return *b;
 }
 
-void check_attention(Backend& gpu, const AttnCase& a, uint32_t seed) {
+// positions (optional): per-sample positions [B·T] (packed samples, kernels/ops.hpp).
+void check_attention(Backend& gpu, const AttnCase& a, uint32_t seed, const std::vector<float>* positions = nullptr) {
   Rng r(seed);
+  Dual pos;
+  if (positions) pos = make_dual(Kind::i32, {a.B, a.T}, *positions, cpu_backend(), gpu);
   const int64_t row = int64_t(a.Hq + 2 * a.Hkv) * a.D, N = int64_t(a.B) * a.T;
   auto qkv = make_dual(Kind::act, {a.B, a.T, row}, r.normal(N * row), cpu_backend(), gpu);
   auto out = make_dual(Kind::act, {a.B, a.T, int64_t(a.Hq) * a.D}, std::vector<float>(N * a.Hq * a.D, 9.f),
                        cpu_backend(), gpu);
   auto lse =
       make_dual(Kind::f32, {a.B, a.Hq, a.T}, std::vector<float>(size_t(a.B) * a.Hq * a.T, 9.f), cpu_backend(), gpu);
-  cpu_backend().attention_fwd(
-      {.out = out.c, .lse = lse.c, .qkv = qkv.c, .shape = {.B = a.B, .T = a.T, .Hq = a.Hq, .Hkv = a.Hkv, .D = a.D}});
-  gpu.attention_fwd(
-      {.out = out.g, .lse = lse.g, .qkv = qkv.g, .shape = {.B = a.B, .T = a.T, .Hq = a.Hq, .Hkv = a.Hkv, .D = a.D}});
+  cpu_backend().attention_fwd({.out = out.c,
+                               .lse = lse.c,
+                               .qkv = qkv.c,
+                               .positions = pos.c,
+                               .shape = {.B = a.B, .T = a.T, .Hq = a.Hq, .Hkv = a.Hkv, .D = a.D}});
+  gpu.attention_fwd({.out = out.g,
+                     .lse = lse.g,
+                     .qkv = qkv.g,
+                     .positions = pos.g,
+                     .shape = {.B = a.B, .T = a.T, .Hq = a.Hq, .Hkv = a.Hkv, .D = a.D}});
   CHECK_CLOSE(out, kBf16Tol);
   CHECK_CLOSE(lse, 1e-3);
   // Backward from the GPU's own forward results on both sides (bf16-rounded out), so the two
@@ -63,14 +74,35 @@ void check_attention(Backend& gpu, const AttnCase& a, uint32_t seed) {
                                .qkv = qkv.c,
                                .out = out2.c,
                                .lse = lse2.c,
+                               .positions = pos.c,
                                .shape = {.B = a.B, .T = a.T, .Hq = a.Hq, .Hkv = a.Hkv, .D = a.D}});
   gpu.attention_bwd({.dqkv = dqkv.g,
                      .dout = dout.g,
                      .qkv = qkv.g,
                      .out = out2.g,
                      .lse = lse2.g,
+                     .positions = pos.g,
                      .shape = {.B = a.B, .T = a.T, .Hq = a.Hq, .Hkv = a.Hkv, .D = a.D}});
   CHECK_CLOSE(dqkv, 2e-2);
+}
+
+// Per-sample positions of B rows of T tokens cut into samples of pseudo-random lengths (1..max_len,
+// some longer than 32 so that samples span several key blocks), each row ending in padding.
+std::vector<float> random_packing(int B, int T, int max_len, uint32_t seed) {
+  std::vector<float> pos;
+  uint32_t st = seed;
+  for (int b = 0; b < B; ++b) {
+    int used = 0;
+    const int fill = T - T / 8;  // the last eighth (at least) is padding
+    while (used < fill) {
+      st = st * 1664525u + 1013904223u;
+      const int len = std::min(1 + int((st >> 8) % uint32_t(max_len)), fill - used);
+      for (int t = 0; t < len; ++t) pos.push_back(float(t));
+      used += len;
+    }
+    for (; used < T; ++used) pos.push_back(0.f);
+  }
+  return pos;
 }
 
 const AttnCase kAttnCases[] = {
@@ -111,6 +143,36 @@ TEST_CASE("cuda attention own kernels vs CPU, GQA" * doctest::skip(!has_gpu())) 
   CHECK(cb.cudnn_attention_calls() == 0);
   CHECK(cb.fallback_attention_calls() > 0);
 #endif
+}
+
+TEST_CASE("cuda packed attention (per-sample positions) vs CPU, default and own backends" * doctest::skip(!has_gpu())) {
+  for (const auto& a : kAttnCases) {
+    CAPTURE(a.B);
+    CAPTURE(a.T);
+    CAPTURE(a.Hq);
+    CAPTURE(a.Hkv);
+    CAPTURE(a.D);
+    const auto pos = random_packing(a.B, a.T, std::max(2, a.T / 3), uint32_t(a.T + a.D));
+    check_attention(gpu_backend(), a, uint32_t(a.T * 5 + a.D), &pos);
+    check_attention(fallback_backend(), a, uint32_t(a.T * 11 + a.D), &pos);
+  }
+}
+
+TEST_CASE("cuda rope with per-sample positions vs CPU (table and scalar kernels)" * doctest::skip(!has_gpu())) {
+  for (const AttnCase a : {AttnCase{2, 96, 8, 2, 64}, AttnCase{1, 50, 4, 4, 12}}) {
+    CAPTURE(a.D);
+    Rng r(uint32_t(a.D));
+    const int64_t row = int64_t(a.Hq + 2 * a.Hkv) * a.D, N = int64_t(a.B) * a.T;
+    auto qkv = make_dual(Kind::act, {a.B, a.T, row}, r.normal(N * row), cpu_backend(), gpu_backend());
+    auto pos = make_dual(Kind::i32, {a.B, a.T}, random_packing(a.B, a.T, 40, 3), cpu_backend(), gpu_backend());
+    const AttentionShape shape{.B = a.B, .T = a.T, .Hq = a.Hq, .Hkv = a.Hkv, .D = a.D};
+    cpu_backend().rope_fwd({.qkv = qkv.c, .positions = pos.c, .shape = shape, .theta = 10000.f});
+    gpu_backend().rope_fwd({.qkv = qkv.g, .positions = pos.g, .shape = shape, .theta = 10000.f});
+    CHECK_CLOSE(qkv, kBf16Tol);
+    cpu_backend().rope_bwd({.qkv = qkv.c, .positions = pos.c, .shape = shape, .theta = 500000.f});
+    gpu_backend().rope_bwd({.qkv = qkv.g, .positions = pos.g, .shape = shape, .theta = 500000.f});
+    CHECK_CLOSE(qkv, 2 * kBf16Tol);
+  }
 }
 
 TEST_CASE("cuda attention backward is bitwise repeatable in deterministic mode" * doctest::skip(!has_gpu())) {

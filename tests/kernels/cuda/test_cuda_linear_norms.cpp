@@ -290,12 +290,12 @@ TEST_CASE("cuda rope forward/backward with GQA heads" * doctest::skip(!has_gpu()
   Rng r(9);
   const int64_t n = int64_t(B) * T * (Hq + 2 * Hkv) * D;
   auto qkv = make_dual(Kind::act, {B, T, (Hq + 2 * Hkv) * D}, r.normal(n));
-  cpu_backend().rope_fwd(qkv.c, B, T, Hq, Hkv, D, 10000.f);
-  gpu_backend().rope_fwd(qkv.g, B, T, Hq, Hkv, D, 10000.f);
+  cpu_backend().rope_fwd({.qkv = qkv.c, .shape = {.B = B, .T = T, .Hq = Hq, .Hkv = Hkv, .D = D}, .theta = 10000.f});
+  gpu_backend().rope_fwd({.qkv = qkv.g, .shape = {.B = B, .T = T, .Hq = Hq, .Hkv = Hkv, .D = D}, .theta = 10000.f});
   CHECK_CLOSE(qkv, kBf16Tol);
   auto dqkv = make_dual(Kind::act, {B, T, (Hq + 2 * Hkv) * D}, r.normal(n));
-  cpu_backend().rope_bwd(dqkv.c, B, T, Hq, Hkv, D, 500000.f);
-  gpu_backend().rope_bwd(dqkv.g, B, T, Hq, Hkv, D, 500000.f);
+  cpu_backend().rope_bwd({.qkv = dqkv.c, .shape = {.B = B, .T = T, .Hq = Hq, .Hkv = Hkv, .D = D}, .theta = 500000.f});
+  gpu_backend().rope_bwd({.qkv = dqkv.g, .shape = {.B = B, .T = T, .Hq = Hq, .Hkv = Hkv, .D = D}, .theta = 500000.f});
   CHECK_CLOSE(dqkv, kBf16Tol);
 }
 
