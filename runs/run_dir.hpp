@@ -46,10 +46,10 @@ void populate_run_dir(const std::string& run_dir, const RunDirContents& contents
 
 // Git facts about the repository holding `dir` (a folder). `patch` gets `git diff HEAD` when
 // the working tree has uncommitted changes to tracked files.
-// NOLINTNEXTLINE(bugprone-exception-escape): false positive in clang-tidy 14: the implicit noexcept
-// move only moves a std::string and an nlohmann::json (whose move is noexcept); the check follows
-// json's internals and reports a throw that cannot happen there.
-struct GitInfo {
+// bugprone-exception-escape is a false positive in clang-tidy 14 here: the implicit noexcept move
+// only moves a std::string and an nlohmann::json (whose move is noexcept); the check follows json's
+// internals and reports a throw that cannot happen there.
+struct GitInfo {                // NOLINT(bugprone-exception-escape)
   nlohmann::ordered_json json;  // {"repo", "commit", "branch", "dirty"} or {"repo": null}
   std::string patch;
 };

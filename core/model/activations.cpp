@@ -25,7 +25,7 @@ void Carver::record(const char* what, size_t bytes) {
 
 Tensor Carver::take(DType t, std::initializer_list<int64_t> shape, const char* what) {
   Tensor x(nullptr, t, device_, shape);
-  if (base_) x.ptr = reinterpret_cast<void*>(base_ + used_);
+  if (base_) x.ptr = base_ + used_;
   const size_t bytes = align_up(x.bytes());
   used_ += bytes;
   record(what, bytes);
@@ -42,7 +42,7 @@ size_t Carver::reserve(size_t bytes, const char* what) {
 
 Tensor Carver::at(size_t offset, DType t, std::initializer_list<int64_t> shape) const {
   Tensor x(nullptr, t, device_, shape);
-  if (base_) x.ptr = reinterpret_cast<void*>(base_ + offset);
+  if (base_) x.ptr = base_ + offset;
   return x;
 }
 

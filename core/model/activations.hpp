@@ -57,7 +57,7 @@ struct ArenaEntry {
 // take is recorded under its name, which gives the breakdown of docs/performance.md.
 class Carver {
  public:
-  Carver(void* base, kernels::Device device) : base_(reinterpret_cast<uintptr_t>(base)), device_(device) {}
+  Carver(void* base, kernels::Device device) : base_(static_cast<char*>(base)), device_(device) {}
   kernels::Tensor take(kernels::DType t, std::initializer_list<int64_t> shape, const char* what = "other");
   // Reserves `bytes` for tensors laid out by hand with at(); returns the region's offset.
   size_t reserve(size_t bytes, const char* what);
@@ -68,7 +68,7 @@ class Carver {
 
  private:
   void record(const char* what, size_t bytes);
-  uintptr_t base_;
+  char* base_;  // null: only measure
   kernels::Device device_;
   size_t used_ = 0;
   std::vector<ArenaEntry> entries_;

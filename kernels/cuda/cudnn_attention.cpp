@@ -60,7 +60,10 @@ CudnnAttention::Entry& CudnnAttention::entry(const Key& key) {
   auto it = cache_.find(key);
   if (it != cache_.end()) return *it->second;
   auto e = std::make_unique<Entry>();
-  const auto [B, T, Hq, Hkv, D, backward] = key;
+  // Plain copies, not a structured binding: the lambdas below capture them.
+  const int B = std::get<0>(key), T = std::get<1>(key), Hq = std::get<2>(key), Hkv = std::get<3>(key),
+            D = std::get<4>(key);
+  const bool backward = std::get<5>(key);
   const int64_t C3 = int64_t(Hq + 2 * Hkv) * D;
   const std::vector<int64_t> qkv_stride{int64_t(T) * C3, D, C3, 1};
   const std::vector<int64_t> o_stride{int64_t(T) * Hq * D, D, int64_t(Hq) * D, 1};

@@ -170,8 +170,10 @@ TEST_CASE("unicode: classes follow the Unicode database, not ASCII or str.isspac
 
 TEST_CASE("pretokenize: piece boundaries on the edge cases equal the library's Split for each pattern") {
   const std::string text = read_file(kDir + "edge.txt");
-  for (const auto& [name, pattern] : std::vector<std::pair<std::string, SplitPattern>>{
+  for (const auto& named : std::vector<std::pair<std::string, SplitPattern>>{
            {"gpt2", SplitPattern::kGpt2}, {"llama3", SplitPattern::kLlama3}, {"qwen2", SplitPattern::kQwen2}}) {
+    const std::string& name = named.first;  // not a structured binding: CHECK_MESSAGE's lambda captures it
+    const SplitPattern pattern = named.second;
     const auto want = read_ids(kDir + name + "_pattern.edge.pieces");
     std::vector<int32_t> got;
     for (const auto& piece : pretokenize(text, pattern)) got.push_back(static_cast<int32_t>(piece.second));

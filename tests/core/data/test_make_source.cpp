@@ -85,7 +85,7 @@ TEST_CASE("make_source: mock data, fixed batch and a validation stream of its ow
   auto fixed = make_train_source(plan);
   for (int64_t i = 0; i < 8; ++i) {
     fixed->sample(i, a.data());
-    fixed->sample(i + 8 * 1000, b.data());
+    fixed->sample(i + int64_t{8} * 1000, b.data());
     CHECK(a == b);
   }
 }

@@ -54,7 +54,7 @@ struct Update {
 };
 
 // One optimizer step of a fresh tiny GPT; returns ||Δw|| and the step's stats.
-Update one_step(plan::Plan plan) {
+Update one_step(const plan::Plan& plan) {
   auto be = test::cpu_backend();
   Trainer tr(plan, *be, nullptr, test::random_tokens(plan), nullptr);
   const std::vector<float> before = test::to_host(*be, tr.params().master());
