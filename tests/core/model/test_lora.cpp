@@ -72,7 +72,7 @@ void jitter_adapters(Trainer& tr) {
     if (!p.trainable) continue;
     std::vector<float> v = test::to_host(be, store.master(p));
     const uint64_t key = core::rng::stream_key(77, p.name);
-    for (size_t i = 0; i < v.size(); ++i) v[i] += float(0.3 * core::rng::normal(key, i));
+    for (size_t i = 0; i < v.size(); ++i) v[i] += float(0.1 * core::rng::normal(key, i));
     be.from_host(store.master(p), v.data());
   }
   store.sync_compute();
@@ -143,7 +143,7 @@ TEST_CASE("lora: gradients of A and B match finite differences; the base gets no
     tr.compute_gradients(0);
     const std::vector<float> grads = test::to_host(*be, store.grads());
     std::vector<float> master = test::to_host(*be, store.master());
-    const double eps = 1e-2;
+    const double eps = 3e-3;
     int checked = 0, failed = 0;
     for (const ParamSpec& p : store.layout().params) {
       if (!p.trainable) continue;
