@@ -15,7 +15,6 @@ namespace recipe::dsl::detail {
 
 namespace {
 
-
 std::string str(int v) { return std::to_string(v); }
 std::string str(int64_t v) { return std::to_string(v); }
 std::string str(double v) { return fmt_double(v); }

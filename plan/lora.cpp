@@ -18,9 +18,14 @@ struct Alias {
 };
 // Names that adapt whole linears by themselves.
 constexpr Alias kWhole[] = {
-    {"qkv", lora_qkv},        {"proj", lora_proj},   {"fc1", lora_mlp_in},
-    {"fc2", lora_mlp_out},    {"c_attn", lora_qkv},  {"o_proj", lora_proj},
-    {"c_fc", lora_mlp_in},    {"down_proj", lora_mlp_out},
+    {"qkv", lora_qkv},
+    {"proj", lora_proj},
+    {"fc1", lora_mlp_in},
+    {"fc2", lora_mlp_out},
+    {"c_attn", lora_qkv},
+    {"o_proj", lora_proj},
+    {"c_fc", lora_mlp_in},
+    {"down_proj", lora_mlp_out},
     {"c_proj", lora_proj | lora_mlp_out},
     {"all-linear", lora_qkv | lora_proj | lora_mlp_in | lora_mlp_out},
 };

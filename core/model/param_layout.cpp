@@ -79,9 +79,8 @@ class Builder {
     cursor_ += p.numel;
     p.weight_decay = decay;
     p.init = init;
-    p.init_std = (init == InitKind::normal || init == InitKind::normal_output || init == InitKind::kaiming_uniform)
-                     ? std
-                     : 0.0;
+    p.init_std =
+        (init == InitKind::normal || init == InitKind::normal_output || init == InitKind::kaiming_uniform) ? std : 0.0;
     p.ready_phase = phase_;
     p.trainable = trainable;
     layout_.params.push_back(std::move(p));

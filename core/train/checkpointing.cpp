@@ -111,7 +111,8 @@ std::string save_checkpoint(Trainer& trainer, const SaveOptions& options) {
       v = download(be, store.adam_v());
       // The frozen base (LoRA) has no master or moments: its weights come from the compute copy,
       // written once (DP rank 0), as f32.
-      if (layout.frozen_numel > 0 && rc.dp == 0) frozen = store.compute_to_host(layout.frozen_begin, layout.frozen_numel);
+      if (layout.frozen_numel > 0 && rc.dp == 0)
+        frozen = store.compute_to_host(layout.frozen_begin, layout.frozen_numel);
       const std::vector<AdamSegment> segments = trainer.grad_sync().optimizer_segments(layout);
       for (const ParamSpec& p : layout.params) {
         if (p.tp_replicated() && rc.tp != 0) continue;
@@ -229,7 +230,7 @@ LoadResult load_checkpoint(Trainer& trainer, const std::string& checkpoint_dir, 
     kernels::Backend& be = store.backend();
     // Trainable tensors into the master (then the compute copy), the frozen base into the compute
     // copy alone (on a backend whose compute copy is the master, that is one buffer).
-    std::vector<float> host(size_t(layout.total_numel), 0.0f);  // gaps stay zero
+    std::vector<float> host(size_t(layout.total_numel), 0.0f);                // gaps stay zero
     if (layout.trainable_numel > 0) be.to_host(host.data(), store.master());  // adapters that keep their init
     for (const ParamSpec& p : layout.params)
       if (!keeps_init(p)) reader.read(p.name, held_box(p), ckpt::DType::f32, host.data() + p.offset);

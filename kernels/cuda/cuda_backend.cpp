@@ -217,8 +217,7 @@ void CudaBackend::linear_fwd(const LinearFwdArgs& args) {
   if (pre_gelu.defined()) expect_numel(op, "pre_gelu", pre_gelu, N * OC);
   if (args.accumulate && (bias.defined() || pre_gelu.defined()))
     bad_arg(op, "accumulate takes neither bias nor pre_gelu");
-  linear_->forward(out.ptr, inp.ptr, weight.ptr, ptr_or_null(bias), ptr_or_null(pre_gelu), N, IC, OC,
-                   args.accumulate);
+  linear_->forward(out.ptr, inp.ptr, weight.ptr, ptr_or_null(bias), ptr_or_null(pre_gelu), N, IC, OC, args.accumulate);
 }
 
 void CudaBackend::linear_bwd(const LinearBwdArgs& args) {

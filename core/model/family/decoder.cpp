@@ -21,7 +21,8 @@ using G = DecayGroup;
 using I = InitKind;
 
 constexpr unsigned bias = needs_bias, gelu = needs_gelu, swiglu = needs_swiglu;
-constexpr unsigned l_qkv = needs_lora_qkv, l_proj = needs_lora_proj, l_in = needs_lora_mlp_in, l_out = needs_lora_mlp_out;
+constexpr unsigned l_qkv = needs_lora_qkv, l_proj = needs_lora_proj, l_in = needs_lora_mlp_in,
+                   l_out = needs_lora_mlp_out;
 
 // One row per line, wider than the usual 120 columns on purpose: the table is read by its columns.
 // clang-format off

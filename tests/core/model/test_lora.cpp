@@ -301,7 +301,8 @@ TEST_CASE("lora: target names — engine, Hugging Face, all-linear — and the f
   CHECK(lora_targets({"c_proj"}).mask == (core::lora_proj | core::lora_mlp_out));
   CHECK(lora_targets({"o_proj", "gate_proj", "up_proj", "down_proj"}).mask ==
         (core::lora_proj | core::lora_mlp_in | core::lora_mlp_out));
-  CHECK(lora_targets({"all-linear"}).mask == (core::lora_qkv | core::lora_proj | core::lora_mlp_in | core::lora_mlp_out));
+  CHECK(lora_targets({"all-linear"}).mask ==
+        (core::lora_qkv | core::lora_proj | core::lora_mlp_in | core::lora_mlp_out));
   const auto partial = lora_targets({"q_proj", "v_proj"});
   CHECK(partial.mask == 0);
   REQUIRE(partial.problems.size() == 1);

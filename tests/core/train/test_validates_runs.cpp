@@ -198,8 +198,8 @@ TEST_CASE("LoRA validates and constructs a Trainer: every target spelling, rsLoR
     }
   // q_proj without k_proj and v_proj: one fused linear here, rejected with the reason.
   json root = tiny_base(true);
-  root.merge_patch(json::parse(
-      R"({"mode": "finetune", "peft": {"kind": "lora", "target_modules": ["q_proj", "v_proj"]}})"));
+  root.merge_patch(
+      json::parse(R"({"mode": "finetune", "peft": {"kind": "lora", "target_modules": ["q_proj", "v_proj"]}})"));
   recipe::dsl::ConfigTree tree;
   tree.root = root;
   const auto r = recipe::dsl::resolve(tree, recipe::dsl::ExecutorFacts{});
@@ -223,8 +223,8 @@ TEST_CASE("context parallelism, sequence parallelism and LoRA beyond one rank ar
       {R"({"mode": "finetune", "peft": {"kind": "lora", "target_modules": ["qkv"]}, "parallelism": {"pp": 2},
            "executor": {"cpu_ranks": 2}})",
        "parallelism.pp", "LoRA adapters under pipeline parallelism"},
-      {R"({"mode": "finetune", "peft": {"kind": "lora", "target_modules": ["qkv"], "dropout": 0.05}})",
-       "peft.dropout", "dropout on the LoRA input"},
+      {R"({"mode": "finetune", "peft": {"kind": "lora", "target_modules": ["qkv"], "dropout": 0.05}})", "peft.dropout",
+       "dropout on the LoRA input"},
   };
   for (const auto& c : cases) {
     CAPTURE(c.patch);

@@ -70,10 +70,11 @@ TEST_CASE("cuda lora: the LoRA step follows the CPU reference; the bf16 base sta
     gpu->to_host(after.data(), base);
     CHECK(std::memcmp(before.data(), after.data(), before.size() * sizeof(uint16_t)) == 0);
     double max_rel = 0;
-    for (int i = 0; i < steps; ++i) max_rel = std::max(max_rel, std::fabs(got[size_t(i)] - want[size_t(i)]) / want[size_t(i)]);
-    MESSAGE((llama ? "llama_tiny" : "gpt_tiny") << " LoRA: CPU " << want.front() << " -> " << want.back() << ", CUDA "
-                                                << got.front() << " -> " << got.back() << ", max relative gap "
-                                                << max_rel);
+    for (int i = 0; i < steps; ++i)
+      max_rel = std::max(max_rel, std::fabs(got[size_t(i)] - want[size_t(i)]) / want[size_t(i)]);
+    MESSAGE((llama ? "llama_tiny" : "gpt_tiny")
+            << " LoRA: CPU " << want.front() << " -> " << want.back() << ", CUDA " << got.front() << " -> "
+            << got.back() << ", max relative gap " << max_rel);
     CHECK(max_rel < 2e-2);
     CHECK(got.back() < got.front());
   }
