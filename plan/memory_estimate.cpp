@@ -89,7 +89,7 @@ int64_t cuda_workspace_bytes(const Plan& plan) {
   const int64_t D = m.head_dim > 0 ? m.head_dim : m.hidden_size / std::max(1, m.num_attention_heads);
   const int64_t heads = m.num_attention_heads / tp;
   const int64_t kv = m.num_kv_heads / tp;  // whole KV heads per rank (the resolver checks kv % tp)
-  const int64_t mib = 1024 * 1024;
+  const int64_t mib = int64_t(1024) * 1024;
   // The own attention backward's f32 dq/dk/dv accumulators, and room for the reductions.
   const int64_t own = N * (heads + 2 * kv) * D * 4 + 16 * mib;
   // cuDNN 9's fused attention backward, as its plans report on an H100 (tests/kernels/cuda/

@@ -23,7 +23,7 @@ const std::string kExpAvgSq = "optimizer.exp_avg_sq.";
 
 // Every rank learns whether any rank failed; the failing ranks rethrow their own error, the others
 // a pointer to it. Doubles as a barrier.
-void agree(Comm& world, std::exception_ptr error, const std::string& what) {
+void agree(Comm& world, const std::exception_ptr& error, const std::string& what) {
   const double failed = world.all_reduce_max(error ? double(world.rank() + 1) : 0.0);
   if (error) std::rethrow_exception(error);
   if (failed > 0)
@@ -82,7 +82,7 @@ nlohmann::json common_json(const Trainer& t, ParallelState& par) {
 std::string save_checkpoint(Trainer& trainer, const SaveOptions& options) {
   ParallelState& par = trainer.parallel();
   Comm& world = par.world();
-  const std::string final_dir = (fs::path(options.dir) / ckpt::step_dir_name(trainer.steps_done())).string();
+  std::string final_dir = (fs::path(options.dir) / ckpt::step_dir_name(trainer.steps_done())).string();
   const std::string staging = ckpt::staging_dir_of(final_dir);
 
   std::exception_ptr err;

@@ -123,10 +123,11 @@ TEST_CASE("lora: step 0 is the base model (B = 0), and the base weights equal th
     Trainer lora(plan, *be, nullptr, test::random_tokens(plan), nullptr);
     Trainer base(without_lora(plan), *be, nullptr, test::random_tokens(plan), nullptr);
     const auto lw = weights_by_name(lora), bw = weights_by_name(base);
-    for (const auto& [name, values] : bw) {
+    for (const auto& entry : bw) {
+      const std::string& name = entry.first;
       CAPTURE(name);
       REQUIRE(lw.count(name));
-      CHECK(lw.at(name) == values);
+      CHECK(lw.at(name) == entry.second);
     }
     for (int s = 0; s < 2; ++s) CHECK(lora.compute_loss(s) == base.compute_loss(s));
   }
