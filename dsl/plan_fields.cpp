@@ -402,12 +402,16 @@ std::vector<FieldInfo> build_fields() {
 
   const char* pe = "peft";
   f.push_back(field(pe, "kind", &P::peft, &Pe::kind,
-                    "parameter-efficient finetuning; lora is not implemented in this version (none = full fine-tune)"));
+                    "parameter-efficient finetuning: lora trains low-rank adapters on a frozen base (none = full "
+                    "fine-tune)"));
   f.push_back(field(pe, "rank", &P::peft, &Pe::rank, "LoRA rank r"));
   f.push_back(field(pe, "alpha", &P::peft, &Pe::alpha, "LoRA scale numerator (scale = alpha / rank)"));
-  f.push_back(field(pe, "dropout", &P::peft, &Pe::dropout, "dropout on the LoRA input"));
+  f.push_back(field(pe, "dropout", &P::peft, &Pe::dropout, "dropout on the LoRA input; only 0 runs in this version"));
+  f.push_back(field(pe, "use_rslora", &P::peft, &Pe::use_rslora,
+                    "rank-stabilized LoRA: scale = alpha / sqrt(rank) instead of alpha / rank"));
   f.push_back(field(pe, "target_modules", &P::peft, &Pe::target_modules,
-                    "linears that get adapters: any of qkv, proj, fc1, fc2"));
+                    "linears that get adapters: qkv, proj, fc1, fc2; HF names q_proj+k_proj+v_proj (together), "
+                    "o_proj, gate_proj+up_proj (together), down_proj, c_attn, c_proj, c_fc; or all-linear"));
 
   const char* e = "executor";
   f.push_back(field(e, "kind", &P::executor, &E::kind, "how ranks are started"));

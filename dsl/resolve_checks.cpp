@@ -9,12 +9,11 @@
 #include "dsl/gpu_catalog.hpp"
 #include "dsl/resolve_internal.hpp"
 #include "dsl/suggest.hpp"
+#include "plan/lora.hpp"
 
 namespace recipe::dsl::detail {
 
 namespace {
-
-const std::vector<std::string> kLoraTargets = {"qkv", "proj", "fc1", "fc2"};
 
 std::string str(int v) { return std::to_string(v); }
 std::string str(int64_t v) { return std::to_string(v); }
@@ -403,15 +402,20 @@ void check_relations(ResolveContext& ctx) {
   // PEFT.
   const plan::PeftConfig& pe = p.peft;
   if (pe.kind == plan::PeftKind::lora) {
+    const std::vector<std::string>& names = plan::lora_target_names();
     if (pe.target_modules.empty())
       ctx.violation("peft.target_modules", "peft.target_modules is empty; LoRA needs at least one linear to adapt",
-                    "e.g. target_modules = {\"qkv\", \"proj\"} (any of " + join_or(kLoraTargets) + ")");
+                    "e.g. target_modules = {\"qkv\", \"proj\"} (any of " + join_or(names) + ")");
     for (const auto& target : pe.target_modules)
-      if (std::find(kLoraTargets.begin(), kLoraTargets.end(), target) == kLoraTargets.end())
+      if (std::find(names.begin(), names.end(), target) == names.end())
         ctx.violation("peft.target_modules",
                       "peft.target_modules has \"" + target + "\", which is not a linear of the model" +
-                          did_you_mean(target, kLoraTargets),
-                      "use any of " + join_or(kLoraTargets));
+                          did_you_mean(target, names),
+                      "use any of " + join_or(names));
+    for (const std::string& problem : plan::lora_targets(pe.target_modules).problems)
+      if (problem.find("fused") != std::string::npos)
+        ctx.violation("peft.target_modules", "peft.target_modules: " + problem,
+                      "adapt the whole fused linear, or leave its parts out");
     if (p.mode != plan::Mode::finetune)
       ctx.violation("mode", "peft.kind=lora needs mode=finetune, got mode=" + std::string(plan::to_string(p.mode)),
                     "use `recipe finetune`, or set mode=\"finetune\"");

@@ -69,9 +69,11 @@ struct BackendOptions {
 // each field is the contract comment of its op in Backend below.
 struct LinearFwdArgs {
   Tensor out{}, inp{}, weight{}, bias{}, pre_gelu{};
+  bool accumulate = false;
 };
 struct LinearBwdArgs {
   Tensor dinp{}, dweight{}, dbias{}, dout{}, inp{}, weight{}, dinp_gelu_aux{}, dinp_sum{};
+  bool dinp_accumulate = false;
 };
 struct GeluRebuildLinearBwdArgs {
   Tensor dinp{}, act{}, dweight{}, dbias{}, dout{}, weight{}, pre{}, dinp_sum{};
@@ -210,13 +212,17 @@ class Backend {
 
   // ---- linear layers ----
   // out[N,OC] = inp[N,IC]·weight[OC,IC]ᵀ + bias[OC]. If pre_gelu is defined, pre_gelu receives the
-  // affine result and out = gelu(pre_gelu) (the fused GELU epilogue).
+  // affine result and out = gelu(pre_gelu) (the fused GELU epilogue). accumulate: out += inp·weightᵀ
+  // instead (no bias, no pre_gelu; the GEMM's beta = 1): a LoRA adapter's term added onto the base
+  // linear's output.
   virtual void linear_fwd(const LinearFwdArgs& a) = 0;
   // dinp[N,IC] = dout·weight (skipped if undefined); if dinp_gelu_aux[N,IC] is defined, dinp is
   // then multiplied by gelu'(dinp_gelu_aux) (the dGELU epilogue of the previous layer's GELU).
   // dweight[OC,IC] += doutᵀ·inp; dbias[OC] += Σ_rows dout (skipped if undefined).
   // dinp_sum[IC] (f32, optional, needs dinp) += Σ_rows dinp, the final dinp: the bias gradient of
   // the linear whose output dinp is the gradient of (the dGELU_BGRAD epilogue on CUDA).
+  // dinp_accumulate: dinp += dout·weight instead (no dinp_gelu_aux, no dinp_sum): a LoRA adapter's
+  // input gradient added onto the base linear's.
   virtual void linear_bwd(const LinearBwdArgs& a) = 0;
   // The backward of a linear whose input act = gelu(pre) was not kept (trainer.recompute gelu or
   // norm): act = gelu(pre), then linear_bwd{dinp, dweight, dbias, dout, inp = act, weight,

@@ -151,8 +151,8 @@ MemoryEstimate estimate_stage_memory(const Plan& plan, int stage) {
   // Trainable parameters on this rank: everything, or only this stage's share of the adapters.
   int64_t trainable = params;
   if (lora) {
-    const int64_t adapters = m.num_layers > 0 ? lora_trainable_params(plan) / m.num_layers : 0;
-    trainable = layers * div_ceil(adapters, tp);
+    const LayerParams adapters = lora_layer_params(plan);
+    trainable = layers * (div_ceil(adapters.sharded, tp) + adapters.replicated);
   }
 
   MemoryEstimate e;
@@ -171,6 +171,10 @@ MemoryEstimate estimate_stage_memory(const Plan& plan, int stage) {
   const int64_t in_flight =
       pp == 1 ? 1 : std::max<int64_t>(1, std::min<int64_t>(pp - stage, std::max(1, plan.trainer.num_micro_batches)));
   e.activations = arena_bytes(plan, layers, static_cast<int>(in_flight), last);
+  // LoRA's scratch: h = s·x·Aᵀ and its gradient, [micro_batch·seq, rank] each, in the act dtype.
+  if (lora)
+    e.activations += 2 * int64_t(plan.trainer.micro_batch_size) * m.seq_length * plan.peft.rank *
+                     (plan.trainer.device == plan::Device::cpu ? 4 : 2);
   // Workspaces, and the trainer's per-token loss buffer (f32, one row per micro-batch).
   // The CUDA backend's RoPE angle table: (cos, sin) f32 pairs [seq, head_dim/2].
   const int64_t rope_table =

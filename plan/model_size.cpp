@@ -3,16 +3,13 @@
 #include <string>
 
 #include "core/model/family/tensor_table.hpp"
+#include "plan/lora.hpp"
 
 namespace recipe::plan {
 
 namespace {
 
 bool swiglu(const ModelConfig& m) { return m.activation == plan::Activation::swiglu; }
-int64_t kv_width(const ModelConfig& m) {
-  const int kv = m.num_kv_heads > 0 ? m.num_kv_heads : m.num_attention_heads;
-  return static_cast<int64_t>(kv) * m.head_dim;
-}
 
 // The model's tensor-table shape, read leniently (the resolver counts before it knows the plan is
 // valid; unknown strings simply select no optional part). `vocab` rows stand in for the padded vocab.
@@ -36,6 +33,16 @@ core::ModelShape table_shape(const ModelConfig& m, int64_t vocab) {
   return s;
 }
 
+// The table shape with the plan's LoRA adapters.
+core::ModelShape lora_shape(const Plan& plan) {
+  core::ModelShape s = table_shape(plan.model, plan.model.padded_vocab_size);
+  if (plan.peft.kind == PeftKind::lora && plan.peft.rank > 0) {
+    s.lora_rank = plan.peft.rank;
+    s.lora_targets = lora_targets(plan.peft.target_modules).mask;
+  }
+  return s;
+}
+
 // Σ over the table's present rows of `role` (whole tensors, one copy each).
 int64_t role_params(const ModelConfig& m, int64_t vocab, core::Role role) {
   const core::ModelShape s = table_shape(m, vocab);
@@ -47,20 +54,11 @@ int64_t role_params(const ModelConfig& m, int64_t vocab, core::Role role) {
 
 }  // namespace
 
-LinearShape adaptable_linear_shape(const ModelConfig& m, const std::string& module) {
-  const int64_t h = m.hidden_size, f = m.ffn_hidden_size;
-  if (module == "qkv") return {h, h + 2 * kv_width(m)};
-  if (module == "proj") return {h, h};
-  if (module == "fc1") return {h, swiglu(m) ? 2 * f : f};
-  if (module == "fc2") return {f, h};
-  return {};
-}
-
 LayerParams layer_params(const ModelConfig& m) {
   const core::ModelShape s = table_shape(m, m.padded_vocab_size);
   LayerParams p;
   for (const core::TensorDecl& d : core::tensor_table(s)) {
-    if (d.scope != core::Scope::layer || !core::present(d, s)) continue;
+    if (d.scope != core::Scope::layer || !core::present(d, s) || core::is_adapter(d)) continue;
     (d.shard == core::Shard::replicated ? p.replicated : p.sharded) += core::global_numel(d, s);
   }
   return p;
@@ -99,14 +97,17 @@ double training_flops_per_token(const ModelConfig& m) {
   return 6.0 * static_cast<double>(matmul_params(m)) + 12.0 * m.num_layers * attention_width * m.seq_length;
 }
 
-int64_t lora_trainable_params(const Plan& plan) {
-  if (plan.peft.kind != PeftKind::lora) return 0;
-  int64_t per_layer = 0;
-  for (const auto& module : plan.peft.target_modules) {
-    const auto shape = adaptable_linear_shape(plan.model, module);
-    per_layer += static_cast<int64_t>(plan.peft.rank) * (shape.in + shape.out);
+LayerParams lora_layer_params(const Plan& plan) {
+  const core::ModelShape s = lora_shape(plan);
+  LayerParams p;
+  if (!s.lora()) return p;
+  for (const core::TensorDecl& d : core::tensor_table(s)) {
+    if (d.scope != core::Scope::layer || !core::present(d, s) || !core::is_adapter(d)) continue;
+    (d.shard == core::Shard::replicated ? p.replicated : p.sharded) += core::global_numel(d, s);
   }
-  return per_layer * plan.model.num_layers;
+  return p;
 }
+
+int64_t lora_trainable_params(const Plan& plan) { return lora_layer_params(plan).total() * plan.model.num_layers; }
 
 }  // namespace recipe::plan

@@ -35,15 +35,11 @@ int64_t matmul_params(const ModelConfig& m);
 // not discounted). Every MFU the engine shows uses this number.
 double training_flops_per_token(const ModelConfig& m);
 
-// LoRA adapters' parameters: Σ over adapted linears of rank·(in + out), all layers; 0 without LoRA.
-// Linears as the model fuses them: qkv (h → h + 2·kv·head_dim), proj (h → h), fc1 (h → f, or
-// h → 2f for swiglu's fused gate+up), fc2 (f → h).
+// LoRA adapters' parameters (the trainable ones of a LoRA run): the adapter rows of the family's
+// tensor table (A [rank, in], B [out, rank] per adapted linear, as the model fuses its linears:
+// q|k|v, gate|up), all layers; 0 without LoRA.
 int64_t lora_trainable_params(const Plan& plan);
-
-// in/out features of one adaptable linear by its target-module name ("qkv", ...); {0, 0} if unknown.
-struct LinearShape {
-  int64_t in = 0, out = 0;
-};
-LinearShape adaptable_linear_shape(const ModelConfig& m, const std::string& module);
+// One layer's adapter parameters, split the way tensor parallelism shards them.
+LayerParams lora_layer_params(const Plan& plan);
 
 }  // namespace recipe::plan

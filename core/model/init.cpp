@@ -16,6 +16,14 @@ void init_values(const ParamSpec& p, uint64_t seed, int64_t first, int64_t count
     case InitKind::ones:
       std::fill(out, out + count, 1.0f);
       return;
+    case InitKind::kaiming_uniform: {  // uniform(-bound, bound), bound = init_std = 1/sqrt(fan_in)
+      const uint64_t key = rng::stream_key(seed, p.name);
+      for (int64_t i = 0; i < count; ++i) {
+        const double u = rng::uniform_open0(uint32_t(rng::bits(key, uint64_t(p.global_index(first + i)))));
+        out[i] = float(p.init_std * (2.0 * u - 1.0));
+      }
+      return;
+    }
     case InitKind::normal:
     case InitKind::normal_output: {
       const uint64_t key = rng::stream_key(seed, p.name);
@@ -50,7 +58,11 @@ void init_params(ParamStore& store, uint64_t seed) {
         }
         for (auto& th : pool) th.join();
       }
-      be.from_host(store.master_span(p.offset + first, count), host.data());
+      // A frozen tensor (LoRA base) has no master: it is written into the compute copy directly.
+      if (p.trainable || store.compute_is_master())
+        be.from_host(store.master_span(p.offset + first, count), host.data());
+      else
+        store.compute_from_host(p.offset + first, count, host.data());
     }
   }
   store.sync_compute();

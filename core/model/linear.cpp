@@ -14,7 +14,15 @@ void TpGroup::sum(Tensor t) const {
 }
 
 void Linear::affine_fwd(const LinearFwd& a, Tensor bias) const {
-  be_->linear_fwd({.out = a.out, .inp = a.inp, .weight = w_.w, .bias = bias, .pre_gelu = a.pre_gelu});
+  if (!lora_) {
+    be_->linear_fwd({.out = a.out, .inp = a.inp, .weight = w_.w, .bias = bias, .pre_gelu = a.pre_gelu});
+    return;
+  }
+  // The adapter's term joins the affine result before the GELU, which then runs on its own.
+  const Tensor affine = a.pre_gelu.defined() ? a.pre_gelu : a.out;
+  be_->linear_fwd({.out = affine, .inp = a.inp, .weight = w_.w, .bias = bias});
+  adapter_fwd(affine, a.inp);
+  if (a.pre_gelu.defined()) be_->gelu_fwd(a.out, a.pre_gelu);
 }
 
 void Linear::affine_bwd(const LinearBwd& a) const {
@@ -22,6 +30,17 @@ void Linear::affine_bwd(const LinearBwd& a) const {
     throw std::logic_error("Linear::bwd: rebuild_input needs gelu_pre (the input is rebuilt as gelu(gelu_pre))");
   const Tensor dbias = a.bias_grad_done ? Tensor() : grad_.b;
   const Tensor dinp_sum = a.dinp_is_output_grad_of ? a.dinp_is_output_grad_of->bias_grad() : Tensor();
+  if (lora_) {
+    // The adapter's dx joins the base's before the dGELU, so the epilogues run as their own ops.
+    // The base is frozen (no dweight, no bias gradients, hence no dinp_sum either).
+    if (dbias.defined() || dinp_sum.defined())
+      throw std::logic_error("Linear::bwd: a LoRA linear's base (and its biases) is frozen");
+    if (a.rebuild_input) be_->gelu_fwd(a.inp, a.gelu_pre);
+    be_->linear_bwd({.dinp = a.dinp, .dweight = grad_.w, .dout = a.dout, .inp = a.inp, .weight = w_.w});
+    adapter_bwd(a.dinp, a.dout, a.inp);
+    if (a.gelu_pre.defined() && a.dinp.defined()) be_->gelu_bwd(a.dinp, a.dinp, a.gelu_pre);
+    return;
+  }
   if (a.rebuild_input)
     be_->gelu_rebuild_linear_bwd({.dinp = a.dinp,
                                   .act = a.inp,
@@ -40,6 +59,25 @@ void Linear::affine_bwd(const LinearBwd& a) const {
                      .weight = w_.w,
                      .dinp_gelu_aux = a.gelu_pre,
                      .dinp_sum = dinp_sum});
+}
+
+void Linear::adapter_fwd(Tensor y, Tensor x) const {
+  const int64_t n = x.numel() / w_.lora_a.dim(1);  // the scratch is [N, r]; x has n <= N rows
+  const Tensor h = lora_->h.rows(0, n);
+  be_->linear_fwd({.out = h, .inp = x, .weight = w_.lora_a});
+  be_->scale(h, lora_->scale);
+  be_->linear_fwd({.out = y, .inp = h, .weight = w_.lora_b, .accumulate = true});
+}
+
+void Linear::adapter_bwd(Tensor dx, Tensor dy, Tensor x) const {
+  const int64_t n = x.numel() / w_.lora_a.dim(1);
+  const Tensor h = lora_->h.rows(0, n), dh = lora_->dh.rows(0, n);
+  be_->linear_fwd({.out = h, .inp = x, .weight = w_.lora_a});
+  be_->scale(h, lora_->scale);
+  be_->linear_bwd({.dinp = dh, .dweight = grad_.lora_b, .dout = dy, .inp = h, .weight = w_.lora_b});
+  be_->scale(dh, lora_->scale);
+  be_->linear_bwd(
+      {.dinp = dx, .dweight = grad_.lora_a, .dout = dh, .inp = x, .weight = w_.lora_a, .dinp_accumulate = true});
 }
 
 void ColumnParallelLinear::fwd(const LinearFwd& a) const { affine_fwd(a, w_.b); }

@@ -5,8 +5,21 @@
 //
 // This is the one place LoRA adapters and FP8 scaling plug in: an adapter (A/B sharded with the
 // base weight) adds its low-rank path inside Linear::affine_fwd / affine_bwd, an FP8 linear
-// quantizes inp and weight there, and neither the block nor the TP reductions change. Neither is
-// implemented yet.
+// would quantize inp and weight there, and neither the block nor the TP reductions change.
+//
+// LoRA (peft.kind=lora): y = x·Wᵀ (+ b) + s·(x·Aᵀ)·Bᵀ with A [r, in], B [out, r], s = alpha/r
+// (rsLoRA: alpha/sqrt(r)). The base W, b are frozen (their gradient tensors are undefined: the ops
+// skip them). The adapter path goes through [N, r] scratch only (LoraScratch, shared by all the
+// model's linears), never a full-size temporary:
+//   forward   h = s·(x·Aᵀ)                 linear_fwd, scale
+//             y += h·Bᵀ                    linear_fwd (accumulate)
+//   backward  h = s·(x·Aᵀ)                 recomputed (not kept from the forward)
+//             dh = dy·B,  dB += dyᵀ·h       linear_bwd
+//             dh ·= s
+//             dx += dh·A, dA += dhᵀ·x       linear_bwd (dinp_accumulate)
+// With the GELU epilogues (fc1's forward, fc2's backward) the adapter's term is added before the
+// GELU / dGELU, which then run as their own ops. One rank only: tensor parallelism with adapters
+// (the resolver rejects it) would need the partial h of a row-parallel A summed over the group.
 //
 // Tensor parallelism (weights are [out, in], HF layout):
 // - Column-parallel (q|k|v, fc1, gate|up): this rank holds rows of W (a slice of the output
@@ -33,9 +46,18 @@ namespace recipe::core {
 class Linear;
 
 // One linear's parameters as bound from the ParamStore: weight [out, in] and bias [out]
-// (undefined for models without biases). Compute-dtype weights, or their f32 gradients.
+// (undefined for models without biases), and its LoRA adapter lora_a [r, in], lora_b [out, r]
+// (undefined without one). Compute-dtype weights, or their f32 gradients (undefined for a frozen
+// tensor).
 struct LinearTensors {
-  kernels::Tensor w, b;
+  kernels::Tensor w, b, lora_a, lora_b;
+};
+
+// What the adapters of a model share: their scale s and two [N, r] scratch tensors (compute dtype)
+// for h = s·x·Aᵀ and its gradient.
+struct LoraScratch {
+  kernels::Tensor h, dh;
+  float scale = 0.f;
 };
 
 // The tensor-parallel group as a linear sees it. size 1 (comm may be null): no TP, every
@@ -87,8 +109,9 @@ class Linear {
   const LinearTensors& grads() const { return grad_; }
 
  protected:
-  Linear(const LinearTensors& weights, const LinearTensors& grads, kernels::Backend& backend, const TpGroup& tp)
-      : w_(weights), grad_(grads), be_(&backend), tp_(tp) {}
+  Linear(const LinearTensors& weights, const LinearTensors& grads, kernels::Backend& backend, const TpGroup& tp,
+         const LoraScratch* lora)
+      : w_(weights), grad_(grads), be_(&backend), tp_(tp), lora_(weights.lora_a.defined() ? lora : nullptr) {}
 
   // The local affine forward with the bias given (row-parallel passes it on rank 0 only).
   // Adapters and FP8 scaling plug in here and in affine_bwd.
@@ -96,17 +119,21 @@ class Linear {
   // The local backward: dinp (with the optional dGELU / rebuild / fused bias-sum epilogues),
   // dweight and dbias (+=).
   void affine_bwd(const LinearBwd& a) const;
+  // The adapter's terms: y += s·(x·Aᵀ)·Bᵀ; and dx += ..., dA, dB += ... (see the top of the file).
+  void adapter_fwd(kernels::Tensor y, kernels::Tensor x) const;
+  void adapter_bwd(kernels::Tensor dx, kernels::Tensor dy, kernels::Tensor x) const;
 
   LinearTensors w_, grad_;
   kernels::Backend* be_;
   TpGroup tp_;
+  const LoraScratch* lora_;  // null: no adapter
 };
 
 class ColumnParallelLinear final : public Linear {
  public:
   ColumnParallelLinear(const LinearTensors& weights, const LinearTensors& grads, kernels::Backend& backend,
-                       const TpGroup& tp)
-      : Linear(weights, grads, backend, tp) {}
+                       const TpGroup& tp, const LoraScratch* lora = nullptr)
+      : Linear(weights, grads, backend, tp, lora) {}
   // out = inp·Wᵀ + b (this rank's output features); no communication.
   void fwd(const LinearFwd& a) const;
   // The local backward, then dinp summed over the TP group.
@@ -116,8 +143,8 @@ class ColumnParallelLinear final : public Linear {
 class RowParallelLinear final : public Linear {
  public:
   RowParallelLinear(const LinearTensors& weights, const LinearTensors& grads, kernels::Backend& backend,
-                    const TpGroup& tp)
-      : Linear(weights, grads, backend, tp) {}
+                    const TpGroup& tp, const LoraScratch* lora = nullptr)
+      : Linear(weights, grads, backend, tp, lora) {}
   // out = Σ_group inp_local·W_localᵀ, + b added by TP rank 0 only.
   void fwd(const LinearFwd& a) const;
   // The local backward; no communication.

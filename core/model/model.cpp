@@ -61,6 +61,14 @@ Model::Model(const ModelShape& shape, int micro_batch, Recompute recompute, kern
   valid_cols_ = std::clamp(s_.vocab - vocab_start_, 0, ls_.padded_vocab);
   w_ = bind_params(false);
   g_ = bind_params(true);
+  if (s_.lora()) {
+    // The adapters' scratch: h = s·x·Aᵀ and its gradient, [N, r] each, shared by every linear.
+    const size_t one = size_t(N_) * size_t(s_.lora_rank) * kernels::dtype_size(be_.act_dtype());
+    lora_buf_ = be_.alloc(2 * one);
+    lora_.h = Tensor(lora_buf_, be_.act_dtype(), be_.device(), {N_, int64_t(s_.lora_rank)});
+    lora_.dh = Tensor(static_cast<char*>(lora_buf_) + one, be_.act_dtype(), be_.device(), {N_, int64_t(s_.lora_rank)});
+    lora_.scale = s_.lora_scale;
+  }
   make_linears();
 
   // Attention's kernels are chosen (and the workspace they need sized) before the first step, so a
@@ -93,11 +101,15 @@ Model::Model(const ModelShape& shape, int micro_batch, Recompute recompute, kern
   host_targets_.resize(size_t(N_));
 }
 
-Model::~Model() { be_.free(arena_); }
+Model::~Model() {
+  be_.free(arena_);
+  if (lora_buf_) be_.free(lora_buf_);
+}
 
 Model::Params Model::bind_params(bool grads) const {
   const ParamLayout& L = store_.layout();
   auto one = [&](const ParamSpec& p) { return grads ? store_.grad(p) : store_.weight(p); };
+  // A frozen tensor (LoRA's base) binds no gradient: the ops skip the undefined tensor.
   // The tensor the family's table binds to role/part of `layer` (-1: outside the layers); undefined
   // when this stage holds none. A pack (q|k|v, gate|up) reads as one tensor, after checking that the
   // layout really placed its members back to back.
@@ -105,6 +117,7 @@ Model::Params Model::bind_params(bool grads) const {
     const std::vector<const ParamSpec*> ps = L.bound(role, part, layer);
     if (ps.empty()) return Tensor();
     if (ps.size() == 1) return one(*ps[0]);
+    if (grads && !ps[0]->trainable) return Tensor();
     int64_t rows = 0, next = ps[0]->offset;
     for (const ParamSpec* p : ps) {
       if (p->offset != next)
@@ -114,7 +127,7 @@ Model::Params Model::bind_params(bool grads) const {
     }
     Tensor t = grads ? store_.grad_span(ps[0]->offset, next - ps[0]->offset)
                      : store_.compute_span(ps[0]->offset, next - ps[0]->offset);
-    return part == Part::weight ? t.view({rows, ps[0]->local_shape[1]}) : t;
+    return part == Part::bias ? t : t.view({rows, ps[0]->local_shape[1]});
   };
   using R = Role;
   constexpr Part W = Part::weight, B = Part::bias;
@@ -131,10 +144,14 @@ Model::Params Model::bind_params(bool grads) const {
     LayerParams lp;
     lp.norm1 = {bound(R::attention_norm, W, l), bound(R::attention_norm, B, l)};
     lp.norm2 = {bound(R::mlp_norm, W, l), bound(R::mlp_norm, B, l)};
-    lp.qkv = {bound(R::qkv, W, l), bound(R::qkv, B, l)};
-    lp.proj = {bound(R::attention_out, W, l), bound(R::attention_out, B, l)};
-    lp.fc_in = {bound(R::mlp_in, W, l), bound(R::mlp_in, B, l)};
-    lp.fc_out = {bound(R::mlp_out, W, l), bound(R::mlp_out, B, l)};
+    auto linear = [&](Role role) {
+      return LinearTensors{bound(role, W, l), bound(role, B, l), bound(role, Part::lora_a, l),
+                           bound(role, Part::lora_b, l)};
+    };
+    lp.qkv = linear(R::qkv);
+    lp.proj = linear(R::attention_out);
+    lp.fc_in = linear(R::mlp_in);
+    lp.fc_out = linear(R::mlp_out);
     P.layers.push_back(lp);
   }
   return P;
@@ -145,10 +162,10 @@ void Model::make_linears() {
   linears_.clear();
   for (size_t l = 0; l < w_.layers.size(); ++l) {
     const LayerParams &w = w_.layers[l], &g = g_.layers[l];
-    linears_.push_back({.qkv = ColumnParallelLinear(w.qkv, g.qkv, be_, tp),
-                        .proj = RowParallelLinear(w.proj, g.proj, be_, tp),
-                        .fc_in = ColumnParallelLinear(w.fc_in, g.fc_in, be_, tp),
-                        .fc_out = RowParallelLinear(w.fc_out, g.fc_out, be_, tp)});
+    linears_.push_back({.qkv = ColumnParallelLinear(w.qkv, g.qkv, be_, tp, &lora_),
+                        .proj = RowParallelLinear(w.proj, g.proj, be_, tp, &lora_),
+                        .fc_in = ColumnParallelLinear(w.fc_in, g.fc_in, be_, tp, &lora_),
+                        .fc_out = RowParallelLinear(w.fc_out, g.fc_out, be_, tp, &lora_)});
   }
 }
 
@@ -238,7 +255,7 @@ void Model::backward(int slot) {
     dres_summed = fc_out_bias_grad_from_norm(l - 1).defined();
     if (phase_hook_) phase_hook_(1 + (nl - 1 - l));
   }
-  if (first_stage_)
+  if (first_stage_ && (g_.word.defined() || g_.position.defined()))  // frozen under LoRA
     be_.embedding_bwd({.dwte = g_.word,
                        .dwpe = g_.position,
                        .dout = A.dresidual,

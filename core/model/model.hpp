@@ -166,6 +166,8 @@ class Model {
   int vocab_start_ = 0, valid_cols_ = 0;
   Params w_, g_;
   std::vector<LayerLinears> linears_;  // this stage's layers, local index
+  LoraScratch lora_;                   // the adapters' [N, r] scratch (undefined without LoRA)
+  void* lora_buf_ = nullptr;
   void* arena_ = nullptr;
   size_t arena_bytes_ = 0;
   std::vector<ArenaEntry> arena_entries_;

@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "plan/lora.hpp"
+
 namespace recipe::core {
 namespace {
 
@@ -34,6 +36,15 @@ ModelShape model_shape(const plan::Plan& plan) {
   s.rope_theta = float(m.rope_theta);
   s.init_std = m.init_std;
   s.classifier_chunk_rows = plan.trainer.classifier_chunk_rows;
+  if (plan.peft.kind == plan::PeftKind::lora) {
+    // The resolver checked rank, alpha and the target names; a plan without targets has no adapters.
+    s.lora_targets = plan::lora_targets(plan.peft.target_modules).mask;
+    if (s.lora_targets == 0 || plan.peft.rank < 1)
+      bad("peft.target_modules", std::to_string(plan.peft.target_modules.size()) + " entries",
+          "LoRA needs a positive peft.rank and at least one adapted linear");
+    s.lora_rank = plan.peft.rank;
+    s.lora_scale = float(plan::lora_scale(plan.peft));
+  }
 
   // The resolver checks all of this; these few are kept because buffer sizes and indexing depend on
   // them (a hand-built plan that skipped the derivations fails here instead of reading out of bounds).

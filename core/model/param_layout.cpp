@@ -56,7 +56,8 @@ class Builder {
   void start_pack() { cursor_ = (cursor_ + align_ - 1) / align_ * align_; }
   void set_phase(int phase) { phase_ = phase; }
 
-  void add(const TensorDecl& d, int layer, std::vector<int64_t> shape, ShardRange shard, bool decay, double std) {
+  void add(const TensorDecl& d, int layer, std::vector<int64_t> shape, ShardRange shard, bool decay, double std,
+           bool trainable) {
     const InitKind init = d.init;
     ParamSpec p;
     p.name = tensor_name(d, layer);
@@ -78,8 +79,10 @@ class Builder {
     cursor_ += p.numel;
     p.weight_decay = decay;
     p.init = init;
-    p.init_std = (init == InitKind::normal || init == InitKind::normal_output) ? std : 0.0;
+    p.init_std =
+        (init == InitKind::normal || init == InitKind::normal_output || init == InitKind::kaiming_uniform) ? std : 0.0;
     p.ready_phase = phase_;
+    p.trainable = trainable;
     layout_.params.push_back(std::move(p));
   }
   int64_t cursor() const { return cursor_; }
@@ -160,11 +163,16 @@ ParamLayout build_param_layout(const ModelShape& s, const plan::OptimizerConfig&
     return false;
   };
 
-  // One decay group: its embedding rows, then layer by layer its layer rows, then its head rows,
-  // each in table order. A row starts a new pack unless the row laid out just before it has the
-  // same role and part in the same layer.
-  auto lay_group = [&](bool decay_group) {
+  // One group: its embedding rows, then layer by layer its layer rows, then its head rows, each
+  // in table order. A row starts a new pack unless the row laid out just before it has the same
+  // role and part in the same layer. The two decay groups hold the trainable rows, the frozen
+  // group the others (LoRA's base).
+  enum class Group { decay, no_decay, frozen };
+  auto lay_group = [&](Group group) {
+    const bool decay_group = group == Group::decay;
     auto in_group = [&](const TensorDecl& d) {
+      if (!trainable(d, s)) return group == Group::frozen;
+      if (group == Group::frozen) return false;
       return d.decay == DecayGroup::embedding ? opt.decay_embeddings == decay_group
                                               : (d.decay == DecayGroup::decay) == decay_group;
     };
@@ -174,8 +182,10 @@ ParamLayout build_param_layout(const ModelShape& s, const plan::OptimizerConfig&
       if (!in_group(d) || !present(d, s) || !on_this_stage(d)) return;
       if (!prev || prev->role != d.role || prev->part != d.part || prev_layer != layer) b.start_pack();
       const std::vector<int64_t> shape = global_shape(d, s);
-      const double init_std = d.init == InitKind::normal_output ? out_std : std;
-      b.add(d, layer, shape, shard_of(d, shape), decay_group, init_std);
+      const double init_std = d.init == InitKind::normal_output     ? out_std
+                              : d.init == InitKind::kaiming_uniform ? 1.0 / std::sqrt(double(shape.at(1)))
+                                                                    : std;
+      b.add(d, layer, shape, shard_of(d, shape), decay_group, init_std, group != Group::frozen);
       prev = &d;
       prev_layer = layer;
     };
@@ -196,11 +206,15 @@ ParamLayout build_param_layout(const ModelShape& s, const plan::OptimizerConfig&
   };
 
   L.decay_begin = 0;
-  lay_group(true);
+  lay_group(Group::decay);
   L.decay_numel = b.cursor() - L.decay_begin;
   L.nodecay_begin = b.cursor();
-  lay_group(false);
+  lay_group(Group::no_decay);
   L.nodecay_numel = b.cursor() - L.nodecay_begin;
+  L.trainable_numel = b.cursor();
+  L.frozen_begin = b.cursor();
+  lay_group(Group::frozen);
+  L.frozen_numel = b.cursor() - L.frozen_begin;
   L.total_numel = b.cursor();
   return L;
 }

@@ -10,6 +10,17 @@
 //     lm_head (untied; follows decay_embeddings)   per layer: norm weights/biases, linear biases
 //                                                  final_norm
 //
+// With LoRA adapters (ModelShape::lora_rank > 0) the two groups hold only the trainable tensors
+// (the adapters; trainable() in the tensor table decides), and a third region after them holds the
+// frozen base, in table order:
+//
+//   [ decay group ][ no-decay group ][ frozen base (no gradient, master or Adam state) ]
+//   '-------- trainable_numel -------'
+//
+// The gradient, master and Adam buffers of the ParamStore cover only the trainable prefix; the
+// compute copy covers all of it. Without adapters the frozen region is empty and the layout is the
+// one below, element for element.
+//
 // i.e. each group holds the table's rows of that group in table order: the embedding rows, then
 // layer by layer the layer rows, then the head rows. So AdamW runs as two calls, one per group.
 // Tensors that one GEMM reads together are "packs" (adjacent rows of one role and part in the
@@ -56,6 +67,7 @@ struct ParamSpec {
   // stage's first layer for the embeddings (last to finish). Buckets of the DP reduction start when
   // all their tensors are final.
   int ready_phase = 0;
+  bool trainable = true;             // false: frozen (a LoRA base): no gradient, master or Adam state
   const TensorDecl* decl = nullptr;  // its row of the family's tensor table
   int layer = -1;                    // global layer number (layer rows), else -1
   bool tp_replicated() const { return shard_dim < 0; }
@@ -68,7 +80,9 @@ struct ParamLayout {
   std::vector<ParamSpec> params;
   int64_t decay_begin = 0, decay_numel = 0;  // [decay_begin, decay_begin+decay_numel)
   int64_t nodecay_begin = 0, nodecay_numel = 0;
-  int64_t total_numel = 0;  // including alignment gaps
+  int64_t frozen_begin = 0, frozen_numel = 0;  // the frozen base (empty without LoRA)
+  int64_t trainable_numel = 0;                 // [0, trainable_numel): both groups, gaps included
+  int64_t total_numel = 0;                     // including alignment gaps and the frozen region
   int tp_size = 1, tp_rank = 0;
   int first_layer = 0, num_layers = 0;  // the pipeline stage's layers (global numbers)
   bool first_stage = true, last_stage = true;

@@ -10,18 +10,20 @@ using kernels::Tensor;
 
 ParamStore::ParamStore(kernels::Backend& backend, ParamLayout layout, int64_t state_numel)
     : backend_(backend), layout_(std::move(layout)), compute_dtype_(backend.act_dtype()) {
-  const size_t n = size_t(layout_.total_numel);
+  const size_t n = size_t(layout_.total_numel), trained = size_t(layout_.trainable_numel);
   if (n == 0) throw std::invalid_argument("ParamStore: the model has no parameters");
-  state_numel_ = state_numel < 0 ? layout_.total_numel : state_numel;
+  state_numel_ = state_numel < 0 ? layout_.trainable_numel : state_numel;
   auto get = [&](DType t, size_t count) {
     void* p = backend_.alloc(std::max<size_t>(count, 1) * kernels::dtype_size(t));
     bytes_ += count * kernels::dtype_size(t);
     return p;
   };
   try {
-    master_ = get(DType::f32, n);
+    // An f32 compute copy is the master buffer, frozen base included; otherwise the master holds
+    // only the trainable prefix and the frozen base lives in the compute copy alone.
+    master_ = get(DType::f32, compute_dtype_ == DType::f32 ? n : trained);
     compute_ = compute_dtype_ == DType::f32 ? master_ : get(compute_dtype_, n);
-    grads_ = get(DType::f32, n);
+    grads_ = get(DType::f32, trained);
     m_ = get(DType::f32, size_t(state_numel_));
     v_ = get(DType::f32, size_t(state_numel_));
   } catch (...) {  // out of device memory part-way: give back what was taken
@@ -37,9 +39,14 @@ ParamStore::~ParamStore() {
   if (compute_ != master_) backend_.free(compute_);
 }
 
-Tensor ParamStore::span(void* base, DType t, int64_t offset, int64_t n) const {
-  if (offset < 0 || n < 0 || offset + n > layout_.total_numel)
-    throw std::out_of_range("ParamStore: span outside the flat buffer");
+Tensor ParamStore::master(const ParamSpec& p) const {
+  if (!p.trainable && !compute_is_master())
+    throw std::logic_error("ParamStore: " + p.name + " is frozen and has no f32 master (read weight() instead)");
+  return shaped(master_, DType::f32, p);
+}
+
+Tensor ParamStore::span(void* base, DType t, int64_t offset, int64_t n, int64_t limit) const {
+  if (offset < 0 || n < 0 || offset + n > limit) throw std::out_of_range("ParamStore: span outside the flat buffer");
   return Tensor(static_cast<char*>(base) + size_t(offset) * kernels::dtype_size(t), t, backend_.device(), {n});
 }
 
@@ -50,7 +57,7 @@ Tensor ParamStore::state_span(void* base, int64_t offset, int64_t n) const {
 }
 
 Tensor ParamStore::shaped(void* base, DType t, const ParamSpec& p) const {
-  Tensor x = span(base, t, p.offset, p.numel);
+  Tensor x = span(base, t, p.offset, p.numel, base == compute_ ? layout_.total_numel : layout_.trainable_numel);
   x.ndim = int(p.local_shape.size());
   for (int i = 0; i < x.ndim; ++i) x.dims[i] = p.local_shape[i];
   return x;
@@ -61,14 +68,38 @@ void ParamStore::zero_grads() { backend_.zero(grads()); }
 void ParamStore::begin_grad_writes() {
   std::vector<kernels::Tensor> g;
   g.reserve(layout_.params.size());
-  for (const ParamSpec& p : layout_.params) g.push_back(grad_span(p.offset, p.numel));
+  for (const ParamSpec& p : layout_.params)
+    if (p.trainable) g.push_back(grad_span(p.offset, p.numel));
   backend_.begin_grad_writes(g);
 }
 
 void ParamStore::end_grad_writes() { backend_.end_grad_writes(); }
 
 void ParamStore::sync_compute() {
-  if (!compute_is_master()) backend_.cast(compute(), master());
+  if (!compute_is_master() && layout_.trainable_numel > 0)
+    backend_.cast(compute_span(0, layout_.trainable_numel), master());
+}
+
+void ParamStore::compute_from_host(int64_t offset, int64_t n, const float* host) {
+  const Tensor dst = compute_span(offset, n);
+  if (compute_dtype_ == DType::f32) return backend_.from_host(dst, host);
+  std::vector<kernels::bf16_t> half(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) half[size_t(i)] = kernels::f32_to_bf16(host[i]);
+  backend_.from_host(dst, half.data());
+}
+
+std::vector<float> ParamStore::compute_to_host(int64_t offset, int64_t n) const {
+  std::vector<float> out(static_cast<size_t>(n));
+  const Tensor src = compute_span(offset, n);
+  if (n == 0) return out;
+  if (compute_dtype_ == DType::f32) {
+    backend_.to_host(out.data(), src);
+    return out;
+  }
+  std::vector<kernels::bf16_t> half(static_cast<size_t>(n));
+  backend_.to_host(half.data(), src);
+  for (int64_t i = 0; i < n; ++i) out[size_t(i)] = kernels::bf16_to_f32(half[size_t(i)]);
+  return out;
 }
 
 }  // namespace recipe::core

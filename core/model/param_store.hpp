@@ -1,13 +1,19 @@
 // The flat parameter buffers of one rank, allocated once through the backend:
-//   master  f32        the weights the optimizer updates
-//   compute act_dtype  what forward/backward read; on a backend whose act_dtype is f32 this IS
-//                      the master buffer (no copy); otherwise AdamW rewrites it after each update
-//   grads   f32        accumulated over micro-batches, zeroed once per step
+//   master  f32        the weights the optimizer updates (the trainable prefix of the layout)
+//   compute act_dtype  what forward/backward read (every tensor, the frozen base included); on a
+//                      backend whose act_dtype is f32 this IS the master buffer (no copy, and it
+//                      holds the frozen base too); otherwise AdamW rewrites it after each update
+//   grads   f32        accumulated over micro-batches, zeroed once per step (trainable prefix)
 //   adam_m, adam_v f32
 // The first four share the element offsets of the ParamLayout. The Adam moments do too, unless the
 // optimizer state is sharded (ZeRO-1): then they hold only this rank's `state_numel` elements,
 // laid out as the optimizer's segments say (core/optimizer.hpp).
+// A frozen tensor (LoRA's base, ParamSpec::trainable false) lives only in the compute copy: on
+// CUDA in bf16 alone. grad(p) of a frozen tensor is undefined (the ops skip an undefined gradient),
+// and master(p) throws unless the compute copy is the master buffer.
 #pragma once
+
+#include <vector>
 
 #include "core/model/param_layout.hpp"
 #include "kernels/ops.hpp"
@@ -27,26 +33,35 @@ class ParamStore {
   bool compute_is_master() const { return compute_ == master_; }
   kernels::DType compute_dtype() const { return compute_dtype_; }
 
-  // Whole buffers, 1-D over layout().total_numel.
-  kernels::Tensor master() const { return span(master_, kernels::DType::f32, 0, layout_.total_numel); }
-  kernels::Tensor compute() const { return span(compute_, compute_dtype_, 0, layout_.total_numel); }
-  kernels::Tensor grads() const { return span(grads_, kernels::DType::f32, 0, layout_.total_numel); }
+  // Whole buffers, 1-D: master and grads over the trainable prefix (layout().trainable_numel),
+  // compute over layout().total_numel.
+  kernels::Tensor master() const { return master_span(0, layout_.trainable_numel); }
+  kernels::Tensor compute() const { return compute_span(0, layout_.total_numel); }
+  kernels::Tensor grads() const { return grad_span(0, layout_.trainable_numel); }
   kernels::Tensor adam_m() const { return state_span(m_, 0, state_numel_); }
   kernels::Tensor adam_v() const { return state_span(v_, 0, state_numel_); }
   int64_t state_numel() const { return state_numel_; }
 
   // 1-D views of [offset, offset+n) of each buffer.
-  kernels::Tensor master_span(int64_t offset, int64_t n) const { return span(master_, kernels::DType::f32, offset, n); }
-  kernels::Tensor compute_span(int64_t offset, int64_t n) const { return span(compute_, compute_dtype_, offset, n); }
-  kernels::Tensor grad_span(int64_t offset, int64_t n) const { return span(grads_, kernels::DType::f32, offset, n); }
+  kernels::Tensor master_span(int64_t offset, int64_t n) const {
+    return span(master_, kernels::DType::f32, offset, n, master_numel());
+  }
+  kernels::Tensor compute_span(int64_t offset, int64_t n) const {
+    return span(compute_, compute_dtype_, offset, n, layout_.total_numel);
+  }
+  kernels::Tensor grad_span(int64_t offset, int64_t n) const {
+    return span(grads_, kernels::DType::f32, offset, n, layout_.trainable_numel);
+  }
   // Offsets into the Adam state (equal to layout offsets unless the state is sharded).
   kernels::Tensor m_span(int64_t offset, int64_t n) const { return state_span(m_, offset, n); }
   kernels::Tensor v_span(int64_t offset, int64_t n) const { return state_span(v_, offset, n); }
 
   // One parameter, with its local shape.
   kernels::Tensor weight(const ParamSpec& p) const { return shaped(compute_, compute_dtype_, p); }
-  kernels::Tensor master(const ParamSpec& p) const { return shaped(master_, kernels::DType::f32, p); }
-  kernels::Tensor grad(const ParamSpec& p) const { return shaped(grads_, kernels::DType::f32, p); }
+  kernels::Tensor master(const ParamSpec& p) const;
+  kernels::Tensor grad(const ParamSpec& p) const {
+    return p.trainable ? shaped(grads_, kernels::DType::f32, p) : kernels::Tensor();
+  }
   kernels::Tensor weight(std::string_view name) const { return weight(layout_.get(name)); }
   kernels::Tensor master(std::string_view name) const { return master(layout_.get(name)); }
   kernels::Tensor grad(std::string_view name) const { return grad(layout_.get(name)); }
@@ -58,12 +73,21 @@ class ParamStore {
   // never written by an op and stay zero from allocation.
   void begin_grad_writes();
   void end_grad_writes();
-  // Refresh the compute copy from the master weights (after init, load, or a test's edit).
+  // Refresh the compute copy of the trainable tensors from the master weights (after init, load,
+  // or a test's edit).
   void sync_compute();
+  // Writes f32 host values into the compute copy of [offset, offset+n) (converted to the compute
+  // dtype): how the frozen base is initialized and loaded.
+  void compute_from_host(int64_t offset, int64_t n, const float* host);
+  // The compute copy of [offset, offset+n) as f32 host values.
+  std::vector<float> compute_to_host(int64_t offset, int64_t n) const;
   size_t bytes() const { return bytes_; }
 
  private:
-  kernels::Tensor span(void* base, kernels::DType t, int64_t offset, int64_t n) const;
+  // Elements of the master buffer: the whole layout when it is the compute copy, else the
+  // trainable prefix.
+  int64_t master_numel() const { return compute_is_master() ? layout_.total_numel : layout_.trainable_numel; }
+  kernels::Tensor span(void* base, kernels::DType t, int64_t offset, int64_t n, int64_t limit) const;
   kernels::Tensor state_span(void* base, int64_t offset, int64_t n) const;
   kernels::Tensor shaped(void* base, kernels::DType t, const ParamSpec& p) const;
 

@@ -23,7 +23,7 @@ const std::string kExpAvgSq = "optimizer.exp_avg_sq.";
 
 // Every rank learns whether any rank failed; the failing ranks rethrow their own error, the others
 // a pointer to it. Doubles as a barrier.
-void agree(Comm& world, std::exception_ptr error, const std::string& what) {
+void agree(Comm& world, const std::exception_ptr& error, const std::string& what) {
   const double failed = world.all_reduce_max(error ? double(world.rank() + 1) : 0.0);
   if (error) std::rethrow_exception(error);
   if (failed > 0)
@@ -82,7 +82,7 @@ nlohmann::json common_json(const Trainer& t, ParallelState& par) {
 std::string save_checkpoint(Trainer& trainer, const SaveOptions& options) {
   ParallelState& par = trainer.parallel();
   Comm& world = par.world();
-  const std::string final_dir = (fs::path(options.dir) / ckpt::step_dir_name(trainer.steps_done())).string();
+  std::string final_dir = (fs::path(options.dir) / ckpt::step_dir_name(trainer.steps_done())).string();
   const std::string staging = ckpt::staging_dir_of(final_dir);
 
   std::exception_ptr err;
@@ -103,17 +103,34 @@ std::string save_checkpoint(Trainer& trainer, const SaveOptions& options) {
     const RankCoords& rc = par.coords();
     const bool zero1 = trainer.grad_sync().zero1();
     std::vector<ckpt::SavePiece> pieces;
-    std::vector<float> master, m, v;
+    std::vector<float> master, m, v, frozen;
     if (zero1 || rc.dp == 0) {
       kernels::Backend& be = store.backend();
       master = download(be, store.master());
       m = download(be, store.adam_m());
       v = download(be, store.adam_v());
+      // The frozen base (LoRA) has no master or moments: its weights come from the compute copy,
+      // written once (DP rank 0), as f32.
+      if (layout.frozen_numel > 0 && rc.dp == 0)
+        frozen = store.compute_to_host(layout.frozen_begin, layout.frozen_numel);
       const std::vector<AdamSegment> segments = trainer.grad_sync().optimizer_segments(layout);
       for (const ParamSpec& p : layout.params) {
         if (p.tp_replicated() && rc.tp != 0) continue;
         if (is_tied_copy(p, trainer.shape(), par)) continue;
         const ckpt::Box box = held_box(p);
+        if (!p.trainable) {
+          if (rc.dp != 0) continue;
+          ckpt::SavePiece sp;
+          sp.name = p.name;
+          sp.global_shape = p.global_shape;
+          sp.held = box;
+          sp.flat_begin = 0;
+          sp.flat_end = p.numel;
+          sp.dtype = ckpt::DType::f32;
+          sp.data = frozen.data() + (p.offset - layout.frozen_begin);
+          pieces.push_back(std::move(sp));
+          continue;
+        }
         for (const AdamSegment& s : segments) {
           const int64_t b = std::max(s.offset, p.offset), e = std::min(s.offset + s.numel, p.offset + p.numel);
           if (b >= e) continue;
@@ -185,8 +202,14 @@ LoadResult load_checkpoint(Trainer& trainer, const std::string& checkpoint_dir, 
     const ParamLayout& layout = store.layout();
     // Shape check first, all mismatches at once.
     std::vector<std::string> problems;
+    // Starting a LoRA fine-tune from its base checkpoint: the base has no adapters, which keep
+    // their initialization (B = 0: the step-0 model is the base).
+    auto keeps_init = [&](const ParamSpec& p) {
+      return mode == LoadMode::weights_only && p.decl && is_adapter(*p.decl) && !reader.find(p.name);
+    };
     for (const ParamSpec& p : layout.params) {
       const ckpt::TensorInfo* info = reader.find(p.name);
+      if (keeps_init(p)) continue;
       if (!info)
         problems.push_back(p.name + " is missing");
       else if (info->global_shape != p.global_shape)
@@ -205,20 +228,31 @@ LoadResult load_checkpoint(Trainer& trainer, const std::string& checkpoint_dir, 
     }
 
     kernels::Backend& be = store.backend();
-    std::vector<float> host(size_t(layout.total_numel), 0.0f);  // gaps stay zero
-    for (const ParamSpec& p : layout.params) reader.read(p.name, held_box(p), ckpt::DType::f32, host.data() + p.offset);
-    be.from_host(store.master(), host.data());
+    // Trainable tensors into the master (then the compute copy), the frozen base into the compute
+    // copy alone (on a backend whose compute copy is the master, that is one buffer).
+    std::vector<float> host(size_t(layout.total_numel), 0.0f);                // gaps stay zero
+    if (layout.trainable_numel > 0) be.to_host(host.data(), store.master());  // adapters that keep their init
+    for (const ParamSpec& p : layout.params)
+      if (!keeps_init(p)) reader.read(p.name, held_box(p), ckpt::DType::f32, host.data() + p.offset);
+    if (store.compute_is_master()) {
+      be.from_host(store.compute(), host.data());
+    } else {
+      be.from_host(store.master(), host.data());
+      if (layout.frozen_numel > 0)
+        store.compute_from_host(layout.frozen_begin, layout.frozen_numel, host.data() + layout.frozen_begin);
+    }
     store.sync_compute();
 
     bool have_moments = mode == LoadMode::resume;
     for (const ParamSpec& p : layout.params)
-      if (!reader.find(kExpAvg + p.name) || !reader.find(kExpAvgSq + p.name)) have_moments = false;
+      if (p.trainable && (!reader.find(kExpAvg + p.name) || !reader.find(kExpAvgSq + p.name))) have_moments = false;
     if (have_moments) {
       const std::vector<AdamSegment> segments = trainer.grad_sync().optimizer_segments(layout);
       std::vector<float> state(size_t(store.state_numel()), 0.0f);
       for (const std::string& prefix : {kExpAvg, kExpAvgSq}) {
         // Whole local tensors into a layout-indexed buffer, then the segments' runs into the state.
         for (const ParamSpec& p : layout.params) {
+          if (!p.trainable) continue;
           bool needed = false;
           for (const AdamSegment& s : segments)
             needed = needed || (s.offset < p.offset + p.numel && p.offset < s.offset + s.numel);

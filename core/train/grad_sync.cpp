@@ -18,7 +18,8 @@ struct Run {
 // next run's start (or its group's end) so that alignment gaps belong to a run.
 std::vector<Run> phase_runs(const ParamLayout& L) {
   std::vector<const ParamSpec*> ps;
-  for (const auto& p : L.params) ps.push_back(&p);
+  for (const auto& p : L.params)
+    if (p.trainable) ps.push_back(&p);  // a frozen base has no gradient to reduce or count
   std::sort(ps.begin(), ps.end(), [](const ParamSpec* a, const ParamSpec* b) { return a->offset < b->offset; });
   std::vector<Run> runs;
   for (const ParamSpec* p : ps) {
@@ -131,7 +132,8 @@ std::vector<std::pair<int64_t, int64_t>> GradSync::norm_ranges(const ParamLayout
   // Tensors this rank counts, before the DP split; runs of counted tensors merge across the
   // (zero) alignment gaps between them, so there are few ranges.
   std::vector<const ParamSpec*> ps;
-  for (const auto& p : L.params) ps.push_back(&p);
+  for (const auto& p : L.params)
+    if (p.trainable) ps.push_back(&p);  // a frozen base has no gradient to reduce or count
   std::sort(ps.begin(), ps.end(), [](const ParamSpec* a, const ParamSpec* b) { return a->offset < b->offset; });
   std::vector<std::pair<int64_t, int64_t>> counted;
   bool open = false;
@@ -155,7 +157,7 @@ std::vector<std::pair<int64_t, int64_t>> GradSync::norm_ranges(const ParamLayout
       owned.push_back({b.begin + dp_.rank() * chunk, b.begin + (dp_.rank() + 1) * chunk});
     }
   } else if (dp_.rank() == 0) {
-    owned.push_back({0, L.total_numel});
+    owned.push_back({0, L.trainable_numel});
   }
   std::sort(owned.begin(), owned.end());
   std::vector<std::pair<int64_t, int64_t>> out;

@@ -261,8 +261,9 @@ double Trainer::run_micro_batches(const data::SampleSource& src, const std::func
     params_->begin_grad_writes();
     schedule_->train(count, forward, [&](int m, int slot) { backward_micro(m, slot, count); });
     params_->end_grad_writes();
-    // The tied word embedding lives on the first and the last stage: both need the sum.
-    if (pp_ > 1 && shape_.tied && (parallel_->first_stage() || parallel_->last_stage()))
+    // The tied word embedding lives on the first and the last stage: both need the sum (unless it
+    // is frozen: a LoRA base).
+    if (pp_ > 1 && shape_.tied && !shape_.lora() && (parallel_->first_stage() || parallel_->last_stage()))
       parallel_->embedding().all_reduce_sum(params_->grad(word_embedding_name()));
     grad_sync_->finish(*params_);
   }

@@ -1,6 +1,6 @@
 // Linear layers through OpenBLAS sgemm, row-major, weights [OC, IC] (HF layout):
-//   fwd  out[N,OC]     = inp[N,IC] · Wᵀ + b        (optional GELU epilogue keeps pre_gelu)
-//   bwd  dinp[N,IC]    = dout[N,OC] · W            (overwrite; optional ·gelu'(aux) epilogue)
+//   fwd  out[N,OC]     = inp[N,IC] · Wᵀ + b        (optional GELU epilogue keeps pre_gelu; or +=)
+//   bwd  dinp[N,IC]    = dout[N,OC] · W            (overwrite, or +=; optional ·gelu'(aux) epilogue)
 //        dweight[OC,IC] += doutᵀ · inp             (beta = 1)
 //        dbias[OC]     += Σ_rows dout               (fixed row order, double accumulator)
 #include <cblas.h>
@@ -47,9 +47,11 @@ void CpuBackend::linear_fwd(const LinearFwdArgs& args) {
     cpu::require_tensor(pre_gelu, op, "pre_gelu", DType::f32);
     cpu::require_numel(pre_gelu, N * OC, op, "pre_gelu");
   }
+  cpu::require(!args.accumulate || (!bias.defined() && !pre_gelu.defined()), op,
+               "accumulate takes neither bias nor pre_gelu");
   float* affine = pre_gelu.defined() ? pre_gelu.as<float>() : out.as<float>();
   // The bias is broadcast into the destination first so sgemm can add onto it (beta = 1).
-  float beta = 0.0f;
+  float beta = args.accumulate ? 1.0f : 0.0f;
   if (bias.defined()) {
     const float* b = bias.as<float>();
     for (int64_t n = 0; n < N; ++n)
@@ -77,10 +79,12 @@ void CpuBackend::linear_bwd(const LinearBwdArgs& args) {
   if (dinp.defined()) {
     cpu::require_tensor(dinp, op, "dinp", DType::f32);
     cpu::require_numel(dinp, N * IC, op, "dinp");
+    cpu::require(!args.dinp_accumulate || (!dinp_gelu_aux.defined() && !dinp_sum.defined()), op,
+                 "dinp_accumulate takes neither dinp_gelu_aux nor dinp_sum");
     float* di = dinp.as<float>();
     if (N > 0 && IC > 0)
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(N), int(IC), int(OC), 1.0f, g, int(OC),
-                  weight.as<float>(), int(IC), 0.0f, di, int(IC));
+                  weight.as<float>(), int(IC), args.dinp_accumulate ? 1.0f : 0.0f, di, int(IC));
     if (dinp_gelu_aux.defined()) {
       cpu::require_tensor(dinp_gelu_aux, op, "dinp_gelu_aux", DType::f32);
       cpu::require_numel(dinp_gelu_aux, N * IC, op, "dinp_gelu_aux");

@@ -215,10 +215,26 @@ void CublasLtLinear::tune(Plan& p, const Gemm& g, Workspace backup) {
 }
 
 void CublasLtLinear::forward(void* out, const void* inp, const void* weight, const void* bias, void* pre_gelu,
-                             int64_t N, int64_t IC, int64_t OC) {
+                             int64_t N, int64_t IC, int64_t OC, bool accumulate) {
   if (N <= 0 || OC <= 0) return;
-  Gemm g{weight, true,        IC,      inp, false, IC, out, CUDA_R_16BF, OC, OC, N, IC, 0.f, CUBLASLT_EPILOGUE_DEFAULT,
-         bias,   CUDA_R_16BF, nullptr, 0};
+  Gemm g{weight,
+         true,
+         IC,
+         inp,
+         false,
+         IC,
+         out,
+         CUDA_R_16BF,
+         OC,
+         OC,
+         N,
+         IC,
+         accumulate ? 1.f : 0.f,
+         CUBLASLT_EPILOGUE_DEFAULT,
+         bias,
+         CUDA_R_16BF,
+         nullptr,
+         0};
   if (pre_gelu) {
     g.epilogue = bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
     g.aux = pre_gelu;
@@ -247,7 +263,8 @@ void CublasLtLinear::forward(void* out, const void* inp, const void* weight, con
 }
 
 void CublasLtLinear::backward_input(void* dinp, const void* dout, const void* weight, const void* gelu_aux, int64_t N,
-                                    int64_t IC, int64_t OC, float* dinp_sum, bool overwrite_sum, Workspace scratch) {
+                                    int64_t IC, int64_t OC, float* dinp_sum, bool overwrite_sum, Workspace scratch,
+                                    bool accumulate) {
   if (N <= 0 || IC <= 0) return;
   Gemm g{weight,
          false,
@@ -261,7 +278,7 @@ void CublasLtLinear::backward_input(void* dinp, const void* dout, const void* we
          IC,
          N,
          OC,
-         0.f,
+         accumulate ? 1.f : 0.f,
          gelu_aux ? CUBLASLT_EPILOGUE_DGELU : CUBLASLT_EPILOGUE_DEFAULT,
          nullptr,
          CUDA_R_16BF,

@@ -44,15 +44,17 @@ class CublasLtLinear {
   CublasLtLinear& operator=(const CublasLtLinear&) = delete;
 
   // out[N,OC] (bf16) = inp[N,IC]·W[OC,IC]ᵀ + bias; pre_gelu != null: pre_gelu = affine,
-  // out = gelu(pre_gelu).
+  // out = gelu(pre_gelu). accumulate: out += inp·Wᵀ (beta = 1; no bias, no pre_gelu).
   void forward(void* out, const void* inp, const void* weight, const void* bias, void* pre_gelu, int64_t N, int64_t IC,
-               int64_t OC);
+               int64_t OC, bool accumulate = false);
   // dinp[N,IC] (bf16) = dout·W (·gelu'(gelu_aux) if gelu_aux != null); dinp_sum[IC] (f32, if
   // non-null) += Σ_rows dinp ("=" with overwrite_sum) by the column-sum kernel. (cuBLASLt's
   // DGELU_BGRAD epilogue would fuse it, but CUDA 13's cuBLASLt offers no algorithm for it with
   // bf16 output and an f32 bias gradient on sm_90: measured, see docs/performance.md.)
+  // accumulate: dinp += dout·W (beta = 1; no gelu_aux, no dinp_sum).
   void backward_input(void* dinp, const void* dout, const void* weight, const void* gelu_aux, int64_t N, int64_t IC,
-                      int64_t OC, float* dinp_sum = nullptr, bool overwrite_sum = false, Workspace scratch = {});
+                      int64_t OC, float* dinp_sum = nullptr, bool overwrite_sum = false, Workspace scratch = {},
+                      bool accumulate = false);
   // dweight[OC,IC] (f32) += doutᵀ·inp; dbias[OC] (f32) += Σ_rows dout (if non-null); each "="
   // instead when its overwrite flag is set (the gradient's first write of the step).
   void backward_weight(float* dweight, float* dbias, const void* dout, const void* inp, int64_t N, int64_t IC,

@@ -215,7 +215,9 @@ void CudaBackend::linear_fwd(const LinearFwdArgs& args) {
   expect_numel(op, "out", out, N * OC);
   if (bias.defined()) expect_numel(op, "bias", bias, OC);
   if (pre_gelu.defined()) expect_numel(op, "pre_gelu", pre_gelu, N * OC);
-  linear_->forward(out.ptr, inp.ptr, weight.ptr, ptr_or_null(bias), ptr_or_null(pre_gelu), N, IC, OC);
+  if (args.accumulate && (bias.defined() || pre_gelu.defined()))
+    bad_arg(op, "accumulate takes neither bias nor pre_gelu");
+  linear_->forward(out.ptr, inp.ptr, weight.ptr, ptr_or_null(bias), ptr_or_null(pre_gelu), N, IC, OC, args.accumulate);
 }
 
 void CudaBackend::linear_bwd(const LinearBwdArgs& args) {
@@ -235,10 +237,12 @@ void CudaBackend::linear_bwd(const LinearBwdArgs& args) {
     if (dinp_gelu_aux.defined()) expect_numel(op, "dinp_gelu_aux", dinp_gelu_aux, N * IC);
     expect_opt(op, "dinp_sum", dinp_sum, DType::f32);
     if (dinp_sum.defined()) expect_numel(op, "dinp_sum", dinp_sum, IC);
+    if (args.dinp_accumulate && (dinp_gelu_aux.defined() || dinp_sum.defined()))
+      bad_arg(op, "dinp_accumulate takes neither dinp_gelu_aux nor dinp_sum");
     const bool os =
         N > 0 && dinp_sum.defined() && grad_writes_.whole_write(dinp_sum) == GradWriteTracker::Write::overwrite;
     linear_->backward_input(dinp.ptr, dout.ptr, weight.ptr, ptr_or_null(dinp_gelu_aux), N, IC, OC,
-                            static_cast<float*>(ptr_or_null(dinp_sum)), os, workspace());
+                            static_cast<float*>(ptr_or_null(dinp_sum)), os, workspace(), args.dinp_accumulate);
   } else if (dinp_sum.defined()) {
     bad_arg(op, "dinp_sum needs dinp (it is the column sum of dinp)");
   }

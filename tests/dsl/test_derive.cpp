@@ -84,7 +84,7 @@ TEST_CASE("dsl_resolve: LoRA trainable parameters") {
   auto t = with(llama3_8b(), json::parse(R"({"mode": "finetune",
       "peft": {"kind": "lora", "rank": 16, "alpha": 32.0, "target_modules": ["qkv", "proj"]}})"));
   const auto r = resolve_json(t);
-  REQUIRE_MESSAGE(ok_but_unexecutable(r), report(r));  // peft.kind=lora is rejected until LoRA lands
+  REQUIRE_MESSAGE(r.ok(), report(r));
   // qkv: 4096 → 4096 + 2·1024; proj: 4096 → 4096; 32 layers.
   const int64_t expected = 32LL * 16 * ((4096 + 6144) + (4096 + 4096));
   CHECK(lora_trainable_params(r.plan) == expected);

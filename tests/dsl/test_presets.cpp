@@ -13,9 +13,9 @@ using recipe::dsl::test::source_dir;
 
 namespace {
 
-const std::vector<std::string> kFactoryPresets = {"gpt3_125m", "gpt3_1p3b",      "gpt3_345m",
-                                                  "gpt_tiny",  "llama3_70b",     "llama3_70b_lora",
-                                                  "llama3_8b", "llama3_8b_lora", "llama_tiny"};
+const std::vector<std::string> kFactoryPresets = {"gpt3_125m",      "gpt3_1p3b",  "gpt3_345m",       "gpt_tiny",
+                                                  "gpt_tiny_lora",  "llama3_70b", "llama3_70b_lora", "llama3_8b",
+                                                  "llama3_8b_lora", "llama_tiny", "llama_tiny_lora"};
 
 }  // namespace
 

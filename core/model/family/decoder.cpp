@@ -21,6 +21,8 @@ using G = DecayGroup;
 using I = InitKind;
 
 constexpr unsigned bias = needs_bias, gelu = needs_gelu, swiglu = needs_swiglu;
+constexpr unsigned l_qkv = needs_lora_qkv, l_proj = needs_lora_proj, l_in = needs_lora_mlp_in,
+                   l_out = needs_lora_mlp_out;
 
 // One row per line, wider than the usual 120 columns on purpose: the table is read by its columns.
 // clang-format off
@@ -50,6 +52,25 @@ const std::vector<TensorDecl> kDecoder = {
    {"layers.{}.mlp.up.bias",           S::layer,                   R::mlp_in,             P::bias,   {D::ffn},                      Sh::column,     G::no_decay,  I::zeros,         swiglu | bias,           {},                                            {"model.layers.{}.mlp.up_proj.bias"}},
    {"layers.{}.mlp.down.weight",       S::layer,                   R::mlp_out,            P::weight, {D::hidden, D::ffn},           Sh::row,        G::decay,     I::normal_output, swiglu,                  {},                                            {"model.layers.{}.mlp.down_proj.weight"}},
    {"layers.{}.mlp.down.bias",         S::layer,                   R::mlp_out,            P::bias,   {D::hidden},                   Sh::replicated, G::no_decay,  I::zeros,         swiglu | bias,           {},                                            {"model.layers.{}.mlp.down_proj.bias"}},
+//  LoRA adapters (peft.kind=lora), one per adapted linear: A [rank, in] (kaiming-uniform), B [out, rank] (zeros), so
+//  step 0 is the base model. They shard with their base: column-parallel base (q|k|v, fc1, gate|up): A replicated, B
+//  split by output rows (B of q|k|v and of gate|up is a pack, as the base weight); row-parallel base (proj, fc2, down):
+//  A split by input columns, B replicated. Adapters have no HF name (PEFT export is its own format).
+   {"layers.{}.attention.qkv.lora_a.weight", S::layer,           R::qkv,                P::lora_a, {D::lora_rank, D::hidden},     Sh::replicated, G::decay,     I::kaiming_uniform, l_qkv},
+   {"layers.{}.attention.q.lora_b.weight", S::layer,             R::qkv,                P::lora_b, {D::q_dim, D::lora_rank},      Sh::column,     G::decay,     I::zeros,         l_qkv},
+   {"layers.{}.attention.k.lora_b.weight", S::layer,             R::qkv,                P::lora_b, {D::kv_dim, D::lora_rank},     Sh::column,     G::decay,     I::zeros,         l_qkv},
+   {"layers.{}.attention.v.lora_b.weight", S::layer,             R::qkv,                P::lora_b, {D::kv_dim, D::lora_rank},     Sh::column,     G::decay,     I::zeros,         l_qkv},
+   {"layers.{}.attention.proj.lora_a.weight", S::layer,          R::attention_out,      P::lora_a, {D::lora_rank, D::q_dim},      Sh::row,        G::decay,     I::kaiming_uniform, l_proj},
+   {"layers.{}.attention.proj.lora_b.weight", S::layer,          R::attention_out,      P::lora_b, {D::hidden, D::lora_rank},     Sh::replicated, G::decay,     I::zeros,         l_proj},
+   {"layers.{}.mlp.fc1.lora_a.weight",     S::layer,             R::mlp_in,             P::lora_a, {D::lora_rank, D::hidden},     Sh::replicated, G::decay,     I::kaiming_uniform, gelu | l_in},
+   {"layers.{}.mlp.fc1.lora_b.weight",     S::layer,             R::mlp_in,             P::lora_b, {D::ffn, D::lora_rank},        Sh::column,     G::decay,     I::zeros,         gelu | l_in},
+   {"layers.{}.mlp.fc2.lora_a.weight",     S::layer,             R::mlp_out,            P::lora_a, {D::lora_rank, D::ffn},        Sh::row,        G::decay,     I::kaiming_uniform, gelu | l_out},
+   {"layers.{}.mlp.fc2.lora_b.weight",     S::layer,             R::mlp_out,            P::lora_b, {D::hidden, D::lora_rank},     Sh::replicated, G::decay,     I::zeros,         gelu | l_out},
+   {"layers.{}.mlp.gate_up.lora_a.weight", S::layer,             R::mlp_in,             P::lora_a, {D::lora_rank, D::hidden},     Sh::replicated, G::decay,     I::kaiming_uniform, swiglu | l_in},
+   {"layers.{}.mlp.gate.lora_b.weight",    S::layer,             R::mlp_in,             P::lora_b, {D::ffn, D::lora_rank},        Sh::column,     G::decay,     I::zeros,         swiglu | l_in},
+   {"layers.{}.mlp.up.lora_b.weight",      S::layer,             R::mlp_in,             P::lora_b, {D::ffn, D::lora_rank},        Sh::column,     G::decay,     I::zeros,         swiglu | l_in},
+   {"layers.{}.mlp.down.lora_a.weight",    S::layer,             R::mlp_out,            P::lora_a, {D::lora_rank, D::ffn},        Sh::row,        G::decay,     I::kaiming_uniform, swiglu | l_out},
+   {"layers.{}.mlp.down.lora_b.weight",    S::layer,             R::mlp_out,            P::lora_b, {D::hidden, D::lora_rank},     Sh::replicated, G::decay,     I::zeros,         swiglu | l_out},
    {"final_norm.weight",               S::head,                    R::final_norm,         P::weight, {D::hidden},                   Sh::replicated, G::no_decay,  I::ones,          always,                  {"transformer.ln_f.weight"},                   {"model.norm.weight"}},
    {"final_norm.bias",                 S::head,                    R::final_norm,         P::bias,   {D::hidden},                   Sh::replicated, G::no_decay,  I::zeros,         needs_norm_bias,         {"transformer.ln_f.bias"},                     {}},
    {"lm_head.weight",                  S::head,                    R::lm_head,            P::weight, {D::padded_vocab, D::hidden},  Sh::vocab_rows, G::embedding, I::normal,        needs_untied,            {"lm_head.weight"},                            {"lm_head.weight"}},

@@ -8,6 +8,14 @@
 
 namespace recipe::core {
 
+// The linears a LoRA adapter can sit on, as the block fuses them (q|k|v one linear, gate|up one).
+enum LoraTarget : unsigned {
+  lora_qkv = 1u << 0,
+  lora_proj = 1u << 1,
+  lora_mlp_in = 1u << 2,   // fc1, or the gate|up pack
+  lora_mlp_out = 1u << 3,  // fc2, or down
+};
+
 struct ModelShape {
   int layers = 0, hidden = 0, heads = 0, kv_heads = 0, head_dim = 0, ffn = 0;
   int vocab = 0, padded_vocab = 0, max_positions = 0, seq = 0;
@@ -25,12 +33,19 @@ struct ModelShape {
   // Rows per classifier chunk on this rank: the resolver's trainer.classifier_chunk_rows (the
   // activation arena's logits chunk; it depends on the micro-batch, tp and the recompute level).
   int64_t classifier_chunk_rows = 0;
+  // LoRA (peft.kind=lora): the adapter rank (0 = no adapters, every tensor trains), which linears
+  // carry adapters (LoraTarget bits) and the scale of the adapter path (alpha/rank, or
+  // alpha/sqrt(rank) with rsLoRA). With adapters, only the adapters train (trainable()).
+  int lora_rank = 0;
+  unsigned lora_targets = 0;
+  float lora_scale = 0.f;
 
   int64_t q_dim() const { return int64_t(heads) * head_dim; }
   int64_t kv_dim() const { return int64_t(kv_heads) * head_dim; }
   int64_t qkv_dim() const { return q_dim() + 2 * kv_dim(); }
   int64_t fc_in_rows() const { return gelu ? ffn : 2 * int64_t(ffn); }  // fc1 or [gate|up]
   bool norm_bias() const { return layernorm && bias; }
+  bool lora() const { return lora_rank > 0; }
 };
 
 }  // namespace recipe::core

@@ -3,6 +3,7 @@
 #include "core/model/family/tensor_table.hpp"
 
 #include <stdexcept>
+#include <utility>
 
 #include "core/model/family/decoder.hpp"
 
@@ -32,6 +33,8 @@ const char* init_kind_name(InitKind k) {
       return "zeros";
     case InitKind::ones:
       return "ones";
+    case InitKind::kaiming_uniform:
+      return "kaiming_uniform";
   }
   return "?";
 }
@@ -47,8 +50,18 @@ bool present(const TensorDecl& d, const ModelShape& s) {
   if ((r & needs_untied) && s.tied) return false;
   if ((r & needs_gelu) && !s.gelu) return false;
   if ((r & needs_swiglu) && s.gelu) return false;
+  const std::pair<unsigned, unsigned> lora[] = {{needs_lora_qkv, lora_qkv},
+                                                {needs_lora_proj, lora_proj},
+                                                {needs_lora_mlp_in, lora_mlp_in},
+                                                {needs_lora_mlp_out, lora_mlp_out}};
+  for (const auto& [need, target] : lora)
+    if ((r & need) && !(s.lora() && (s.lora_targets & target))) return false;
   return true;
 }
+
+bool is_adapter(const TensorDecl& d) { return d.part == Part::lora_a || d.part == Part::lora_b; }
+
+bool trainable(const TensorDecl& d, const ModelShape& s) { return !s.lora() || is_adapter(d); }
 
 int64_t dim_size(Dim dim, const ModelShape& s) {
   switch (dim) {
@@ -64,6 +77,8 @@ int64_t dim_size(Dim dim, const ModelShape& s) {
       return s.padded_vocab;
     case Dim::max_positions:
       return s.max_positions;
+    case Dim::lora_rank:
+      return s.lora_rank;
   }
   return 0;
 }

@@ -49,7 +49,9 @@ enum class Role {
   final_norm,
   lm_head,
 };
-enum class Part { weight, bias };
+// lora_a / lora_b: the LoRA adapter of the role's linear (A [rank, in], B [out, rank]; adjacent
+// lora_b rows of one role are a pack, as the base weights: B of q|k|v, of gate|up).
+enum class Part { weight, bias, lora_a, lora_b };
 
 // How tensor parallelism splits it (Megatron): replicated; column = dim 0 (the output features of
 // a column-parallel linear, and its bias); row = dim 1 (the input features of a row-parallel
@@ -59,12 +61,14 @@ enum class Shard { replicated, column, row, vocab_rows };
 // embedding: decays iff optimizer.decay_embeddings.
 enum class DecayGroup { decay, no_decay, embedding };
 
-// normal(0, init_std); normal_output: normal(0, init_std/sqrt(2·layers)) (output projections).
-enum class InitKind { normal, normal_output, zeros, ones };
+// normal(0, init_std); normal_output: normal(0, init_std/sqrt(2·layers)) (output projections);
+// kaiming_uniform: uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) with fan_in = global dim 1, what
+// torch's kaiming_uniform_(a=sqrt(5)) gives and HF peft uses for LoRA A.
+enum class InitKind { normal, normal_output, zeros, ones, kaiming_uniform };
 const char* init_kind_name(InitKind k);
 
 // A dimension of ModelShape that a tensor's shape is made of.
-enum class Dim { hidden, q_dim, kv_dim, ffn, padded_vocab, max_positions };
+enum class Dim { hidden, q_dim, kv_dim, ffn, padded_vocab, max_positions, lora_rank };
 
 // The parts a model may lack; a row is present when every flag it requires holds.
 enum Requires : unsigned {
@@ -75,6 +79,10 @@ enum Requires : unsigned {
   needs_untied = 1u << 3,             // a classifier of its own
   needs_gelu = 1u << 4,               // fc1/fc2 MLP
   needs_swiglu = 1u << 5,             // gate|up, down MLP
+  needs_lora_qkv = 1u << 6,           // LoRA adapters on q|k|v (ModelShape::lora_targets)
+  needs_lora_proj = 1u << 7,          // ... on the attention output projection
+  needs_lora_mlp_in = 1u << 8,        // ... on fc1 / gate|up
+  needs_lora_mlp_out = 1u << 9,       // ... on fc2 / down
 };
 
 // The HF architectures whose names the table carries (config.json's model_type).
@@ -104,6 +112,11 @@ struct TensorDecl {
 std::span<const TensorDecl> tensor_table(const ModelShape& s);
 
 bool present(const TensorDecl& d, const ModelShape& s);
+// Whether the optimizer trains the tensor: every tensor of a model without LoRA adapters; only the
+// adapters (Part::lora_a / lora_b) of one with them: the base is frozen (no gradient, no f32
+// master, no Adam state). The one place that decides trainability.
+bool trainable(const TensorDecl& d, const ModelShape& s);
+bool is_adapter(const TensorDecl& d);
 int64_t dim_size(Dim dim, const ModelShape& s);
 std::vector<int64_t> global_shape(const TensorDecl& d, const ModelShape& s);
 int64_t global_numel(const TensorDecl& d, const ModelShape& s);

@@ -81,6 +81,44 @@ TEST_CASE("llama_tiny: a run resumed from a checkpoint continues bitwise like an
   check_resume(test::llama_tiny_plan());
 }
 
+namespace {
+plan::Plan with_lora(plan::Plan p) {
+  p.mode = plan::Mode::finetune;
+  p.peft.kind = plan::PeftKind::lora;
+  p.peft.rank = 8;
+  p.peft.alpha = 16;
+  p.peft.target_modules = {"all-linear"};
+  p.optimizer.lr = 1e-2;
+  return p;
+}
+}  // namespace
+
+TEST_CASE("LoRA: a resumed fine-tune continues bitwise (adapters, their moments, the frozen base)") {
+  check_resume(with_lora(test::gpt_tiny_plan()));
+  check_resume(with_lora(test::llama_tiny_plan()));
+}
+
+TEST_CASE("LoRA: a fine-tune starts from its base's checkpoint; the adapters keep their init (B = 0)") {
+  auto be = test::cpu_backend();
+  TempDir dir;
+  plan::Plan base_plan = test::gpt_tiny_plan();
+  base_plan.trainer.max_steps = 3;
+  core::Trainer base(base_plan, *be);
+  const std::string saved = train_and_save(base, 3, dir / "base");
+  const double base_loss = base.compute_loss(3);
+  plan::Plan lora_plan = with_lora(base_plan);
+  lora_plan.trainer.seed = 99;  // other random init: the base weights must come from the checkpoint
+  core::Trainer lora(lora_plan, *be);
+  const core::LoadResult lr = core::load_checkpoint(lora, saved, core::LoadMode::weights_only);
+  CHECK_FALSE(lr.optimizer_restored);
+  CHECK(lora.steps_done() == 0);
+  CHECK(lora.compute_loss(3) == base_loss);
+  // Resuming (not starting) needs the adapters: the base checkpoint has none.
+  core::Trainer again(lora_plan, *be);
+  CHECK_THROWS_WITH_AS(core::load_checkpoint(again, saved, core::LoadMode::resume),
+                       doctest::Contains("lora_a.weight is missing"), std::runtime_error);
+}
+
 TEST_CASE("a weights-only load takes the weights and starts at step 0 with fresh moments") {
   plan::Plan plan = test::gpt_tiny_plan();
   plan.trainer.max_steps = 10;

@@ -98,7 +98,6 @@ TEST_CASE("every enum value and boolean that validates constructs a Trainer on t
   MESSAGE(validated << " settings validated and constructed a Trainer; " << rejected << " were rejected");
   CHECK(validated > 40);
   // The values this version cannot execute never validate.
-  CHECK(accepted.count("peft.kind=\"lora\"") == 0);
   CHECK(accepted.count("parallelism.sequence_parallel=true") == 0);
   // ... and the ordinary choices do.
   for (const char* ok : {"model.norm=\"rmsnorm\"", "model.activation=\"swiglu\"", "trainer.recompute=\"full\"",
@@ -179,7 +178,40 @@ TEST_CASE("a spelling outside an enum is rejected with the key, the value and th
   }
 }
 
-TEST_CASE("context parallelism, sequence parallelism and LoRA are rejected by the resolver, with the key") {
+TEST_CASE("LoRA validates and constructs a Trainer: every target spelling, rsLoRA, zero1, every recompute level") {
+  const char* patches[] = {
+      R"({"peft": {"target_modules": ["qkv"]}})",
+      R"({"peft": {"target_modules": ["all-linear"], "use_rslora": true}})",
+      R"({"peft": {"target_modules": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]}})",
+      R"({"peft": {"target_modules": ["c_attn", "c_proj", "c_fc"]}})",
+      R"({"peft": {"target_modules": ["proj", "fc1", "fc2"]}, "trainer": {"recompute": "full"}})",
+      R"({"peft": {"target_modules": ["all-linear"]}, "trainer": {"recompute": "none"}})",
+      R"({"peft": {"target_modules": ["all-linear"]}, "trainer": {"precision": "bf16"}})",
+  };
+  for (const bool llama : {false, true})
+    for (const char* patch : patches) {
+      CAPTURE(llama);
+      CAPTURE(patch);
+      json root = tiny_base(llama);
+      root.merge_patch(json::parse(R"({"mode": "finetune", "peft": {"kind": "lora", "rank": 8, "alpha": 16}})"));
+      root.merge_patch(json::parse(patch));
+      const Outcome o = validate_and_construct(root);
+      CHECK_MESSAGE(o.validated, o.error);
+      CHECK_MESSAGE(o.error.empty(), o.error);
+    }
+  // q_proj without k_proj and v_proj: one fused linear here, rejected with the reason.
+  json root = tiny_base(true);
+  root.merge_patch(
+      json::parse(R"({"mode": "finetune", "peft": {"kind": "lora", "target_modules": ["q_proj", "v_proj"]}})"));
+  recipe::dsl::ConfigTree tree;
+  tree.root = root;
+  const auto r = recipe::dsl::resolve(tree, recipe::dsl::ExecutorFacts{});
+  REQUIRE(r.violations.size() == 1);
+  CHECK(r.violations[0].path == "peft.target_modules");
+  CHECK(r.violations[0].message.find("missing k_proj") != std::string::npos);
+}
+
+TEST_CASE("context parallelism, sequence parallelism and LoRA beyond one rank are rejected, with the key") {
   const struct {
     const char* patch;
     const char* path;
@@ -188,8 +220,14 @@ TEST_CASE("context parallelism, sequence parallelism and LoRA are rejected by th
       {R"({"parallelism": {"cp": 2}, "executor": {"cpu_ranks": 2}})", "parallelism.cp", "cp=1"},
       {R"({"parallelism": {"tp": 2, "sequence_parallel": true}, "executor": {"cpu_ranks": 2}})",
        "parallelism.sequence_parallel", "false"},
-      {R"({"mode": "finetune", "peft": {"kind": "lora", "target_modules": ["qkv"]}})", "peft.kind",
-       "LoRA is not implemented in this version; use peft.kind=\"none\" for a full fine-tune"},
+      {R"({"mode": "finetune", "peft": {"kind": "lora", "target_modules": ["qkv"]}, "parallelism": {"tp": 2},
+           "executor": {"cpu_ranks": 2}})",
+       "parallelism.tp", "LoRA adapters under tensor parallelism"},
+      {R"({"mode": "finetune", "peft": {"kind": "lora", "target_modules": ["qkv"]}, "parallelism": {"pp": 2},
+           "executor": {"cpu_ranks": 2}})",
+       "parallelism.pp", "LoRA adapters under pipeline parallelism"},
+      {R"({"mode": "finetune", "peft": {"kind": "lora", "target_modules": ["qkv"], "dropout": 0.05}})", "peft.dropout",
+       "dropout on the LoRA input"},
   };
   for (const auto& c : cases) {
     CAPTURE(c.patch);

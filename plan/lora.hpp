@@ -1,0 +1,39 @@
+// LoRA's recipe-level vocabulary, shared by the resolver (validation, counting), the memory
+// estimate and the core (which linears get adapters, and their scale).
+//
+// peft.target_modules names linears as the engine fuses them (q|k|v is one linear, and so is
+// gate|up); it takes the engine's names, the Hugging Face names and "all-linear":
+//   qkv  = c_attn (GPT-2)            = q_proj + k_proj + v_proj (Llama: all three together)
+//   proj = o_proj                    (c_proj: see below)
+//   fc1  = c_fc (GPT-2)              = gate_proj + up_proj (Llama: both together)
+//   fc2  = down_proj                 (c_proj: see below)
+//   c_proj (GPT-2) = proj and fc2, as in HF PEFT, where the name matches both modules
+//   all-linear = qkv, proj, fc1, fc2
+// A fused linear gets one adapter (one A, one B whose rows cover all its outputs), as NeMo adapts
+// linear_qkv and linear_fc1. HF PEFT puts one adapter on each of q_proj, k_proj, v_proj; the
+// engine's adapter on their fused linear is one of rank r (shared A) instead, so only the complete
+// groups are accepted: q_proj alone, or q_proj with v_proj, is rejected with this explanation.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "plan/plan.hpp"
+
+namespace recipe::plan {
+
+struct LoraTargets {
+  unsigned mask = 0;                  // core::LoraTarget bits
+  std::vector<std::string> problems;  // one message per unusable entry
+};
+
+// The linears `modules` adapts, and what is wrong with the entries that name none.
+LoraTargets lora_targets(const std::vector<std::string>& modules);
+
+// Every spelling peft.target_modules accepts.
+const std::vector<std::string>& lora_target_names();
+
+// The adapter scale: alpha / rank, or alpha / sqrt(rank) with peft.use_rslora.
+double lora_scale(const PeftConfig& peft);
+
+}  // namespace recipe::plan
