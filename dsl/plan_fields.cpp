@@ -498,7 +498,9 @@ const std::vector<DerivedFieldInfo>& derived_fields() {
        "model.vocab_size rounded up to a multiple of model.make_vocab_size_divisible_by × parallelism.tp"},
       {"model.num_params", "the parameter count of the model as allocated (padded vocabulary)"},
       {"model.num_non_embedding_params", "model.num_params without embeddings and output head"},
-      {"model.flops_per_token", "6·(num_params − input lookups) + 12·num_layers·heads·head_dim·seq_length"},
+      {"model.flops_per_token",
+       "6·(num_params − input lookups) + 12·num_layers·heads·head_dim·seq_length; with LoRA 4 per frozen "
+       "parameter (no weight gradient) + 6 per adapter parameter"},
       {"trainer.num_micro_batches", "trainer.global_batch_size / (trainer.micro_batch_size × parallelism.dp)"},
       {"trainer.tokens_per_step", "trainer.global_batch_size × model.seq_length"},
       {"trainer.classifier_chunk_rows",

@@ -100,7 +100,7 @@ void derive_model(ResolveContext& ctx) {
     m.num_params = count_params(m, m.padded_vocab_size);
     const int64_t embed = word_embedding_params(m, m.padded_vocab_size);
     m.num_non_embedding_params = m.num_params - embed - position_embedding_params(m) - (m.tie_embeddings ? 0 : embed);
-    m.flops_per_token = training_flops_per_token(m);
+    m.flops_per_token = training_flops_per_token(p);
   }
 
   plan::TrainerConfig& t = p.trainer;

@@ -97,6 +97,14 @@ double training_flops_per_token(const ModelConfig& m) {
   return 6.0 * static_cast<double>(matmul_params(m)) + 12.0 * m.num_layers * attention_width * m.seq_length;
 }
 
+double training_flops_per_token(const Plan& plan) {
+  const ModelConfig& m = plan.model;
+  if (plan.peft.kind != PeftKind::lora) return training_flops_per_token(m);
+  const double attention_width = static_cast<double>(m.num_attention_heads) * m.head_dim;
+  return 4.0 * static_cast<double>(matmul_params(m)) + 6.0 * static_cast<double>(lora_trainable_params(plan)) +
+         12.0 * m.num_layers * attention_width * m.seq_length;
+}
+
 LayerParams lora_layer_params(const Plan& plan) {
   const core::ModelShape s = lora_shape(plan);
   LayerParams p;

@@ -34,6 +34,10 @@ int64_t matmul_params(const ModelConfig& m);
 // matmuls plus the attention score and context matmuls (PaLM appendix B, Megatron; causal masking
 // not discounted). Every MFU the engine shows uses this number.
 double training_flops_per_token(const ModelConfig& m);
+// The same for the plan's run. With LoRA the frozen base's matmuls run forward and backward for the
+// input gradient only (4 FLOPs per parameter: no weight gradient), the adapters 6 per parameter, and
+// attention as in pretraining; counting 6 per base parameter would overstate a LoRA run's MFU by half.
+double training_flops_per_token(const Plan& plan);
 
 // LoRA adapters' parameters (the trainable ones of a LoRA run): the adapter rows of the family's
 // tensor table (A [rank, in], B [out, rank] per adapted linear, as the model fuses its linears:

@@ -89,6 +89,13 @@ TEST_CASE("dsl_resolve: LoRA trainable parameters") {
   const int64_t expected = 32LL * 16 * ((4096 + 6144) + (4096 + 4096));
   CHECK(lora_trainable_params(r.plan) == expected);
   CHECK(r.plan.model.num_params == 8030261248);  // the base model
+  // MFU counts what runs: the frozen base forward and input-gradient only (4 per parameter), the
+  // adapters with weight gradients (6), attention as in pretraining.
+  CHECK(r.plan.model.flops_per_token ==
+        doctest::Approx(4.0 * double(matmul_params(r.plan.model)) + 6.0 * double(expected) + 12.0 * 32 * 4096 * 8192));
+  // Against pretraining's count: 2 fewer per base parameter, 6 more per adapter parameter.
+  CHECK(training_flops_per_token(r.plan.model) - r.plan.model.flops_per_token ==
+        doctest::Approx(2.0 * double(matmul_params(r.plan.model)) - 6.0 * double(expected)));
   CHECK(to_toml(r.plan).find("trainable_params = " + std::to_string(expected)) != std::string::npos);
 }
 
