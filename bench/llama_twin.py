@@ -27,13 +27,14 @@ dense bf16), peak allocated GiB, first and last loss.
 """
 import argparse
 import json
-import math
 import sys
 import time
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from torch_twin import lr_at, steady_step_ms  # the GPT twin's schedule and timing: one protocol
 
 PEAK_FLOPS = 989e12
 
@@ -160,13 +161,6 @@ def matmul_params(model, w):
     return n
 
 
-def lr_at(step, lr, warmup, total):
-    if step < warmup:
-        return lr * (step + 1) / warmup
-    progress = min(1.0, max(0.0, (step - warmup) / max(1, total - warmup)))
-    return 0.5 * lr * (1.0 + math.cos(math.pi * progress))
-
-
 def run(impl, mode, batch, w, args):
     torch.manual_seed(args.seed)
     dev = torch.device("cuda")
@@ -205,8 +199,7 @@ def run(impl, mode, batch, w, args):
         del logits, loss
     torch.cuda.synchronize()
     wall = time.perf_counter() - wall0
-    first_timed = min(10, args.steps - 1)
-    step_ms = starts[first_timed].elapsed_time(ends[-1]) / (args.steps - first_timed)
+    step_ms, _ = steady_step_ms(starts, ends, args.steps)
     tokens = batch * T
     flops_per_token = 6 * n_matmul + 12 * w["layers"] * w["d"] * T
     tflops = flops_per_token * tokens / (step_ms / 1e3) / 1e12

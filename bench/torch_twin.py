@@ -80,6 +80,14 @@ class GPT(nn.Module):
         return F.cross_entropy(logits.reshape(-1, self.vocab).float(), targets.reshape(-1))
 
 
+def steady_step_ms(starts, ends, steps):
+    """Mean step time after the 10 warm-up steps (BENCH.md). Steps run back to back, so the span
+    from step 10's start to the last step's end over the number of steps is the steady-state step
+    time (it includes any host-side gaps)."""
+    first_timed = min(10, steps - 1)
+    return starts[first_timed].elapsed_time(ends[-1]) / (steps - first_timed), first_timed
+
+
 def lr_at(step, lr, warmup, total):
     if step < warmup:
         return lr * (step + 1) / warmup
@@ -125,11 +133,7 @@ def run(mode, batch, args):
     torch.cuda.synchronize()
     wall = time.perf_counter() - wall0
     times = [s.elapsed_time(e) for s, e in zip(starts, ends)]
-    # Steps run back to back, so the span from step 10's start to the last step's end over the
-    # number of steps is the steady-state step time (it includes any host-side gaps).
-    first_timed = min(10, args.steps - 1)
-    span_ms = starts[first_timed].elapsed_time(ends[-1])
-    step_ms = span_ms / (args.steps - first_timed)
+    step_ms, first_timed = steady_step_ms(starts, ends, args.steps)
     tokens = batch * args.seq
     # The engine's count (PaLM/Megatron): the learned positions are a lookup, the tied embedding counts
     # once, as the output head.
