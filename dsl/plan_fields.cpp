@@ -328,6 +328,9 @@ std::vector<FieldInfo> build_fields() {
   f.push_back(field(d, "pack", &P::data, &D::pack,
                     "sft: pack several conversations per sequence (positions restart and attention stays inside "
                     "each conversation; RoPE models); false = one conversation per sequence, padded"));
+  f.push_back(field(d, "max_samples_per_pack", &P::data, &D::max_samples_per_pack,
+                    "sft with pack: the most conversations one sequence holds (the bound cuDNN's ragged attention "
+                    "sizes its per-sample work by; 1..4095)"));
 
   const char* o = "optimizer";
   f.push_back(field(o, "kind", &P::optimizer, &O::kind, "optimizer"));

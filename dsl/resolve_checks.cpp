@@ -196,6 +196,8 @@ void check_ranges(ResolveContext& ctx) {
     if (!(sum > 0))
       ctx.violation("data.blend", "data.blend weights sum to " + fmt_double(sum), "give at least one positive weight");
   }
+  require(ctx, "data.max_samples_per_pack", d.max_samples_per_pack,
+          d.max_samples_per_pack >= 1 && d.max_samples_per_pack <= 4095, "must be 1 to 4095");
 
   const plan::KernelsConfig& k = p.kernels;
   require(ctx, "kernels.workspace_mb", k.workspace_mb, k.workspace_mb == 0 || k.workspace_mb >= 16,

@@ -106,8 +106,12 @@ struct ResidualNormFwdArgs {
   bool rms = false;  // RMSNorm (bias and mean unused) instead of LayerNorm
 };
 // Batch, sequence, query heads, KV heads and head dim of packed qkv (see the layout above).
+// max_samples (packed samples only, else 0): the most samples one row holds, its padding counted as
+// one more (the data's data.max_samples_per_pack + 1); a backend may size per-sample work by it
+// (cuDNN's ragged attention: one batch entry per sample slot). A row with more samples is invalid.
 struct AttentionShape {
   int B = 0, T = 0, Hq = 0, Hkv = 0, D = 0;
+  int max_samples = 0;
 };
 // positions (optional): per-sample positions i32 [B, T] of packed samples (see above).
 struct AttentionFwdArgs {

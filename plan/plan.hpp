@@ -64,6 +64,8 @@ struct DataConfig {
   ChatTemplate chat_template = ChatTemplate::none;
   // sft: several conversations per sequence (true) or one per sequence, padded (false).
   bool pack = true;
+  // sft with pack: the most conversations one sequence holds (its padding is one more sample).
+  int max_samples_per_pack = 64;
 };
 
 struct OptimizerConfig {

@@ -91,7 +91,8 @@ std::unique_ptr<SampleSource> make_sft_part(const plan::Plan& plan, const std::s
   if (split != Split::train && range.size() < 1) return nullptr;
   auto mask = open_mask(*ds, plan.data);
   auto sft = std::make_unique<SftDataset>(ds, std::move(mask), range, plan.model.seq_length, seed, plan.data.pack,
-                                          /*pad_id=*/0, plan.model.vocab_size, split_name(split));
+                                          /*pad_id=*/0, plan.model.vocab_size, split_name(split),
+                                          plan.data.max_samples_per_pack);
   if (sft->stats().truncated > 0)
     std::cerr << "warning: " << ds->prefix() << " (" << split_name(split) << "): " << sft->stats().truncated << " of "
               << sft->stats().conversations

@@ -21,7 +21,7 @@ struct Sequence {
   std::vector<int32_t> inputs;     // [T] token ids
   std::vector<int32_t> targets;    // [T] the id to predict at t, or -1: no loss (untrained token, padding,
                                    // or the last position of a sample, which would predict the next sample)
-  std::vector<int32_t> positions;  // [T] position of t inside its sample, restarting at 0; padding is 0
+  std::vector<int32_t> positions;  // [T] position of t inside its sample, restarting at 0; padding 0, 1, ...
   // cu_seqlens-style sample boundaries: {0, end of sample 0, end of sample 1, ..., used}; sample i is
   // [cu_seqlens[i], cu_seqlens[i+1]); positions [used, T) are padding (inputs = the pad id).
   std::vector<int32_t> cu_seqlens;

@@ -16,7 +16,7 @@ constexpr size_t kCachedEpochs = 2;
 
 SftDataset::SftDataset(std::shared_ptr<const IndexedDataset> data, std::shared_ptr<const LossMask> mask,
                        DocumentRange documents, int seq_length, uint64_t seed, bool pack, int32_t pad_id,
-                       int64_t vocab_size, const std::string& label)
+                       int64_t vocab_size, const std::string& label, int max_samples_per_pack)
     : data_(std::move(data)),
       mask_(std::move(mask)),
       documents_(documents),
@@ -35,15 +35,18 @@ SftDataset::SftDataset(std::shared_ptr<const IndexedDataset> data, std::shared_p
                              ": no conversations in this split; add data or give it a larger share in "
                              "data.split");
   const int64_t T = seq_length_;
-  int64_t used = 0;
+  int64_t used = 0, in_pack = 0;
   for (int64_t d = documents_.begin; d < documents_.end; ++d) {
     const int64_t L = data_->document_length(d);
-    const bool fits = pack && used > 0 && used + L <= T;
+    const bool fits =
+        pack && used > 0 && used + L <= T && (max_samples_per_pack <= 0 || in_pack < max_samples_per_pack);
     if (!fits) {
       pack_begin_.push_back(d);
       used = 0;
+      in_pack = 0;
     }
     used += std::min(L, T);
+    ++in_pack;
     if (L > T + 1) ++stats_.truncated;
   }
   pack_begin_.push_back(documents_.end);
@@ -122,6 +125,9 @@ void SftDataset::fill(int64_t pack, Sequence& out) const {
     o += n;
     out.cu_seqlens.push_back(static_cast<int32_t>(o));
   }
+  // The padding is one run of positions 0, 1, ...: one more "sample" that no token outside it
+  // attends to and that has no targets, so a row holds at most max_samples_per_pack + 1 samples.
+  for (size_t t = o; t < T; ++t) out.positions[t] = static_cast<int32_t>(t - o);
 }
 
 void SftDataset::sequence(int64_t idx, Sequence& out) const { fill(pack_of(idx), out); }

@@ -3,10 +3,11 @@
 //
 // Packing (done once, at construction, over the document range in dataset order): greedy in order;
 // a conversation of L tokens occupies L positions, so it joins the current pack while
-// used + L ≤ T, otherwise the pack is closed and a new one starts. A conversation with L > T stands
-// alone in its pack, cut to T positions (it loses predictions only when L > T + 1: the truncated
-// count in stats()). With pack = false every conversation is its own pack. Padding (pad id, target
-// -1, position 0) fills only the end of a pack.
+// used + L ≤ T and the pack holds fewer than max_samples_per_pack conversations, otherwise the pack
+// is closed and a new one starts. A conversation with L > T stands alone in its pack, cut to T
+// positions (it loses predictions only when L > T + 1: the truncated count in stats()). With
+// pack = false every conversation is its own pack. Padding (pad id, target -1, positions 0, 1, ...
+// as one more sample) fills only the end of a pack.
 //
 // Targets (Sequence::targets): position t of a conversation holds token t and predicts token t+1,
 // which is trained iff its mask byte is 1; the conversation's last position would predict the
@@ -41,11 +42,12 @@ class SftDataset : public SampleSource {
   };
 
   // vocab_size > 0: every token read must be in [0, vocab_size). pad_id is the input id of padding
-  // positions (any id of the vocabulary; it is never a target). Throws when the range holds no
-  // conversation.
+  // positions (any id of the vocabulary; it is never a target). max_samples_per_pack > 0: a pack
+  // holds at most that many conversations (data.max_samples_per_pack: the bound lets cuDNN's ragged
+  // attention size its per-sample work). Throws when the range holds no conversation.
   SftDataset(std::shared_ptr<const IndexedDataset> data, std::shared_ptr<const LossMask> mask, DocumentRange documents,
              int seq_length, uint64_t seed, bool pack, int32_t pad_id = 0, int64_t vocab_size = 0,
-             const std::string& label = "");
+             const std::string& label = "", int max_samples_per_pack = 0);
 
   int seq_plus_one() const override { return seq_length_ + 1; }
   int64_t size() const override { return static_cast<int64_t>(pack_begin_.size()) - 1; }

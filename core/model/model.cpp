@@ -74,7 +74,8 @@ Model::Model(const ModelShape& shape, int micro_batch, Recompute recompute, kern
   // Attention's kernels are chosen (and the workspace they need sized) before the first step, so a
   // slow path is said at start, not discovered by the first call.
   if (ls_.layers > 0)
-    be_.prepare_attention({.B = B_, .T = s_.seq, .Hq = ls_.heads, .Hkv = ls_.kv_heads, .D = s_.head_dim});
+    be_.prepare_attention(
+        {.B = B_, .T = s_.seq, .Hq = ls_.heads, .Hkv = ls_.kv_heads, .D = s_.head_dim, .max_samples = s_.max_samples});
 
   const DType act = be_.act_dtype();
   acts_.resize(size_t(slots));
@@ -188,7 +189,7 @@ void Model::load_split_tokens(int slot, const int32_t* inputs, const int32_t* ta
   if (!s_.packed) return;
   if (!positions)
     throw std::invalid_argument("Model::load_split_tokens: a packed model (data.pack=true) needs the positions");
-  check_sample_positions(positions, B_, s_.seq);
+  check_sample_positions(positions, B_, s_.seq, s_.max_samples);
   be_.from_host(A.positions, positions);  // every stage: each layer's RoPE and attention read them
 }
 

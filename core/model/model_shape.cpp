@@ -32,6 +32,7 @@ ModelShape model_shape(const plan::Plan& plan) {
   s.bias = m.bias;
   s.tied = m.tie_embeddings;
   s.packed = plan.data.kind == plan::DataKind::sft && plan.data.pack;
+  s.max_samples = s.packed ? plan.data.max_samples_per_pack + 1 : 0;
   s.norm_eps = float(m.norm_eps);
   s.rope_theta = float(m.rope_theta);
   s.init_std = m.init_std;

@@ -38,15 +38,22 @@ void check_split_tokens(const int32_t* inputs, const int32_t* targets, int B, in
   }
 }
 
-void check_sample_positions(const int32_t* positions, int B, int T) {
-  for (size_t b = 0; b < size_t(B); ++b)
+void check_sample_positions(const int32_t* positions, int B, int T, int max_samples) {
+  for (size_t b = 0; b < size_t(B); ++b) {
+    int samples = 0;
     for (size_t t = 0; t < size_t(T); ++t) {
       const int32_t v = positions[b * size_t(T) + t];
       if (v != 0 && (t == 0 || v != positions[b * size_t(T) + t - 1] + 1))
         throw std::runtime_error("sample position " + std::to_string(v) + " (sample row " + std::to_string(b) +
                                  ", position " + std::to_string(t) +
                                  ") neither starts a sample (0) nor continues the one before it");
+      samples += v == 0;
     }
+    if (max_samples > 0 && samples > max_samples)
+      throw std::runtime_error("sample row " + std::to_string(b) + " holds " + std::to_string(samples) +
+                               " samples (padding counted as one), more than the " + std::to_string(max_samples) +
+                               " the model was built for (data.max_samples_per_pack + 1)");
+  }
 }
 
 }  // namespace recipe::core

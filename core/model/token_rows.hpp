@@ -19,7 +19,8 @@ void check_split_tokens(const int32_t* inputs, const int32_t* targets, int B, in
 
 // Packed samples: positions [B·T] hold each token's position inside its sample, so each value is 0
 // (a sample starts) or one more than the value before it in its row (kernels/ops.hpp). Throws
-// std::runtime_error naming the row and position otherwise.
-void check_sample_positions(const int32_t* positions, int B, int T);
+// std::runtime_error naming the row and position otherwise, or when a row holds more than
+// max_samples samples (max_samples > 0; ModelShape::max_samples).
+void check_sample_positions(const int32_t* positions, int B, int T, int max_samples = 0);
 
 }  // namespace recipe::core

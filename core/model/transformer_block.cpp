@@ -55,7 +55,8 @@ void Model::residual_norm(Tensor residual, Tensor out, Tensor mean, Tensor rstd,
 void Model::layer_forward_body(Activations& A, int l, const LayerActs& a) {
   const LayerParams& p = w_.layers[size_t(l)];
   const LayerLinears& L = linears_[size_t(l)];
-  const kernels::AttentionShape att{.B = B_, .T = s_.seq, .Hq = ls_.heads, .Hkv = ls_.kv_heads, .D = s_.head_dim};
+  const kernels::AttentionShape att{
+      .B = B_, .T = s_.seq, .Hq = ls_.heads, .Hkv = ls_.kv_heads, .D = s_.head_dim, .max_samples = s_.max_samples};
   L.qkv.fwd({.out = a.qkv, .inp = a.ln1});
   if (!s_.learned_positions)
     be_.rope_fwd({.qkv = a.qkv, .positions = A.positions, .shape = att, .theta = s_.rope_theta});
@@ -79,7 +80,8 @@ void Model::layer_backward(Activations& A, int l, const LayerActs& a, bool dres_
   const LayerParams& p = w_.layers[size_t(l)];
   const LayerParams& g = g_.layers[size_t(l)];
   const LayerLinears& L = linears_[size_t(l)];
-  const kernels::AttentionShape att{.B = B_, .T = s_.seq, .Hq = ls_.heads, .Hkv = ls_.kv_heads, .D = s_.head_dim};
+  const kernels::AttentionShape att{
+      .B = B_, .T = s_.seq, .Hq = ls_.heads, .Hkv = ls_.kv_heads, .D = s_.head_dim, .max_samples = s_.max_samples};
   Tensor dres = A.dresidual;
 
   // gelu/norm levels keep no fc_act per layer: rebuild it from the saved fc_pre into the shared

@@ -494,7 +494,7 @@ void CudaBackend::swiglu_bwd(Tensor dgate_up, Tensor dout, Tensor gate_up) {
 // Per-sample positions (< T) index the same table.
 void CudaBackend::rope(const RopeArgs& a, bool backward) {
   const char* op = backward ? "rope_bwd" : "rope_fwd";
-  const auto [B, T, Hq, Hkv, D] = a.shape;
+  const int B = a.shape.B, T = a.shape.T, Hq = a.shape.Hq, Hkv = a.shape.Hkv, D = a.shape.D;
   void* qkv = a.qkv.ptr;
   expect(op, backward ? "dqkv" : "qkv", a.qkv, DType::bf16);
   expect_numel(op, backward ? "dqkv" : "qkv", a.qkv, int64_t(B) * T * (Hq + 2 * Hkv) * D);
@@ -537,25 +537,60 @@ const int32_t* CudaBackend::positions_of(const char* op, const Tensor& positions
   return positions.as<int32_t>();
 }
 
-// Packed samples run the own kernels: cuDNN's ragged (THD) attention, which would take the
-// sample lengths derived from positions, is not wired yet. Said once, as every slow path is.
-void CudaBackend::note_packed_attention() {
+// Packed samples run cuDNN's ragged attention when the shape says how many samples a row may hold
+// (AttentionShape::max_samples) and the offsets fit int32; otherwise the own kernels, said once
+// with the cause, as every slow path is.
+void CudaBackend::note_packed_attention(const std::string& why) {
   if (reported_fallbacks_.insert("packed").second)
-    notice(
-        "recipe: packed samples (data.kind=sft, data.pack=true) run the own CUDA attention kernels, not cuDNN "
-        "(ragged cuDNN attention is not wired yet; about 7x slower attention); data.pack=false keeps cuDNN");
+    notice("recipe: packed samples (data.kind=sft, data.pack=true) run the own CUDA attention kernels, not cuDNN (" +
+           why + "; about 4-7x slower attention); data.pack=false keeps cuDNN");
+}
+
+// The sample slots of packed rows, computed into the front of ws (which the cuDNN call then
+// shares): [B·slots] lengths and three [B·slots + 1] offset arrays.
+PackedSegments CudaBackend::packed_segments_in(Workspace& ws, const int32_t* pos, const AttentionShape& a) {
+  const size_t n = size_t(a.B) * size_t(a.max_samples) + 1;
+  auto* p = static_cast<int32_t*>(ws.take(4 * n * sizeof(int32_t), "packed attention segments"));
+  const PackedSegments seg{.seq_len = p, .qkv_offset = p + n, .out_offset = p + 2 * n, .lse_offset = p + 3 * n};
+  packed_segments(seg, pos, a.B, a.T, a.max_samples, a.Hq, a.Hkv, a.D, stream_);
+  return seg;
+}
+
+// Why packed samples of this shape cannot take cuDNN's ragged attention ("" when they can).
+std::string CudaBackend::ragged_refusal(const AttentionShape& a) const {
+  if (a.max_samples <= 0) return "no bound on samples per row (data.max_samples_per_pack)";
+  if (a.max_samples > 4096) return "more than 4096 samples per row (data.max_samples_per_pack)";
+  if (!packed_segments_fit(a.B, a.T, a.Hq, a.Hkv, a.D)) return "element offsets beyond int32";
+  return "";
+}
+
+// The segments plus the token-major lse the ragged graphs read or write (and alignment).
+static size_t packed_segments_bytes(const AttentionShape& a) {
+  return a.max_samples > 0 ? 4 * (size_t(a.B) * size_t(a.max_samples) + 1) * sizeof(int32_t) +
+                                 size_t(a.B) * size_t(a.T) * size_t(a.Hq) * sizeof(float) + 512
+                           : 0;
 }
 
 AttentionPlan CudaBackend::prepare_attention(const AttentionShape& shape) {
   refuse_while_recording("prepare_attention");
 #ifdef RECIPE_WITH_CUDNN
   if (attention_) {
-    const auto [B, T, Hq, Hkv, D] = shape;
-    const std::string dims = "B=" + std::to_string(B) + " T=" + std::to_string(T) + " Hq=" + std::to_string(Hq) +
-                             " Hkv=" + std::to_string(Hkv) + " D=" + std::to_string(D);
+    const auto [B, T, Hq, Hkv, D, max_samples] = shape;
+    std::string dims = "B=" + std::to_string(B) + " T=" + std::to_string(T) + " Hq=" + std::to_string(Hq) +
+                       " Hkv=" + std::to_string(Hkv) + " D=" + std::to_string(D);
+    int slots = 0;
+    if (max_samples > 0) {  // packed samples: ragged graphs
+      const std::string why = ragged_refusal(shape);
+      if (!why.empty()) {
+        note_packed_attention(why);
+        return {.path = "own", .workspace_bytes = 0};
+      }
+      slots = max_samples;
+      dims += " packed, " + std::to_string(slots) + " samples per row";
+    }
     int64_t need = 0;
     for (const bool backward : {false, true}) {
-      const int64_t w = attention_->workspace_needed(B, T, Hq, Hkv, D, backward);
+      const int64_t w = attention_->workspace_needed(B, T, Hq, Hkv, D, backward, slots);
       if (w < 0) {
         // attention_fwd/bwd will find the same rejection; say it now, once, with the cost and the key.
         note_attention_fallback(std::string(backward ? "bwd " : "fwd ") + dims,
@@ -564,6 +599,7 @@ AttentionPlan CudaBackend::prepare_attention(const AttentionShape& shape) {
       }
       need = std::max(need, w);
     }
+    need += int64_t(packed_segments_bytes(shape));
     if (size_t(need) > workspace_bytes_) {
       // The plan's kernels.workspace_bytes is an estimate made without a GPU; cuDNN's plans for
       // the run's real shape are the measure. Grow rather than fall back to the slow kernels.
@@ -602,9 +638,15 @@ void CudaBackend::attention_fwd(const AttentionFwdArgs& args) {
     bad_arg(op, "Hq=" + std::to_string(Hq) + " must be a multiple of Hkv=" + std::to_string(Hkv));
   const int32_t* pos = positions_of(op, args.positions, B, T);
 #ifdef RECIPE_WITH_CUDNN
-  if (attention_ && pos) note_packed_attention();
-  if (attention_ && !pos) {
-    if (attention_->forward(out.ptr, lse.as<float>(), qkv.ptr, B, T, Hq, Hkv, D, workspace())) {
+  const std::string ragged_why = pos ? ragged_refusal(args.shape) : "";
+  if (attention_ && pos && !ragged_why.empty()) note_packed_attention(ragged_why);
+  if (attention_ && ragged_why.empty()) {
+    Workspace ws = workspace();
+    const PackedSegments seg = pos ? packed_segments_in(ws, pos, args.shape) : PackedSegments{};
+    float* lse_tokens = pos ? static_cast<float*>(ws.take(size_t(lse.numel()) * sizeof(float), "ragged lse")) : nullptr;
+    if (attention_->forward(out.ptr, pos ? lse_tokens : lse.as<float>(), qkv.ptr, B, T, Hq, Hkv, D, ws,
+                            pos ? &seg : nullptr, args.shape.max_samples)) {
+      if (pos) lse_from_tokens(lse.as<float>(), lse_tokens, B, T, Hq, stream_);
       ++cudnn_calls_;
       return;
     }
@@ -636,9 +678,15 @@ void CudaBackend::attention_bwd(const AttentionBwdArgs& args) {
     bad_arg(op, "Hq=" + std::to_string(Hq) + " must be a multiple of Hkv=" + std::to_string(Hkv));
   const int32_t* pos = positions_of(op, args.positions, B, T);
 #ifdef RECIPE_WITH_CUDNN
-  if (attention_ && pos) note_packed_attention();
-  if (attention_ && !pos) {
-    if (attention_->backward(dqkv.ptr, dout.ptr, qkv.ptr, out.ptr, lse.as<float>(), B, T, Hq, Hkv, D, workspace())) {
+  const std::string ragged_why = pos ? ragged_refusal(args.shape) : "";
+  if (attention_ && pos && !ragged_why.empty()) note_packed_attention(ragged_why);
+  if (attention_ && ragged_why.empty()) {
+    Workspace ws = workspace();
+    const PackedSegments seg = pos ? packed_segments_in(ws, pos, args.shape) : PackedSegments{};
+    float* lse_tokens = pos ? static_cast<float*>(ws.take(size_t(lse.numel()) * sizeof(float), "ragged lse")) : nullptr;
+    if (pos) lse_to_tokens(lse_tokens, lse.as<float>(), B, T, Hq, stream_);
+    if (attention_->backward(dqkv.ptr, dout.ptr, qkv.ptr, out.ptr, pos ? lse_tokens : lse.as<float>(), B, T, Hq, Hkv,
+                             D, ws, pos ? &seg : nullptr, args.shape.max_samples)) {
       ++cudnn_calls_;
       return;
     }

@@ -116,7 +116,9 @@ class CudaBackend final : public Backend {
   Workspace workspace() const { return Workspace{workspace_, workspace_bytes_, 0}; }
   void* device_alloc(size_t bytes, const char* what);
   void note_attention_fallback(const std::string& shape, const std::string& why);
-  void note_packed_attention();
+  void note_packed_attention(const std::string& why);
+  PackedSegments packed_segments_in(Workspace& ws, const int32_t* pos, const AttentionShape& a);
+  std::string ragged_refusal(const AttentionShape& a) const;
   // The device pointer of optional per-sample positions i32 [B·T] (checked), nullptr if undefined.
   const int32_t* positions_of(const char* op, const Tensor& positions, int B, int T);
   void rope(const RopeArgs& a, bool backward);

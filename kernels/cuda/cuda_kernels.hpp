@@ -107,6 +107,23 @@ void grad_norm_clip(float* out, const float* x, int64_t n, const float* losses, 
 // Σ x² in double, two passes with fixed order; result copied into *host_result (synchronizes).
 double sum_squares(const float* x, int64_t n, Workspace ws, cudaStream_t s);
 
+// ---- packed samples for cuDNN's ragged attention (packed_segments.cu) ----
+// Per sample slot (B rows × `slots` each, row-major), from per-sample positions i32 [B·T]: the
+// sample's length (0 for the slots after a row's last sample) and the element offsets of its first
+// token in qkv [B·T, (Hq+2·Hkv)·D], out [B·T, Hq·D] and a token-major lse [B·T, Hq]. The offset
+// arrays hold B·slots + 1 entries, the last one the end of the tensor, as cuDNN's ragged offsets
+// do. A row must hold at most `slots` samples (the model checks it on the host; data.max_samples_per_pack).
+struct PackedSegments {
+  int32_t *seq_len, *qkv_offset, *out_offset, *lse_offset;
+};
+// Whether the element offsets of this shape fit cuDNN's int32 ragged offsets.
+bool packed_segments_fit(int B, int T, int Hq, int Hkv, int D);
+void packed_segments(PackedSegments seg, const int32_t* pos, int B, int T, int slots, int Hq, int Hkv, int D,
+                     cudaStream_t s);
+// lse [B, Hq, T] (ops.hpp) to and from the token-major [B·T, Hq] of the ragged graphs.
+void lse_to_tokens(float* tokens, const float* heads, int B, int T, int Hq, cudaStream_t s);
+void lse_from_tokens(float* heads, const float* tokens, int B, int T, int Hq, cudaStream_t s);
+
 // ---- attention fallback (attention_fallback.cu): causal, GQA, packed qkv, D ≤ 128 ----
 // pos (nullable): per-sample positions i32 [B·T] (packed samples, ops.hpp): query t attends to
 // keys t - pos[t] .. t only.

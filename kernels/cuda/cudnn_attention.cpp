@@ -1,5 +1,7 @@
 // cuDNN fused attention; see cudnn_attention.hpp. Tensor uids of the graphs:
-//   1 Q, 2 K, 3 V (strided views of qkv), 4 O, 5 Stats (= lse), 6 dO, 7 dQ, 8 dK, 9 dV.
+//   1 Q, 2 K, 3 V (strided views of qkv), 4 O, 5 Stats (= lse), 6 dO, 7 dQ, 8 dK, 9 dV;
+//   packed samples (ragged graphs) add 10/11 the sample lengths (q, kv: the same buffer) and
+//   12/13/14 the ragged offsets of qkv (Q, K, V, dQ, dK, dV), out (O, dO) and lse (Stats).
 #ifdef RECIPE_WITH_CUDNN
 
 #include "kernels/cuda/cudnn_attention.hpp"
@@ -31,7 +33,7 @@ struct CudnnAttention::Entry {
 
 namespace {
 
-enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats, kdO, kdQ, kdK, kdV };
+enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats, kdO, kdQ, kdK, kdV, kSeqQ, kSeqKV, kQkvOff, kOutOff, kLseOff };
 
 cudnnHandle_t as_handle(void* h) { return static_cast<cudnnHandle_t>(h); }
 
@@ -64,6 +66,12 @@ CudnnAttention::Entry& CudnnAttention::entry(const Key& key) {
   const int B = std::get<0>(key), T = std::get<1>(key), Hq = std::get<2>(key), Hkv = std::get<3>(key),
             D = std::get<4>(key);
   const bool backward = std::get<5>(key);
+  const int slots = std::get<6>(key);
+  // Packed samples: one graph batch entry per sample slot (B rows × slots), each a ragged view
+  // starting at its offset; the slot lengths mask the rest (padding mask), and causal masking is
+  // within each sample.
+  const bool ragged = slots > 0;
+  const int64_t S = ragged ? int64_t(B) * slots : B;
   const int64_t C3 = int64_t(Hq + 2 * Hkv) * D;
   const std::vector<int64_t> qkv_stride{int64_t(T) * C3, D, C3, 1};
   const std::vector<int64_t> o_stride{int64_t(T) * Hq * D, D, int64_t(Hq) * D, 1};
@@ -73,10 +81,32 @@ CudnnAttention::Entry& CudnnAttention::entry(const Key& key) {
   g->set_io_data_type(fe::DataType_t::BFLOAT16)
       .set_intermediate_data_type(fe::DataType_t::FLOAT)
       .set_compute_data_type(fe::DataType_t::FLOAT);
-  auto tensor = [&](const char* name, int64_t uid, int64_t heads, const std::vector<int64_t>& stride) {
-    return g->tensor(
-        fe::graph::Tensor_attributes().set_name(name).set_uid(uid).set_dim({B, heads, T, D}).set_stride(stride));
+  auto index = [&](const char* name, int64_t uid, int64_t n) {
+    return g->tensor(fe::graph::Tensor_attributes()
+                         .set_name(name)
+                         .set_uid(uid)
+                         .set_dim({n, 1, 1, 1})
+                         .set_stride({1, 1, 1, 1})
+                         .set_data_type(fe::DataType_t::INT32));
   };
+  std::shared_ptr<fe::graph::Tensor_attributes> seq_q, seq_kv, qkv_off, out_off, lse_off;
+  if (ragged) {
+    seq_q = index("seq_len_q", kSeqQ, S);
+    seq_kv = index("seq_len_kv", kSeqKV, S);
+    qkv_off = index("qkv_ragged_offset", kQkvOff, S + 1);
+    out_off = index("out_ragged_offset", kOutOff, S + 1);
+    lse_off = index("lse_ragged_offset", kLseOff, S + 1);
+  }
+  auto tensor = [&](const char* name, int64_t uid, int64_t heads, const std::vector<int64_t>& stride) {
+    auto t = g->tensor(
+        fe::graph::Tensor_attributes().set_name(name).set_uid(uid).set_dim({S, heads, T, D}).set_stride(stride));
+    if (ragged) t->set_ragged_offset(uid == kO || uid == kdO ? out_off : qkv_off);
+    return t;
+  };
+  // Stats: lse [B, Hq, T]; ragged graphs keep it token-major [B·T, Hq] (cudnn_attention.hpp).
+  const std::vector<int64_t> stats_dim{S, Hq, T, 1};
+  const std::vector<int64_t> stats_stride = ragged ? std::vector<int64_t>{int64_t(Hq) * T, 1, Hq, 1}
+                                                   : std::vector<int64_t>{int64_t(Hq) * T, T, 1, 1};
   auto Q = tensor("Q", kQ, Hq, qkv_stride);
   auto K = tensor("K", kK, Hkv, qkv_stride);
   auto V = tensor("V", kV, Hkv, qkv_stride);
@@ -86,31 +116,45 @@ CudnnAttention::Entry& CudnnAttention::entry(const Key& key) {
                     .set_generate_stats(true)
                     .set_attn_scale(scale)
                     .set_causal_mask(true);
+    if (ragged) opts.set_padding_mask(true).set_seq_len_q(seq_q).set_seq_len_kv(seq_kv);
     auto [O, Stats] = g->sdpa(Q, K, V, opts);
-    O->set_output(true).set_uid(kO).set_dim({B, Hq, T, D}).set_stride(o_stride);
-    Stats->set_output(true)
-        .set_uid(kStats)
-        .set_data_type(fe::DataType_t::FLOAT)
-        .set_dim({B, Hq, T, 1})
-        .set_stride({int64_t(Hq) * T, T, 1, 1});
+    O->set_output(true).set_uid(kO).set_dim({S, Hq, T, D}).set_stride(o_stride);
+    Stats->set_output(true).set_uid(kStats).set_data_type(fe::DataType_t::FLOAT).set_dim(stats_dim).set_stride(
+        stats_stride);
+    if (ragged) {
+      O->set_ragged_offset(out_off);
+      Stats->set_ragged_offset(lse_off);
+    }
   } else {
     auto O = tensor("O", kO, Hq, o_stride);
     auto dO = tensor("dO", kdO, Hq, o_stride);
     auto Stats = g->tensor(fe::graph::Tensor_attributes()
                                .set_name("Stats")
                                .set_uid(kStats)
-                               .set_dim({B, Hq, T, 1})
-                               .set_stride({int64_t(Hq) * T, T, 1, 1})
+                               .set_dim(stats_dim)
+                               .set_stride(stats_stride)
                                .set_data_type(fe::DataType_t::FLOAT));
+    if (ragged) Stats->set_ragged_offset(lse_off);
     auto opts = fe::graph::SDPA_backward_attributes()
                     .set_name("sdpa_bwd")
                     .set_attn_scale(scale)
                     .set_causal_mask(true)
                     .set_deterministic_algorithm(deterministic_);
+    if (ragged)
+      opts.set_padding_mask(true)
+          .set_seq_len_q(seq_q)
+          .set_seq_len_kv(seq_kv)
+          .set_max_total_seq_len_q(int64_t(B) * T)
+          .set_max_total_seq_len_kv(int64_t(B) * T);
     auto [dQ, dK, dV] = g->sdpa_backward(Q, K, V, O, dO, Stats, opts);
-    dQ->set_output(true).set_uid(kdQ).set_dim({B, Hq, T, D}).set_stride(qkv_stride);
-    dK->set_output(true).set_uid(kdK).set_dim({B, Hkv, T, D}).set_stride(qkv_stride);
-    dV->set_output(true).set_uid(kdV).set_dim({B, Hkv, T, D}).set_stride(qkv_stride);
+    dQ->set_output(true).set_uid(kdQ).set_dim({S, Hq, T, D}).set_stride(qkv_stride);
+    dK->set_output(true).set_uid(kdK).set_dim({S, Hkv, T, D}).set_stride(qkv_stride);
+    dV->set_output(true).set_uid(kdV).set_dim({S, Hkv, T, D}).set_stride(qkv_stride);
+    if (ragged) {
+      dQ->set_ragged_offset(qkv_off);
+      dK->set_ragged_offset(qkv_off);
+      dV->set_ragged_offset(qkv_off);
+    }
   }
 
   auto step = [&](fe::error_t st, const char* what) {
@@ -142,8 +186,8 @@ CudnnAttention::Entry& CudnnAttention::entry(const Key& key) {
   return *cache_.emplace(key, std::move(e)).first->second;
 }
 
-int64_t CudnnAttention::workspace_needed(int B, int T, int Hq, int Hkv, int D, bool backward) {
-  Entry& e = entry(Key{B, T, Hq, Hkv, D, backward});
+int64_t CudnnAttention::workspace_needed(int B, int T, int Hq, int Hkv, int D, bool backward, int slots) {
+  Entry& e = entry(Key{B, T, Hq, Hkv, D, backward, slots});
   if (!e.ok) {
     last_rejection_ = e.why;
     return -1;
@@ -151,9 +195,18 @@ int64_t CudnnAttention::workspace_needed(int B, int T, int Hq, int Hkv, int D, b
   return e.plan_workspace[size_t(e.plan)];
 }
 
+// The variant pack's entries of a ragged graph: the slot lengths (for q and kv) and the offsets.
+void CudnnAttention::add_segments(std::unordered_map<int64_t, void*>& pack, const PackedSegments& seg) {
+  pack[kSeqQ] = seg.seq_len;
+  pack[kSeqKV] = seg.seq_len;
+  pack[kQkvOff] = seg.qkv_offset;
+  pack[kOutOff] = seg.out_offset;
+  pack[kLseOff] = seg.lse_offset;
+}
+
 bool CudnnAttention::forward(void* out, float* lse, const void* qkv, int B, int T, int Hq, int Hkv, int D,
-                             Workspace ws) {
-  Entry& e = entry(Key{B, T, Hq, Hkv, D, false});
+                             Workspace ws, const PackedSegments* seg, int slots) {
+  Entry& e = entry(Key{B, T, Hq, Hkv, D, false, seg ? slots : 0});
   if (!e.ok) {
     last_rejection_ = e.why;
     return false;
@@ -165,12 +218,13 @@ bool CudnnAttention::forward(void* out, float* lse, const void* qkv, int B, int 
                                           {kV, base + size_t(Hq + Hkv) * head_bytes},
                                           {kO, out},
                                           {kStats, lse}};
+  if (seg) add_segments(pack, *seg);
   return execute(e, pack, ws, "forward");
 }
 
 bool CudnnAttention::backward(void* dqkv, const void* dout, const void* qkv, const void* out, const float* lse, int B,
-                              int T, int Hq, int Hkv, int D, Workspace ws) {
-  Entry& e = entry(Key{B, T, Hq, Hkv, D, true});
+                              int T, int Hq, int Hkv, int D, Workspace ws, const PackedSegments* seg, int slots) {
+  Entry& e = entry(Key{B, T, Hq, Hkv, D, true, seg ? slots : 0});
   if (!e.ok) {
     last_rejection_ = e.why;
     return false;
@@ -187,6 +241,7 @@ bool CudnnAttention::backward(void* dqkv, const void* dout, const void* qkv, con
                                           {kdQ, dbase},
                                           {kdK, dbase + size_t(Hq) * head_bytes},
                                           {kdV, dbase + size_t(Hq + Hkv) * head_bytes}};
+  if (seg) add_segments(pack, *seg);
   return execute(e, pack, ws, "backward");
 }
 
@@ -195,7 +250,9 @@ bool CudnnAttention::backward(void* dqkv, const void* dout, const void* qkv, con
 // run leaves. It needs a host wait, so it is put off while the stream is captured into a CUDA
 // graph (the step runs eagerly before it is captured).
 bool CudnnAttention::execute(Entry& e, std::unordered_map<int64_t, void*>& pack, Workspace ws, const char* what) {
-  const size_t free_bytes = ws.bytes - ws.used;
+  // What is left of ws after what the caller took (Workspace::take starts at 256-byte boundaries).
+  const size_t start = (ws.used + 255) & ~size_t(255);
+  const size_t free_bytes = ws.bytes > start ? ws.bytes - start : 0;
   cudnnHandle_t h = as_handle(handle_);
   if (!e.timed) {
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;

@@ -27,6 +27,9 @@ struct ModelShape {
   // Sequences hold several samples (data.kind=sft with data.pack): RoPE and attention take each
   // token's position inside its sample (Model::load_split_tokens), so no attention crosses a sample.
   bool packed = false;
+  // Packed: the most samples one row holds, its padding counted as one (data.max_samples_per_pack
+  // + 1); attention's per-sample work (cuDNN's ragged graphs) is sized by it.
+  int max_samples = 0;
   float norm_eps = 1e-5f;
   float rope_theta = 10000.f;
   double init_std = 0.02;

@@ -39,8 +39,11 @@ Backend& deterministic_backend() {
   return *b;
 }
 
-// positions (optional): per-sample positions [B·T] (packed samples, kernels/ops.hpp).
-void check_attention(Backend& gpu, const AttnCase& a, uint32_t seed, const std::vector<float>* positions = nullptr) {
+// positions (optional): per-sample positions [B·T] (packed samples, kernels/ops.hpp); max_samples:
+// AttentionShape::max_samples (packed rows: > 0 lets cuDNN run them as ragged graphs).
+void check_attention(Backend& gpu, const AttnCase& a, uint32_t seed, const std::vector<float>* positions = nullptr,
+                     int max_samples = 0) {
+  const AttentionShape shape{.B = a.B, .T = a.T, .Hq = a.Hq, .Hkv = a.Hkv, .D = a.D, .max_samples = max_samples};
   Rng r(seed);
   Dual pos;
   if (positions) pos = make_dual(Kind::i32, {a.B, a.T}, *positions, cpu_backend(), gpu);
@@ -59,7 +62,7 @@ void check_attention(Backend& gpu, const AttnCase& a, uint32_t seed, const std::
                      .lse = lse.g,
                      .qkv = qkv.g,
                      .positions = pos.g,
-                     .shape = {.B = a.B, .T = a.T, .Hq = a.Hq, .Hkv = a.Hkv, .D = a.D}});
+                     .shape = shape});
   CHECK_CLOSE(out, kBf16Tol);
   CHECK_CLOSE(lse, 1e-3);
   // Backward from the GPU's own forward results on both sides (bf16-rounded out), so the two
@@ -82,7 +85,7 @@ void check_attention(Backend& gpu, const AttnCase& a, uint32_t seed, const std::
                      .out = out2.g,
                      .lse = lse2.g,
                      .positions = pos.g,
-                     .shape = {.B = a.B, .T = a.T, .Hq = a.Hq, .Hkv = a.Hkv, .D = a.D}});
+                     .shape = shape});
   CHECK_CLOSE(dqkv, 2e-2);
 }
 
@@ -145,7 +148,16 @@ TEST_CASE("cuda attention own kernels vs CPU, GQA" * doctest::skip(!has_gpu())) 
 #endif
 }
 
-TEST_CASE("cuda packed attention (per-sample positions) vs CPU, default and own backends" * doctest::skip(!has_gpu())) {
+// The most samples one row of positions holds.
+int max_samples_per_row(const std::vector<float>& pos, int B, int T) {
+  int most = 0;
+  for (int b = 0; b < B; ++b)
+    most = std::max(most, int(std::count(pos.begin() + int64_t(b) * T, pos.begin() + int64_t(b + 1) * T, 0.f)));
+  return most;
+}
+
+TEST_CASE("cuda packed attention (per-sample positions) vs CPU: cuDNN ragged, deterministic, own kernels" *
+          doctest::skip(!has_gpu())) {
   for (const auto& a : kAttnCases) {
     CAPTURE(a.B);
     CAPTURE(a.T);
@@ -153,8 +165,19 @@ TEST_CASE("cuda packed attention (per-sample positions) vs CPU, default and own 
     CAPTURE(a.Hkv);
     CAPTURE(a.D);
     const auto pos = random_packing(a.B, a.T, std::max(2, a.T / 3), uint32_t(a.T + a.D));
-    check_attention(gpu_backend(), a, uint32_t(a.T * 5 + a.D), &pos);
-    check_attention(fallback_backend(), a, uint32_t(a.T * 11 + a.D), &pos);
+    const int most = max_samples_per_row(pos, a.B, a.T);
+    // A fresh default backend, so its kernel paths say what these calls ran: cuDNN, ragged.
+    std::unique_ptr<Backend> ragged = make_cuda_backend(BackendOptions{});
+    check_attention(*ragged, a, uint32_t(a.T * 5 + a.D), &pos, most);
+#ifdef RECIPE_WITH_CUDNN
+    CHECK(ragged->kernel_paths().attention == "cudnn");
+#endif
+    // Slots beyond the rows' samples (length 0) change nothing.
+    check_attention(*ragged, a, uint32_t(a.T * 7 + a.D), &pos, most + 3);
+    check_attention(deterministic_backend(), a, uint32_t(a.T * 3 + a.D), &pos, most);
+    // No bound on samples per row: the own kernels, as on the fallback backend.
+    check_attention(gpu_backend(), a, uint32_t(a.T * 13 + a.D), &pos);
+    check_attention(fallback_backend(), a, uint32_t(a.T * 11 + a.D), &pos, most);
   }
 }
 
