@@ -685,8 +685,8 @@ void CudaBackend::attention_bwd(const AttentionBwdArgs& args) {
     const PackedSegments seg = pos ? packed_segments_in(ws, pos, args.shape) : PackedSegments{};
     float* lse_tokens = pos ? static_cast<float*>(ws.take(size_t(lse.numel()) * sizeof(float), "ragged lse")) : nullptr;
     if (pos) lse_to_tokens(lse_tokens, lse.as<float>(), B, T, Hq, stream_);
-    if (attention_->backward(dqkv.ptr, dout.ptr, qkv.ptr, out.ptr, pos ? lse_tokens : lse.as<float>(), B, T, Hq, Hkv,
-                             D, ws, pos ? &seg : nullptr, args.shape.max_samples)) {
+    if (attention_->backward(dqkv.ptr, dout.ptr, qkv.ptr, out.ptr, pos ? lse_tokens : lse.as<float>(), B, T, Hq, Hkv, D,
+                             ws, pos ? &seg : nullptr, args.shape.max_samples)) {
       ++cudnn_calls_;
       return;
     }
