@@ -70,8 +70,8 @@ std::optional<plan::Plan> checkpoint_plan(const std::string& dir, const Generate
 }
 
 std::unique_ptr<data::Tokenizer> plan_tokenizer(const plan::DataConfig& d) {
-  return data::make_tokenizer(std::string(plan::to_string(d.tokenizer)), d.vocab_file, d.merges_file,
-                              d.tokenizer_model, d.eod_token);
+  return data::make_tokenizer(std::string(plan::to_string(d.tokenizer)), d.vocab_file, d.merges_file, d.tokenizer_model,
+                              d.eod_token);
 }
 
 // --messages: a .json file holding [{"role", "content"}, ...] or {"messages": [...]}, or a .jsonl
@@ -131,7 +131,8 @@ std::string rate(double tokens, double seconds) {
 CLI::App* add_generate_verb(CLI::App& app, GenerateArgs& a) {
   a.cmd = app.add_subcommand("generate", "Generate text from a checkpoint (base, LoRA fine-tune or imported)");
   a.cmd->add_option("path", a.path, "A checkpoint (step-<N>/), checkpoints directory or run directory")->required();
-  a.cmd->add_option("overrides", a.overrides, "key=value overrides of the checkpoint's plan (e.g. data.tokenizer=byte)");
+  a.cmd->add_option("overrides", a.overrides,
+                    "key=value overrides of the checkpoint's plan (e.g. data.tokenizer=byte)");
   a.prompt_opt = a.cmd->add_option("-p,--prompt", a.prompt, "The text to continue");
   CLI::Option* messages =
       a.cmd->add_option("--messages", a.messages_file,
@@ -141,20 +142,24 @@ CLI::App* add_generate_verb(CLI::App& app, GenerateArgs& a) {
   a.cmd->add_option("-n,--max-new-tokens", a.max_new_tokens, "Most tokens to generate (default 128)")
       ->check(CLI::NonNegativeNumber);
   a.cmd->add_option("--temperature", a.temperature, "0 = greedy (default); > 0 samples")->check(CLI::NonNegativeNumber);
-  a.cmd->add_option("--top-k", a.top_k, "Sample from the k most likely tokens (0 = all)")->check(CLI::NonNegativeNumber);
+  a.cmd->add_option("--top-k", a.top_k, "Sample from the k most likely tokens (0 = all)")
+      ->check(CLI::NonNegativeNumber);
   a.cmd->add_option("--top-p", a.top_p, "Sample from the smallest set holding this probability (0, 1]")
       ->check(CLI::Range(0.0, 1.0));
   a.cmd->add_option("--seed", a.seed, "Seed of the sampling (the same seed gives the same text)");
   a.cmd->add_option("--device", a.device, "auto (a GPU when one is usable), cpu or cuda")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
-  a.cmd->add_option("--tokenizer", a.tokenizer, "byte, gpt2_bpe, sentencepiece or hf (default: the plan's data.tokenizer)")
+  a.cmd
+      ->add_option("--tokenizer", a.tokenizer,
+                   "byte, gpt2_bpe, sentencepiece or hf (default: the plan's data.tokenizer)")
       ->check(CLI::IsMember({"byte", "gpt2_bpe", "sentencepiece", "hf"}));
   a.cmd->add_option("--tokenizer-model", a.tokenizer_model, "sentencepiece: .model file; hf: tokenizer.json");
   a.cmd->add_option("--vocab-file", a.vocab_file, "gpt2_bpe: vocab.json");
   a.cmd->add_option("--merges-file", a.merges_file, "gpt2_bpe: merges.txt");
   a.cmd->add_option("--eod-token", a.eod_token, "hf: the token ending a document");
-  a.cmd->add_option("--chat-template", a.chat_template,
-                    "--messages: llama3, chatml or plain (default: the plan's data.chat_template)")
+  a.cmd
+      ->add_option("--chat-template", a.chat_template,
+                   "--messages: llama3, chatml or plain (default: the plan's data.chat_template)")
       ->check(CLI::IsMember({"llama3", "chatml", "plain"}));
   a.cmd->footer(kExitCodeHelp);
   return a.cmd;
@@ -229,8 +234,9 @@ int run_generate(const GenerateArgs& a, std::ostream& out, std::ostream& err) {
   const int64_t needed = int64_t(prompt.size()) + a.max_new_tokens;
   if (needed > plan->model.max_position_embeddings) {
     err << "error: the prompt (" << prompt.size() << " tokens) plus --max-new-tokens " << a.max_new_tokens << " need "
-        << needed << " positions, more than the model's model.max_position_embeddings="
-        << plan->model.max_position_embeddings << "\n  fix: shorten the prompt or lower --max-new-tokens\n";
+        << needed
+        << " positions, more than the model's model.max_position_embeddings=" << plan->model.max_position_embeddings
+        << "\n  fix: shorten the prompt or lower --max-new-tokens\n";
     return kExitUsage;
   }
 

@@ -53,7 +53,6 @@ std::vector<ChatMessage> conversation_of(const nlohmann::json& j, const std::str
   throw std::runtime_error(where + "neither \"messages\" nor \"prompt\"/\"completion\"; " + expected);
 }
 
-
 PrepareStats prepare_chat_dataset(const PrepareOptions& opts) {
   const auto tmpl = parse_chat_template(opts.chat_template);
   if (!tmpl)

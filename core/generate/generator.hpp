@@ -57,7 +57,7 @@ struct GenerateResult {
   std::vector<int32_t> tokens;  // the new ids, stop id excluded
   bool stopped = false;         // true: a stop id ended it; false: max_new_tokens did
   int prompt_tokens = 0;
-  int decode_steps = 0;  // one-token forwards after the prefill
+  int decode_steps = 0;                            // one-token forwards after the prefill
   double prefill_seconds = 0, decode_seconds = 0;  // the prompt's forward; every later step together
 };
 

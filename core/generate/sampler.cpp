@@ -11,9 +11,9 @@ namespace recipe::core {
 
 Sampler::Sampler(const SamplingOptions& options) : o_(options), rng_(options.seed) {
   if (!(o_.temperature >= 0.0) || !std::isfinite(o_.temperature))
-    throw std::invalid_argument("--temperature=" + std::to_string(o_.temperature) +
-                                ": must be 0 (greedy) or positive");
-  if (o_.top_k < 0) throw std::invalid_argument("--top-k=" + std::to_string(o_.top_k) + ": must be 0 (all) or positive");
+    throw std::invalid_argument("--temperature=" + std::to_string(o_.temperature) + ": must be 0 (greedy) or positive");
+  if (o_.top_k < 0)
+    throw std::invalid_argument("--top-k=" + std::to_string(o_.top_k) + ": must be 0 (all) or positive");
   if (!(o_.top_p > 0.0 && o_.top_p <= 1.0))
     throw std::invalid_argument("--top-p=" + std::to_string(o_.top_p) + ": must be in (0, 1]");
 }
@@ -25,7 +25,9 @@ int32_t Sampler::next(std::span<const float> logits) {
 
   order_.resize(logits.size());
   std::iota(order_.begin(), order_.end(), 0);
-  auto before = [&](int32_t a, int32_t b) { return logits[size_t(a)] > logits[size_t(b)] || (logits[size_t(a)] == logits[size_t(b)] && a < b); };
+  auto before = [&](int32_t a, int32_t b) {
+    return logits[size_t(a)] > logits[size_t(b)] || (logits[size_t(a)] == logits[size_t(b)] && a < b);
+  };
   size_t keep = order_.size();
   if (o_.top_k > 0 && size_t(o_.top_k) < keep) {
     keep = size_t(o_.top_k);

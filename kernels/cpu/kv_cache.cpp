@@ -28,8 +28,8 @@ CacheLayout check_cache(const char* op, const Tensor& qkv, const Tensor& k_cache
                         const AttentionShape& s, int past) {
   const int B = s.B, n = s.T, Hq = s.Hq, Hkv = s.Hkv, D = s.D;
   cpu::require(B >= 1 && n >= 0 && Hq > 0 && Hkv > 0 && D > 0 && Hq % Hkv == 0, op,
-               "need B >= 1, T >= 0, D > 0 and Hkv dividing Hq; got B=" + std::to_string(B) + " T=" +
-                   std::to_string(n) + " Hq=" + std::to_string(Hq) + " Hkv=" + std::to_string(Hkv) +
+               "need B >= 1, T >= 0, D > 0 and Hkv dividing Hq; got B=" + std::to_string(B) +
+                   " T=" + std::to_string(n) + " Hq=" + std::to_string(Hq) + " Hkv=" + std::to_string(Hkv) +
                    " D=" + std::to_string(D));
   cpu::require_tensor(qkv, op, "qkv", DType::f32);
   cpu::require_tensor(k_cache, op, "k_cache", DType::f32);
@@ -43,8 +43,8 @@ CacheLayout check_cache(const char* op, const Tensor& qkv, const Tensor& k_cache
                "v_cache " + v_cache.shape_str() + " must have k_cache's shape " + k_cache.shape_str());
   const int64_t S = k_cache.dim(2);
   cpu::require(past >= 0 && past + n <= S, op,
-               "positions " + std::to_string(past) + ".." + std::to_string(past + n - 1) +
-                   " do not fit the cache's " + std::to_string(S) + " positions");
+               "positions " + std::to_string(past) + ".." + std::to_string(past + n - 1) + " do not fit the cache's " +
+                   std::to_string(S) + " positions");
   return {row, S, Hq / Hkv};
 }
 
@@ -55,8 +55,8 @@ void CpuBackend::kv_cache_append(const KvCacheAppendArgs& a) {
   const auto L = check_cache(op, a.qkv, a.k_cache, a.v_cache, a.shape, a.past);
   const int B = a.shape.B, n = a.shape.T, Hq = a.shape.Hq, Hkv = a.shape.Hkv, D = a.shape.D;
   cpu::require(a.rope_theta >= 0.0f && (a.rope_theta == 0.0f || D % 2 == 0), op,
-               "rope_theta=" + std::to_string(a.rope_theta) + " must be 0 (no RoPE) or positive with an even D=" +
-                   std::to_string(D));
+               "rope_theta=" + std::to_string(a.rope_theta) +
+                   " must be 0 (no RoPE) or positive with an even D=" + std::to_string(D));
   float* x = a.qkv.as<float>();
   float* kc = a.k_cache.as<float>();
   float* vc = a.v_cache.as<float>();

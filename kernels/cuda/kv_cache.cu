@@ -62,8 +62,8 @@ __global__ void kv_copy_kernel(bf16* k_cache, bf16* v_cache, const bf16* qkv, in
 }
 
 // grid (B·Hq, n), block kWarps·32.
-__global__ void kv_attention_kernel(bf16* out, const bf16* qkv, const bf16* k_cache, const bf16* v_cache, int n,
-                                    int Hq, int Hkv, int D, int S, int past, float scale) {
+__global__ void kv_attention_kernel(bf16* out, const bf16* qkv, const bf16* k_cache, const bf16* v_cache, int n, int Hq,
+                                    int Hkv, int D, int S, int past, float scale) {
   __shared__ float part_max[kWarps], part_sum[kWarps];
   __shared__ float part_acc[kWarps][32 * kMaxPerLane];
   const int bh = blockIdx.x, t = blockIdx.y;
@@ -164,8 +164,8 @@ void CudaBackend::kv_cache_append(const KvCacheAppendArgs& a) {
   if (n == 0) return;
   bf16* qkv = static_cast<bf16*>(a.qkv.ptr);
   if (a.rope_theta > 0.f) {
-    kv_rope_kernel<<<grid_for(int64_t(B) * n * (Hq + Hkv) * (D / 2)), 256, 0, stream_>>>(
-        qkv, B, n, Hq, Hkv, D, a.past, log(double(a.rope_theta)));
+    kv_rope_kernel<<<grid_for(int64_t(B) * n * (Hq + Hkv) * (D / 2)), 256, 0, stream_>>>(qkv, B, n, Hq, Hkv, D, a.past,
+                                                                                         log(double(a.rope_theta)));
     RECIPE_CUDA_CHECK_LAUNCH("kv_cache_append (rope)");
   }
   kv_copy_kernel<<<grid_for(int64_t(B) * n * Hkv * D), 256, 0, stream_>>>(
@@ -178,7 +178,8 @@ void CudaBackend::kv_attention(const KvAttentionArgs& a) {
   const int S = check_cache(op, a.qkv, a.k_cache, a.v_cache, a.shape, a.past);
   const auto [B, n, Hq, Hkv, D] = a.shape;
   expect(op, "out", a.out, DType::bf16);
-  if (a.out.numel() != int64_t(B) * n * Hq * D) bad_arg(op, "out " + a.out.shape_str() + " must hold B·T·Hq·D elements");
+  if (a.out.numel() != int64_t(B) * n * Hq * D)
+    bad_arg(op, "out " + a.out.shape_str() + " must hold B·T·Hq·D elements");
   if (n == 0) return;
   const float scale = float(1.0 / std::sqrt(double(D)));
   kv_attention_kernel<<<dim3(unsigned(B * Hq), unsigned(n)), kWarps * 32, 0, stream_>>>(

@@ -108,7 +108,8 @@ void check_decoder_matches_forward(bool llama, bool lora) {
       const std::vector<double> got = log_softmax(dec.forward(std::span<const int32_t>(tokens.data() + t, size_t(n))));
       t += n;
       CHECK(dec.position() == t);
-      for (int y = 0; y < V; ++y) worst = std::max(worst, std::fabs(got[size_t(y)] - reference[size_t(t - 1)][size_t(y)]));
+      for (int y = 0; y < V; ++y)
+        worst = std::max(worst, std::fabs(got[size_t(y)] - reference[size_t(t - 1)][size_t(y)]));
     }
     INFO("largest |log p| difference " << worst << " (pass " << pass << ")");
     CHECK(worst < 1e-4);

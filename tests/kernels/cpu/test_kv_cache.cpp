@@ -25,8 +25,7 @@ std::vector<float> slice(const std::vector<float>& x, int t0, int n, int width) 
   std::vector<float> out(size_t(B) * n * width);
   for (int b = 0; b < B; ++b)
     for (int t = 0; t < n; ++t)
-      for (int i = 0; i < width; ++i)
-        out[(size_t(b) * n + t) * width + i] = x[(size_t(b) * T + t0 + t) * width + i];
+      for (int i = 0; i < width; ++i) out[(size_t(b) * n + t) * width + i] = x[(size_t(b) * T + t0 + t) * width + i];
   return out;
 }
 
@@ -37,8 +36,10 @@ void check_decode_matches_full(float theta) {
 
   std::vector<float> rotated = x, out_full(size_t(B) * T * Hq * D), lse(size_t(B) * Hq * T);
   if (theta > 0) be->rope_fwd({.qkv = view(rotated, {B, T, kRow}), .shape = full, .theta = theta});
-  be->attention_fwd(
-      {.out = view(out_full, {B, T, Hq * D}), .lse = view(lse, {B, Hq, T}), .qkv = view(rotated, {B, T, kRow}), .shape = full});
+  be->attention_fwd({.out = view(out_full, {B, T, Hq * D}),
+                     .lse = view(lse, {B, Hq, T}),
+                     .qkv = view(rotated, {B, T, kRow}),
+                     .shape = full});
 
   std::vector<float> k_cache(size_t(B) * Hkv * S * D, -7.f), v_cache(k_cache.size(), -7.f);
   const Tensor kc = view(k_cache, {B, Hkv, S, D}), vc = view(v_cache, {B, Hkv, S, D});
@@ -46,11 +47,19 @@ void check_decode_matches_full(float theta) {
   for (const auto& [t0, n] : chunks) {
     std::vector<float> qkv = slice(x, t0, n, kRow), out(size_t(B) * n * Hq * D);
     const AttentionShape shape{.B = B, .T = n, .Hq = Hq, .Hkv = Hkv, .D = D};
-    be->kv_cache_append({.qkv = view(qkv, {B, n, kRow}), .k_cache = kc, .v_cache = vc, .shape = shape, .past = t0,
+    be->kv_cache_append({.qkv = view(qkv, {B, n, kRow}),
+                         .k_cache = kc,
+                         .v_cache = vc,
+                         .shape = shape,
+                         .past = t0,
                          .rope_theta = theta});
     CHECK(qkv == slice(rotated, t0, n, kRow));  // q and k rotated in place exactly as rope_fwd
-    be->kv_attention(
-        {.out = view(out, {B, n, Hq * D}), .qkv = view(qkv, {B, n, kRow}), .k_cache = kc, .v_cache = vc, .shape = shape, .past = t0});
+    be->kv_attention({.out = view(out, {B, n, Hq * D}),
+                      .qkv = view(qkv, {B, n, kRow}),
+                      .k_cache = kc,
+                      .v_cache = vc,
+                      .shape = shape,
+                      .past = t0});
     CHECK(out == slice(out_full, t0, n, Hq * D));
   }
   // The cache: rotated k and v of kv head g at [b, g, t, :]; positions past T untouched.
@@ -79,11 +88,16 @@ TEST_CASE("cpu kv ops refuse positions past the cache and mismatched caches") {
   auto be = make_cpu_backend();
   std::vector<float> qkv(size_t(B) * 2 * kRow), out(size_t(B) * 2 * Hq * D), kc(size_t(B) * Hkv * S * D), vc(kc.size());
   const AttentionShape shape{.B = B, .T = 2, .Hq = Hq, .Hkv = Hkv, .D = D};
-  CHECK_THROWS_WITH_AS(be->kv_cache_append({.qkv = view(qkv, {B, 2, kRow}), .k_cache = view(kc, {B, Hkv, S, D}),
-                                            .v_cache = view(vc, {B, Hkv, S, D}), .shape = shape, .past = S - 1}),
+  CHECK_THROWS_WITH_AS(be->kv_cache_append({.qkv = view(qkv, {B, 2, kRow}),
+                                            .k_cache = view(kc, {B, Hkv, S, D}),
+                                            .v_cache = view(vc, {B, Hkv, S, D}),
+                                            .shape = shape,
+                                            .past = S - 1}),
                        doctest::Contains("do not fit the cache"), std::invalid_argument);
-  CHECK_THROWS_WITH_AS(be->kv_attention({.out = view(out, {B, 2, Hq * D}), .qkv = view(qkv, {B, 2, kRow}),
-                                         .k_cache = view(kc, {B, Hkv, S, D}), .v_cache = view(vc, {B, Hkv * S, D, 1}),
+  CHECK_THROWS_WITH_AS(be->kv_attention({.out = view(out, {B, 2, Hq * D}),
+                                         .qkv = view(qkv, {B, 2, kRow}),
+                                         .k_cache = view(kc, {B, Hkv, S, D}),
+                                         .v_cache = view(vc, {B, Hkv * S, D, 1}),
                                          .shape = shape}),
                        doctest::Contains("v_cache"), std::invalid_argument);
 }

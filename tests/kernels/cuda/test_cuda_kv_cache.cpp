@@ -31,7 +31,8 @@ void check_kv_decode(const KvCase& c, uint32_t seed) {
       for (int t = 0; t < n; ++t)
         for (int64_t i = 0; i < row; ++i) x[(size_t(b) * n + t) * row + i] = all[(size_t(b) * c.T + t0 + t) * row + i];
     auto qkv = make_dual(Kind::act, {c.B, n, row}, x);
-    auto out = make_dual(Kind::act, {c.B, n, int64_t(c.Hq) * c.D}, std::vector<float>(size_t(c.B) * n * c.Hq * c.D, 9.f));
+    auto out =
+        make_dual(Kind::act, {c.B, n, int64_t(c.Hq) * c.D}, std::vector<float>(size_t(c.B) * n * c.Hq * c.D, 9.f));
     const AttentionShape shape{.B = c.B, .T = n, .Hq = c.Hq, .Hkv = c.Hkv, .D = c.D};
     for (Backend* be : {&cpu_backend(), &gpu_backend()}) {
       const bool gpu = be == &gpu_backend();
