@@ -4,8 +4,11 @@
 // many draws); bad options are refused naming the flag.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <random>
+#include <stdexcept>
 #include <vector>
 
 #include "core/generate/sampler.hpp"
@@ -20,7 +23,7 @@ namespace {
 std::vector<std::vector<float>> random_rows(int rows, int vocab, uint32_t seed) {
   std::mt19937 g(seed);
   std::normal_distribution<float> d(0.f, 2.f);
-  std::vector<std::vector<float>> out(size_t(rows), std::vector<float>(size_t(vocab)));
+  std::vector<std::vector<float>> out(static_cast<size_t>(rows), std::vector<float>(static_cast<size_t>(vocab)));
   for (auto& r : out)
     for (auto& x : r) x = d(g);
   return out;

@@ -80,11 +80,11 @@ void check_decoder_matches_forward(bool llama, bool lora) {
   const int T = s.seq, V = s.vocab;
   core::Model model(s, 1, core::Recompute::none, *be, tr.params());
 
-  std::vector<int32_t> tokens(size_t(T));
+  std::vector<int32_t> tokens(static_cast<size_t>(T));
   for (int t = 0; t < T; ++t) tokens[size_t(t)] = int32_t((7 * t + 3) % V);
   // reference[t][y] = log softmax(logits at t)[y] = −(loss of target y at t), one forward per y.
-  std::vector<std::vector<double>> reference(size_t(T), std::vector<double>(size_t(V)));
-  std::vector<float> losses(size_t(T));
+  std::vector<std::vector<double>> reference(static_cast<size_t>(T), std::vector<double>(static_cast<size_t>(V)));
+  std::vector<float> losses(static_cast<size_t>(T));
   void* loss_buf = be->alloc(losses.size() * sizeof(float));
   const kernels::Tensor loss_t(loss_buf, kernels::DType::f32, kernels::Device::cpu, {T});
   for (int y = 0; y < V; ++y) {
