@@ -27,6 +27,8 @@ namespace recipe::cli {
 
 namespace {
 
+constexpr int64_t kDefaultNewTokens = 128;
+
 // The checkpoint's plan.toml with the overrides (the tokenizer flags are overrides of data.*
 // keys), resolved for planning; nullopt after printing why. Only what generation reads must be
 // valid: the model, its adapters and the tokenizer keys (a data path that no longer exists, or a
@@ -139,7 +141,9 @@ CLI::App* add_generate_verb(CLI::App& app, GenerateArgs& a) {
                         "A conversation to answer: .json ([{role, content}, ...] or {messages: [...]}) or .jsonl (one "
                         "message per line), rendered with the chat template");
   a.prompt_opt->excludes(messages);
-  a.cmd->add_option("-n,--max-new-tokens", a.max_new_tokens, "Most tokens to generate (default 128)")
+  a.cmd
+      ->add_option("-n,--max-new-tokens", a.max_new_tokens,
+                   "Most tokens to generate (default 128, or what the model's positions leave)")
       ->check(CLI::NonNegativeNumber);
   a.cmd->add_option("--temperature", a.temperature, "0 = greedy (default); > 0 samples")->check(CLI::NonNegativeNumber);
   a.cmd->add_option("--top-k", a.top_k, "Sample from the k most likely tokens (0 = all)")
@@ -231,11 +235,12 @@ int run_generate(const GenerateArgs& a, std::ostream& out, std::ostream& err) {
     err << "error: " << e.what() << "\n";
     return kExitUsage;
   }
-  const int64_t needed = int64_t(prompt.size()) + a.max_new_tokens;
-  if (needed > plan->model.max_position_embeddings) {
-    err << "error: the prompt (" << prompt.size() << " tokens) plus --max-new-tokens " << a.max_new_tokens << " need "
-        << needed
-        << " positions, more than the model's model.max_position_embeddings=" << plan->model.max_position_embeddings
+  const int64_t positions = plan->model.max_position_embeddings, room = positions - int64_t(prompt.size());
+  const int max_new = a.max_new_tokens >= 0 ? a.max_new_tokens : int(std::clamp<int64_t>(room, 1, kDefaultNewTokens));
+  const int64_t needed = int64_t(prompt.size()) + max_new;
+  if (needed > positions) {
+    err << "error: the prompt (" << prompt.size() << " tokens) plus --max-new-tokens " << max_new << " need " << needed
+        << " positions, more than the model's model.max_position_embeddings=" << positions
         << "\n  fix: shorten the prompt or lower --max-new-tokens\n";
     return kExitUsage;
   }
@@ -255,7 +260,7 @@ int run_generate(const GenerateArgs& a, std::ostream& out, std::ostream& err) {
   bo.gemm_tune = false;  // every prefill length is a new GEMM shape: timing them costs more than it saves
 
   core::GenerateOptions go;
-  go.max_new_tokens = a.max_new_tokens;
+  go.max_new_tokens = max_new;
   go.sampling = {.temperature = a.temperature, .top_k = a.top_k, .top_p = a.top_p, .seed = a.seed};
   go.stop_ids = stop_ids;
   core::GenerateResult result;

@@ -60,7 +60,7 @@ struct GenerateArgs {
   std::vector<std::string> overrides;  // key=value on the checkpoint's plan (e.g. data.tokenizer=byte)
   std::string prompt, messages_file;
   bool prompt_given = false;
-  int max_new_tokens = 128;
+  int max_new_tokens = -1;  // -1: 128, or fewer when the model's positions end sooner
   double temperature = 0.0, top_p = 1.0;
   int top_k = 0;
   uint64_t seed = 0;

@@ -51,6 +51,12 @@ TEST_CASE("recipe generate: text from a pretrained run and from its LoRA fine-tu
   CHECK(g3.code == 0);
   CHECK(g3.out == g1.out);
 
+  // Without -n: 128 new tokens, or what the model's 64 positions leave after the prompt.
+  auto fill = run({"generate", run_dir, "--prompt", "Hello", "--tokenizer", "byte"});
+  CHECK_MESSAGE(fill.code == 0, fill.err);
+  CHECK(
+      (fill.err.find("59 new") != std::string::npos || fill.err.find("stopped at the end token") != std::string::npos));
+
   std::vector<std::string> sampled = greedy;
   sampled.insert(sampled.end(), {"--temperature", "1.5", "--top-k", "50", "--top-p", "0.95", "--seed", "4"});
   auto s1 = run(sampled), s2 = run(sampled);
