@@ -48,7 +48,7 @@ def check(recipe, preset, steps, prompt, max_new, work):
     assert out.endswith(b"\n"), "recipe generate ends its text with a newline"
     ours_ids = list(out[:-1])
 
-    model = AutoModelForCausalLM.from_pretrained(hf_dir, torch_dtype=torch.float32, attn_implementation="eager")
+    model = AutoModelForCausalLM.from_pretrained(hf_dir, dtype=torch.float32, attn_implementation="eager")
     model.eval()
     prompt_ids = list(prompt.encode("utf-8"))
     with torch.no_grad():
