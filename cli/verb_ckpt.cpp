@@ -30,22 +30,6 @@ std::string mib(uint64_t bytes) {
   return b;
 }
 
-// What the user named → one complete checkpoint directory; "" after printing why not.
-std::string resolve_checkpoint(const std::string& path, std::ostream& err, int& code) {
-  if (!fs::exists(path)) {
-    err << "error: " << path << " does not exist: give a checkpoint (step-<N>/), a checkpoints directory or a run "
-        << "directory\n";
-    code = kExitUsage;
-    return "";
-  }
-  const std::string dir = ckpt::find_checkpoint(path);
-  if (dir.empty()) {
-    err << "error: " << path << " holds no checkpoint yet (no `latest` and no step-<N>/ with metadata.json)\n";
-    code = kExitUsage;
-  }
-  return dir;
-}
-
 // The plan --recipe and the overrides describe; nullopt after printing the problem. Violations
 // outside model.* (cluster size, batch divisibility) do not matter for a conversion.
 std::optional<plan::Plan> recipe_plan(const CkptArgs& a, std::ostream& err) {
@@ -216,6 +200,21 @@ int run_import(const CkptArgs& a, std::ostream& out, std::ostream& err) {
 }
 
 }  // namespace
+
+std::string resolve_checkpoint(const std::string& path, std::ostream& err, int& code) {
+  if (!fs::exists(path)) {
+    err << "error: " << path << " does not exist: give a checkpoint (step-<N>/), a checkpoints directory or a run "
+        << "directory\n";
+    code = kExitUsage;
+    return "";
+  }
+  const std::string dir = ckpt::find_checkpoint(path);
+  if (dir.empty()) {
+    err << "error: " << path << " holds no checkpoint yet (no `latest` and no step-<N>/ with metadata.json)\n";
+    code = kExitUsage;
+  }
+  return dir;
+}
 
 CLI::App* add_ckpt_verb(CLI::App& app, CkptArgs& a) {
   a.cmd = app.add_subcommand("ckpt", "Inspect checkpoints; export to / import from Hugging Face transformers");

@@ -103,6 +103,10 @@ class Model {
   void set_phase_hook(std::function<void(int)> hook) { phase_hook_ = std::move(hook); }
 
  private:
+  // Generation (incremental_decoder.hpp) runs this model's bound weights, linears and norms over a
+  // KV cache instead of the training activations.
+  friend class IncrementalDecoder;
+
   struct Norm {
     kernels::Tensor w, b;
   };

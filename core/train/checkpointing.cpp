@@ -77,6 +77,56 @@ nlohmann::json common_json(const Trainer& t, ParallelState& par) {
   return c;
 }
 
+// The weights of the checkpoint into this rank's part of the store: trainable tensors into the f32
+// master (then the compute copy), the frozen base into the compute copy. Refuses a checkpoint of
+// another model shape, naming the tensors that differ. No collective.
+void read_weights(ParamStore& store, const ckpt::CheckpointReader& reader, const std::string& checkpoint_dir,
+                  LoadMode mode) {
+  const ParamLayout& layout = store.layout();
+  // Shape check first, all mismatches at once.
+  std::vector<std::string> problems;
+  // Starting a LoRA fine-tune from its base checkpoint: the base has no adapters, which keep
+  // their initialization (B = 0: the step-0 model is the base).
+  auto keeps_init = [&](const ParamSpec& p) {
+    return mode == LoadMode::weights_only && p.decl && is_adapter(*p.decl) && !reader.find(p.name);
+  };
+  for (const ParamSpec& p : layout.params) {
+    const ckpt::TensorInfo* info = reader.find(p.name);
+    if (keeps_init(p)) continue;
+    if (!info)
+      problems.push_back(p.name + " is missing");
+    else if (info->global_shape != p.global_shape)
+      problems.push_back(p.name + " is " + shape_str(info->global_shape) + " there, " + shape_str(p.global_shape) +
+                         " here");
+  }
+  if (!problems.empty()) {
+    std::ostringstream m;
+    m << "checkpoint " << checkpoint_dir << " does not fit this model (" << problems.size() << " tensor"
+      << (problems.size() == 1 ? "" : "s") << "): ";
+    for (size_t i = 0; i < problems.size() && i < 6; ++i) m << (i ? "; " : "") << problems[i];
+    if (problems.size() > 6) m << "; and " << problems.size() - 6 << " more";
+    m << ". Its plan is in " << (fs::path(checkpoint_dir) / "plan.toml").string()
+      << ": use the same model.* settings (parallelism may differ)";
+    throw std::runtime_error(m.str());
+  }
+
+  kernels::Backend& be = store.backend();
+  // Trainable tensors into the master (then the compute copy), the frozen base into the compute
+  // copy alone (on a backend whose compute copy is the master, that is one buffer).
+  std::vector<float> host(size_t(layout.total_numel), 0.0f);                // gaps stay zero
+  if (layout.trainable_numel > 0) be.to_host(host.data(), store.master());  // adapters that keep their init
+  for (const ParamSpec& p : layout.params)
+    if (!keeps_init(p)) reader.read(p.name, held_box(p), ckpt::DType::f32, host.data() + p.offset);
+  if (store.compute_is_master()) {
+    be.from_host(store.compute(), host.data());
+  } else {
+    be.from_host(store.master(), host.data());
+    if (layout.frozen_numel > 0)
+      store.compute_from_host(layout.frozen_begin, layout.frozen_numel, host.data() + layout.frozen_begin);
+  }
+  store.sync_compute();
+}
+
 }  // namespace
 
 std::string save_checkpoint(Trainer& trainer, const SaveOptions& options) {
@@ -200,54 +250,16 @@ LoadResult load_checkpoint(Trainer& trainer, const std::string& checkpoint_dir, 
 
     ParamStore& store = trainer.params();
     const ParamLayout& layout = store.layout();
-    // Shape check first, all mismatches at once.
-    std::vector<std::string> problems;
-    // Starting a LoRA fine-tune from its base checkpoint: the base has no adapters, which keep
-    // their initialization (B = 0: the step-0 model is the base).
-    auto keeps_init = [&](const ParamSpec& p) {
-      return mode == LoadMode::weights_only && p.decl && is_adapter(*p.decl) && !reader.find(p.name);
-    };
-    for (const ParamSpec& p : layout.params) {
-      const ckpt::TensorInfo* info = reader.find(p.name);
-      if (keeps_init(p)) continue;
-      if (!info)
-        problems.push_back(p.name + " is missing");
-      else if (info->global_shape != p.global_shape)
-        problems.push_back(p.name + " is " + shape_str(info->global_shape) + " there, " + shape_str(p.global_shape) +
-                           " here");
-    }
-    if (!problems.empty()) {
-      std::ostringstream m;
-      m << "checkpoint " << checkpoint_dir << " does not fit this model (" << problems.size() << " tensor"
-        << (problems.size() == 1 ? "" : "s") << "): ";
-      for (size_t i = 0; i < problems.size() && i < 6; ++i) m << (i ? "; " : "") << problems[i];
-      if (problems.size() > 6) m << "; and " << problems.size() - 6 << " more";
-      m << ". Its plan is in " << (fs::path(checkpoint_dir) / "plan.toml").string()
-        << ": use the same model.* settings (parallelism may differ)";
-      throw std::runtime_error(m.str());
-    }
+    read_weights(store, reader, checkpoint_dir, mode);
 
     kernels::Backend& be = store.backend();
-    // Trainable tensors into the master (then the compute copy), the frozen base into the compute
-    // copy alone (on a backend whose compute copy is the master, that is one buffer).
-    std::vector<float> host(size_t(layout.total_numel), 0.0f);                // gaps stay zero
-    if (layout.trainable_numel > 0) be.to_host(host.data(), store.master());  // adapters that keep their init
-    for (const ParamSpec& p : layout.params)
-      if (!keeps_init(p)) reader.read(p.name, held_box(p), ckpt::DType::f32, host.data() + p.offset);
-    if (store.compute_is_master()) {
-      be.from_host(store.compute(), host.data());
-    } else {
-      be.from_host(store.master(), host.data());
-      if (layout.frozen_numel > 0)
-        store.compute_from_host(layout.frozen_begin, layout.frozen_numel, host.data() + layout.frozen_begin);
-    }
-    store.sync_compute();
 
     bool have_moments = mode == LoadMode::resume;
     for (const ParamSpec& p : layout.params)
       if (p.trainable && (!reader.find(kExpAvg + p.name) || !reader.find(kExpAvgSq + p.name))) have_moments = false;
     if (have_moments) {
       const std::vector<AdamSegment> segments = trainer.grad_sync().optimizer_segments(layout);
+      std::vector<float> host(size_t(layout.total_numel), 0.0f);
       std::vector<float> state(size_t(store.state_numel()), 0.0f);
       for (const std::string& prefix : {kExpAvg, kExpAvgSq}) {
         // Whole local tensors into a layout-indexed buffer, then the segments' runs into the state.
@@ -270,6 +282,11 @@ LoadResult load_checkpoint(Trainer& trainer, const std::string& checkpoint_dir, 
   }
   agree(par.world(), err, "loading checkpoint " + checkpoint_dir);
   return result;
+}
+
+void load_weights(ParamStore& store, const std::string& checkpoint_dir) {
+  const ckpt::CheckpointReader reader(checkpoint_dir);
+  read_weights(store, reader, checkpoint_dir, LoadMode::resume);
 }
 
 }  // namespace recipe::core

@@ -50,4 +50,10 @@ struct LoadResult {
 // differ) or, in resume mode, one saved with another global batch size.
 LoadResult load_checkpoint(Trainer& trainer, const std::string& checkpoint_dir, LoadMode mode);
 
+// The weights of `checkpoint_dir` alone into `store` (every tensor of its layout, this rank's shards),
+// on this rank, no collective: what generation (core/generate) loads. The same reading as
+// load_checkpoint's weights; throws std::runtime_error naming the tensors when the checkpoint holds
+// another model shape, ckpt::CheckpointError when it is broken.
+void load_weights(ParamStore& store, const std::string& checkpoint_dir);
+
 }  // namespace recipe::core

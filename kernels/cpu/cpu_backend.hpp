@@ -67,6 +67,10 @@ class CpuBackend final : public Backend {
   void attention_fwd(const AttentionFwdArgs& args) override;
   void attention_bwd(const AttentionBwdArgs& args) override;
 
+  // kv_cache.cpp
+  void kv_cache_append(const KvCacheAppendArgs& args) override;
+  void kv_attention(const KvAttentionArgs& args) override;
+
   // loss.cpp
   void cross_entropy(Tensor losses, Tensor logits, Tensor targets, int vocab, float dloss, bool compute_grad) override;
 

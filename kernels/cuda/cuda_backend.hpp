@@ -84,6 +84,9 @@ class CudaBackend final : public Backend {
 
   void attention_fwd(const AttentionFwdArgs& args) override;
   void attention_bwd(const AttentionBwdArgs& args) override;
+  // kv_cache.cu
+  void kv_cache_append(const KvCacheAppendArgs& args) override;
+  void kv_attention(const KvAttentionArgs& args) override;
   AttentionPlan prepare_attention(const AttentionShape& shape) override;
   KernelPaths kernel_paths() const override;
 
