@@ -130,7 +130,7 @@ void expect(const char* op, const char* name, const Tensor& t, DType dtype) {
 // The cache's capacity S after checking qkv, the caches and the positions.
 int check_cache(const char* op, const Tensor& qkv, const Tensor& k_cache, const Tensor& v_cache,
                 const AttentionShape& s, int past) {
-  const auto [B, n, Hq, Hkv, D] = s;
+  const int B = s.B, n = s.T, Hq = s.Hq, Hkv = s.Hkv, D = s.D;
   if (B < 1 || n < 0 || Hq < 1 || Hkv < 1 || D < 1 || Hq % Hkv != 0 || D > 32 * kMaxPerLane)
     bad_arg(op, "need B >= 1, T >= 0, Hkv dividing Hq and 0 < D <= " + std::to_string(32 * kMaxPerLane) +
                     "; got B=" + std::to_string(B) + " T=" + std::to_string(n) + " Hq=" + std::to_string(Hq) +
@@ -158,7 +158,7 @@ unsigned grid_for(int64_t total) { return unsigned(std::min<int64_t>((total + 25
 void CudaBackend::kv_cache_append(const KvCacheAppendArgs& a) {
   const char* op = "kv_cache_append";
   const int S = check_cache(op, a.qkv, a.k_cache, a.v_cache, a.shape, a.past);
-  const auto [B, n, Hq, Hkv, D] = a.shape;
+  const int B = a.shape.B, n = a.shape.T, Hq = a.shape.Hq, Hkv = a.shape.Hkv, D = a.shape.D;
   if (a.rope_theta < 0.f || (a.rope_theta > 0.f && D % 2 != 0))
     bad_arg(op, "rope_theta=" + std::to_string(a.rope_theta) + " must be 0 (no RoPE) or positive with an even D");
   if (n == 0) return;
@@ -176,7 +176,7 @@ void CudaBackend::kv_cache_append(const KvCacheAppendArgs& a) {
 void CudaBackend::kv_attention(const KvAttentionArgs& a) {
   const char* op = "kv_attention";
   const int S = check_cache(op, a.qkv, a.k_cache, a.v_cache, a.shape, a.past);
-  const auto [B, n, Hq, Hkv, D] = a.shape;
+  const int B = a.shape.B, n = a.shape.T, Hq = a.shape.Hq, Hkv = a.shape.Hkv, D = a.shape.D;
   expect(op, "out", a.out, DType::bf16);
   if (a.out.numel() != int64_t(B) * n * Hq * D)
     bad_arg(op, "out " + a.out.shape_str() + " must hold B·T·Hq·D elements");
