@@ -121,7 +121,7 @@ std::vector<TensorSpec> tensor_specs(const ModelShape& s) {
   auto add_rows = [&](auto&& in_scope, int layer) {
     std::vector<Spec> group;
     for (const TensorDecl& d : table) {
-      if (!in_scope(d) || !present(d, s)) continue;
+      if (!in_scope(d) || !present(d, s) || is_adapter(d)) continue;  // adapters: hf_peft.hpp
       const std::string hf = hf_tensor_name(d, arch, layer);
       std::vector<int64_t> shape = global_shape(d, s);
       if (!group.empty() && group.back().t.hf_name == hf) {
