@@ -95,11 +95,11 @@ struct BaseRef {
 std::string checkpoint_hash(const std::string& checkpoint_dir);
 
 struct CommitOptions {
-  int world_size = 1;           // shard-0 .. shard-<world_size-1> must all exist
-  std::optional<BaseRef> base;  // recorded in metadata.json: the tensors this checkpoint does not hold
-  nlohmann::json common;        // written as common.json
-  std::string plan_toml;        // written as plan.toml
-  int keep_last = 0;            // after the commit keep only the newest N step-* dirs; 0 = all
+  int world_size = 1;     // shard-0 .. shard-<world_size-1> must all exist
+  BaseRef base;           // path set: recorded in metadata.json, where the tensors this checkpoint does not hold are
+  nlohmann::json common;  // written as common.json
+  std::string plan_toml;  // written as plan.toml
+  int keep_last = 0;      // after the commit keep only the newest N step-* dirs; 0 = all
 };
 
 // Phase 2, on one rank after every rank finished phase 1. `final_dir` is `<dir>/step-<N>`; its

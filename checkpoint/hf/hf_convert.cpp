@@ -385,6 +385,7 @@ ExportResult export_checkpoint(const std::string& checkpoint_dir, const ModelSha
   const fs::path out = fs::absolute(options.out_dir);
   prepare_export_dir(out.string(), {"config.json", ckpt::hf::kSingleFile});
   std::vector<ckpt::hf::HfOutTensor> decls;
+  decls.reserve(specs.size());
   for (const TensorSpec& t : specs) decls.push_back({t.hf_name, t.hf_shape, options.dtype});
   const fs::path st_path = out / ckpt::hf::kSingleFile;
   ckpt::hf::SafetensorsFileWriter writer(st_path.string(), decls, {{"format", "pt"}});

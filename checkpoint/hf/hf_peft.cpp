@@ -142,6 +142,7 @@ PeftExportResult export_peft(const std::string& checkpoint_dir, const ModelShape
   const fs::path out = fs::absolute(options.out_dir);
   prepare_export_dir(out.string(), {kPeftConfigFile, kPeftWeightsFile});
   std::vector<ckpt::hf::HfOutTensor> decls;
+  decls.reserve(specs.size());
   for (const PeftTensorSpec& t : specs) decls.push_back({t.key, t.shape, options.dtype});
   const fs::path st_path = out / kPeftWeightsFile;
   ckpt::hf::SafetensorsFileWriter writer(st_path.string(), decls, {{"format", "pt"}});

@@ -186,13 +186,13 @@ void write_checkpoint(Trainer& trainer, const std::string& final_dir, Contents c
 }  // namespace
 
 std::string save_checkpoint(Trainer& trainer, const SaveOptions& options) {
-  const std::string final_dir = (fs::path(options.dir) / ckpt::step_dir_name(trainer.steps_done())).string();
+  std::string final_dir = (fs::path(options.dir) / ckpt::step_dir_name(trainer.steps_done())).string();
   const bool adapter_only = options.base && trainer.params().layout().frozen_numel > 0;
   ckpt::CommitOptions co;
   co.common = common_json(trainer, trainer.parallel());
   co.plan_toml = options.plan_toml;
   co.keep_last = options.keep_last;
-  if (adapter_only) co.base = options.base;
+  if (adapter_only) co.base = *options.base;
   write_checkpoint(trainer, final_dir, adapter_only ? Contents::trainable : Contents::all, co);
   return final_dir;
 }

@@ -102,7 +102,7 @@ TEST_CASE("a LoRA fine-tune saves adapter-only checkpoints; info follows the bas
   CHECK_MESSAGE(log.find("wrote the frozen base weights to " + base.string()) != std::string::npos, log);
   const auto meta = nlohmann::json::parse(read_text(run_dir / "checkpoints/step-2/metadata.json"));
   CHECK(meta["base"]["path"] == base.string());
-  for (const auto& [name, t] : meta["tensors"].items()) CHECK_MESSAGE(name.find("lora_") != std::string::npos, name);
+  for (const auto& t : meta["tensors"].items()) CHECK_MESSAGE(t.key().find("lora_") != std::string::npos, t.key());
   // Both steps refer to the same base (step 2 after step 1's save: the base is written once).
   CHECK(nlohmann::json::parse(read_text(run_dir / "checkpoints/step-1/metadata.json"))["base"] == meta["base"]);
 

@@ -291,7 +291,9 @@ TEST_CASE("export --format hf-peft: PEFT keys, shapes and config; A shared, B sp
       auto files = peft_tensors(dir / "peft", dir / "peft_read");
       CHECK(files->names().size() == 2 * layer0.size());  // two layers
       CHECK(pr.tensors == int(2 * layer0.size()));
-      for (const auto& [key, shape] : layer0) {
+      for (const auto& entry : layer0) {
+        const std::string& key = entry.first;
+        const std::vector<int64_t>& shape = entry.second;
         CAPTURE(key);
         for (int l = 0; l < 2; ++l) {
           std::string k = "base_model.model." + key;

@@ -164,7 +164,7 @@ TEST_CASE("LoRA: an adapter-only checkpoint saved under DP2+ZeRO-1 resumes seria
   const Trained resumed = probe("gpt_tiny_lora", dp, tmp.path / "resumed", (tmp.path / "ckpt").string(), -1, "");
   REQUIRE(resumed.losses.size() == 10);
   for (size_t i = 0; i < 10; ++i) CHECK(resumed.losses[i] == whole.losses[10 + i]);
-  for (const auto& [name, ref] : whole.params) CHECK_MESSAGE(resumed.params.at(name) == ref, name);
+  for (const auto& p : whole.params) CHECK_MESSAGE(resumed.params.at(p.first) == p.second, p.first);
   const Trained serial_resumed =
       probe("gpt_tiny_lora", serial_l, tmp.path / "serial_resumed", (tmp.path / "ckpt").string(), -1, "");
   check_resumed(serial, first, serial_resumed, "gpt_tiny_lora: saved DP2+ZeRO-1, resumed serial", 1e-5, 1e-5);
