@@ -96,7 +96,7 @@ std::string checkpoint_hash(const std::string& checkpoint_dir);
 
 struct CommitOptions {
   int world_size = 1;     // shard-0 .. shard-<world_size-1> must all exist
-  BaseRef base;           // path set: recorded in metadata.json, where the tensors this checkpoint does not hold are
+  BaseRef base;           // path set: where the tensors it does not hold are (metadata.json "base")
   nlohmann::json common;  // written as common.json
   std::string plan_toml;  // written as plan.toml
   int keep_last = 0;      // after the commit keep only the newest N step-* dirs; 0 = all
@@ -142,7 +142,8 @@ class CheckpointReader {
   const nlohmann::json& common() const { return common_; }  // common.json
   std::string plan_toml() const;                            // plan.toml ("" if absent)
   std::vector<TensorInfo> tensors() const;                  // this directory's own, sorted by name
-  // This directory's tensor, else its base's (recursively); nullptr when neither holds it.
+  // This directory's tensor, else its base's; nullptr when neither holds it. (A base never refers
+  // to a base itself: the constructor refuses that.)
   const TensorInfo* find(const std::string& name) const;
   bool holds(const std::string& name) const;  // in this directory itself (not its base)
 

@@ -231,6 +231,30 @@ TEST_CASE("LoRA: resuming an adapter-only checkpoint whose base is missing or ch
       std::runtime_error);
 }
 
+TEST_CASE("LoRA: a fine-tune started from an adapter-only checkpoint takes its adapters and refers to its base") {
+  auto be = test::cpu_backend();
+  TempDir dir;
+  plan::Plan plan = with_lora(test::llama_tiny_plan());
+  plan.trainer.max_steps = 6;
+  core::Trainer tuned(plan, *be);
+  core::SaveOptions so;
+  so.dir = dir / "checkpoints";
+  so.base = core::save_base_checkpoint(tuned, so.dir, "");
+  run_steps(tuned, 2);
+  const std::string saved = core::save_checkpoint(tuned, so);
+
+  plan::Plan next = plan;
+  next.trainer.seed = 5;  // other random init: everything must come from the checkpoints
+  core::Trainer again(next, *be);
+  const core::LoadResult lr = core::load_checkpoint(again, saved, core::LoadMode::weights_only);
+  REQUIRE(lr.base);
+  CHECK(*lr.base == *so.base);  // the base itself, not the adapter checkpoint: references never chain
+  CHECK(again.steps_done() == 0);
+  CHECK(masters(again) == masters(tuned));
+  CHECK(frozen_weights(again) == frozen_weights(tuned));
+  CHECK(again.compute_loss(4) == tuned.compute_loss(4));
+}
+
 TEST_CASE("LoRA: a model without adapters refuses a LoRA checkpoint (it would load the base alone)") {
   auto be = test::cpu_backend();
   TempDir dir;
