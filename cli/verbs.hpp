@@ -31,14 +31,15 @@ int run_data_prepare(const data::PrepareOptions& opts, std::ostream& out, std::o
 
 // `recipe ckpt info|export|import` (cli/verb_ckpt.cpp).
 struct CkptArgs {
-  std::string path;    // info/export: checkpoint, checkpoints dir or run dir; import: HF dir
-  std::string output;  // export: HF directory; import: checkpoints directory
-  std::string format = "hf";
+  std::string path;                    // info/export/merge: checkpoint, checkpoints dir or run dir; import: HF dir
+  std::string output;                  // export: HF directory; import, merge: checkpoints directory
+  std::string format = "hf";           // export: hf | hf-peft; import: hf
+  bool merge = false;                  // export --format hf of a LoRA checkpoint: W + s·B·A
   std::string dtype = "f32";           // export: f32 | bf16
-  std::string recipe;                  // import (required) / export (when plan.toml does not describe the model)
+  std::string recipe;                  // import (required) / export, merge (when plan.toml does not describe the model)
   std::vector<std::string> overrides;  // key=value, applied to --recipe
   CLI::App* cmd = nullptr;
-  CLI::App *info = nullptr, *export_cmd = nullptr, *import_cmd = nullptr;
+  CLI::App *info = nullptr, *export_cmd = nullptr, *import_cmd = nullptr, *merge_cmd = nullptr;
 };
 
 // Adds the `ckpt` verb and its subcommands to `app`, bound to `args`.
