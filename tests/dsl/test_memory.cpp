@@ -36,7 +36,9 @@ TEST_CASE("dsl_resolve: the 70B preset layout fits an H100 per rank") {
 
 TEST_CASE("dsl_resolve: llama3_70b_lora fits one node of 8 H100s; the frozen base is 1/8 of 70B in bf16") {
   const ConfigTree tree = load_recipe("llama3_70b_lora");
-  const auto r = resolve(tree, gpu_facts(1, 8, false, 0, ""));
+  ExecutorFacts facts = gpu_facts(1, 8, false, 0, "");
+  facts.planning = true;  // recipe validate --nodes 1 --gpus-per-node 8 on a machine without GPUs
+  const auto r = resolve(tree, facts);
   REQUIRE_MESSAGE(r.ok(), report(r));
   CHECK(r.plan.parallelism.tp == 8);
   CHECK(r.plan.parallelism.pp == 1);
@@ -46,13 +48,13 @@ TEST_CASE("dsl_resolve: llama3_70b_lora fits one node of 8 H100s; the frozen bas
   // bf16 copy; gradients and Adam state are the adapters' alone (a few hundred MB at rank 16).
   CHECK(e.weights > 17'000'000'000LL);
   CHECK(e.weights < 18'500'000'000LL);
-  CHECK(e.gradients < 200'000'000LL);
+  CHECK(e.gradients < 300'000'000LL);
   CHECK(e.optimizer == 2 * e.gradients);
   CHECK(e.total < static_cast<int64_t>(79.6 * 1024 * 1024 * 1024));
   // Adapter dropout adds one shared [seq, hidden] bf16 scratch for the dropped input.
   ConfigTree dropped = tree;
   dropped.root["peft"]["dropout"] = 0.05;
-  const auto d = resolve(dropped, gpu_facts(1, 8, false, 0, ""));
+  const auto d = resolve(dropped, facts);
   REQUIRE_MESSAGE(d.ok(), report(d));
   CHECK(d.plan.memory.activations - e.activations == int64_t(8192) * 8192 * 2);
 }

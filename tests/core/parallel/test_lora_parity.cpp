@@ -77,12 +77,18 @@ void check_lora_equal(const Trained& serial, const Trained& par, const std::stri
       continue;
     }
     ++adapters;
-    const double e = rel_l2(it->second, ref);
+    // Every key of a query's attention shifted by one vector leaves its softmax unchanged, so the
+    // gradients of the keys sum to zero over each sequence and B of k has near-null directions
+    // (the component of h common to all tokens, large with LayerNorm's bias): there rounding
+    // noise of different summation orders, which Adam's normalization scales up, is all it holds
+    // (as the key bias in the pretraining parity test). The losses agree to 1e-5 all the same; a looser bound here.
+    const double tol = name.find("attention.k.lora_b") != std::string::npos ? 1e-4 : 1e-5;
+    const double e = rel_l2(it->second, ref) / tol;  // ≤ 1: within its bound
     if (e > worst) worst = e, worst_name = name;
   }
   CHECK(adapters > 0);
-  INFO("worst adapter: " << worst_name << " rel L2 " << worst);
-  CHECK(worst <= 1e-5);
+  INFO("worst adapter: " << worst_name << " rel L2 " << worst << " of its bound");
+  CHECK(worst <= 1.0);
 }
 
 }  // namespace
