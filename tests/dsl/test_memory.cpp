@@ -135,13 +135,13 @@ TEST_CASE("dsl_resolve: CUDA workspace and classifier chunks follow the micro-ba
     REQUIRE_MESSAGE(r.ok(), report(r));
     return r.plan;
   };
-  constexpr int64_t MiB = 1024 * 1024;
+  constexpr int64_t MiB = int64_t(1024) * 1024;
   // Room for f32 q/k/v gradient accumulators of one micro-batch (N × 3072 × 4 B) + 16 MiB, ≥ 64 MiB.
   CHECK(cuda_workspace_bytes(plan_at(4)) == 64 * MiB);
   CHECK(cuda_workspace_bytes(plan_at(8)) == 112 * MiB);
   CHECK(cuda_workspace_bytes(plan_at(16)) == 208 * MiB);
   // The workspace is part of the estimate (+ 32 MiB of cuBLASLt workspace + the per-token losses).
-  CHECK(estimate_memory(plan_at(8)).workspace == 112 * MiB + 32 * MiB + 8 * 1024 * 4);
+  CHECK(estimate_memory(plan_at(8)).workspace == 112 * MiB + 32 * MiB + int64_t(8) * 1024 * 4);
 
   // Classifier chunks: as few as fit max(room, 256 MiB) of bf16 logits, equal sizes.
   const int64_t Vp = 50304;

@@ -5,7 +5,8 @@
 // relative, fp32 CPU ranks under Open MPI), with every frozen base tensor bit-identical to the
 // serial run's. Dropout takes part: its mask is keyed by the sample and the global input feature
 // (core/model/linear.hpp), so every layout drops exactly what the serial run drops — and a serial
-// run without dropout follows another curve.
+// run without dropout follows another curve. A checkpoint saved in one layout (adapters by their
+// shard specs) resumes in another on the serial curve.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -29,8 +30,9 @@ namespace {
 
 constexpr int kSteps = 12;
 
+// `probe_args`: --stop-after / --save / --load of the probe (tests/tools/train_probe.cpp).
 Trained train_lora(const std::string& recipe, int world, const std::vector<std::string>& layout, const std::string& tag,
-                   const std::string& dropout = "0.1") {
+                   const std::string& dropout = "0.1", const std::vector<std::string>& probe_args = {}) {
   TempOut out("lora-" + tag);
   std::vector<std::string> argv = {tool_path("train_probe"),
                                    recipe,
@@ -46,6 +48,7 @@ Trained train_lora(const std::string& recipe, int world, const std::vector<std::
                                    "peft.dropout=" + dropout,
                                    "executor.cpu_ranks=" + std::to_string(world)};
   argv.insert(argv.end(), layout.begin(), layout.end());
+  argv.insert(argv.end(), probe_args.begin(), probe_args.end());
   MpiRun r = run_mpi(world, argv, {}, 180);
   INFO("mpirun output:\n" << r.output);
   REQUIRE(r.exit_code == 0);
@@ -54,22 +57,26 @@ Trained train_lora(const std::string& recipe, int world, const std::vector<std::
 
 bool is_adapter(const std::string& name) { return name.find(".lora_") != std::string::npos; }
 
-void check_lora_equal(const Trained& serial, const Trained& par, const std::string& what) {
+// `from`: the first step par ran (a resumed run holds only the losses from there on).
+void check_lora_equal(const Trained& serial, const Trained& par, const std::string& what, size_t from = 0) {
   INFO(what);
   CHECK(par.problems.empty());  // replicated adapters (A of q|k|v, B of o) agree across TP ranks
   INFO(par.problems);
   REQUIRE(serial.losses.size() == size_t(kSteps));
-  REQUIRE(par.losses.size() == serial.losses.size());
+  REQUIRE(par.losses.size() == serial.losses.size() - from);
   double worst_loss = 0;
-  for (size_t i = 0; i < serial.losses.size(); ++i)
-    worst_loss = std::max(worst_loss, std::abs(par.losses[i] - serial.losses[i]) / std::abs(serial.losses[i]));
+  for (size_t i = from; i < serial.losses.size(); ++i)
+    worst_loss =
+        std::max(worst_loss, std::abs(par.losses[i - from] - serial.losses[i]) / std::abs(serial.losses[i]));
   INFO("worst relative loss difference " << worst_loss);
   CHECK(worst_loss <= 1e-5);
   REQUIRE(par.params.size() == serial.params.size());
   double worst = 0;
   std::string worst_name;
   int adapters = 0;
-  for (const auto& [name, ref] : serial.params) {
+  for (const auto& entry : serial.params) {
+    const std::string& name = entry.first;
+    const std::vector<double>& ref = entry.second;
     auto it = par.params.find(name);
     REQUIRE_MESSAGE(it != par.params.end(), name);
     if (!is_adapter(name)) {
@@ -122,6 +129,25 @@ TEST_CASE("LoRA with adapter dropout: TP, PP, DP and TP×PP train like one proce
   const Trained gpt_serial = train_lora("gpt_tiny_lora", 1, {}, "gpt-serial");
   check_lora_equal(gpt_serial, train_lora("gpt_tiny_lora", 4, {"parallelism.tp=2", "parallelism.pp=2"}, "gpt-TP2xPP2"),
                    "gpt_tiny_lora TP2xPP2");
+}
+
+TEST_CASE("LoRA with adapter dropout: a checkpoint saved in one layout resumes in another") {
+  if (!recipe::testing::mpirun_available()) {
+    MESSAGE("skipped: mpirun not found");
+    return;
+  }
+  const Trained serial = train_lora("llama_tiny_lora", 1, {}, "resume-serial");
+  TempOut ckpt("lora-resume-ckpt");
+  const std::string saved = (ckpt.path / "tp2pp2").string(), saved1 = (ckpt.path / "serial").string();
+  // Saved by TP2×PP2 after 6 steps, resumed by one process; saved by one process, resumed by TP2.
+  train_lora("llama_tiny_lora", 4, {"parallelism.tp=2", "parallelism.pp=2"}, "resume-first", "0.1",
+             {"--stop-after", "6", "--save", saved});
+  check_lora_equal(serial, train_lora("llama_tiny_lora", 1, {}, "resume-second", "0.1", {"--load", saved}),
+                   "llama_tiny_lora: saved TP2xPP2, resumed serial", 6);
+  train_lora("llama_tiny_lora", 1, {}, "resume-first1", "0.1", {"--stop-after", "6", "--save", saved1});
+  check_lora_equal(serial,
+                   train_lora("llama_tiny_lora", 2, {"parallelism.tp=2"}, "resume-second1", "0.1", {"--load", saved1}),
+                   "llama_tiny_lora: saved serial, resumed TP2", 6);
 }
 
 TEST_SUITE_END();
