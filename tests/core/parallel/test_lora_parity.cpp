@@ -66,8 +66,7 @@ void check_lora_equal(const Trained& serial, const Trained& par, const std::stri
   REQUIRE(par.losses.size() == serial.losses.size() - from);
   double worst_loss = 0;
   for (size_t i = from; i < serial.losses.size(); ++i)
-    worst_loss =
-        std::max(worst_loss, std::abs(par.losses[i - from] - serial.losses[i]) / std::abs(serial.losses[i]));
+    worst_loss = std::max(worst_loss, std::abs(par.losses[i - from] - serial.losses[i]) / std::abs(serial.losses[i]));
   INFO("worst relative loss difference " << worst_loss);
   CHECK(worst_loss <= 1e-5);
   REQUIRE(par.params.size() == serial.params.size());
