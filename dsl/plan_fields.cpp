@@ -409,7 +409,8 @@ std::vector<FieldInfo> build_fields() {
                     "fine-tune)"));
   f.push_back(field(pe, "rank", &P::peft, &Pe::rank, "LoRA rank r"));
   f.push_back(field(pe, "alpha", &P::peft, &Pe::alpha, "LoRA scale numerator (scale = alpha / rank)"));
-  f.push_back(field(pe, "dropout", &P::peft, &Pe::dropout, "dropout on the LoRA input; only 0 runs in this version"));
+  f.push_back(field(pe, "dropout", &P::peft, &Pe::dropout,
+                    "dropout probability on the LoRA adapter input in training (PEFT's lora_dropout), in [0, 1)"));
   f.push_back(field(pe, "use_rslora", &P::peft, &Pe::use_rslora,
                     "rank-stabilized LoRA: scale = alpha / sqrt(rank) instead of alpha / rank"));
   f.push_back(field(pe, "target_modules", &P::peft, &Pe::target_modules,

@@ -173,6 +173,20 @@ struct VocabParallelCeFinishArgs {
   bool compute_grad = false;
 };
 
+// Dropout on a [rows, cols] block of a larger matrix whose mask is a pure function of the global
+// position (kernels/dropout_mask.hpp): element (i, j) of the block is element
+// (first_row + i, first_col + j) of a matrix with row_stride columns, mask index
+// (first_row + i)·row_stride + first_col + j.
+struct DropoutArgs {
+  Tensor out{}, inp{};      // [rows, cols], one dtype; out may alias inp
+  float p = 0;              // drop probability, in [0, 1)
+  uint64_t key = 0;         // the mask's stream
+  int64_t first_row = 0;    // global row of the block's row 0
+  int64_t row_stride = 0;   // global columns per row (≥ first_col + cols)
+  int64_t first_col = 0;    // global column of the block's column 0
+  bool accumulate = false;  // out += instead of out =
+};
+
 struct AdamWArgs {
   float lr, beta1, beta2, eps, weight_decay;
   int step;          // 1-based, for bias correction
@@ -286,6 +300,11 @@ class Backend {
   virtual void swiglu_bwd(Tensor dgate_up, Tensor dout, Tensor gate_up) = 0;
   virtual void rope_fwd(const RopeArgs& a) = 0;
   virtual void rope_bwd(const RopeArgs& a) = 0;  // a.qkv holds dqkv
+  // out (+)= inp ⊙ keep / (1 − p) with keep the counter-based mask of DropoutArgs (the element's
+  // draw ≥ p). The same call with the same key and positions drops the same elements, so a
+  // backward regenerates the forward's mask instead of storing it: forward out = dropout(x);
+  // backward dx += dropout(dx_dropped) (accumulate). Computed in f32, rounded once into out.
+  virtual void dropout(const DropoutArgs& a) = 0;
 
   // ---- attention ----
   // Causal (GQA) attention over packed qkv (layout above): out [B, T, Hq·D], lse [B, Hq, T] f32;

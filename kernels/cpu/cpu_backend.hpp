@@ -63,6 +63,9 @@ class CpuBackend final : public Backend {
   void rope_fwd(const RopeArgs& a) override;
   void rope_bwd(const RopeArgs& a) override;
 
+  // dropout.cpp
+  void dropout(const DropoutArgs& a) override;
+
   // attention.cpp
   void attention_fwd(const AttentionFwdArgs& args) override;
   void attention_bwd(const AttentionBwdArgs& args) override;

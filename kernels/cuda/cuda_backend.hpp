@@ -81,6 +81,7 @@ class CudaBackend final : public Backend {
   void swiglu_bwd(Tensor dgate_up, Tensor dout, Tensor gate_up) override;
   void rope_fwd(const RopeArgs& a) override;
   void rope_bwd(const RopeArgs& a) override;
+  void dropout(const DropoutArgs& a) override;
 
   void attention_fwd(const AttentionFwdArgs& args) override;
   void attention_bwd(const AttentionBwdArgs& args) override;
