@@ -65,11 +65,16 @@ int search(const std::vector<std::string_view>& lines, int from_line, const std:
 
 }  // namespace
 
-int find_key_line(std::string_view source, int from_line, const std::string& dotted_path) {
+KeyLines::KeyLines(std::string_view source) : lines_(code_lines(source)) {}
+
+int KeyLines::find(int from_line, const std::string& dotted_path) const {
   if (dotted_path.empty()) return 0;
-  auto lines = code_lines(source);
-  if (int line = search(lines, from_line, dotted_path); line > 0) return line;
-  return from_line > 1 ? search(lines, 1, dotted_path) : 0;
+  if (int line = search(lines_, from_line, dotted_path); line > 0) return line;
+  return from_line > 1 ? search(lines_, 1, dotted_path) : 0;
+}
+
+int find_key_line(std::string_view source, int from_line, const std::string& dotted_path) {
+  return KeyLines(source).find(from_line, dotted_path);
 }
 
 }  // namespace recipe::dsl::load_detail
