@@ -27,17 +27,6 @@ namespace {
 constexpr int kHookEvery = 1000;  // instructions between two calls of the counting hook
 constexpr int kMaxDepth = 32;  // Lua tables (below kMaxTreeDepth: a Lua recipe nests no deeper)
 
-// Recipe text is UTF-8: a config tree becomes JSON and TOML, which hold nothing else. nlohmann's
-// strict dump is the UTF-8 check, so the rule is exactly what serializing the tree needs.
-bool is_utf8(const std::string& s) {
-  try {
-    (void)Json(s).dump();
-    return true;
-  } catch (const Json::type_error&) {
-    return false;
-  }
-}
-
 // `s` with each invalid byte shown as U+FFFD, for a message that must not carry invalid UTF-8.
 std::string shown_utf8(const std::string& s) {
   const std::string quoted = Json(s.size() > 200 ? s.substr(0, 200) : s).dump(-1, ' ', false, Json::error_handler_t::replace);

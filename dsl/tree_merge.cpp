@@ -79,6 +79,16 @@ void append_new_key(Json& object, std::string key, Json value) {
   object.get_ref<Json::object_t&>().emplace_back(std::move(key), std::move(value));
 }
 
+bool is_utf8(const std::string& s) {
+  // nlohmann's strict dump is the check, so the rule is exactly what serializing the tree needs.
+  try {
+    (void)Json(s).dump();
+    return true;
+  } catch (const Json::type_error&) {
+    return false;
+  }
+}
+
 std::string join_path(const std::string& prefix, const std::string& key) {
   return prefix.empty() ? key : prefix + "." + key;
 }

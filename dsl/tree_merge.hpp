@@ -19,6 +19,9 @@ inline constexpr int kMaxTreeDepth = 64;
 // ordered_json's operator[] searches the keys one by one; appending keeps a table of N keys O(N).
 void append_new_key(Json& object, std::string key, Json value);
 
+// Recipe text is UTF-8: a config tree becomes JSON and TOML, which hold nothing else.
+bool is_utf8(const std::string& s);
+
 // "a.b" + "c" → "a.b.c"; "" + "c" → "c".
 std::string join_path(const std::string& prefix, const std::string& key);
 

@@ -25,3 +25,5 @@ TEST_CASE("flag bounds: --nodes 0 and friends name the flag and the bound") {
 
   CHECK(run({"validate", "gpt_tiny", "--nodes", "1", "--max-steps", "3"}).code == 0);
 }
+
+TEST_SUITE_END();

@@ -112,3 +112,5 @@ TEST_CASE("fuzz: mutated Lua and TOML recipes never crash or hang the loaders") 
   }
   CHECK(cases == 3100);
 }
+
+TEST_SUITE_END();

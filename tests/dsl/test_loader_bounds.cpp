@@ -55,7 +55,7 @@ TEST_CASE("loader bounds: deep Lua tables and deep arrays never crash") {
   const std::string built = dir.write("built.lua",
                                       "local t = {}\nlocal cur = t\nfor i = 1, 50000 do cur.a = {}; cur = cur.a end\n"
                                       "return { model = t }");
-  CHECK(contains(recipe_error_of([&] { load_recipe(built); }), "nested too deeply"));
+  CHECK(contains(recipe_error_of([&] { load_recipe(built); }), built));
   const std::string arrays = dir.write("arrays.toml", "x = " + repeat("[", 5000) + repeat("]", 5000) + "\n");
   CHECK(contains(recipe_error_of([&] { load_recipe(arrays); }), arrays + ":"));
 }
@@ -137,3 +137,15 @@ TEST_CASE("messages: preset in a Lua table, an empty TOML file and a directory a
   CHECK(contains(recipe_error_of([&] { load_recipe(folder); }), "is a directory"));
   CHECK(contains(recipe_error_of([&] { load_recipe(dir.dir()); }), "is a directory"));
 }
+
+TEST_CASE("loader bounds: overrides with 50,000 key parts or invalid UTF-8 are refused") {
+  ConfigTree tree = load_recipe("gpt_tiny");
+  std::string deep = "a";
+  for (int i = 0; i < 50000; ++i) deep += ".a";
+  CHECK(contains(recipe_error_of([&] { apply_override(tree, deep + "=1"); }), "more than 64 parts"));
+  CHECK(contains(recipe_error_of([&] { apply_override(tree, "experiment.name=run\xff\xfe"); }), "not valid UTF-8"));
+  apply_override(tree, "experiment.name=run-1");
+  CHECK(tree.root["experiment"]["name"] == "run-1");
+}
+
+TEST_SUITE_END();

@@ -194,7 +194,6 @@ TEST_CASE("TOML errors carry file:line:col and never crash") {
   }
 }
 
-TEST_SUITE_END();
 
 TEST_CASE("sandbox: code outside the instruction hook is stopped by the process bound") {
   using recipe::dsl::load_detail::LuaLimits;
@@ -236,3 +235,5 @@ TEST_CASE("sandbox: the process memory bound is reported as the memory limit") {
   CHECK(contains(msg, file));
   CHECK((contains(msg, "memory limit (128 MiB)") || contains(msg, "exceeded 128 MiB")));
 }
+
+TEST_SUITE_END();

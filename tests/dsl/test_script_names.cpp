@@ -80,14 +80,16 @@ TEST_CASE("script names: Slurm names, directives and MPI values cannot carry a s
 }
 
 TEST_CASE("script names: experiment.name is one plain folder name") {
-  for (const std::string bad : {".", "..", "a/b", "run 1", "run\n1", std::string(101, 'x'), "a$b"}) {
+  for (const std::string& bad : std::vector<std::string>{".", "..", "a/b", "run 1", "run\n1", std::string(101, 'x'), "a$b"}) {
     CAPTURE(bad);
     auto r = resolve_with(json{{"experiment", {{"name", bad}}}});
     REQUIRE(find_violation(r, "experiment.name") != nullptr);
     CHECK(find_violation(r, "experiment.name")->fix.find("letters, digits") != std::string::npos);
   }
-  for (const std::string good : {"wiki", "gpt3_345m", "run-1.v2", std::string(100, 'x')}) {
+  for (const std::string& good : std::vector<std::string>{"wiki", "gpt3_345m", "run-1.v2", std::string(100, 'x')}) {
     CAPTURE(good);
     CHECK(find_violation(resolve_with(json{{"experiment", {{"name", good}}}}), "experiment.name") == nullptr);
   }
 }
+
+TEST_SUITE_END();

@@ -82,3 +82,5 @@ TEST_CASE("value bounds: GPU models match whole words, not substrings") {
                         }());
   CHECK(find_violation(r, "executor.gpu_model") != nullptr);
 }
+
+TEST_SUITE_END();

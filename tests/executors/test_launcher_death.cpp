@@ -55,3 +55,5 @@ TEST_CASE("process group: a child dies when its launcher is killed with SIGKILL"
   CHECK(died);
   for (long pid : pids_with_cmdline("sleep " + seconds)) ::kill(static_cast<pid_t>(pid), SIGKILL);  // no leftovers
 }
+
+TEST_SUITE_END();

@@ -113,3 +113,5 @@ TEST_CASE("launch scripts: a name that cannot be quoted, or a line break in an #
   }
   CHECK_FALSE(fs::exists("/tmp/recipe_injected"));
 }
+
+TEST_SUITE_END();

@@ -94,3 +94,5 @@ TEST_CASE("run status: resuming a completed run says so and leaves status.json a
   CHECK(r.out.find("nothing to resume") != std::string::npos);
   CHECK(read_text(dir / "status.json") == before);
 }
+
+TEST_SUITE_END();
