@@ -61,8 +61,7 @@ void add_plan_flags(CLI::App& cmd, PlanFlags& f) {
                  "Recipe key overrides: key=value, key+=value, key-=, key*=, key/= (e.g. parallelism.tp=2)");
   auto map = [&](CLI::Option* opt, const std::string& key) { f.mapped.push_back({opt, key}); };
   map(cmd.add_option("--max-steps", f.max_steps, "trainer.max_steps")->check(at_least(1)), "trainer.max_steps");
-  map(cmd.add_option("--tp", f.tp, "parallelism.tp (tensor parallel size)")->check(at_least(1)),
-      "parallelism.tp");
+  map(cmd.add_option("--tp", f.tp, "parallelism.tp (tensor parallel size)")->check(at_least(1)), "parallelism.tp");
   map(cmd.add_option("--pp", f.pp, "parallelism.pp (pipeline stages)")->check(at_least(1)), "parallelism.pp");
   map(cmd.add_option("--micro-batch", f.micro_batch, "trainer.micro_batch_size")->check(at_least(1)),
       "trainer.micro_batch_size");
@@ -77,8 +76,8 @@ void add_plan_flags(CLI::App& cmd, PlanFlags& f) {
       "executor.kind");
   f.nodes_opt = cmd.add_option("--nodes", f.nodes, "executor.nodes")->check(at_least(1));
   map(f.nodes_opt, "executor.nodes");
-  f.gpus_opt = cmd.add_option("--gpus-per-node", f.gpus_per_node, "executor.gpus_per_node (0 = CPU ranks)")
-                   ->check(at_least(0));
+  f.gpus_opt =
+      cmd.add_option("--gpus-per-node", f.gpus_per_node, "executor.gpus_per_node (0 = CPU ranks)")->check(at_least(0));
   map(f.gpus_opt, "executor.gpus_per_node");
   map(cmd.add_option("--gpu-model", f.gpu_model, "executor.gpu_model, e.g. H100-80GB"), "executor.gpu_model");
   map(cmd.add_option("--device-memory", f.device_memory, "executor.device_memory, e.g. 80GiB"),

@@ -97,8 +97,9 @@ int cmd_list(const RunsArgs& a, std::ostream& out) {
   out << pad("NAME", 20) << pad("RUN", 9) << pad("STATUS", 12) << pad("STEPS", 7) << pad("LOSS", 9) << pad("TOK/S", 9)
       << "EXECUTOR\n";
   for (const auto& r : runs) {
-    out << pad(r.name, 20) << pad(r.id, 9) << pad(launcher_vanished(r) ? "failed" : r.status.state, 12) << pad(std::to_string(r.steps), 7)
-        << pad(num(r.last_loss), 9) << pad(r.tokens_per_sec ? exec::human_count(*r.tokens_per_sec) : "-", 9)
+    out << pad(r.name, 20) << pad(r.id, 9) << pad(launcher_vanished(r) ? "failed" : r.status.state, 12)
+        << pad(std::to_string(r.steps), 7) << pad(num(r.last_loss), 9)
+        << pad(r.tokens_per_sec ? exec::human_count(*r.tokens_per_sec) : "-", 9)
         << (r.executor.empty() ? "-" : r.executor) << (r.slurm_job_id.empty() ? "" : " (job " + r.slurm_job_id + ")")
         << "\n";
   }
@@ -287,8 +288,7 @@ int cmd_logs(const RunsArgs& a, const std::string& run, std::ostream& out) {
     print_new(true);
     exec::RunSummary s = exec::summarize_run(run);
     std::string st = live_state(s).state;
-    if (st == "completed" || st == "failed" || st == "interrupted" ||
-        launcher_vanished(s)) {
+    if (st == "completed" || st == "failed" || st == "interrupted" || launcher_vanished(s)) {
       print_new(true);
       return kExitOk;
     }

@@ -130,8 +130,7 @@ ConfigTree evaluate_isolated(const std::string& label, const EvalBounds& bounds,
 
   std::string answer;
   bool timed_out = false;
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::duration<double>(bounds.wall_seconds);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(bounds.wall_seconds);
   char buf[65536];
   for (;;) {
     const auto left =

@@ -14,8 +14,8 @@
 namespace recipe::dsl::load_detail {
 
 struct EvalBounds {
-  double wall_seconds = 30;                          // then the child is killed
-  std::size_t memory_bytes = std::size_t{1} << 30;   // address space the child may add to ours
+  double wall_seconds = 30;                         // then the child is killed
+  std::size_t memory_bytes = std::size_t{1} << 30;  // address space the child may add to ours
 };
 
 // Calls `evaluate` in a child process and returns its tree. A RecipeError (or any exception) of

@@ -25,11 +25,12 @@ namespace recipe::dsl::load_detail {
 namespace {
 
 constexpr int kHookEvery = 1000;  // instructions between two calls of the counting hook
-constexpr int kMaxDepth = 32;  // Lua tables (below kMaxTreeDepth: a Lua recipe nests no deeper)
+constexpr int kMaxDepth = 32;     // Lua tables (below kMaxTreeDepth: a Lua recipe nests no deeper)
 
 // `s` with each invalid byte shown as U+FFFD, for a message that must not carry invalid UTF-8.
 std::string shown_utf8(const std::string& s) {
-  const std::string quoted = Json(s.size() > 200 ? s.substr(0, 200) : s).dump(-1, ' ', false, Json::error_handler_t::replace);
+  const std::string quoted =
+      Json(s.size() > 200 ? s.substr(0, 200) : s).dump(-1, ' ', false, Json::error_handler_t::replace);
   return quoted + (s.size() > 200 ? "..." : "");
 }
 

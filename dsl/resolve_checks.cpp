@@ -211,7 +211,6 @@ void check_ranges(ResolveContext& ctx) {
           "must be 0 (derived) or at least 16 (MiB)");
   require(ctx, "kernels.cublaslt_tune_candidates", k.cublaslt_tune_candidates,
           k.cublaslt_tune_candidates >= 1 && k.cublaslt_tune_candidates <= 256, "must be from 1 to 256");
-
 }
 
 void check_relations(ResolveContext& ctx) {

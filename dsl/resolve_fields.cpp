@@ -154,9 +154,9 @@ void read_tree(ResolveContext& ctx) {
                   "top-level keys are mode and the sections " + join_or(sections));
   }
   if (ctx.unknown_keys > kMaxUnknownKeysReported)
-    ctx.violation("", "... and " + std::to_string(ctx.unknown_keys - kMaxUnknownKeysReported) +
-                          " more unknown keys (the first " + std::to_string(kMaxUnknownKeysReported) +
-                          " are listed above)",
+    ctx.violation("",
+                  "... and " + std::to_string(ctx.unknown_keys - kMaxUnknownKeysReported) +
+                      " more unknown keys (the first " + std::to_string(kMaxUnknownKeysReported) + " are listed above)",
                   "`recipe keys` lists every key");
 }
 

@@ -28,7 +28,8 @@ void check_names(ResolveContext& ctx) {
   for (const auto& [key, value] : e.env) {
     const std::string path = "executor.env." + key;
     if (!plan::is_env_name(key))
-      ctx.violation("executor.env", "executor.env has the key " + quoted(key) + ", which is not an environment variable name",
+      ctx.violation("executor.env",
+                    "executor.env has the key " + quoted(key) + ", which is not an environment variable name",
                     "use letters, digits and '_', not starting with a digit (e.g. NCCL_DEBUG)");
     else
       require_printable(ctx, path, value);
@@ -70,11 +71,11 @@ void check_names(ResolveContext& ctx) {
 
   const plan::ExperimentConfig& x = p.experiment;
   if (!x.name.empty() && !plan::is_folder_name(x.name))
-    ctx.violation("experiment.name",
-                  "experiment.name=" + quoted(x.name.size() > 120 ? x.name.substr(0, 120) + "..." : x.name) +
-                      " is not a folder name (" + std::to_string(x.name.size()) + " bytes)",
-                  "use 1 to " + std::to_string(plan::kMaxFolderName) +
-                      " letters, digits, '.', '_' and '-', not \".\" or \"..\"");
+    ctx.violation(
+        "experiment.name",
+        "experiment.name=" + quoted(x.name.size() > 120 ? x.name.substr(0, 120) + "..." : x.name) +
+            " is not a folder name (" + std::to_string(x.name.size()) + " bytes)",
+        "use 1 to " + std::to_string(plan::kMaxFolderName) + " letters, digits, '.', '_' and '-', not \".\" or \"..\"");
   if (x.dir.empty())
     ctx.violation("experiment.dir", "experiment.dir must not be empty", "e.g. dir=\"experiments\"");
   else

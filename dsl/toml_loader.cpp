@@ -93,8 +93,9 @@ ConfigTree load_toml_file(const std::string& path, const std::vector<std::string
 
   // An empty recipe is a mistake (a truncated or wrong file), not a request for the defaults.
   if (doc.empty())
-    throw RecipeError(path + ": the recipe is empty; write preset = \"<name>\" and the tables to change, e.g. "
-                             "preset = \"gpt_tiny\"");
+    throw RecipeError(path +
+                      ": the recipe is empty; write preset = \"<name>\" and the tables to change, e.g. "
+                      "preset = \"gpt_tiny\"");
   std::string preset;
   if (const toml::node* node = doc.get("preset")) {
     const auto* name = node->as_string();

@@ -44,7 +44,8 @@ void sort_object(Json& node, bool top_level) {
 
 void merge_node(Json& base, const Json& over, const std::string& prefix, ConfigTree& tree,
                 const std::map<std::string, Origin>& over_origins, int depth) {
-  if (depth > kMaxTreeDepth) throw RecipeError(prefix + " is nested more than " + std::to_string(kMaxTreeDepth) + " tables deep");
+  if (depth > kMaxTreeDepth)
+    throw RecipeError(prefix + " is nested more than " + std::to_string(kMaxTreeDepth) + " tables deep");
   // Position of each key of `base`, so merging N keys is O(N) rather than a linear search each.
   Json::object_t::Container& items = base.get_ref<Json::object_t&>();  // by position, not by key
   std::unordered_map<std::string, std::size_t> at;

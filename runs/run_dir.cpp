@@ -210,7 +210,8 @@ bool launcher_alive(const RunStatus& s) {
   // A zombie still has its /proc entry; its state letter is Z.
   std::ifstream in("/proc/" + std::to_string(s.pid) + "/stat");
   std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (const auto close = stat.rfind(')'); close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == 'Z')
+  if (const auto close = stat.rfind(')');
+      close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == 'Z')
     return false;
   return s.launcher_start == 0 || started == 0 || started == s.launcher_start;
 }

@@ -61,7 +61,7 @@ struct RunStatus {
   std::optional<int> exit_code;
   int steps = 0;
   std::string message;
-  long pid = 0;                 // the launcher (`recipe pretrain`, `runs resume`); 0 = none (Slurm)
+  long pid = 0;                  // the launcher (`recipe pretrain`, `runs resume`); 0 = none (Slurm)
   long long launcher_start = 0;  // its start time (clock ticks after boot, /proc/<pid>/stat), so a
                                  // reused pid is not taken for the launcher; 0 = unknown
 };

@@ -39,15 +39,76 @@ std::vector<std::string> corpus(const std::string& ext) {
 
 // Fragments that stress the loaders where fuzzing found problems: depth, size, bytes, syntax.
 const std::vector<std::string>& tokens(bool lua) {
-  static const std::vector<std::string> lua_tokens = {
-      "{", "}", "=", ",", "\"", "'", "[[", "]]", "\\xff\\xfe", "\xff", "\0", "\n", "--", "..", "nil", "true",
-      "1e309", "-0", "0x7fffffffffffffff", "preset", "preset 'gpt_tiny'", "return", "function", "end", "local",
-      "setmetatable({}, {__gc = error})", "string.rep('x', 100)", "{{{{{{{{", "}}}}}}}}", "math.huge", "0/0",
-      "a.b.c.d.e", "[\"k\"]", "#", "::", "goto", "require 'x'", "os", "error()", "coroutine"};
-  static const std::vector<std::string> toml_tokens = {
-      "[", "]", "[[", "]]", "=", ".", "\"", "'", "\"\"\"", "\xff", "\0", "\n", "#", "inf", "nan", "-0",
-      "1979-05-27", "true", "{", "}", ",", "preset = \"gpt_tiny\"", "preset = \"no_such\"", "a.a.a.a.a.a.a.a.a",
-      "[model]", "[derived]", "9223372036854775808", "0x", "\\u0000", "key = "};
+  static const std::vector<std::string> lua_tokens = {"{",
+                                                      "}",
+                                                      "=",
+                                                      ",",
+                                                      "\"",
+                                                      "'",
+                                                      "[[",
+                                                      "]]",
+                                                      "\\xff\\xfe",
+                                                      "\xff",
+                                                      "\0",
+                                                      "\n",
+                                                      "--",
+                                                      "..",
+                                                      "nil",
+                                                      "true",
+                                                      "1e309",
+                                                      "-0",
+                                                      "0x7fffffffffffffff",
+                                                      "preset",
+                                                      "preset 'gpt_tiny'",
+                                                      "return",
+                                                      "function",
+                                                      "end",
+                                                      "local",
+                                                      "setmetatable({}, {__gc = error})",
+                                                      "string.rep('x', 100)",
+                                                      "{{{{{{{{",
+                                                      "}}}}}}}}",
+                                                      "math.huge",
+                                                      "0/0",
+                                                      "a.b.c.d.e",
+                                                      "[\"k\"]",
+                                                      "#",
+                                                      "::",
+                                                      "goto",
+                                                      "require 'x'",
+                                                      "os",
+                                                      "error()",
+                                                      "coroutine"};
+  static const std::vector<std::string> toml_tokens = {"[",
+                                                       "]",
+                                                       "[[",
+                                                       "]]",
+                                                       "=",
+                                                       ".",
+                                                       "\"",
+                                                       "'",
+                                                       "\"\"\"",
+                                                       "\xff",
+                                                       "\0",
+                                                       "\n",
+                                                       "#",
+                                                       "inf",
+                                                       "nan",
+                                                       "-0",
+                                                       "1979-05-27",
+                                                       "true",
+                                                       "{",
+                                                       "}",
+                                                       ",",
+                                                       "preset = \"gpt_tiny\"",
+                                                       "preset = \"no_such\"",
+                                                       "a.a.a.a.a.a.a.a.a",
+                                                       "[model]",
+                                                       "[derived]",
+                                                       "9223372036854775808",
+                                                       "0x",
+                                                       "\\u0000",
+                                                       "key = "};
   return lua ? lua_tokens : toml_tokens;
 }
 
@@ -87,8 +148,7 @@ void load_and_resolve(const std::string& file) {
     const ResolveResult r = resolve(tree, ExecutorFacts{});
     (void)format_violations(r.violations);
     if (r.ok()) (void)to_toml(r.plan);
-  } catch (const RecipeError&) {
-  }
+  } catch (const RecipeError&) {}
 }
 
 }  // namespace

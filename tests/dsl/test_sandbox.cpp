@@ -194,7 +194,6 @@ TEST_CASE("TOML errors carry file:line:col and never crash") {
   }
 }
 
-
 TEST_CASE("sandbox: code outside the instruction hook is stopped by the process bound") {
   using recipe::dsl::load_detail::LuaLimits;
   TempRecipes dir;

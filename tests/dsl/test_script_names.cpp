@@ -80,7 +80,8 @@ TEST_CASE("script names: Slurm names, directives and MPI values cannot carry a s
 }
 
 TEST_CASE("script names: experiment.name is one plain folder name") {
-  for (const std::string& bad : std::vector<std::string>{".", "..", "a/b", "run 1", "run\n1", std::string(101, 'x'), "a$b"}) {
+  for (const std::string& bad :
+       std::vector<std::string>{".", "..", "a/b", "run 1", "run\n1", std::string(101, 'x'), "a$b"}) {
     CAPTURE(bad);
     auto r = resolve_with(json{{"experiment", {{"name", bad}}}});
     REQUIRE(find_violation(r, "experiment.name") != nullptr);

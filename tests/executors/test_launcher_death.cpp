@@ -41,8 +41,7 @@ TEST_CASE("process group: a child dies when its launcher is killed with SIGKILL"
     opts.forward_signals = false;
     try {
       run_process_group({ChildSpec{{"sleep", seconds}, {}, 0}}, opts);
-    } catch (...) {
-    }
+    } catch (...) {}
     ::_exit(0);
   }
   REQUIRE(launcher > 0);

@@ -65,10 +65,10 @@ TEST_CASE("launch scripts: hostile values run as data, never as commands") {
   const fs::path run_dir = tmp.path() / ("run $(touch " + marker + "-dir) 'q'");
   fs::create_directories(run_dir / "logs");
 
-  const std::string env_value = "$(touch " + marker + "-1) `touch " + marker + "-2` '; touch " + marker +
-                                "-3; ' \"\n touch " + marker + "-4\n";
-  for (auto kind : {recipe::plan::ExecutorKind::slurm, recipe::plan::ExecutorKind::local,
-                    recipe::plan::ExecutorKind::mpi}) {
+  const std::string env_value =
+      "$(touch " + marker + "-1) `touch " + marker + "-2` '; touch " + marker + "-3; ' \"\n touch " + marker + "-4\n";
+  for (auto kind :
+       {recipe::plan::ExecutorKind::slurm, recipe::plan::ExecutorKind::local, recipe::plan::ExecutorKind::mpi}) {
     CAPTURE(static_cast<int>(kind));
     auto plan = plan_of(kind, env_value);
     if (kind == recipe::plan::ExecutorKind::slurm) {
