@@ -28,7 +28,7 @@ void write_executable(const fs::path& p, const std::string& text) {
 
 // Stand-ins on PATH: they record what reached them and exit 0.
 fs::path make_stubs(const fs::path& root) {
-  const fs::path bin = root / "bin";
+  fs::path bin = root / "bin";
   const std::string seen = shell_quote((root / "seen").string());
   write_executable(bin / "srun", "#!/bin/sh\nexit 0\n");  // `srun --mpi=list` prints no pmix: mpirun is used
   write_executable(bin / "scontrol", "#!/bin/sh\nexit 0\n");
