@@ -6,8 +6,8 @@
 #   bench/lora_bench.sh [build] [engine] [engine-packed] [twin] [report]
 #     build          configure + build recipe in $BUILD (default /tmp/lora-bench/build)
 #     engine         recipe finetune with adapters on qkv and on all linears (mock data, one sample
-#                    per sequence), default recompute and trainer.recompute=none
-#     engine-packed  the qkv row on packed chat data (synthetic conversations, byte tokenizer,
+#                    per sequence); RECOMPUTE_NONE=1 adds rows with trainer.recompute=none
+#     engine-packed  both adapter sets on packed chat data (synthetic conversations, byte tokenizer,
 #                    data.kind=sft data.pack=true): samples of 200-2000 tokens, several per sequence
 #     twin           transformers + peft, $MODES (eager,compile), qkv and all linears
 #     report         $OUT/lora_bench.md
@@ -60,8 +60,10 @@ for stage in "$@"; do
     engine)
       engine_run lora-qkv "" 'peft.target_modules=["qkv"]' data.fixed_batch=true
       engine_run lora-all "" peft.target_modules=all-linear data.fixed_batch=true
-      engine_run lora-qkv recompute-none 'peft.target_modules=["qkv"]' data.fixed_batch=true trainer.recompute=none
-      engine_run lora-all recompute-none peft.target_modules=all-linear data.fixed_batch=true trainer.recompute=none ;;
+      if [[ ${RECOMPUTE_NONE:-0} == 1 ]]; then
+        engine_run lora-qkv recompute-none 'peft.target_modules=["qkv"]' data.fixed_batch=true trainer.recompute=none
+        engine_run lora-all recompute-none peft.target_modules=all-linear data.fixed_batch=true trainer.recompute=none
+      fi ;;
     engine-packed)
       data=/tmp/lora-bench/chat
       mkdir -p "$data"
@@ -77,8 +79,9 @@ with open(sys.argv[1], "w") as f:
 PY
       "$recipe" data prepare --format chat --chat-template plain --input "$data/chat.jsonl" --tokenizer byte \
         --output "$data/chat" >"$out/prepare.log" 2>&1 || tail -n 3 "$out/prepare.log"
-      engine_run lora-qkv packed 'peft.target_modules=["qkv"]' data.kind=sft data.path="$data/chat" \
-        data.chat_template=plain data.tokenizer=byte data.pack=true ;;
+      sft=(data.kind=sft data.path="$data/chat" data.chat_template=plain data.tokenizer=byte data.pack=true)
+      engine_run lora-qkv packed 'peft.target_modules=["qkv"]' "${sft[@]}"
+      engine_run lora-all packed peft.target_modules=all-linear "${sft[@]}" ;;
     twin)
       PYTHONUNBUFFERED=1 python3 bench/lora_twin.py --targets qkv,all --modes "${MODES:-eager,compile}" \
         --batches 1 --seq "$seq" --steps "$steps" --out "$rows" ;;

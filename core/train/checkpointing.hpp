@@ -20,7 +20,7 @@
 // moments, plus a reference (ckpt::BaseRef: absolute path + content hash) to the checkpoint that
 // holds the frozen tensors. That base is the checkpoint the fine-tune loaded (checkpoint.load), or
 // the base that checkpoint itself refers to; a fine-tune from random weights writes its frozen
-// tensors once, at start, to <checkpoints>/base/step-0 (save_base_checkpoint) and refers to that.
+// tensors once, before its first save, to <checkpoints>/base/step-0 (save_base_checkpoint) and refers to that.
 // Loading goes through ckpt::CheckpointReader, which follows the reference (and refuses a missing
 // or changed base), so load_checkpoint is the one load path for full and adapter-only checkpoints.
 #pragma once
