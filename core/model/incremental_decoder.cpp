@@ -63,6 +63,7 @@ const std::vector<float>& IncrementalDecoder::forward(std::span<const int32_t> t
                                   " is outside the vocabulary [0, " + std::to_string(s.vocab) + ")");
   kernels::Backend& be = m_.be_;
   const Model::Params& w = m_.w_;
+  m_.lora_.training = false;  // generation is evaluation: no adapter dropout (peft.dropout)
   const Tensor tok = tokens_.rows(0, n), res = residual_.rows(0, n), ln = ln_.rows(0, n), qkv = qkv_.rows(0, n),
                atty = atty_.rows(0, n), proj = proj_out_.rows(0, n), res2 = residual2_.rows(0, n),
                fc_pre = fc_pre_.rows(0, n), fc_act = fc_act_.rows(0, n);
