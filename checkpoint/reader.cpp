@@ -322,6 +322,18 @@ const TensorInfo* CheckpointReader::find(const std::string& name) const {
 
 bool CheckpointReader::holds(const std::string& name) const { return impl_->tensors.count(name) > 0; }
 
+std::pair<int64_t, uint64_t> CheckpointReader::verify() const {
+  std::pair<int64_t, uint64_t> checked = base_ ? base_->verify() : std::pair<int64_t, uint64_t>{0, 0};
+  for (auto& [name, t] : impl_->tensors)
+    for (Impl::Chunk& c : t.chunks) {
+      c.verified = false;  // check again, even if a read did before
+      impl_->chunk_bytes(name, c);
+      checked.first += 1;
+      checked.second += c.rec.length;
+    }
+  return checked;
+}
+
 void CheckpointReader::read(const std::string& name, const Box& region, DType dst_dtype, void* dst) const {
   auto it = impl_->tensors.find(name);
   if (it == impl_->tensors.end() && base_ && base_->find(name)) return base_->read(name, region, dst_dtype, dst);

@@ -1,4 +1,4 @@
-// `recipe ckpt info | export | import | merge`: look into a checkpoint, convert it to and from
+// `recipe ckpt info | verify | export | import | merge`: look into a checkpoint, convert it to and from
 // Hugging Face model directories (checkpoint/hf/hf_convert.hpp, a LoRA checkpoint's adapters as a
 // PEFT adapter: hf_peft.hpp) and merge a LoRA checkpoint's adapters into a full checkpoint
 // (lora_merge.hpp).
@@ -74,6 +74,18 @@ std::optional<plan::Plan> checkpoint_plan(const CkptArgs& a, const std::string& 
     err << "error: " << plan_toml.string() << " does not describe a model (" << e.what() << "): " << fix << "\n";
     return std::nullopt;
   }
+}
+
+// Every chunk's CRC32, the base's too; exit 0 only when all agree.
+int run_verify(const CkptArgs& a, std::ostream& out, std::ostream& err) {
+  int code = kExitOk;
+  const std::string dir = resolve_checkpoint(a.path, err, code);
+  if (dir.empty()) return code;
+  const ckpt::CheckpointReader reader(dir);
+  const auto [chunks, bytes] = reader.verify();
+  out << "ok: " << fs::absolute(dir).string() << ": " << chunks << " chunks, " << mib(bytes)
+      << (reader.base() ? " (with its base " + reader.base()->dir() + ")" : "") << ": every CRC32 matches\n";
+  return kExitOk;
 }
 
 int run_info(const CkptArgs& a, std::ostream& out, std::ostream& err) {
@@ -331,13 +343,16 @@ CLI::App* add_ckpt_verb(CLI::App& app, CkptArgs& a) {
   a.merge_cmd->add_option("-o,--output", a.output, "Checkpoints directory to create (step-0/ and latest)")->required();
   a.merge_cmd->add_option("--recipe", a.recipe,
                           "The model's recipe, when the checkpoint's plan.toml does not describe it");
-  for (CLI::App* c : {a.info, a.export_cmd, a.import_cmd, a.merge_cmd}) c->footer(kExitCodeHelp);
+  a.verify = a.cmd->add_subcommand("verify", "Check the CRC32 of every chunk of a checkpoint (and of its base)");
+  a.verify->add_option("path", a.path, "A checkpoint (step-<N>/), checkpoints directory or run directory")->required();
+  for (CLI::App* c : {a.info, a.verify, a.export_cmd, a.import_cmd, a.merge_cmd}) c->footer(kExitCodeHelp);
   return a.cmd;
 }
 
 int run_ckpt(const CkptArgs& a, std::ostream& out, std::ostream& err) {
   try {
     if (*a.info) return run_info(a, out, err);
+    if (*a.verify) return run_verify(a, out, err);
     if (*a.export_cmd) return run_export(a, out, err);
     if (*a.import_cmd) return run_import(a, out, err);
     if (*a.merge_cmd) return run_merge(a, out, err);
@@ -348,7 +363,7 @@ int run_ckpt(const CkptArgs& a, std::ostream& out, std::ostream& err) {
     err << "error: " << e.what() << "\n";
     return kExitRuntime;
   }
-  err << "error: `recipe ckpt` needs a subcommand: info, export, import or merge\n";
+  err << "error: `recipe ckpt` needs a subcommand: info, verify, export, import or merge\n";
   return kExitUsage;
 }
 

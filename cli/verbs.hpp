@@ -29,7 +29,7 @@ int run_validate(const PlanFlags& flags, std::ostream& out, std::ostream& err);
 int run_version(std::ostream& out);
 int run_data_prepare(const data::PrepareOptions& opts, std::ostream& out, std::ostream& err);
 
-// `recipe ckpt info|export|import` (cli/verb_ckpt.cpp).
+// `recipe ckpt info|verify|export|import|merge` (cli/verb_ckpt.cpp).
 struct CkptArgs {
   std::string path;                    // info/export/merge: checkpoint, checkpoints dir or run dir; import: HF dir
   std::string output;                  // export: HF directory; import, merge: checkpoints directory
@@ -39,7 +39,7 @@ struct CkptArgs {
   std::string recipe;                  // import (required) / export, merge (when plan.toml does not describe the model)
   std::vector<std::string> overrides;  // key=value, applied to --recipe
   CLI::App* cmd = nullptr;
-  CLI::App *info = nullptr, *export_cmd = nullptr, *import_cmd = nullptr, *merge_cmd = nullptr;
+  CLI::App *info = nullptr, *verify = nullptr, *export_cmd = nullptr, *import_cmd = nullptr, *merge_cmd = nullptr;
 };
 
 // Adds the `ckpt` verb and its subcommands to `app`, bound to `args`.
