@@ -95,11 +95,12 @@ TEST_CASE("an invalid override exits 1 and names the field") {
   CHECK(shown.err.find("parallelism.tp") != std::string::npos);
 }
 
-TEST_CASE("validate llama3_70b on 4 nodes x 8 GPUs passes; 6 GPUs per node fail on the world size") {
-  auto ok = run({"validate", "llama3_70b", "--nodes", "4", "--gpus-per-node", "8"});
+TEST_CASE("validate llama3_70b at its 8 nodes x 8 GPUs passes with ZeRO-1 in effect; 6 GPUs per node fail") {
+  auto ok = run({"validate", "llama3_70b"});
   CHECK_MESSAGE(ok.code == 0, ok.err);
   CHECK(ok.out.rfind("OK: ", 0) == 0);
-  CHECK(ok.out.find("world 32") != std::string::npos);
+  CHECK(ok.out.find("world 64") != std::string::npos);
+  CHECK_MESSAGE(ok.err.find("zero1") == std::string::npos, ok.err);  // dp = 2: the preset is coherent
   auto bad = run({"validate", "llama3_70b", "--nodes", "4", "--gpus-per-node", "6"});
   CHECK(bad.code == recipe::kExitInvalidRecipe);
   CHECK(bad.err.find("world") != std::string::npos);
@@ -219,7 +220,7 @@ TEST_CASE("a multi-rank local plan needs mpirun: without it, exit 4 before anyth
 }
 
 TEST_CASE("finetune sets mode=finetune") {
-  auto r = run({"finetune", "gpt_tiny", "--dry-run"});
+  auto r = run({"finetune", "gpt_tiny", "checkpoint.allow_random_init=true", "--dry-run"});
   REQUIRE_MESSAGE(r.code == 0, r.err);
   CHECK(r.out.find("Plan: gpt_tiny (finetune)") != std::string::npos);
   auto p = run({"pretrain", "gpt_tiny", "--dry-run"});
