@@ -61,9 +61,11 @@ uint64_t token_bytes(uint8_t code) {
   }
 }
 
-std::string prepare_fix(const std::string& prefix, bool chat) {
+std::string prepare_fix(const plan::DataConfig& d, const std::string& prefix, bool chat) {
+  const std::string tokenizer =
+      d.tokenizer == plan::Tokenizer::none ? "byte" : std::string(plan::to_string(d.tokenizer));
   return std::string("create it with `recipe data prepare ") + (chat ? "--format chat --chat-template <t> " : "") +
-         "--input <file.txt|file.jsonl> --tokenizer byte --output " + prefix +
+         "--input <file.txt|file.jsonl> --tokenizer " + tokenizer + " ... --output " + prefix +
          "` (data.path is the prefix, without .bin/.idx)";
 }
 
@@ -209,7 +211,7 @@ void check_datasets(ResolveContext& ctx) {
         why += " (" + field + " is the prefix without the .bin/.idx extension)";
       else if (fs::is_regular_file(prefix, ec))
         why += " (" + prefix + " is a file; " + field + " names the prefix of a .bin/.idx pair)";
-      ctx.violation(field, field + "=\"" + prefix + "\": " + why, prepare_fix(prefix, sft));
+      ctx.violation(field, field + "=\"" + prefix + "\": " + why, prepare_fix(d, prefix, sft));
       missing = true;
       break;
     }
@@ -264,7 +266,7 @@ void check_tokenizer(ResolveContext& ctx) {
   const plan::Plan& p = ctx.plan();
   const plan::DataConfig& d = p.data;
   const std::string gpt2_fix =
-      "point it at GPT-2's vocab.json and merges.txt (docs/user-guide.md, \"Tokenizers\", says where to get them), "
+      "point it at GPT-2's vocab.json and merges.txt (docs/user-guide.md, \"Data\", says where to get them), "
       "or use data.tokenizer=\"byte\"";
   switch (d.tokenizer) {
     case plan::Tokenizer::gpt2_bpe: {
