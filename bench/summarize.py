@@ -120,6 +120,9 @@ def llama_report(args):
                          f"{r['step_ms']:.1f} | {r['tflops']:.1f} | {r['mfu']:.1%} | {r['peak_alloc_gib']:.2f} | "
                          f"{r['first_loss']:.3f} | {r['last_loss']:.4f} | {ratio:.2f} |")
         lines.append("")
+    if any(str(r.get("workload", "")).startswith("lora") for r in rows):
+        lines.append("LoRA rows: FLOPs/token = 4 per frozen matmul parameter (forward and input gradient, no weight "
+                     "gradient) + 6 per adapter parameter + 12·L·(heads·head_dim)·T; the same count for engine and twin. ")
     lines.append("FLOPs/token = 6N + 12·L·(heads·head_dim)·T, N without the untied input embedding (PaLM/Megatron); "
                  "MFU against 989 TFLOP/s (H100 SXM dense bf16).")
     with open(args.md, "w") as f:

@@ -9,6 +9,12 @@
 //
 // and `<dir>/latest` holds the name of the newest complete one ("step-<N>\n").
 //
+// A checkpoint may refer to a base checkpoint (metadata.json "base": {"path", "hash"}): a LoRA
+// fine-tune saves only its adapters and their optimizer state, and its frozen base weights stay
+// in the checkpoint they were loaded from. A reader opens the base too and serves every tensor the
+// checkpoint itself does not hold from it (find, read), so whatever loads the one loads the other;
+// a base that is missing or has changed since (its hash differs) is refused naming both paths.
+//
 // A chunk is a box of a global tensor (offsets + sizes per dim, row-major inside the box). Ranks
 // describe what they own as SavePieces: a run [flat_begin, flat_end) of the row-major elements of
 // the box their buffer holds (their TP shard, or the whole tensor). A run that does not cover whole
@@ -29,6 +35,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -73,8 +80,23 @@ std::vector<Box> flat_range_boxes(const Box& held, int64_t begin, int64_t end);
 // `staging_dir` if needed. Throws CheckpointError on I/O failure (disk full, permissions).
 void write_shard(const std::string& staging_dir, int rank, const std::vector<SavePiece>& pieces);
 
+// Where a checkpoint's other tensors are: an absolute checkpoint directory and its content hash.
+struct BaseRef {
+  std::string path;
+  std::string hash;  // checkpoint_hash(path) when the reference was made
+  bool operator==(const BaseRef&) const = default;
+};
+
+// A cheap content hash of a committed checkpoint: "crc32:<8 hex>:<bytes>" of its metadata.json.
+// metadata.json lists every shard file's size and a CRC32 of every chunk, so any change of a
+// tensor's bytes, shape or layout changes it (a shard edited in place without a new metadata.json
+// is caught by the chunk CRCs when read); hashing it reads one small file, not the shards.
+// Throws CheckpointError when `checkpoint_dir` holds no metadata.json.
+std::string checkpoint_hash(const std::string& checkpoint_dir);
+
 struct CommitOptions {
   int world_size = 1;     // shard-0 .. shard-<world_size-1> must all exist
+  BaseRef base;           // path set: where the tensors it does not hold are (metadata.json "base")
   nlohmann::json common;  // written as common.json
   std::string plan_toml;  // written as plan.toml
   int keep_last = 0;      // after the commit keep only the newest N step-* dirs; 0 = all
@@ -108,8 +130,9 @@ class CheckpointReader {
   // Opens and validates: metadata.json parses, every shard file exists, its safetensors header
   // parses and agrees with metadata (names, dtypes, byte ranges) and its size matches. Metadata
   // records a CRC32 (zlib) per chunk; a chunk's checksum is verified the first time read() touches
-  // it (so a rank reads and checks only what it loads). Any failure throws CheckpointError naming
-  // the file and what is wrong.
+  // it (so a rank reads and checks only what it loads). A base reference is followed: the base
+  // is opened the same way after its hash is compared with the recorded one. Any failure throws
+  // CheckpointError naming the file and what is wrong.
   explicit CheckpointReader(const std::string& checkpoint_dir);
   ~CheckpointReader();
   CheckpointReader(const CheckpointReader&) = delete;
@@ -118,19 +141,30 @@ class CheckpointReader {
   const std::string& dir() const { return dir_; }
   const nlohmann::json& common() const { return common_; }  // common.json
   std::string plan_toml() const;                            // plan.toml ("" if absent)
-  std::vector<TensorInfo> tensors() const;                  // sorted by name
-  const TensorInfo* find(const std::string& name) const;    // nullptr when absent
+  std::vector<TensorInfo> tensors() const;                  // this directory's own, sorted by name
+  // This directory's tensor, else its base's; nullptr when neither holds it. (A base never refers
+  // to a base itself: the constructor refuses that.)
+  const TensorInfo* find(const std::string& name) const;
+  bool holds(const std::string& name) const;  // in this directory itself (not its base)
 
-  // Copies the elements of `region` (global coordinates) of tensor `name` into dst, row-major over
-  // the region, converted to `dst_dtype`. Throws CheckpointError when the tensor is missing, the
-  // region is outside the global shape, or the saved chunks do not cover all of it.
+  // The base this checkpoint refers to (nullptr: it holds all its tensors), and its reader.
+  const BaseRef* base_ref() const { return base_ref_ ? &*base_ref_ : nullptr; }
+  const CheckpointReader* base() const { return base_.get(); }
+
+  // Copies the elements of `region` (global coordinates) of tensor `name` (this directory's, else
+  // the base's) into dst, row-major over the region, converted to `dst_dtype`. Throws
+  // CheckpointError when the tensor is missing, the region is outside the global shape, or the
+  // saved chunks do not cover all of it.
   void read(const std::string& name, const Box& region, DType dst_dtype, void* dst) const;
 
  private:
   struct Impl;
+  void open_base(const nlohmann::json& ref, const std::string& meta_path);
   std::string dir_;
   nlohmann::json common_;
   std::unique_ptr<Impl> impl_;
+  std::optional<BaseRef> base_ref_;
+  std::unique_ptr<CheckpointReader> base_;
 };
 
 }  // namespace recipe::ckpt

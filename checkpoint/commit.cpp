@@ -244,6 +244,7 @@ void commit(const std::string& staging_dir, const std::string& final_dir, const 
                              {"world_size", options.world_size},
                              {"files", std::move(files)},
                              {"tensors", std::move(tensors_json)}};
+  if (!options.base.path.empty()) metadata["base"] = {{"path", options.base.path}, {"hash", options.base.hash}};
 
   remove_strays(staging, options.world_size);
   io::write_file_atomic((staging / "common.json").string(),

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -48,6 +49,13 @@ void copy_converted(const char* src, DType src_dtype, char* dst, DType dst_dtype
       std::memcpy(dst + 4 * i, &u, 4);
     }
   }
+}
+
+// checkpoint_hash of a metadata.json's bytes.
+std::string hash_of_metadata(const std::string& bytes) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "crc32:%08x:%zu", crc32_of(bytes.data(), bytes.size()), bytes.size());
+  return buf;
 }
 
 // Row-major strides (in elements) of a box's sizes.
@@ -251,6 +259,44 @@ CheckpointReader::CheckpointReader(const std::string& checkpoint_dir)
     for (const auto& c : t.chunks) per_file[c.file].emplace_back(&t.info, &c.rec);
   for (size_t i = 0; i < impl_->files.size(); ++i)
     validate_shard(impl_->files[i].path, impl_->files[i].size, per_file[i]);
+
+  if (meta.contains("base")) open_base(meta.at("base"), meta_path);
+}
+
+void CheckpointReader::open_base(const nlohmann::json& j, const std::string& meta_path) {
+  const std::string where = meta_path + ": \"base\"";
+  BaseRef ref{json_field<std::string>(j, "path", where), json_field<std::string>(j, "hash", where)};
+  const std::string fix =
+      ": restore that checkpoint (the one this fine-tune started from), or, if the base was "
+      "deliberately replaced, start the fine-tune again from the new one; a merged checkpoint "
+      "(recipe ckpt merge) needs no base";
+  std::error_code ec;
+  if (!fs::exists(fs::path(ref.path) / "metadata.json", ec))
+    throw CheckpointError(
+        dir_ + " holds only adapters; its base weights are in " + ref.path + ", which " +
+        (fs::exists(ref.path, ec) ? "is not a complete checkpoint (no metadata.json)" : "does not exist") + fix);
+  const std::string base_meta_path = (fs::path(ref.path) / "metadata.json").string();
+  const std::string base_meta = io::read_file(base_meta_path);
+  const std::string now = hash_of_metadata(base_meta);
+  if (now != ref.hash)
+    throw CheckpointError(dir_ + " holds only adapters; its base " + ref.path + " has changed since they were saved " +
+                          "(content hash " + ref.hash + " then, " + now + " now: another checkpoint was saved there)" +
+                          fix);
+  // One level only: recipe always refers to the checkpoint that holds the base weights, so a chain
+  // (or a cycle) is a hand-edited metadata.json.
+  try {
+    if (nlohmann::json::parse(base_meta).contains("base"))
+      throw CheckpointError(base_meta_path + " refers to a base itself; " + dir_ +
+                            " must refer to the checkpoint that holds its base weights");
+  } catch (const nlohmann::json::exception& e) {
+    throw CheckpointError(base_meta_path + ": does not parse: " + e.what());
+  }
+  base_ = std::make_unique<CheckpointReader>(ref.path);
+  base_ref_ = std::move(ref);
+}
+
+std::string checkpoint_hash(const std::string& checkpoint_dir) {
+  return hash_of_metadata(io::read_file((fs::path(checkpoint_dir) / "metadata.json").string()));
 }
 
 CheckpointReader::~CheckpointReader() = default;
@@ -270,11 +316,15 @@ std::vector<TensorInfo> CheckpointReader::tensors() const {
 
 const TensorInfo* CheckpointReader::find(const std::string& name) const {
   auto it = impl_->tensors.find(name);
-  return it == impl_->tensors.end() ? nullptr : &it->second.info;
+  if (it != impl_->tensors.end()) return &it->second.info;
+  return base_ ? base_->find(name) : nullptr;
 }
+
+bool CheckpointReader::holds(const std::string& name) const { return impl_->tensors.count(name) > 0; }
 
 void CheckpointReader::read(const std::string& name, const Box& region, DType dst_dtype, void* dst) const {
   auto it = impl_->tensors.find(name);
+  if (it == impl_->tensors.end() && base_ && base_->find(name)) return base_->read(name, region, dst_dtype, dst);
   if (it == impl_->tensors.end())
     throw CheckpointError(dir_ + ": has no tensor \"" + name + "\" (it holds " + std::to_string(impl_->tensors.size()) +
                           " tensors)");

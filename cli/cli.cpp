@@ -22,6 +22,7 @@ constexpr const char* kDescription =
     "  recipe pretrain gpt_tiny --device cpu --max-steps 20\n"
     "  recipe pretrain llama3_8b parallelism.tp=2 --nodes 4 --gpus-per-node 8 --dry-run\n"
     "  recipe validate llama3_70b --nodes 8 --gpus-per-node 8\n"
+    "  recipe generate experiments/gpt_tiny/run-1 --prompt \"Once upon a time\"\n"
     "  recipe show gpt3_345m --format lua\n";
 
 std::string footer() {
@@ -146,6 +147,9 @@ int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   CkptArgs ckpt_args;  // `recipe ckpt ...` (cli/verb_ckpt.cpp)
   add_ckpt_verb(app, ckpt_args);
 
+  GenerateArgs generate_args;  // `recipe generate ...` (cli/verb_generate.cpp)
+  add_generate_verb(app, generate_args);
+
   CLI::App* version = app.add_subcommand("version", "Print version, build features (CUDA, cuDNN) and GPU");
 
   std::string keys_format = "text";
@@ -188,6 +192,10 @@ int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err) {
                            err);
       return run_ckpt(ckpt_args, out, err);
     }
+    if (*generate_args.cmd) {
+      generate_args.prompt_given = generate_args.prompt_opt->count() > 0;
+      return run_generate(generate_args, out, err);
+    }
     if (*list) return run_list(out, err);
     if (*show) {
       if (auto bad = bad_override(show_flags))
@@ -209,8 +217,8 @@ int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err) {
     return kExitRuntime;
   }
   err << app.help();
-  err << "error: a verb is required (pretrain, finetune, list, show, validate, keys, data prepare, runs, ckpt, "
-         "version)\n";
+  err << "error: a verb is required (pretrain, finetune, generate, list, show, validate, keys, data prepare, runs, "
+         "ckpt, version)\n";
   return kExitUsage;
 }
 

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -39,6 +40,21 @@ bool mentions_suggestion(const std::string& message) {
   return lower.find("did you mean") != std::string::npos;
 }
 
+// A whole number ≥ `min`, said in the flag's words: CLI11's PositiveNumber says "Value 0 not in
+// range 0.000000 to 1797693...", which names neither the flag nor the bound.
+CLI::Validator at_least(int min) {
+  return CLI::Validator(
+      [min](std::string& text) -> std::string {
+        long long v = 0;
+        const auto res = std::from_chars(text.data(), text.data() + text.size(), v);
+        if (res.ec != std::errc() || res.ptr != text.data() + text.size())
+          return "must be a whole number ≥ " + std::to_string(min) + ", got '" + text + "'";
+        if (v < min) return "must be ≥ " + std::to_string(min) + ", got " + text;
+        return "";
+      },
+      "INT≥" + std::to_string(min));
+}
+
 }  // namespace
 
 void add_plan_flags(CLI::App& cmd, PlanFlags& f) {
@@ -46,25 +62,24 @@ void add_plan_flags(CLI::App& cmd, PlanFlags& f) {
   cmd.add_option("overrides", f.overrides,
                  "Recipe key overrides: key=value, key+=value, key-=, key*=, key/= (e.g. parallelism.tp=2)");
   auto map = [&](CLI::Option* opt, const std::string& key) { f.mapped.push_back({opt, key}); };
-  map(cmd.add_option("--max-steps", f.max_steps, "trainer.max_steps")->check(CLI::PositiveNumber), "trainer.max_steps");
-  map(cmd.add_option("--tp", f.tp, "parallelism.tp (tensor parallel size)")->check(CLI::PositiveNumber),
-      "parallelism.tp");
-  map(cmd.add_option("--pp", f.pp, "parallelism.pp (pipeline stages)")->check(CLI::PositiveNumber), "parallelism.pp");
-  map(cmd.add_option("--micro-batch", f.micro_batch, "trainer.micro_batch_size")->check(CLI::PositiveNumber),
+  map(cmd.add_option("--max-steps", f.max_steps, "trainer.max_steps")->check(at_least(1)), "trainer.max_steps");
+  map(cmd.add_option("--tp", f.tp, "parallelism.tp (tensor parallel size)")->check(at_least(1)), "parallelism.tp");
+  map(cmd.add_option("--pp", f.pp, "parallelism.pp (pipeline stages)")->check(at_least(1)), "parallelism.pp");
+  map(cmd.add_option("--micro-batch", f.micro_batch, "trainer.micro_batch_size")->check(at_least(1)),
       "trainer.micro_batch_size");
-  map(cmd.add_option("--global-batch", f.global_batch, "trainer.global_batch_size")->check(CLI::PositiveNumber),
+  map(cmd.add_option("--global-batch", f.global_batch, "trainer.global_batch_size")->check(at_least(1)),
       "trainer.global_batch_size");
-  map(cmd.add_option("--seq-len", f.seq_len, "model.seq_length")->check(CLI::PositiveNumber), "model.seq_length");
+  map(cmd.add_option("--seq-len", f.seq_len, "model.seq_length")->check(at_least(1)), "model.seq_length");
   map(cmd.add_option("--device", f.device, "trainer.device: cpu, cuda or auto (GPU when one is visible)")
           ->check(CLI::IsMember({"cpu", "cuda", "auto"})),
       "trainer.device");
   map(cmd.add_option("--executor", f.executor, "executor.kind: local, mpi or slurm")
           ->check(CLI::IsMember({"local", "mpi", "slurm"})),
       "executor.kind");
-  f.nodes_opt = cmd.add_option("--nodes", f.nodes, "executor.nodes")->check(CLI::PositiveNumber);
+  f.nodes_opt = cmd.add_option("--nodes", f.nodes, "executor.nodes")->check(at_least(1));
   map(f.nodes_opt, "executor.nodes");
-  f.gpus_opt = cmd.add_option("--gpus-per-node", f.gpus_per_node, "executor.gpus_per_node (0 = CPU ranks)")
-                   ->check(CLI::NonNegativeNumber);
+  f.gpus_opt =
+      cmd.add_option("--gpus-per-node", f.gpus_per_node, "executor.gpus_per_node (0 = CPU ranks)")->check(at_least(0));
   map(f.gpus_opt, "executor.gpus_per_node");
   map(cmd.add_option("--gpu-model", f.gpu_model, "executor.gpu_model, e.g. H100-80GB"), "executor.gpu_model");
   map(cmd.add_option("--device-memory", f.device_memory, "executor.device_memory, e.g. 80GiB"),

@@ -1,5 +1,7 @@
-// `recipe ckpt info | export | import`: look into a checkpoint and convert it to and from Hugging
-// Face model directories (core/hf_convert.hpp).
+// `recipe ckpt info | export | import | merge`: look into a checkpoint, convert it to and from
+// Hugging Face model directories (checkpoint/hf/hf_convert.hpp, a LoRA checkpoint's adapters as a
+// PEFT adapter: hf_peft.hpp) and merge a LoRA checkpoint's adapters into a full checkpoint
+// (lora_merge.hpp).
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -9,6 +11,8 @@
 #include "plan/exit_codes.hpp"
 #include "cli/verbs.hpp"
 #include "checkpoint/hf/hf_convert.hpp"
+#include "checkpoint/hf/hf_peft.hpp"
+#include "checkpoint/hf/lora_merge.hpp"
 #include "core/model/model_shape.hpp"
 
 namespace fs = std::filesystem;
@@ -28,22 +32,6 @@ std::string mib(uint64_t bytes) {
   else
     std::snprintf(b, sizeof(b), "%.1f MiB", double(bytes) / double(1 << 20));
   return b;
-}
-
-// What the user named → one complete checkpoint directory; "" after printing why not.
-std::string resolve_checkpoint(const std::string& path, std::ostream& err, int& code) {
-  if (!fs::exists(path)) {
-    err << "error: " << path << " does not exist: give a checkpoint (step-<N>/), a checkpoints directory or a run "
-        << "directory\n";
-    code = kExitUsage;
-    return "";
-  }
-  const std::string dir = ckpt::find_checkpoint(path);
-  if (dir.empty()) {
-    err << "error: " << path << " holds no checkpoint yet (no `latest` and no step-<N>/ with metadata.json)\n";
-    code = kExitUsage;
-  }
-  return dir;
 }
 
 // The plan --recipe and the overrides describe; nullopt after printing the problem. Violations
@@ -66,13 +54,9 @@ std::optional<plan::Plan> recipe_plan(const CkptArgs& a, std::ostream& err) {
   return loaded->resolved.plan;
 }
 
-// The model of a checkpoint: --recipe when given, else the plan.toml saved beside its shards.
-std::optional<core::ModelShape> checkpoint_model(const CkptArgs& a, const std::string& dir, std::ostream& err) {
-  if (!a.recipe.empty()) {
-    auto plan = recipe_plan(a, err);
-    if (!plan) return std::nullopt;
-    return core::model_shape(*plan);
-  }
+// The plan of a checkpoint's model: --recipe when given, else the plan.toml saved beside its shards.
+std::optional<plan::Plan> checkpoint_plan(const CkptArgs& a, const std::string& dir, std::ostream& err) {
+  if (!a.recipe.empty()) return recipe_plan(a, err);
   const fs::path plan_toml = fs::path(dir) / "plan.toml";
   const std::string fix = "give the recipe it was trained with: --recipe <preset or file> [key=value ...]";
   if (!fs::exists(plan_toml) || fs::file_size(plan_toml) == 0) {
@@ -83,7 +67,9 @@ std::optional<core::ModelShape> checkpoint_model(const CkptArgs& a, const std::s
     dsl::ExecutorFacts facts;
     facts.planning = true;
     const dsl::ConfigTree tree = dsl::load_recipe(plan_toml.string());
-    return core::model_shape(dsl::resolve(tree, facts).plan);
+    plan::Plan plan = dsl::resolve(tree, facts).plan;
+    core::model_shape(plan);  // throws when the plan does not describe a model
+    return plan;
   } catch (const std::exception& e) {
     err << "error: " << plan_toml.string() << " does not describe a model (" << e.what() << "): " << fix << "\n";
     return std::nullopt;
@@ -125,6 +111,10 @@ int run_info(const CkptArgs& a, std::ostream& out, std::ostream& err) {
                       std::to_string(m.value("hidden", 0)) + ", vocab " + std::to_string(m.value("vocab_size", 0)) +
                       " (padded " + std::to_string(m.value("padded_vocab", 0)) + ")");
   }
+  if (const ckpt::BaseRef* b = reader.base_ref()) {
+    line("base", b->path + " (content hash " + b->hash + ", checked)");
+    line("", "adapter-only: this directory holds the LoRA adapters and their optimizer state, the base the rest");
+  }
   int weights = 0, moments = 0;
   int64_t params = 0;
   for (const ckpt::TensorInfo& t : reader.tensors()) {
@@ -157,27 +147,91 @@ int run_info(const CkptArgs& a, std::ostream& out, std::ostream& err) {
   return kExitOk;
 }
 
+int run_export_peft(const std::string& dir, const plan::Plan& plan, const core::ModelShape& shape, const CkptArgs& a,
+                    std::ostream& out, std::ostream& err) {
+  if (!shape.lora()) {
+    err << "error: " << dir << " is not a LoRA checkpoint (peft.kind=\"none\" in its plan): --format hf-peft "
+        << "exports adapters; use --format hf for the model\n";
+    return kExitUsage;
+  }
+  core::hf::PeftExportOptions o;
+  o.out_dir = a.output;
+  o.dtype = a.dtype == "bf16" ? ckpt::DType::bf16 : ckpt::DType::f32;
+  const core::hf::PeftExportResult r = core::hf::export_peft(dir, shape, plan.peft, o);
+  std::string targets;
+  for (const std::string& t : r.target_modules) targets += (targets.empty() ? "" : ", ") + t;
+  out << "exported the LoRA adapters of " << dir << " → " << r.out_dir << " (PEFT, r=" << plan.peft.rank
+      << ", lora_alpha=" << plan.peft.alpha << (plan.peft.use_rslora ? ", rsLoRA" : "") << ", " << targets << "; "
+      << r.tensors << " tensors, " << a.dtype << ", " << mib(r.bytes) << ")\n";
+  for (const std::string& f : r.files) out << "  " << f << "\n";
+  out << "load it with: PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(<base>), \"" << r.out_dir
+      << "\"), where <base> is `recipe ckpt export " << a.path << " --format hf -o <base>` (the base model)\n";
+  return kExitOk;
+}
+
 int run_export(const CkptArgs& a, std::ostream& out, std::ostream& err) {
   int code = kExitOk;
   const std::string dir = resolve_checkpoint(a.path, err, code);
   if (dir.empty()) return code;
-  const auto shape = checkpoint_model(a, dir, err);
-  if (!shape) return kExitInvalidRecipe;
-  core::hf::ExportOptions o;
-  o.out_dir = a.output;
-  o.dtype = a.dtype == "bf16" ? ckpt::DType::bf16 : ckpt::DType::f32;
+  if (a.merge && a.format != "hf") {
+    err << "error: --merge folds the adapters into the weights of --format hf; --format " << a.format
+        << " exports the adapters themselves\n";
+    return kExitUsage;
+  }
+  const auto plan = checkpoint_plan(a, dir, err);
+  if (!plan) return kExitInvalidRecipe;
+  const core::ModelShape shape = core::model_shape(*plan);
   try {
-    core::hf::family_of(*shape);
+    core::hf::family_of(shape);
   } catch (const std::invalid_argument& e) {
     err << "error: cannot export " << dir << ": " << e.what() << "\n";
     return kExitInvalidRecipe;
   }
-  const core::hf::ExportResult r = core::hf::export_checkpoint(dir, *shape, o);
+  if (a.format == "hf-peft") return run_export_peft(dir, *plan, shape, a, out, err);
+  if (a.merge && !shape.lora()) {
+    err << "error: --merge: " << dir << " is not a LoRA checkpoint (peft.kind=\"none\" in its plan): export it "
+        << "without --merge\n";
+    return kExitUsage;
+  }
+  core::hf::ExportOptions o;
+  o.out_dir = a.output;
+  o.dtype = a.dtype == "bf16" ? ckpt::DType::bf16 : ckpt::DType::f32;
+  o.merge_lora = a.merge;
+  const core::hf::ExportResult r = core::hf::export_checkpoint(dir, shape, o);
   out << "exported " << dir << " → " << r.out_dir << " (" << r.model_type << ", " << r.tensors << " tensors, "
-      << a.dtype << ", " << mib(r.bytes) << ")\n";
+      << a.dtype << (a.merge ? ", LoRA adapters merged" : "") << ", " << mib(r.bytes) << ")\n";
   for (const std::string& f : r.files) out << "  " << f << "\n";
+  if (r.adapters_left_out)
+    out << "note: this is the base model of a LoRA fine-tune, without its adapters: add --merge for the fine-tuned "
+           "model, or export the adapters with --format hf-peft\n";
   out << "load it with: AutoModelForCausalLM.from_pretrained(\"" << r.out_dir
       << "\")  (the tokenizer is not part of a checkpoint: save yours beside it)\n";
+  return kExitOk;
+}
+
+int run_merge(const CkptArgs& a, std::ostream& out, std::ostream& err) {
+  int code = kExitOk;
+  const std::string dir = resolve_checkpoint(a.path, err, code);
+  if (dir.empty()) return code;
+  auto plan = checkpoint_plan(a, dir, err);
+  if (!plan) return kExitInvalidRecipe;
+  const core::ModelShape shape = core::model_shape(*plan);
+  if (!shape.lora()) {
+    err << "error: " << dir << " is not a LoRA checkpoint (peft.kind=\"none\" in its plan): it is a full "
+        << "checkpoint already\n";
+    return kExitUsage;
+  }
+  // The merged model's plan: the same model without adapters.
+  plan::Plan merged = *plan;
+  merged.peft = plan::PeftConfig{};
+  core::lora::MergeOptions o;
+  o.checkpoints_dir = a.output;
+  o.plan_toml = dsl::to_toml(merged);
+  const core::lora::MergeResult r = core::lora::merge_checkpoint(dir, shape, o);
+  out << "merged the LoRA adapters of " << dir << " into their base weights (" << r.merged << " of " << r.tensors
+      << " tensors: W + s·B·A, s=" << shape.lora_scale << ") → " << r.checkpoint_dir << "\n"
+      << "a full checkpoint without adapters: load it with checkpoint.load=" << fs::absolute(a.output).string()
+      << " and peft.kind=\"none\", or export it with `recipe ckpt export " << a.output << " --format hf`\n";
   return kExitOk;
 }
 
@@ -217,8 +271,24 @@ int run_import(const CkptArgs& a, std::ostream& out, std::ostream& err) {
 
 }  // namespace
 
+std::string resolve_checkpoint(const std::string& path, std::ostream& err, int& code) {
+  if (!fs::exists(path)) {
+    err << "error: " << path << " does not exist: give a checkpoint (step-<N>/), a checkpoints directory or a run "
+        << "directory\n";
+    code = kExitUsage;
+    return "";
+  }
+  const std::string dir = ckpt::find_checkpoint(path);
+  if (dir.empty()) {
+    err << "error: " << path << " holds no checkpoint yet (no `latest` and no step-<N>/ with metadata.json)\n";
+    code = kExitUsage;
+  }
+  return dir;
+}
+
 CLI::App* add_ckpt_verb(CLI::App& app, CkptArgs& a) {
-  a.cmd = app.add_subcommand("ckpt", "Inspect checkpoints; export to / import from Hugging Face transformers");
+  a.cmd =
+      app.add_subcommand("ckpt", "Inspect checkpoints; export to / import from Hugging Face transformers; merge LoRA");
   a.cmd->require_subcommand(1);
   a.info = a.cmd->add_subcommand("info", "Step, saved layout, model, tensors and files of a checkpoint");
   a.info->add_option("path", a.path, "A checkpoint (step-<N>/), checkpoints directory or run directory")->required();
@@ -229,7 +299,14 @@ CLI::App* add_ckpt_verb(CLI::App& app, CkptArgs& a) {
       ->required();
   a.export_cmd->add_option("overrides", a.overrides, "key=value overrides of --recipe");
   a.export_cmd->add_option("-o,--output", a.output, "Output directory (new, or an earlier export)")->required();
-  a.export_cmd->add_option("--format", a.format, "hf (Hugging Face transformers)")->check(CLI::IsMember({"hf"}));
+  a.export_cmd
+      ->add_option("--format", a.format,
+                   "hf (Hugging Face transformers) or hf-peft (a LoRA checkpoint's adapters for PEFT: "
+                   "adapter_config.json + adapter_model.safetensors)")
+      ->check(CLI::IsMember({"hf", "hf-peft"}));
+  a.export_cmd->add_flag("--merge", a.merge,
+                         "With --format hf, a LoRA checkpoint's adapters merged into the weights (W + s·B·A); "
+                         "without it, its base model");
   a.export_cmd->add_option("--dtype", a.dtype, "f32 (exact, default) or bf16")->check(CLI::IsMember({"f32", "bf16"}));
   a.export_cmd->add_option("--recipe", a.recipe,
                            "The model's recipe, when the checkpoint's plan.toml does not describe it");
@@ -246,7 +323,15 @@ CLI::App* add_ckpt_verb(CLI::App& app, CkptArgs& a) {
                    "Preset or recipe file of the model (its shape is checked "
                    "against config.json)")
       ->required();
-  for (CLI::App* c : {a.info, a.export_cmd, a.import_cmd}) c->footer(kExitCodeHelp);
+  a.merge_cmd = a.cmd->add_subcommand(
+      "merge", "Write a full checkpoint of a LoRA checkpoint's model with the adapters merged (W + s·B·A)");
+  a.merge_cmd->add_option("path", a.path, "A LoRA checkpoint (step-<N>/), checkpoints directory or run directory")
+      ->required();
+  a.merge_cmd->add_option("overrides", a.overrides, "key=value overrides of --recipe");
+  a.merge_cmd->add_option("-o,--output", a.output, "Checkpoints directory to create (step-0/ and latest)")->required();
+  a.merge_cmd->add_option("--recipe", a.recipe,
+                          "The model's recipe, when the checkpoint's plan.toml does not describe it");
+  for (CLI::App* c : {a.info, a.export_cmd, a.import_cmd, a.merge_cmd}) c->footer(kExitCodeHelp);
   return a.cmd;
 }
 
@@ -255,6 +340,7 @@ int run_ckpt(const CkptArgs& a, std::ostream& out, std::ostream& err) {
     if (*a.info) return run_info(a, out, err);
     if (*a.export_cmd) return run_export(a, out, err);
     if (*a.import_cmd) return run_import(a, out, err);
+    if (*a.merge_cmd) return run_merge(a, out, err);
   } catch (const std::invalid_argument& e) {
     err << "error: " << e.what() << "\n";
     return kExitInvalidRecipe;
@@ -262,7 +348,7 @@ int run_ckpt(const CkptArgs& a, std::ostream& out, std::ostream& err) {
     err << "error: " << e.what() << "\n";
     return kExitRuntime;
   }
-  err << "error: `recipe ckpt` needs a subcommand: info, export or import\n";
+  err << "error: `recipe ckpt` needs a subcommand: info, export, import or merge\n";
   return kExitUsage;
 }
 

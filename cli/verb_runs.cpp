@@ -40,7 +40,12 @@ std::string pad(const std::string& s, size_t width) {
   return s.size() >= width ? s + " " : s + std::string(width - s.size(), ' ');
 }
 
-bool pid_alive(long pid) { return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM); }
+// A local run that status.json calls created or running, whose launcher process is gone (killed
+// with -9, the host rebooted): nothing will ever finish it, so it is shown as failed.
+bool launcher_vanished(const exec::RunSummary& s) {
+  return s.slurm_job_id.empty() && (s.status.state == "running" || s.status.state == "created") &&
+         !exec::launcher_alive(s.status);
+}
 
 // The state to show: Slurm's view for slurm runs (status.json is updated when Slurm says the job
 // ended but the file still says queued/running); for local runs, a "running" run whose launcher
@@ -75,8 +80,11 @@ LiveState live_state(const exec::RunSummary& s) {
     live.state = slurm_final ? mapped : (mapped.empty() ? s.status.state : mapped);
     return live;
   }
-  if (s.status.state == "running" && !pid_alive(s.status.pid))
-    live.detail = "launcher pid " + std::to_string(s.status.pid) + " is gone: the run was killed or the host rebooted";
+  if (launcher_vanished(s)) {
+    live.state = "failed";
+    live.detail = "status.json says " + s.status.state + " but launcher pid " + std::to_string(s.status.pid) +
+                  " is gone: the run was killed or the host rebooted";
+  }
   return live;
 }
 
@@ -89,8 +97,9 @@ int cmd_list(const RunsArgs& a, std::ostream& out) {
   out << pad("NAME", 20) << pad("RUN", 9) << pad("STATUS", 12) << pad("STEPS", 7) << pad("LOSS", 9) << pad("TOK/S", 9)
       << "EXECUTOR\n";
   for (const auto& r : runs) {
-    out << pad(r.name, 20) << pad(r.id, 9) << pad(r.status.state, 12) << pad(std::to_string(r.steps), 7)
-        << pad(num(r.last_loss), 9) << pad(r.tokens_per_sec ? exec::human_count(*r.tokens_per_sec) : "-", 9)
+    out << pad(r.name, 20) << pad(r.id, 9) << pad(launcher_vanished(r) ? "failed" : r.status.state, 12)
+        << pad(std::to_string(r.steps), 7) << pad(num(r.last_loss), 9)
+        << pad(r.tokens_per_sec ? exec::human_count(*r.tokens_per_sec) : "-", 9)
         << (r.executor.empty() ? "-" : r.executor) << (r.slurm_job_id.empty() ? "" : " (job " + r.slurm_job_id + ")")
         << "\n";
   }
@@ -279,8 +288,7 @@ int cmd_logs(const RunsArgs& a, const std::string& run, std::ostream& out) {
     print_new(true);
     exec::RunSummary s = exec::summarize_run(run);
     std::string st = live_state(s).state;
-    if (st == "completed" || st == "failed" || st == "interrupted" ||
-        (st == "running" && s.slurm_job_id.empty() && !pid_alive(s.status.pid))) {
+    if (st == "completed" || st == "failed" || st == "interrupted" || launcher_vanished(s)) {
       print_new(true);
       return kExitOk;
     }
@@ -302,7 +310,7 @@ int cmd_cancel(const std::string& run, std::ostream& out, std::ostream& err) {
     err << "error: " << s.name << "/" << s.id << " is " << s.status.state << ", not running: nothing to cancel\n";
     return kExitUsage;
   }
-  if (!pid_alive(s.status.pid)) {
+  if (!exec::launcher_alive(s.status)) {  // never signal a pid the system has since given to another process
     err << "error: the launcher of " << s.name << "/" << s.id << " (pid " << s.status.pid << ") is no longer running\n";
     return kExitRuntime;
   }
@@ -388,7 +396,14 @@ int run_runs(const RunsArgs& a, std::ostream& out, std::ostream& err) {
   if (*a.cancel) return cmd_cancel(runs[0], out, err);
   if (*a.resume) {
     const exec::RunSummary s = exec::summarize_run(runs[0]);
-    if ((s.status.state == "running" && pid_alive(s.status.pid)) || s.status.state == "queued" ||
+    if (s.status.state == "completed") {
+      // Finished: nothing to resume, and its status.json (the record of how it ended) stays as it is.
+      out << s.name << "/" << s.id << " completed" << (s.status.end_time.empty() ? "" : " at " + s.status.end_time)
+          << " after " << s.status.steps << " steps: nothing to resume (raise trainer.max_steps in a new run to "
+          << "train further)\n";
+      return kExitOk;
+    }
+    if ((s.status.state == "running" && exec::launcher_alive(s.status)) || s.status.state == "queued" ||
         (s.status.state == "running" && !s.slurm_job_id.empty())) {
       err << "error: " << s.name << "/" << s.id << " is " << s.status.state << ": resume it once it has stopped\n";
       return kExitUsage;

@@ -31,14 +31,15 @@ int run_data_prepare(const data::PrepareOptions& opts, std::ostream& out, std::o
 
 // `recipe ckpt info|export|import` (cli/verb_ckpt.cpp).
 struct CkptArgs {
-  std::string path;    // info/export: checkpoint, checkpoints dir or run dir; import: HF dir
-  std::string output;  // export: HF directory; import: checkpoints directory
-  std::string format = "hf";
+  std::string path;                    // info/export/merge: checkpoint, checkpoints dir or run dir; import: HF dir
+  std::string output;                  // export: HF directory; import, merge: checkpoints directory
+  std::string format = "hf";           // export: hf | hf-peft; import: hf
+  bool merge = false;                  // export --format hf of a LoRA checkpoint: W + s·B·A
   std::string dtype = "f32";           // export: f32 | bf16
-  std::string recipe;                  // import (required) / export (when plan.toml does not describe the model)
+  std::string recipe;                  // import (required) / export, merge (when plan.toml does not describe the model)
   std::vector<std::string> overrides;  // key=value, applied to --recipe
   CLI::App* cmd = nullptr;
-  CLI::App *info = nullptr, *export_cmd = nullptr, *import_cmd = nullptr;
+  CLI::App *info = nullptr, *export_cmd = nullptr, *import_cmd = nullptr, *merge_cmd = nullptr;
 };
 
 // Adds the `ckpt` verb and its subcommands to `app`, bound to `args`.
@@ -48,6 +49,32 @@ CLI::App* add_ckpt_verb(CLI::App& app, CkptArgs& args);
 // describe the model (config.json mismatch, no HF equivalent), 2 usage (no such path), 3 the
 // conversion failed (broken or mismatched checkpoint / HF files, I/O).
 int run_ckpt(const CkptArgs& args, std::ostream& out, std::ostream& err);
+
+// What the user named (a checkpoint step-<N>/, a checkpoints directory or a run directory) → one
+// complete checkpoint directory; "" after printing why not, with `code` set to the exit code.
+// Throws ckpt::CheckpointError for a broken one.
+std::string resolve_checkpoint(const std::string& path, std::ostream& err, int& code);
+
+// `recipe generate` (cli/verb_generate.cpp).
+struct GenerateArgs {
+  std::string path;                    // checkpoint, checkpoints dir or run dir
+  std::vector<std::string> overrides;  // key=value on the checkpoint's plan (e.g. data.tokenizer=byte)
+  std::string prompt, messages_file;
+  bool prompt_given = false;
+  int max_new_tokens = -1;  // -1: 128, or fewer when the model's positions end sooner
+  double temperature = 0.0, top_p = 1.0;
+  int top_k = 0;
+  uint64_t seed = 0;
+  std::string device = "auto";
+  std::string tokenizer, tokenizer_model, vocab_file, merges_file, eod_token, chat_template;
+  CLI::App* cmd = nullptr;
+  CLI::Option* prompt_opt = nullptr;
+};
+CLI::App* add_generate_verb(CLI::App& app, GenerateArgs& args);
+// Exit codes: 0 ok, 1 the checkpoint's plan (with the overrides) does not describe a model and
+// tokenizer, 2 usage (no checkpoint there, bad flags, prompt too long), 3 loading or generating
+// failed, 4 --device cuda without a usable GPU.
+int run_generate(const GenerateArgs& args, std::ostream& out, std::ostream& err);
 
 // "0.1.0" (the CMake project version).
 std::string version_string();

@@ -3,28 +3,40 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <string>
 
 namespace recipe::dsl {
 
 namespace {
 
-// One way a catalog entry is recognised: the normalized name contains `family` and, when set,
-// `tag` (the memory size that tells two variants of one family apart).
+// One way a catalog entry is recognised: a word of the name is `family` (or two adjacent words
+// spell it: "6000 Ada") and, when set, a later word contains `tag` (the memory size or form factor
+// that tells two variants of one family apart).
 struct Pattern {
   std::string family;
   std::string tag;
   std::size_t spec;  // index into gpu_catalog()
 };
 
-// Upper-case, alphanumerics only, without the vendor prefix: "NVIDIA H100 80GB HBM3" → "H10080GBHBM3".
-std::string normalize(std::string_view s) {
-  std::string out;
-  for (char c : s)
+// Upper-case words split at anything but letters and digits: "NVIDIA H100 80GB HBM3" →
+// NVIDIA, H100, 80GB, HBM3.
+std::vector<std::string> words(std::string_view s) {
+  std::vector<std::string> out(1);
+  for (char c : s) {
     if (std::isalnum(static_cast<unsigned char>(c)))
-      out += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  for (const char* prefix : {"NVIDIA", "GEFORCE", "TESLA"})
-    if (out.rfind(prefix, 0) == 0) out.erase(0, std::string_view(prefix).size());
+      out.back() += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    else if (!out.back().empty())
+      out.emplace_back();
+  }
+  if (out.back().empty()) out.pop_back();
   return out;
+}
+
+// `word` names `family`: equal, or a suffix that is no further model number ("H100SXM" is an
+// H100; "H1000" and "H200" are not, nor is "L40" an "L4").
+bool names_family(const std::string& word, const std::string& family) {
+  if (word.compare(0, family.size(), family) != 0) return false;
+  return word.size() == family.size() || !std::isdigit(static_cast<unsigned char>(word[family.size()]));
 }
 
 }  // namespace
@@ -66,14 +78,23 @@ std::optional<GpuSpec> find_gpu(std::string_view model_or_device_name) {
       {"L40", "", 10},   {"L4", "", 11},   {"A10G", "", 12},  {"A10", "", 13},    {"6000ADA", "", 15},
       {"A6000", "", 14}, {"4090", "", 16}, {"3090", "", 17},  {"V100", "32", 18}, {"V100", "", 19},
   };
-  const std::string name = normalize(model_or_device_name);
-  if (name.empty()) return std::nullopt;
+  const std::vector<std::string> w = words(model_or_device_name);
   for (const auto& p : patterns) {
-    const auto at = name.find(p.family);
-    if (at == std::string::npos) continue;
-    const std::size_t end = at + p.family.size();
-    if (!p.tag.empty() && name.find(p.tag, end) == std::string::npos) continue;
-    return gpu_catalog()[p.spec];
+    for (std::size_t i = 0; i < w.size(); ++i) {
+      // The family in one word, or in this word and the next ("6000 ADA").
+      std::size_t after = 0;
+      if (names_family(w[i], p.family))
+        after = i + 1;
+      else if (i + 1 < w.size() && names_family(w[i] + w[i + 1], p.family))
+        after = i + 2;
+      else
+        continue;
+      bool tagged = p.tag.empty();
+      // The tag may follow in the family's own word ("A100-80GB" is one word in "A10080GB" form too).
+      if (!tagged && w[after - 1].find(p.tag, p.family.size()) != std::string::npos) tagged = true;
+      for (std::size_t j = after; j < w.size() && !tagged; ++j) tagged = w[j].find(p.tag) != std::string::npos;
+      if (tagged) return gpu_catalog()[p.spec];
+    }
   }
   return std::nullopt;
 }

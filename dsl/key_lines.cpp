@@ -1,5 +1,7 @@
 #include "dsl/key_lines.hpp"
 
+#include <algorithm>
+#include <utility>
 #include <vector>
 
 namespace recipe::dsl::load_detail {
@@ -24,52 +26,75 @@ std::vector<std::string_view> code_lines(std::string_view source) {
   return lines;
 }
 
-// Column just past `key` where the line assigns it (`key =` or `["key"] =`), searching from `col`.
-std::size_t find_assignment(std::string_view line, std::size_t col, std::string_view key) {
-  for (std::size_t at = line.find(key, col); at != std::string_view::npos; at = line.find(key, at + 1)) {
-    std::size_t end = at + key.size();
-    bool bracketed = at >= 2 && (line[at - 1] == '"' || line[at - 1] == '\'') && line[at - 2] == '[' &&
-                     end + 1 < line.size() && line[end] == line[at - 1] && line[end + 1] == ']';
-    if (bracketed)
-      end += 2;
-    else if ((at > 0 && is_ident_char(line[at - 1])) || (end < line.size() && is_ident_char(line[end])))
-      continue;
-    std::size_t eq = end;
-    while (eq < line.size() && (line[eq] == ' ' || line[eq] == '\t')) ++eq;
-    if (eq < line.size() && line[eq] == '=' && (eq + 1 >= line.size() || line[eq + 1] != '=')) return eq + 1;
+}  // namespace
+
+KeyLines::KeyLines(std::string_view source) {
+  const auto lines = code_lines(source);
+  for (std::size_t row = 0; row < lines.size(); ++row) {
+    const std::string_view line = lines[row];
+    std::size_t i = 0;
+    while (i < line.size()) {
+      // A key: a whole identifier, or a quoted name in brackets (["key"] or ['key']).
+      std::size_t at = 0, end = 0;
+      if (is_ident_char(line[i])) {
+        at = i;
+        end = i;
+        while (end < line.size() && is_ident_char(line[end])) ++end;
+        i = end;
+      } else if (line[i] == '[' && i + 1 < line.size() && (line[i + 1] == '"' || line[i + 1] == '\'')) {
+        const char quote = line[i + 1];
+        const std::size_t close = line.find(quote, i + 2);
+        if (close == std::string_view::npos || close + 1 >= line.size() || line[close + 1] != ']') {
+          i += 2;
+          continue;
+        }
+        at = i + 2;
+        end = close;
+        i = close + 2;
+      } else {
+        ++i;
+        continue;
+      }
+      std::size_t eq = i;
+      while (eq < line.size() && (line[eq] == ' ' || line[eq] == '\t')) ++eq;
+      if (eq < line.size() && line[eq] == '=' && (eq + 1 >= line.size() || line[eq + 1] != '='))
+        index_[std::string(line.substr(at, end - at))].push_back({static_cast<int>(row), at, eq + 1});
+    }
   }
-  return std::string_view::npos;
 }
 
-int search(const std::vector<std::string_view>& lines, int from_line, const std::string& dotted_path) {
-  std::size_t row = static_cast<std::size_t>(from_line > 0 ? from_line - 1 : 0);
+// Each part of the path is the first assignment of that key at or after where the previous part's
+// value starts (row, column), as the text reads.
+int KeyLines::search(int from_line, const std::string& dotted_path) const {
+  int row = from_line > 0 ? from_line - 1 : 0;
   std::size_t col = 0;
   std::size_t begin = 0;
   while (begin <= dotted_path.size()) {
     std::size_t dot = dotted_path.find('.', begin);
     if (dot == std::string::npos) dot = dotted_path.size();
-    std::string_view key(dotted_path.data() + begin, dot - begin);
-    bool found = false;
-    for (; row < lines.size(); ++row, col = 0) {
-      if (std::size_t next = find_assignment(lines[row], col, key); next != std::string_view::npos) {
-        col = next;
-        found = true;
-        break;
-      }
-    }
-    if (!found) return 0;
+    const auto it = index_.find(dotted_path.substr(begin, dot - begin));
+    if (it == index_.end()) return 0;
+    const auto& hits = it->second;
+    const auto hit = std::lower_bound(hits.begin(), hits.end(), std::make_pair(row, col),
+                                      [](const Assignment& a, const std::pair<int, std::size_t>& p) {
+                                        return a.row != p.first ? a.row < p.first : a.at < p.second;
+                                      });
+    if (hit == hits.end()) return 0;
+    row = hit->row;
+    col = hit->next;
     begin = dot + 1;
   }
-  return static_cast<int>(row) + 1;
+  return row + 1;
 }
 
-}  // namespace
+int KeyLines::find(int from_line, const std::string& dotted_path) const {
+  if (dotted_path.empty()) return 0;
+  if (int line = search(from_line, dotted_path); line > 0) return line;
+  return from_line > 1 ? search(1, dotted_path) : 0;
+}
 
 int find_key_line(std::string_view source, int from_line, const std::string& dotted_path) {
-  if (dotted_path.empty()) return 0;
-  auto lines = code_lines(source);
-  if (int line = search(lines, from_line, dotted_path); line > 0) return line;
-  return from_line > 1 ? search(lines, 1, dotted_path) : 0;
+  return KeyLines(source).find(from_line, dotted_path);
 }
 
 }  // namespace recipe::dsl::load_detail

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
 #include <map>
 
 #include "dsl/key_lines.hpp"
@@ -24,7 +25,14 @@ namespace recipe::dsl::load_detail {
 namespace {
 
 constexpr int kHookEvery = 1000;  // instructions between two calls of the counting hook
-constexpr int kMaxDepth = 32;
+constexpr int kMaxDepth = 32;     // Lua tables (below kMaxTreeDepth: a Lua recipe nests no deeper)
+
+// `s` with each invalid byte shown as U+FFFD, for a message that must not carry invalid UTF-8.
+std::string shown_utf8(const std::string& s) {
+  const std::string quoted =
+      Json(s.size() > 200 ? s.substr(0, 200) : s).dump(-1, ' ', false, Json::error_handler_t::replace);
+  return quoted + (s.size() > 200 ? "..." : "");
+}
 
 enum class Limit { none, memory, instructions };
 
@@ -82,7 +90,10 @@ void* sandbox_alloc(void* ud, void* ptr, std::size_t osize, std::size_t nsize) n
     return nullptr;
   }
   void* block = std::realloc(ptr, nsize);
-  if (block) s->used = s->used - old + nsize;
+  if (block)
+    s->used = s->used - old + nsize;
+  else if (s->hit == Limit::none)
+    s->hit = Limit::memory;  // the process bound (isolated_eval.hpp) was reached first
   return block;
 }
 
@@ -345,7 +356,10 @@ class Converter {
       case LUA_TSTRING: {
         std::size_t len = 0;
         const char* str = lua_tolstring(L_, idx, &len);
-        out = std::string(str, len);
+        std::string text(str, len);
+        if (!is_utf8(text))
+          return fail(path, "= " + shown_utf8(text) + " is not valid UTF-8 text (recipe strings are UTF-8)");
+        out = std::move(text);
         return true;
       }
       case LUA_TNUMBER:
@@ -389,8 +403,12 @@ class Converter {
         std::size_t len = 0;
         const char* name = lua_tolstring(L_, key, &len);
         std::string child(name, len);
+        if (!is_utf8(child)) {
+          fail(path, "has the key " + shown_utf8(child) + ", which is not valid UTF-8 text (keys are UTF-8)");
+          return pop_fail(2);
+        }
         if (!convert(value, join_path(path, child), depth + 1, converted)) return pop_fail(2);
-        object[child] = std::move(converted);
+        append_new_key(object, std::move(child), std::move(converted));  // a Lua table's keys are unique
       } else if (lua_type(L_, key) == LUA_TNUMBER && lua_isinteger(L_, key)) {
         lua_Integer at = lua_tointeger(L_, key);
         if (!convert(value, path + "[" + std::to_string(at) + "]", depth + 1, converted)) return pop_fail(2);
@@ -451,7 +469,8 @@ std::string strip_indices(const std::string& path) { return path.substr(0, path.
 ConfigTree run(Sandbox& s, const LuaLimits& limits) {
   s.memory_limit = limits.memory_bytes;
   s.instruction_limit = limits.instructions;
-  s.memory_message = "recipe exceeded the memory limit (" + std::to_string(limits.memory_bytes >> 20) + " MiB)";
+  const std::size_t memory = std::min(limits.memory_bytes, limits.process.memory_bytes);
+  s.memory_message = "recipe exceeded the memory limit (" + std::to_string(memory >> 20) + " MiB)";
   s.instruction_message = "recipe exceeded the instruction limit (" + std::to_string(limits.instructions / 1'000'000) +
                           " million Lua instructions); does it loop forever?";
   s.L = lua_newstate(sandbox_alloc, &s);
@@ -466,6 +485,7 @@ ConfigTree run(Sandbox& s, const LuaLimits& limits) {
   const int config_idx = lua_gettop(L) - 1;
   auto hints = read_origin_hints(L, config_idx + 1);
 
+  std::map<std::string, KeyLines> key_lines;  // "@path" → its lines, split once
   auto locate = [&](const std::string& path) -> Origin {
     const std::string key = strip_indices(path);
     auto hint = hints.find(key);
@@ -475,7 +495,10 @@ ConfigTree run(Sandbox& s, const LuaLimits& limits) {
     auto text = s.texts.find(source);
     Origin origin;
     origin.file = label != s.labels.end() ? label->second : (source.empty() ? s.top_label : source.substr(1));
-    origin.line = text != s.texts.end() ? find_key_line(text->second, from, key) : 0;
+    if (text != s.texts.end()) {
+      auto lines = key_lines.try_emplace(text->first, text->second).first;
+      origin.line = lines->second.find(from, key);
+    }
     return origin;
   };
 
@@ -499,27 +522,37 @@ ConfigTree run(Sandbox& s, const LuaLimits& limits) {
 
 ConfigTree load_lua_file(const std::string& path, const std::vector<std::string>& search_path,
                          const LuaLimits& limits) {
-  Sandbox s;
-  s.search_path = search_path;
-  s.top = path;
-  s.top_label = path;
-  s.top_source = s.register_file(path, path);
-  s.top_text = &s.texts.at(s.top_source);
-  ConfigTree tree = run(s, limits);
-  tree.source = path;
-  return tree;
+  return evaluate_isolated(path, limits.process, [&] {
+    ConfigTree tree;
+    {
+      Sandbox s;  // closed (finalizers run) inside the bounded child, before the tree is sent
+      s.search_path = search_path;
+      s.top = path;
+      s.top_label = path;
+      s.top_source = s.register_file(path, path);
+      s.top_text = &s.texts.at(s.top_source);
+      tree = run(s, limits);
+    }
+    tree.source = path;
+    return tree;
+  });
 }
 
 ConfigTree load_lua_preset(const std::string& name, const std::vector<std::string>& search_path,
                            const LuaLimits& limits) {
-  Sandbox s;
-  s.search_path = search_path;
-  s.run_preset = true;
-  s.top = name;
-  s.top_label = "preset:" + name;
-  ConfigTree tree = run(s, limits);
-  tree.source = name;
-  return tree;
+  return evaluate_isolated("preset:" + name, limits.process, [&] {
+    ConfigTree tree;
+    {
+      Sandbox s;
+      s.search_path = search_path;
+      s.run_preset = true;
+      s.top = name;
+      s.top_label = "preset:" + name;
+      tree = run(s, limits);
+    }
+    tree.source = name;
+    return tree;
+  });
 }
 
 }  // namespace recipe::dsl::load_detail

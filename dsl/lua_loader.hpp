@@ -7,13 +7,18 @@
 #include <vector>
 
 #include "dsl/dsl.hpp"
+#include "dsl/isolated_eval.hpp"
 
 namespace recipe::dsl::load_detail {
 
 // Caps on one recipe evaluation (the recipe, the presets it builds on and the modules it requires).
+// The first two are the sandbox's own (messages with file:line); the evaluation runs in a child
+// process bounded by `process` as well, which also stops what Lua's hook cannot see (C functions,
+// finalizers): dsl/isolated_eval.hpp.
 struct LuaLimits {
   std::size_t memory_bytes = std::size_t{256} << 20;
   std::uint64_t instructions = 50'000'000;
+  EvalBounds process = {};
 };
 
 // A .lua recipe file. Values it sets get origin `path:line`; values from presets `preset:<name>:line`.

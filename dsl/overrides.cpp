@@ -58,7 +58,10 @@ ParsedOverride parse(const std::string& expr) {
     if (dot == std::string::npos) break;
     begin = dot + 1;
   }
+  if (out.keys.size() > static_cast<std::size_t>(load_detail::kMaxTreeDepth))
+    bad_form(expr, "the key has more than " + std::to_string(load_detail::kMaxTreeDepth) + " parts");
   out.value = trim(std::string_view(expr).substr(eq + 1));
+  if (!load_detail::is_utf8(out.value)) bad_form(expr, "the value is not valid UTF-8 text");
   return out;
 }
 

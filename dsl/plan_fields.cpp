@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <unordered_map>
 
 namespace recipe::dsl {
 
@@ -30,10 +31,17 @@ std::string_view field_type_name(FieldType type) {
 }
 
 std::string describe_value(const json& value) {
-  if (value.is_array()) return value.empty() ? "an empty list" : "a list " + value.dump();
+  // Messages never throw and stay one readable line: invalid UTF-8 is shown as U+FFFD, and a huge
+  // value is cut.
+  auto shown = [](const json& v) {
+    std::string text = v.dump(-1, ' ', false, json::error_handler_t::replace);
+    if (text.size() > 200) text = text.substr(0, 200) + "...";
+    return text;
+  };
+  if (value.is_array()) return value.empty() ? "an empty list" : "a list " + shown(value);
   if (value.is_object()) return value.empty() ? "an empty table" : "a table";
   if (value.is_null()) return "nothing";
-  return value.dump();
+  return shown(value);
 }
 
 namespace {
@@ -412,7 +420,8 @@ std::vector<FieldInfo> build_fields() {
                     "fine-tune)"));
   f.push_back(field(pe, "rank", &P::peft, &Pe::rank, "LoRA rank r"));
   f.push_back(field(pe, "alpha", &P::peft, &Pe::alpha, "LoRA scale numerator (scale = alpha / rank)"));
-  f.push_back(field(pe, "dropout", &P::peft, &Pe::dropout, "dropout on the LoRA input; only 0 runs in this version"));
+  f.push_back(field(pe, "dropout", &P::peft, &Pe::dropout,
+                    "dropout probability on the LoRA adapter input in training (PEFT's lora_dropout), in [0, 1)"));
   f.push_back(field(pe, "use_rslora", &P::peft, &Pe::use_rslora,
                     "rank-stabilized LoRA: scale = alpha / sqrt(rank) instead of alpha / rank"));
   f.push_back(field(pe, "target_modules", &P::peft, &Pe::target_modules,
@@ -485,9 +494,14 @@ const std::vector<FieldInfo>& plan_fields() {
 }
 
 const FieldInfo* find_field(std::string_view path) {
-  for (const auto& f : plan_fields())
-    if (f.path() == path) return &f;
-  return nullptr;
+  // Looked up once per key of a recipe; an index keeps a recipe of N keys O(N).
+  static const std::unordered_map<std::string, const FieldInfo*> index = [] {
+    std::unordered_map<std::string, const FieldInfo*> m;
+    for (const auto& f : plan_fields()) m.emplace(f.path(), &f);
+    return m;
+  }();
+  const auto it = index.find(std::string(path));
+  return it == index.end() ? nullptr : it->second;
 }
 
 const std::vector<std::string>& plan_sections() {

@@ -33,7 +33,7 @@ struct FieldInfo {
   std::string section;  // "model", ...; "" for top-level keys (`mode`)
   std::string key;      // "num_layers"
   FieldType type;
-  std::string doc;                   // one line for docs/recipes.md and `recipe explain`
+  std::string doc;                   // one line for docs/recipes.md and `recipe keys`
   std::vector<std::string> allowed;  // an enum key's spellings (plan/enums.hpp); empty = free text
 
   std::string path() const { return section.empty() ? key : section + "." + key; }

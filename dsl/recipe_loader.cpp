@@ -21,6 +21,8 @@ ConfigTree load_recipe(const std::string& spec) {
   const bool is_toml = ends_with(spec, ".toml");
   if (is_lua || is_toml) {
     std::error_code ec;
+    if (std::filesystem::is_directory(spec, ec))
+      throw RecipeError(spec + " is a directory, not a recipe file (a recipe is one .lua or .toml file)");
     if (!std::filesystem::is_regular_file(spec, ec)) throw RecipeError("no such recipe file: " + spec);
     const auto search_path = recipe_search_path(spec);
     ConfigTree tree =
@@ -29,6 +31,8 @@ ConfigTree load_recipe(const std::string& spec) {
     return tree;
   }
   if (spec.empty()) throw RecipeError("no recipe given: name a preset (recipe list shows them) or a .lua/.toml file");
+  if (std::error_code ec; std::filesystem::is_directory(spec, ec))
+    throw RecipeError(spec + " is a directory, not a recipe (name a preset, or a .lua or .toml file)");
   if (spec.find('/') != std::string::npos || !load_detail::is_safe_relative_name(spec))
     throw RecipeError("no such recipe file: " + spec +
                       " (recipe files end in .lua or .toml; presets are plain "

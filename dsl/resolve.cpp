@@ -52,6 +52,7 @@ ResolveResult resolve(const ConfigTree& tree, const ExecutorFacts& facts) {
   detail::ResolveContext ctx(tree, facts, result);
   detail::read_tree(ctx);
   detail::check_ranges(ctx);
+  detail::check_names(ctx);
   detail::derive_execution(ctx);
   detail::derive_model(ctx);
   detail::check_relations(ctx);

@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <sstream>
 
 #include "dsl/gpu_catalog.hpp"
 #include "dsl/resolve_internal.hpp"
+#include "core/model/family/shape.hpp"
 #include "dsl/suggest.hpp"
 #include "plan/lora.hpp"
 
@@ -67,6 +69,9 @@ bool valid_split(const std::string& split) {
   }
   return count >= 1 && count <= 3 && sum > 0 && split.back() != ',';
 }
+
+// The train share of a valid split ("0,0,100" → 0).
+double train_share(const std::string& split) { return std::stod(split.substr(0, split.find(','))); }
 
 // TP sizes (≤ 8, one NVLink domain) that satisfy every TP rule and fit the world.
 std::vector<std::string> valid_tp_choices(const ResolveContext& ctx) {
@@ -182,6 +187,10 @@ void check_ranges(ResolveContext& ctx) {
   if (!valid_split(d.split))
     ctx.violation("data.split", "data.split=\"" + d.split + "\" is not 1 to 3 non-negative proportions",
                   "write train,valid,test proportions such as \"98,2,0\"");
+  else if (d.kind != plan::DataKind::mock && !(train_share(d.split) > 0))
+    ctx.violation("data.split",
+                  "data.split=\"" + d.split + "\" gives the train split no documents; training reads the train split",
+                  "give training a share, e.g. data.split=\"98,2,0\"");
   for (std::size_t i = 0; i < d.blend.size(); ++i) {
     const auto& [w, prefix] = d.blend[i];
     if (!(w >= 0) || !std::isfinite(w))
@@ -204,12 +213,6 @@ void check_ranges(ResolveContext& ctx) {
           "must be 0 (derived) or at least 16 (MiB)");
   require(ctx, "kernels.cublaslt_tune_candidates", k.cublaslt_tune_candidates,
           k.cublaslt_tune_candidates >= 1 && k.cublaslt_tune_candidates <= 256, "must be from 1 to 256");
-
-  const plan::ExperimentConfig& x = p.experiment;
-  if (x.name.find('/') != std::string::npos || x.name == "." || x.name == "..")
-    ctx.violation("experiment.name", "experiment.name=\"" + x.name + "\" must be a plain folder name",
-                  "use letters, digits, '-' and '_' without '/'");
-  if (x.dir.empty()) ctx.violation("experiment.dir", "experiment.dir must not be empty", "e.g. dir=\"experiments\"");
 }
 
 void check_relations(ResolveContext& ctx) {
@@ -418,6 +421,25 @@ void check_relations(ResolveContext& ctx) {
       if (problem.find("fused") != std::string::npos)
         ctx.violation("peft.target_modules", "peft.target_modules: " + problem,
                       "adapt the whole fused linear, or leave its parts out");
+    // A rank above min(in, out) of an adapted linear adds parameters but no expressiveness: B·A
+    // cannot exceed the rank of the smaller side (PEFT allows it silently; it is a typo here).
+    const unsigned mask = plan::lora_targets(pe.target_modules).mask;
+    const int attn_side = m.hidden_size;  // qkv: hidden → (heads+2·kv)·head_dim; proj: hidden → hidden
+    const int mlp_side = std::min(m.hidden_size, m.ffn_hidden_size);  // fc1: hidden → ffn; fc2: ffn → hidden
+    int bound = std::numeric_limits<int>::max();
+    std::string limiting;
+    if ((mask & (core::lora_qkv | core::lora_proj)) && attn_side < bound) {
+      bound = attn_side;
+      limiting = "model.hidden_size=" + str(m.hidden_size) + " (attention linears)";
+    }
+    if ((mask & (core::lora_mlp_in | core::lora_mlp_out)) && mlp_side < bound) {
+      bound = mlp_side;
+      limiting = "min(model.hidden_size, model.ffn_hidden_size) = " + str(mlp_side) + " (MLP linears)";
+    }
+    if (pe.rank >= 1 && bound != std::numeric_limits<int>::max() && pe.rank > bound)
+      ctx.violation("peft.rank",
+                    "peft.rank=" + str(pe.rank) + " exceeds the smaller side of an adapted linear: " + limiting,
+                    "use peft.rank ≤ " + str(bound) + " (typical ranks are 8 to 64)");
     if (p.mode != plan::Mode::finetune)
       ctx.violation("mode", "peft.kind=lora needs mode=finetune, got mode=" + std::string(plan::to_string(p.mode)),
                     "use `recipe finetune`, or set mode=\"finetune\"");

@@ -39,27 +39,6 @@ void check_executable(ResolveContext& ctx) {
                       ": packed samples run the own CUDA attention kernels, which take head_dim <= 128; available: "
                       "head_dim <= 128, trainer.device=\"cpu\", or data.pack=false (cuDNN attention)",
                   "set data.pack=false");
-  if (p.peft.kind == plan::PeftKind::lora && !ctx.bad_paths.count("peft.kind")) {
-    // LoRA runs on one pipeline stage and one tensor-parallel rank, with any data parallelism.
-    if (par.tp > 1)
-      ctx.violation("parallelism.tp",
-                    "parallelism.tp=" + std::to_string(par.tp) +
-                        " with peft.kind=\"lora\": LoRA adapters under tensor parallelism are not implemented in "
-                        "this version; available: tp=1 with any dp (the frozen base needs no optimizer state, so "
-                        "one GPU holds an 8B base)",
-                    "set parallelism.tp=1");
-    if (par.pp > 1)
-      ctx.violation("parallelism.pp",
-                    "parallelism.pp=" + std::to_string(par.pp) +
-                        " with peft.kind=\"lora\": LoRA adapters under pipeline parallelism are not implemented in "
-                        "this version; available: pp=1 with any dp",
-                    "set parallelism.pp=1");
-    if (p.peft.dropout != 0 && !ctx.bad_paths.count("peft.dropout"))
-      ctx.violation("peft.dropout",
-                    "peft.dropout=" + std::to_string(p.peft.dropout) +
-                        ": dropout on the LoRA input is not implemented in this version; available: 0",
-                    "set peft.dropout=0");
-  }
 }
 
 }  // namespace recipe::dsl::detail

@@ -12,6 +12,13 @@ using json = nlohmann::ordered_json;
 
 namespace {
 
+// A recipe of 100,000 unknown keys gets the first ones reported and a count of the rest: each
+// report costs a "did you mean" search, and nobody reads past the first screen.
+constexpr int kMaxUnknownKeysReported = 50;
+
+// A key as shown in a message: a fuzzed key may be a megabyte long.
+std::string shown_key(const std::string& key) { return key.size() <= 200 ? key : key.substr(0, 200) + "..."; }
+
 std::vector<std::string> section_keys(const std::string& section) {
   std::vector<std::string> keys;
   for (const auto& f : plan_fields())
@@ -86,10 +93,10 @@ void read_section(ResolveContext& ctx, const std::string& section, const json& t
     } else if (const DerivedFieldInfo* derived = find_derived_field(path)) {
       ctx.violation(path, path + " is derived (" + path + " = " + derived->formula + ") and cannot be set",
                     "remove " + path + " from the recipe; set the keys it is computed from");
-    } else {
+    } else if (++ctx.unknown_keys <= kMaxUnknownKeysReported) {
       const auto close = suggest_paths(section, key);
-      ctx.violation(path, "unknown key " + path + format_did_you_mean(close),
-                    close.empty() ? "remove it; `recipe explain` lists the keys of [" + section + "]"
+      ctx.violation(path, "unknown key " + shown_key(path) + format_did_you_mean(close),
+                    close.empty() ? "remove it; `recipe keys` lists every key (docs/recipes.md too)"
                                   : "rename it to " + close.front());
     }
   }
@@ -108,7 +115,15 @@ void read_tree(ResolveContext& ctx) {
   }
   const auto& sections = plan_sections();
   for (const auto& [key, value] : root.items()) {
-    if (key == "preset" || key == "derived") continue;  // consumed by the loader / informational only
+    if (key == "derived") continue;  // informational only (to_toml writes it; the TOML loader drops it)
+    if (key == "preset") {
+      // The TOML loader consumes `preset`; a Lua table that sets it would silently resolve to defaults.
+      ctx.violation("preset",
+                    "preset = " + describe_value(value) + " is not read from a Lua recipe; a Lua recipe builds on a " +
+                        "preset by calling it",
+                    "write `return preset \"<name>\" { ... }` (`recipe list` shows the presets)");
+      continue;
+    }
     if (key == "source") {
       // A resolved plan remembers the recipe it came from (to_toml writes it).
       if (value.is_string())
@@ -130,13 +145,19 @@ void read_tree(ResolveContext& ctx) {
                     "remove the memory table; set executor.device_memory to state the device size");
       continue;
     }
+    if (++ctx.unknown_keys > kMaxUnknownKeysReported) continue;
     std::vector<std::string> names = sections;
     names.push_back("mode");
     auto close = suggest(key, names);
     if (close.empty()) close = suggest_paths("", key);
-    ctx.violation(key, "unknown top-level key " + key + format_did_you_mean(close),
+    ctx.violation(key, "unknown top-level key " + shown_key(key) + format_did_you_mean(close),
                   "top-level keys are mode and the sections " + join_or(sections));
   }
+  if (ctx.unknown_keys > kMaxUnknownKeysReported)
+    ctx.violation("",
+                  "... and " + std::to_string(ctx.unknown_keys - kMaxUnknownKeysReported) +
+                      " more unknown keys (the first " + std::to_string(kMaxUnknownKeysReported) + " are listed above)",
+                  "`recipe keys` lists every key");
 }
 
 }  // namespace recipe::dsl::detail

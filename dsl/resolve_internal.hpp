@@ -25,6 +25,7 @@ struct ResolveContext {
   bool world_ok = true;                        // tp·pp·cp·dp = world
   bool dp_auto = false;                        // parallelism.dp was 0 and the resolver derived it
   int world = 1;                               // ranks the executor will start
+  int unknown_keys = 0;                        // keys of the tree that are no recipe key
 
   plan::Plan& plan() { return out.plan; }
   const plan::Plan& plan() const { return out.plan; }
@@ -42,6 +43,7 @@ struct ResolveContext {
 
 void read_tree(ResolveContext& ctx);                // types, unknown and derived keys, enum choices
 void check_ranges(ResolveContext& ctx);             // each value on its own (positive sizes, lr > 0, ...)
+void check_names(ResolveContext& ctx);              // what executors write into scripts and folder names
 void check_executable(ResolveContext& ctx);         // values this version cannot run (cp > 1, LoRA, ...)
 void derive_execution(ResolveContext& ctx);         // device, world size, dp, gpus_per_node
 void derive_model(ResolveContext& ctx);             // head_dim, ffn, padded vocab, params, FLOPs, batches

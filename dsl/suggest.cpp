@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 
 namespace recipe::dsl {
 
@@ -37,15 +38,21 @@ int edit_distance(std::string_view a_in, std::string_view b_in) {
 
 std::vector<std::string> suggest(std::string_view word, const std::vector<std::string>& candidates,
                                  std::size_t max_results) {
+  // Each comparison costs |word|·|candidate|: a word far longer than any name (a fuzzed 1 MB key) is
+  // no typo of one, and is suggested nothing rather than compared with every candidate.
+  if (word.size() > kMaxSuggestWord) return {};
   const std::string w = lowered(word);
   const int threshold = std::max<int>(2, static_cast<int>(w.size()) / 3);
   std::vector<std::pair<int, std::string>> scored;
   for (const auto& c : candidates) {
     if (c == word) continue;
     const std::string lc = lowered(c);
-    int score = edit_distance(w, lc);
     const bool contains =
         w.size() >= 3 && lc.size() >= 3 && (lc.find(w) != std::string::npos || w.find(lc) != std::string::npos);
+    // The distance is at least the difference in length: skip the table when that already fails.
+    const int length_gap = std::abs(static_cast<int>(w.size()) - static_cast<int>(lc.size()));
+    if (length_gap > threshold && !contains) continue;
+    int score = edit_distance(w, lc);
     if (score > threshold && !contains) continue;
     if (contains) score = std::min(score, threshold);
     scored.emplace_back(score, c);

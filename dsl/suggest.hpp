@@ -10,6 +10,9 @@ namespace recipe::dsl {
 // Optimal-string-alignment distance (Levenshtein plus adjacent transpositions), case-insensitive.
 int edit_distance(std::string_view a, std::string_view b);
 
+// Words longer than this get no suggestions (no key or choice is near this long).
+inline constexpr std::size_t kMaxSuggestWord = 128;
+
 // Candidates close to `word`, best first, at most `max_results`. Close means a small edit distance
 // relative to the word's length, or one name containing the other (e.g. "layers" / "num_layers").
 std::vector<std::string> suggest(std::string_view word, const std::vector<std::string>& candidates,

@@ -25,17 +25,24 @@ class TomlConverter {
   explicit TomlConverter(std::string file) : file_(std::move(file)) {}
   std::map<std::string, Origin> origins;
 
-  Json table(const toml::table& t, const std::string& prefix) {
+  // `depth` counts the tables around `t`; deeper than kMaxTreeDepth is refused before recursing
+  // further, so a 50,000-level dotted key is an error message, not a stack overflow.
+  Json table(const toml::table& t, const std::string& prefix, int depth = 0) {
+    if (depth > kMaxTreeDepth)
+      throw RecipeError(where(file_, t) + ": " + shorten(prefix) + " is nested more than " +
+                        std::to_string(kMaxTreeDepth) + " tables deep; recipes nest sections 2 or 3 deep");
     Json out = Json::object();
     for (const auto& [key, node] : t) {
-      const std::string name(key.str());
+      std::string name(key.str());
       const std::string path = join_path(prefix, name);
+      Json converted;
       if (const auto* sub = node.as_table()) {
-        out[name] = table(*sub, path);
+        converted = table(*sub, path, depth + 1);
       } else {
-        out[name] = value(node, path);
-        origins[path] = Origin{file_, static_cast<int>(node.source().begin.line)};
+        converted = value(node, path, depth + 1);
+        origins.emplace_hint(origins.end(), path, Origin{file_, static_cast<int>(node.source().begin.line)});
       }
+      append_new_key(out, std::move(name), std::move(converted));  // TOML keys of a table are unique
     }
     return out;
   }
@@ -43,12 +50,20 @@ class TomlConverter {
  private:
   std::string file_;
 
-  Json value(const toml::node& node, const std::string& path) {
-    if (const auto* t = node.as_table()) return table(*t, path);
+  // A path of 50,000 parts would make every message 50,000 keys long.
+  static std::string shorten(const std::string& path) {
+    return path.size() <= 200 ? path : path.substr(0, 200) + "...";
+  }
+
+  Json value(const toml::node& node, const std::string& path, int depth) {
+    if (const auto* t = node.as_table()) return table(*t, path, depth);
     if (const auto* a = node.as_array()) {
+      if (depth > kMaxTreeDepth)
+        throw RecipeError(where(file_, node) + ": " + shorten(path) + " is nested more than " +
+                          std::to_string(kMaxTreeDepth) + " lists or tables deep");
       Json out = Json::array();
       std::size_t i = 0;
-      for (const auto& element : *a) out.push_back(value(element, path + "[" + std::to_string(++i) + "]"));
+      for (const auto& element : *a) out.push_back(value(element, path + "[" + std::to_string(++i) + "]", depth + 1));
       return out;
     }
     if (const auto* v = node.as_integer()) return static_cast<std::int64_t>(v->get());
@@ -76,6 +91,11 @@ ConfigTree load_toml_file(const std::string& path, const std::vector<std::string
                       std::string(e.description()));
   }
 
+  // An empty recipe is a mistake (a truncated or wrong file), not a request for the defaults.
+  if (doc.empty())
+    throw RecipeError(path +
+                      ": the recipe is empty; write preset = \"<name>\" and the tables to change, e.g. "
+                      "preset = \"gpt_tiny\"");
   std::string preset;
   if (const toml::node* node = doc.get("preset")) {
     const auto* name = node->as_string();

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <set>
+#include <unordered_map>
 
 namespace recipe::dsl::load_detail {
 namespace {
@@ -36,20 +37,33 @@ void sort_object(Json& node, bool top_level) {
   Json sorted = Json::object();
   for (auto& [key, value] : items) {
     sort_object(value, false);
-    sorted[key] = std::move(value);
+    append_new_key(sorted, std::move(key), std::move(value));
   }
   node = std::move(sorted);
 }
 
 void merge_node(Json& base, const Json& over, const std::string& prefix, ConfigTree& tree,
-                const std::map<std::string, Origin>& over_origins) {
+                const std::map<std::string, Origin>& over_origins, int depth) {
+  if (depth > kMaxTreeDepth)
+    throw RecipeError(prefix + " is nested more than " + std::to_string(kMaxTreeDepth) + " tables deep");
+  // Position of each key of `base`, so merging N keys is O(N) rather than a linear search each.
+  Json::object_t::Container& items = base.get_ref<Json::object_t&>();  // by position, not by key
+  std::unordered_map<std::string, std::size_t> at;
+  at.reserve(items.size());
+  for (std::size_t i = 0; i < items.size(); ++i) at.emplace(items[i].first, i);
   for (const auto& [key, value] : over.items()) {
     const std::string path = join_path(prefix, key);
-    if (value.is_object() && base.contains(key) && base[key].is_object()) {
-      merge_node(base[key], value, path, tree, over_origins);
+    const auto found = at.find(key);
+    if (found != at.end() && value.is_object() && items[found->second].second.is_object()) {
+      merge_node(items[found->second].second, value, path, tree, over_origins, depth + 1);
       continue;
     }
-    base[key] = value;
+    if (found != at.end()) {
+      items[found->second].second = value;
+    } else {
+      at.emplace(key, items.size());
+      append_new_key(base, key, value);
+    }
     for_each_leaf(
         value,
         [&](const std::string& leaf, const Json&) {
@@ -60,6 +74,21 @@ void merge_node(Json& base, const Json& over, const std::string& prefix, ConfigT
 }
 
 }  // namespace
+
+void append_new_key(Json& object, std::string key, Json value) {
+  // ordered_map is a std::vector of pairs; its own insert would first search for the key.
+  object.get_ref<Json::object_t&>().emplace_back(std::move(key), std::move(value));
+}
+
+bool is_utf8(const std::string& s) {
+  // nlohmann's strict dump is the check, so the rule is exactly what serializing the tree needs.
+  try {
+    (void)Json(s).dump();
+    return true;
+  } catch (const Json::type_error&) {
+    return false;
+  }
+}
 
 std::string join_path(const std::string& prefix, const std::string& key) {
   return prefix.empty() ? key : prefix + "." + key;
@@ -77,7 +106,7 @@ void for_each_leaf(const Json& node, const std::function<void(const std::string&
 }
 
 void merge_into(ConfigTree& base, const Json& over, const std::map<std::string, Origin>& over_origins) {
-  merge_node(base.root, over, "", base, over_origins);
+  merge_node(base.root, over, "", base, over_origins, 0);
   prune_origins(base);
   canonicalize(base.root);
 }

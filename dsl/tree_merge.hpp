@@ -11,6 +11,17 @@ namespace recipe::dsl::load_detail {
 
 using Json = nlohmann::ordered_json;
 
+// Deepest nesting of tables a recipe may have (TOML tables and dotted keys, Lua tables, merges):
+// real recipes use 3; the bound keeps every tree walk's recursion shallow.
+inline constexpr int kMaxTreeDepth = 64;
+
+// Adds `key` to `object`, which must not hold it yet (a TOML or Lua table's keys are unique).
+// ordered_json's operator[] searches the keys one by one; appending keeps a table of N keys O(N).
+void append_new_key(Json& object, std::string key, Json value);
+
+// Recipe text is UTF-8: a config tree becomes JSON and TOML, which hold nothing else.
+bool is_utf8(const std::string& s);
+
 // "a.b" + "c" → "a.b.c"; "" + "c" → "c".
 std::string join_path(const std::string& prefix, const std::string& key);
 

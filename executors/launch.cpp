@@ -2,11 +2,13 @@
 #include "executors/launch.hpp"
 
 #include "core/parallel/parallel_state.hpp"
+#include "plan/script_values.hpp"
 
 #include <algorithm>
 #include <cctype>
 #include <string_view>
 #include <sstream>
+#include <stdexcept>
 
 namespace recipe::exec {
 
@@ -35,10 +37,27 @@ void append_mpirun_common(std::vector<std::string>& argv, const plan::Plan& plan
   for (const auto& extra : plan.executor.mpirun_args) argv.push_back(extra);
 }
 
+// The resolver admits only valid names (dsl/resolve_names.cpp); a plan built in code is checked
+// here again, because a name cannot be quoted: `export A=1; touch x; B=2` would run `touch`.
 std::string env_exports(const plan::Plan& plan) {
   std::string out;
-  for (const auto& [key, value] : plan.executor.env) out += "export " + key + "=" + shell_quote(value) + "\n";
+  for (const auto& [key, value] : plan.executor.env) {
+    if (!plan::is_env_name(key))
+      throw std::invalid_argument("executor.env has \"" + plan::printable(key) +
+                                  "\", which is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*)");
+    out += "export " + key + "=" + shell_quote(value) + "\n";
+  }
   return out;
+}
+
+// One `#SBATCH <option>` line. sbatch splits directive lines into words with shell-like quoting,
+// so the option is quoted as a shell word; a control byte (a line break above all) would end the
+// comment and make the rest a shell command, so it is refused rather than written.
+std::string sbatch_line(const std::string& key, const std::string& option) {
+  if (plan::find_control_char(option) != std::string::npos)
+    throw std::invalid_argument(key + "=\"" + plan::printable(option) +
+                                "\" has a control character (line break, tab, ...), which an #SBATCH line cannot hold");
+  return "#SBATCH " + shell_quote(option) + "\n";
 }
 
 std::string shell_script(const plan::Plan& plan, const std::vector<std::string>& argv) {
@@ -57,23 +76,23 @@ std::string sbatch_script(const plan::Plan& plan, const std::string& run_dir, co
   std::string name = plan.experiment.name.empty() ? "recipe" : plan.experiment.name;
   std::ostringstream s;
   s << "#!/bin/bash\n";
-  s << "#SBATCH --job-name=" << name << "\n";
-  s << "#SBATCH --nodes=" << nodes << "\n";
-  s << "#SBATCH --ntasks-per-node=" << per_node << "\n";
-  if (is_gpu_plan(plan)) s << "#SBATCH --gpus-per-node=" << per_node << "\n";
-  if (!ex.time.empty()) s << "#SBATCH --time=" << ex.time << "\n";
-  if (!ex.partition.empty()) s << "#SBATCH --partition=" << ex.partition << "\n";
-  if (!ex.account.empty()) s << "#SBATCH --account=" << ex.account << "\n";
-  if (!ex.qos.empty()) s << "#SBATCH --qos=" << ex.qos << "\n";
+  s << sbatch_line("experiment.name", "--job-name=" + name);
+  s << sbatch_line("executor.nodes", "--nodes=" + std::to_string(nodes));
+  s << sbatch_line("executor.gpus_per_node", "--ntasks-per-node=" + std::to_string(per_node));
+  if (is_gpu_plan(plan)) s << sbatch_line("executor.gpus_per_node", "--gpus-per-node=" + std::to_string(per_node));
+  if (!ex.time.empty()) s << sbatch_line("executor.time", "--time=" + ex.time);
+  if (!ex.partition.empty()) s << sbatch_line("executor.partition", "--partition=" + ex.partition);
+  if (!ex.account.empty()) s << sbatch_line("executor.account", "--account=" + ex.account);
+  if (!ex.qos.empty()) s << sbatch_line("executor.qos", "--qos=" + ex.qos);
   if (ex.exclusive) s << "#SBATCH --exclusive\n";
-  s << "#SBATCH --output=" << run_dir << "/logs/slurm-%j.out\n";
+  s << sbatch_line("run dir", "--output=" + run_dir + "/logs/slurm-%j.out");
   s << "#SBATCH --open-mode=append\n";
   // (slurm executor) USR1 120 s before the time limit, to the batch shell (B:), which forwards it
   // to the ranks (they stop; saving a checkpoint first arrives with checkpoint support) and
   // requeues the job, which then runs the plan again in the same run dir.
   s << "#SBATCH --signal=B:USR1@120\n";
   s << "#SBATCH --requeue\n";
-  for (const auto& d : ex.sbatch_directives) s << "#SBATCH " << d << "\n";
+  for (const auto& d : ex.sbatch_directives) s << sbatch_line("executor.sbatch_directives", d);
   s << "# Written by `recipe`: starts one worker per task from this run's resolved.toml.\n";
   s << env_exports(plan);
   // srun options as its input environment variables, so the srun line itself stays minimal:

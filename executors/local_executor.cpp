@@ -152,7 +152,7 @@ LocalRunResult run_local(const plan::Plan& plan, const std::string& run_dir, con
     if (status.start_time.empty()) status.start_time = now_iso8601();
   } else {
     status.start_time = now_iso8601();
-    status.pid = static_cast<long>(::getpid());
+    set_launcher(status);
   }
   status.state = "running";
   status.exit_code.reset();

@@ -37,7 +37,7 @@ MultiRankResult run_mpirun(const plan::Plan& plan, const std::string& run_dir, c
   } catch (const std::exception&) {}
   status.state = "running";
   status.start_time = now_iso8601();
-  status.pid = static_cast<long>(::getpid());
+  set_launcher(status);
   status.message = "";
   status.steps = 0;
   status.end_time = "";
@@ -101,7 +101,7 @@ MultiRankResult run_mpirun(const plan::Plan& plan, const std::string& run_dir, c
     result.message = status.message;
     result.failed_rank = -1;
   }
-  status.pid = static_cast<long>(::getpid());
+  set_launcher(status);
   status.end_time = now_iso8601();
   status.exit_code = result.exit_code;
   status.state = stopped ? "stopped" : r.interrupted ? "interrupted" : result.exit_code == 0 ? "completed" : "failed";

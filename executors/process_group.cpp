@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -82,8 +83,15 @@ int decode_status(int wstatus) {
 
 // The child side of fork(): only async-signal-safe calls until exec (the environment was
 // prepared by the parent).
-[[noreturn]] void exec_child(const ChildSpec& spec, char** envp, pid_t pgid, int write_fd) {
+[[noreturn]] void exec_child(const ChildSpec& spec, char** envp, pid_t pgid, int write_fd, pid_t launcher) {
   ::setpgid(0, pgid);
+  // Die with the launcher: a `kill -9` of `recipe` must not leave ranks training with nobody to
+  // stop them or record the outcome. SIGTERM rather than SIGKILL, so an mpirun child stops its own
+  // ranks in turn. (The signal follows the forking thread: run_process_group forks on the thread
+  // that supervises the group until every child is reaped.) If the launcher died before this line,
+  // the signal was never armed: our parent is then another process.
+  ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+  if (::getppid() != launcher) ::_exit(exit_code_for_signal(SIGTERM));
   struct sigaction dfl {};
   dfl.sa_handler = SIG_DFL;
   sigemptyset(&dfl.sa_mask);
@@ -265,6 +273,7 @@ ProcessGroupResult run_process_group(const std::vector<ChildSpec>& specs, const 
   };
 
   // Spawn. Environments are built before fork so the child makes no allocations.
+  const pid_t launcher = ::getpid();
   for (size_t i = 0; i < specs.size(); ++i) {
     if (specs[i].argv.empty())
       throw std::invalid_argument("process group: child " + std::to_string(i) + " has no argv");
@@ -290,7 +299,7 @@ ProcessGroupResult run_process_group(const std::vector<ChildSpec>& specs, const 
         if (c.pid > 0) ::waitpid(c.pid, nullptr, 0);
       throw std::runtime_error(std::string("cannot fork: ") + std::strerror(saved));
     }
-    if (pid == 0) exec_child(specs[i], envp.data(), pgid, fds[1]);
+    if (pid == 0) exec_child(specs[i], envp.data(), pgid, fds[1], launcher);
     // Both sides call setpgid so the group exists whichever runs first.
     ::setpgid(pid, pgid == 0 ? pid : pgid);
     if (pgid == 0) pgid = pid;

@@ -129,6 +129,28 @@ struct RopeArgs {
   AttentionShape shape{};
   float theta = 0;
 };
+// Decoding with a KV cache (generation): one layer's cache is k_cache and v_cache, each
+// [B, Hkv, S, D] in act dtype (S = the cache's capacity in positions, head after head so one kv
+// head's keys are one contiguous [S, D] matrix); positions [0, past) of every row are filled.
+// qkv holds the n new tokens [B, n, (Hq + 2·Hkv)·D] (the packed layout above, shape.T = n), at
+// positions past .. past + n − 1 (past + n ≤ S).
+// kv_cache_append: with rope_theta > 0 the q and k heads of qkv are rotated in place by their
+// positions (exactly rope_fwd at position past + t); then k and v heads go to the cache at
+// [b, kv head, past + t, :]. rope_theta = 0: no rotation (learned positions).
+struct KvCacheAppendArgs {
+  Tensor qkv{}, k_cache{}, v_cache{};
+  AttentionShape shape{};
+  int past = 0;
+  float rope_theta = 0;
+};
+// kv_attention: out [B, n, Hq·D] = causal GQA attention of the n new queries (the q heads of qkv,
+// after kv_cache_append) over the cache: query t attends keys 0 .. past + t, q head h reads kv
+// head h / (Hq/Hkv) without repeating K/V; scale 1/sqrt(D), the softmax as attention_fwd's.
+struct KvAttentionArgs {
+  Tensor out{}, qkv{}, k_cache{}, v_cache{};
+  AttentionShape shape{};
+  int past = 0;
+};
 // What prepare_attention found for one shape, before the first step.
 struct AttentionPlan {
   std::string path;             // "cudnn" (forward and backward), "own" (the backend's own kernels), "cpu"
@@ -149,6 +171,20 @@ struct VocabParallelCeFinishArgs {
   int vocab_start = 0, valid_cols = 0;
   float dloss = 0;
   bool compute_grad = false;
+};
+
+// Dropout on a [rows, cols] block of a larger matrix whose mask is a pure function of the global
+// position (kernels/dropout_mask.hpp): element (i, j) of the block is element
+// (first_row + i, first_col + j) of a matrix with row_stride columns, mask index
+// (first_row + i)·row_stride + first_col + j.
+struct DropoutArgs {
+  Tensor out{}, inp{};      // [rows, cols], one dtype; out may alias inp
+  float p = 0;              // drop probability, in [0, 1)
+  uint64_t key = 0;         // the mask's stream
+  int64_t first_row = 0;    // global row of the block's row 0
+  int64_t row_stride = 0;   // global columns per row (≥ first_col + cols)
+  int64_t first_col = 0;    // global column of the block's column 0
+  bool accumulate = false;  // out += instead of out =
 };
 
 struct AdamWArgs {
@@ -264,6 +300,11 @@ class Backend {
   virtual void swiglu_bwd(Tensor dgate_up, Tensor dout, Tensor gate_up) = 0;
   virtual void rope_fwd(const RopeArgs& a) = 0;
   virtual void rope_bwd(const RopeArgs& a) = 0;  // a.qkv holds dqkv
+  // out (+)= inp ⊙ keep / (1 − p) with keep the counter-based mask of DropoutArgs (the element's
+  // draw ≥ p). The same call with the same key and positions drops the same elements, so a
+  // backward regenerates the forward's mask instead of storing it: forward out = dropout(x);
+  // backward dx += dropout(dx_dropped) (accumulate). Computed in f32, rounded once into out.
+  virtual void dropout(const DropoutArgs& a) = 0;
 
   // ---- attention ----
   // Causal (GQA) attention over packed qkv (layout above): out [B, T, Hq·D], lse [B, Hq, T] f32;
@@ -271,6 +312,10 @@ class Backend {
   virtual void attention_fwd(const AttentionFwdArgs& a) = 0;
   // dqkv (overwritten) from dout, the forward's qkv, out and lse.
   virtual void attention_bwd(const AttentionBwdArgs& a) = 0;
+  // Generation with a KV cache (the arguments above): append n new tokens' K/V (after RoPE), then
+  // attend their queries over everything cached.
+  virtual void kv_cache_append(const KvCacheAppendArgs& a) = 0;
+  virtual void kv_attention(const KvAttentionArgs& a) = 0;
   // Chooses the kernels attention_fwd/attention_bwd will run for `shape` and sizes what they need,
   // so that a fast path that cannot run is known (and said, as a notice) before the first step,
   // not found by the first call. The CUDA backend builds cuDNN's forward and backward plans for

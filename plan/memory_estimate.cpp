@@ -171,10 +171,16 @@ MemoryEstimate estimate_stage_memory(const Plan& plan, int stage) {
   const int64_t in_flight =
       pp == 1 ? 1 : std::max<int64_t>(1, std::min<int64_t>(pp - stage, std::max(1, plan.trainer.num_micro_batches)));
   e.activations = arena_bytes(plan, layers, static_cast<int>(in_flight), last);
-  // LoRA's scratch: h = s·x·Aᵀ and its gradient, [micro_batch·seq, rank] each, in the act dtype.
-  if (lora)
-    e.activations += 2 * int64_t(plan.trainer.micro_batch_size) * m.seq_length * plan.peft.rank *
-                     (plan.trainer.device == plan::Device::cpu ? 4 : 2);
+  // LoRA's scratch (core/model/linear.hpp), in the act dtype: h = s·d(x)·Aᵀ and its gradient,
+  // [micro_batch·seq, rank] each; with adapter dropout one [micro_batch·seq, in] buffer for the
+  // dropped input, in = the widest adapted input on this rank (hidden for q|k|v and fc1 / gate|up,
+  // q_dim/tp for proj, ffn/tp for fc2 / down), shared by every linear.
+  if (lora && layers > 0) {
+    const int64_t rows = int64_t(plan.trainer.micro_batch_size) * m.seq_length;
+    const int64_t es = plan.trainer.device == plan::Device::cpu ? 4 : 2;
+    e.activations += 2 * rows * plan.peft.rank * es;
+    if (plan.peft.dropout > 0) e.activations += rows * lora_widest_input(plan, tp) * es;
+  }
   // Workspaces, and the trainer's per-token loss buffer (f32, one row per micro-batch).
   // The CUDA backend's RoPE angle table: (cos, sin) f32 pairs [seq, head_dim/2].
   const int64_t rope_table =

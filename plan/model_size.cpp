@@ -1,5 +1,6 @@
 #include "plan/model_size.hpp"
 
+#include <algorithm>
 #include <string>
 
 #include "core/model/family/tensor_table.hpp"
@@ -114,6 +115,18 @@ LayerParams lora_layer_params(const Plan& plan) {
     (d.shard == core::Shard::replicated ? p.replicated : p.sharded) += core::global_numel(d, s);
   }
   return p;
+}
+
+int64_t lora_widest_input(const Plan& plan, int tp) {
+  const core::ModelShape s = lora_shape(plan);
+  int64_t widest = 0;
+  if (!s.lora()) return widest;
+  for (const core::TensorDecl& d : core::tensor_table(s)) {
+    if (d.scope != core::Scope::layer || !core::present(d, s) || d.part != core::Part::lora_a) continue;
+    const int64_t in = core::global_shape(d, s).at(1);
+    widest = std::max(widest, d.shard == core::Shard::row ? in / std::max(1, tp) : in);
+  }
+  return widest;
 }
 
 int64_t lora_trainable_params(const Plan& plan) { return lora_layer_params(plan).total() * plan.model.num_layers; }

@@ -45,5 +45,8 @@ double training_flops_per_token(const Plan& plan);
 int64_t lora_trainable_params(const Plan& plan);
 // One layer's adapter parameters, split the way tensor parallelism shards them.
 LayerParams lora_layer_params(const Plan& plan);
+// The widest input (A's in-features) of an adapted linear on one TP rank of `tp`: what the adapter
+// dropout's shared [rows, in] scratch is sized by (0 without LoRA).
+int64_t lora_widest_input(const Plan& plan, int tp);
 
 }  // namespace recipe::plan

@@ -142,7 +142,7 @@ struct PeftConfig {
   PeftKind kind = PeftKind::none;
   int rank = 16;
   double alpha = 32.0;
-  double dropout = 0.0;                     // only 0 runs in this version (the resolver says so)
+  double dropout = 0.0;                     // on the adapter input in training (core/model/linear.hpp)
   bool use_rslora = false;                  // scale alpha/sqrt(rank) instead of alpha/rank
   std::vector<std::string> target_modules;  // e.g. {"qkv", "proj", "fc1", "fc2"}; see plan/lora.hpp
 };

@@ -2,11 +2,14 @@
 #include "runs/run_dir.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
+#include <iterator>
 #include <chrono>
 #include <cstring>
 #include <ctime>
@@ -111,7 +114,7 @@ void populate_run_dir(const std::string& run_dir, const RunDirContents& c) {
   fs::permissions(dir / "launch.sh", fs::perms::owner_exec | fs::perms::group_exec | fs::perms::others_exec,
                   fs::perm_options::add, ec);
   RunStatus status;
-  status.pid = static_cast<long>(::getpid());
+  set_launcher(status);
   write_status(run_dir, status);
 }
 
@@ -145,13 +148,14 @@ nlohmann::ordered_json status_json(const RunStatus& s) {
   j["steps"] = s.steps;
   j["message"] = s.message;
   j["pid"] = s.pid;
+  j["launcher_start"] = s.launcher_start;
   return j;
 }
 
 void write_status(const std::string& run_dir, const RunStatus& s) {
   fs::path final_path = fs::path(run_dir) / "status.json";
   fs::path tmp = fs::path(run_dir) / ("status.json.tmp." + std::to_string(::getpid()));
-  write_file(tmp, status_json(s).dump(2) + "\n");
+  write_file(tmp, status_json(s).dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n");
   std::error_code ec;
   fs::rename(tmp, final_path, ec);
   if (ec) throw std::runtime_error("cannot write " + final_path.string() + ": " + ec.message());
@@ -175,7 +179,41 @@ RunStatus read_status(const std::string& run_dir) {
   s.steps = j.value("steps", 0);
   s.message = j.value("message", "");
   s.pid = j.value("pid", 0L);
+  s.launcher_start = j.value("launcher_start", 0LL);
   return s;
+}
+
+long long process_start_ticks(long pid) {
+  if (pid <= 0) return 0;
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // "pid (comm) state ppid ...": comm may hold spaces and ')', so fields count from the last ')'.
+  const auto close = stat.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream fields(stat.substr(close + 2));
+  std::string field;
+  // Field 3 (state) is the first after ')'; starttime is field 22.
+  for (int i = 3; i <= 22 && fields >> field; ++i)
+    if (i == 22) return std::atoll(field.c_str());
+  return 0;
+}
+
+void set_launcher(RunStatus& s) {
+  s.pid = static_cast<long>(::getpid());
+  s.launcher_start = process_start_ticks(s.pid);
+}
+
+bool launcher_alive(const RunStatus& s) {
+  if (s.pid <= 0) return false;
+  if (::kill(static_cast<pid_t>(s.pid), 0) != 0 && errno != EPERM) return false;
+  const long long started = process_start_ticks(s.pid);
+  // A zombie still has its /proc entry; its state letter is Z.
+  std::ifstream in("/proc/" + std::to_string(s.pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (const auto close = stat.rfind(')');
+      close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == 'Z')
+    return false;
+  return s.launcher_start == 0 || started == 0 || started == s.launcher_start;
 }
 
 std::string now_iso8601() {

@@ -61,12 +61,24 @@ struct RunStatus {
   std::optional<int> exit_code;
   int steps = 0;
   std::string message;
-  long pid = 0;
+  long pid = 0;                  // the launcher (`recipe pretrain`, `runs resume`); 0 = none (Slurm)
+  long long launcher_start = 0;  // its start time (clock ticks after boot, /proc/<pid>/stat), so a
+                                 // reused pid is not taken for the launcher; 0 = unknown
 };
 nlohmann::ordered_json status_json(const RunStatus& s);
-// Written to a temporary file and renamed, so readers never see a partial status.json.
+// Written to a temporary file and renamed, so readers never see a partial status.json. Text that
+// is not valid UTF-8 (an error message quoting a corrupt file's bytes) is written with U+FFFD in
+// place of the bad bytes: the status write must not fail because of what a message says.
 void write_status(const std::string& run_dir, const RunStatus& s);
 RunStatus read_status(const std::string& run_dir);
+
+// Records this process as the run's launcher: pid and its start time.
+void set_launcher(RunStatus& s);
+// Start time of process `pid` in clock ticks after boot; 0 when there is no such process.
+long long process_start_ticks(long pid);
+// The launcher that status.json names is still this same process (pid alive and, when recorded,
+// started at the recorded time). A run whose launcher is gone cannot be running any more.
+bool launcher_alive(const RunStatus& s);
 
 std::string now_iso8601();
 

@@ -14,6 +14,7 @@
 #include <stdexcept>
 
 #include "checkpoint/hf/hf_safetensors.hpp"
+#include "checkpoint/hf/lora_merge.hpp"
 #include "core/model/family/tensor_table.hpp"
 #include "core/model/param_layout.hpp"
 
@@ -60,7 +61,10 @@ std::vector<float> transposed(const std::vector<float>& a, int64_t R, int64_t K)
   return t;
 }
 
-void write_text_file(const fs::path& path, const std::string& text) {
+}  // namespace
+
+void write_text_file(const std::string& path_in, const std::string& text) {
+  const fs::path path(path_in);
   const fs::path tmp = path.string() + ".tmp";
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
@@ -72,8 +76,6 @@ void write_text_file(const fs::path& path, const std::string& text) {
   fs::rename(tmp, path, ec);
   if (ec) throw std::runtime_error(path.string() + ": cannot rename the temporary file into place: " + ec.message());
 }
-
-}  // namespace
 
 const char* model_type(Family f) { return f == Family::gpt2 ? "gpt2" : "llama"; }
 
@@ -119,7 +121,7 @@ std::vector<TensorSpec> tensor_specs(const ModelShape& s) {
   auto add_rows = [&](auto&& in_scope, int layer) {
     std::vector<Spec> group;
     for (const TensorDecl& d : table) {
-      if (!in_scope(d) || !present(d, s)) continue;
+      if (!in_scope(d) || !present(d, s) || is_adapter(d)) continue;  // adapters: hf_peft.hpp
       const std::string hf = hf_tensor_name(d, arch, layer);
       std::vector<int64_t> shape = global_shape(d, s);
       if (!group.empty() && group.back().t.hf_name == hf) {
@@ -337,32 +339,31 @@ std::vector<std::string> config_mismatches(const nlohmann::json& config, const M
 // ---------------------------------------------------------------------------------------------
 // Export
 
-namespace {
-
-const std::set<std::string> kExportFiles = {"config.json", ckpt::hf::kSingleFile};
-
-void prepare_out_dir(const fs::path& out) {
+void prepare_export_dir(const std::string& out_in, const std::vector<std::string>& files) {
+  const fs::path out(out_in);
   std::error_code ec;
   if (fs::exists(out, ec)) {
     if (!fs::is_directory(out))
       throw std::runtime_error(out.string() + " exists and is not a directory: choose another -o");
     for (const auto& e : fs::directory_iterator(out)) {
       const std::string name = e.path().filename().string();
-      if (!kExportFiles.count(name))
+      if (std::find(files.begin(), files.end(), name) == files.end())
         throw std::runtime_error(out.string() + " already holds " + name +
-                                 ": export into a new or empty directory (only an earlier export's config.json and "
-                                 "model.safetensors are replaced)");
+                                 ": export into a new or empty directory (only an earlier export's " +
+                                 join(files, " and ", files.size()) + " are replaced)");
     }
   }
   fs::create_directories(out, ec);
   if (ec) throw std::runtime_error(out.string() + ": cannot create the directory: " + ec.message());
 }
 
-}  // namespace
-
 ExportResult export_checkpoint(const std::string& checkpoint_dir, const ModelShape& shape,
                                const ExportOptions& options) {
   if (options.out_dir.empty()) throw std::invalid_argument("export: no output directory given (-o DIR)");
+  if (options.merge_lora && !shape.lora())
+    throw std::invalid_argument("--merge: checkpoint " + checkpoint_dir +
+                                " is of a model without LoRA adapters (peft.kind=\"none\" in its plan): export it "
+                                "without --merge");
   const Family fam = family_of(shape);
   const std::vector<TensorSpec> specs = tensor_specs(shape);
   const ckpt::CheckpointReader reader(checkpoint_dir);
@@ -382,8 +383,9 @@ ExportResult export_checkpoint(const std::string& checkpoint_dir, const ModelSha
                              ". Give the recipe it was trained with (--recipe)");
 
   const fs::path out = fs::absolute(options.out_dir);
-  prepare_out_dir(out);
+  prepare_export_dir(out.string(), {"config.json", ckpt::hf::kSingleFile});
   std::vector<ckpt::hf::HfOutTensor> decls;
+  decls.reserve(specs.size());
   for (const TensorSpec& t : specs) decls.push_back({t.hf_name, t.hf_shape, options.dtype});
   const fs::path st_path = out / ckpt::hf::kSingleFile;
   ckpt::hf::SafetensorsFileWriter writer(st_path.string(), decls, {{"format", "pt"}});
@@ -394,12 +396,17 @@ ExportResult export_checkpoint(const std::string& checkpoint_dir, const ModelSha
     for (const std::string& part : t.parts) {
       const ckpt::TensorInfo* info = reader.find(part);
       const std::vector<int64_t>& g = info->global_shape;
-      ckpt::Box whole;
-      whole.offsets.assign(g.size(), 0);
-      whole.sizes = g;
       const size_t at = buf.size();
-      buf.resize(at + size_t(numel_of(g)));
-      reader.read(part, whole, ckpt::DType::f32, buf.data() + at);
+      if (options.merge_lora) {
+        const std::vector<float> merged = lora::read_merged(reader, shape, part);
+        buf.insert(buf.end(), merged.begin(), merged.end());
+      } else {
+        ckpt::Box whole;
+        whole.offsets.assign(g.size(), 0);
+        whole.sizes = g;
+        buf.resize(at + size_t(numel_of(g)));
+        reader.read(part, whole, ckpt::DType::f32, buf.data() + at);
+      }
       rows += g[0];
       cols = g.size() > 1 ? numel_of(g) / g[0] : 1;
     }
@@ -413,13 +420,14 @@ ExportResult export_checkpoint(const std::string& checkpoint_dir, const ModelSha
   writer.finish();
 
   ExportResult r;
+  r.adapters_left_out = shape.lora() && !options.merge_lora;
   r.out_dir = out.string();
   r.model_type = model_type(fam);
   r.tensors = int(specs.size());
   r.bytes = writer.bytes();
   r.files.push_back(st_path.string());
   const fs::path config_path = out / "config.json";
-  write_text_file(config_path, make_config(shape, options.dtype).dump(2) + "\n");
+  write_text_file(config_path.string(), make_config(shape, options.dtype).dump(2) + "\n");
   r.files.push_back(config_path.string());
   return r;
 }

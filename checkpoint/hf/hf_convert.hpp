@@ -65,9 +65,12 @@ std::vector<std::string> config_mismatches(const nlohmann::json& config, const M
 struct ExportOptions {
   std::string out_dir;                   // created if missing; may hold only files export writes
   ckpt::DType dtype = ckpt::DType::f32;  // f32 is exact; bf16 rounds to nearest even
+  // A LoRA checkpoint: write the merged weights W + s·B·A (lora_merge.hpp). Without it, its base.
+  bool merge_lora = false;
 };
 
 struct ExportResult {
+  bool adapters_left_out = false;  // a LoRA checkpoint exported without merge_lora: the base model
   std::string out_dir;
   std::string model_type;
   int tensors = 0;
@@ -75,12 +78,20 @@ struct ExportResult {
   std::vector<std::string> files;  // written, absolute paths
 };
 
-// Reads `checkpoint_dir` (any saving layout) whole tensor by tensor and writes
-// <out_dir>/model.safetensors + config.json. `shape` is the checkpoint's model (its plan.toml);
-// the checkpoint's tensors must match it. Throws std::runtime_error (ckpt::CheckpointError for
-// broken files) naming the file and the fix.
+// Reads `checkpoint_dir` (any saving layout; an adapter-only LoRA checkpoint with its base) whole
+// tensor by tensor and writes <out_dir>/model.safetensors + config.json. `shape` is the
+// checkpoint's model (its plan.toml); the checkpoint's tensors must match it. A LoRA model's
+// adapters are not part of the HF model: merge_lora folds them in, else the base is written (its
+// adapters export with hf_peft.hpp). Throws std::invalid_argument for merge_lora without
+// adapters, std::runtime_error (ckpt::CheckpointError for broken files) naming the file and the fix.
 ExportResult export_checkpoint(const std::string& checkpoint_dir, const ModelShape& shape,
                                const ExportOptions& options);
+
+// Creates the export directory `out`, or checks that it holds only `files` (an earlier export's,
+// which are replaced); throws std::runtime_error naming what else it holds.
+void prepare_export_dir(const std::string& out, const std::vector<std::string>& files);
+// Writes `text` to `<path>.tmp` and renames it into place; throws std::runtime_error naming it.
+void write_text_file(const std::string& path, const std::string& text);
 
 struct ImportOptions {
   std::string checkpoints_dir;  // step-0/ and `latest` are written here

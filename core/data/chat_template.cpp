@@ -49,9 +49,11 @@ std::vector<ChatMessage> prompt_completion_messages(const std::string& prompt, c
   return {{"user", prompt}, {"assistant", completion}};
 }
 
-std::vector<TemplatePiece> render_chat(ChatTemplate t, const std::vector<ChatMessage>& messages) {
-  check_roles(messages);
-  std::vector<TemplatePiece> out;
+namespace {
+
+// The messages as the template writes them (llama3's <|begin_of_text|> first); the caller adds
+// what ends the conversation (plain: EOD) or continues it (the assistant's header).
+void render_messages(ChatTemplate t, const std::vector<ChatMessage>& messages, std::vector<TemplatePiece>& out) {
   switch (t) {
     case ChatTemplate::llama3:
       out.push_back(special("<|begin_of_text|>"));
@@ -78,10 +80,54 @@ std::vector<TemplatePiece> render_chat(ChatTemplate t, const std::vector<ChatMes
     case ChatTemplate::plain:
       for (const auto& m : messages)
         if (!m.content.empty()) out.push_back(text(m.content, m.role == "assistant"));
-      out.push_back({Kind::eod, "", true});
+      break;
+  }
+}
+
+}  // namespace
+
+std::vector<TemplatePiece> render_chat(ChatTemplate t, const std::vector<ChatMessage>& messages) {
+  check_roles(messages);
+  std::vector<TemplatePiece> out;
+  render_messages(t, messages, out);
+  if (t == ChatTemplate::plain) out.push_back({Kind::eod, "", true});
+  return out;
+}
+
+std::vector<TemplatePiece> render_chat_prompt(ChatTemplate t, const std::vector<ChatMessage>& messages) {
+  for (const auto& m : messages)
+    if (m.role != "system" && m.role != "user" && m.role != "assistant")
+      throw std::invalid_argument("message role \"" + m.role + "\" is not one of system, user, assistant");
+  if (messages.empty()) throw std::invalid_argument("the conversation has no messages");
+  std::vector<TemplatePiece> out;
+  render_messages(t, messages, out);
+  switch (t) {
+    case ChatTemplate::llama3:
+      out.push_back(special("<|start_header_id|>"));
+      out.push_back(text("assistant"));
+      out.push_back(special("<|end_header_id|>"));
+      out.push_back(text("\n\n"));
+      break;
+    case ChatTemplate::chatml:
+      out.push_back(special("<|im_start|>"));
+      out.push_back(text("assistant\n"));
+      break;
+    case ChatTemplate::plain:
       break;
   }
   return out;
+}
+
+TemplatePiece end_of_turn(ChatTemplate t) {
+  switch (t) {
+    case ChatTemplate::llama3:
+      return special("<|eot_id|>", true);
+    case ChatTemplate::chatml:
+      return special("<|im_end|>", true);
+    case ChatTemplate::plain:
+      break;
+  }
+  return {Kind::eod, "", true};
 }
 
 TokenizedSample tokenize_pieces(const std::vector<TemplatePiece>& pieces, const Tokenizer& tokenizer) {

@@ -45,6 +45,16 @@ struct TemplatePiece {
 // or assistant, or a conversation without an assistant message (nothing would be trained).
 std::vector<TemplatePiece> render_chat(ChatTemplate t, const std::vector<ChatMessage>& messages);
 
+// Generation: the pieces of a conversation the model is to continue as the assistant: the messages
+// (any roles of the three; the last need not be the user's) rendered as render_chat does, then the
+// header of the assistant's turn (what Hugging Face's add_generation_prompt adds): llama3
+// <|start_header_id|> assistant <|end_header_id|> "\n\n", chatml <|im_start|> "assistant\n", plain
+// nothing (and no EOD). Throws std::invalid_argument for an unknown role or no messages.
+std::vector<TemplatePiece> render_chat_prompt(ChatTemplate t, const std::vector<ChatMessage>& messages);
+// The piece that ends an assistant turn (generation stops at it): llama3 <|eot_id|>, chatml
+// <|im_end|>, plain the end of document.
+TemplatePiece end_of_turn(ChatTemplate t);
+
 // A prompt/completion pair is the conversation {user: prompt, assistant: completion}.
 std::vector<ChatMessage> prompt_completion_messages(const std::string& prompt, const std::string& completion);
 

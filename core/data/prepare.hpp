@@ -6,6 +6,10 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "core/data/chat_template.hpp"
+
 namespace recipe::data {
 
 struct PrepareOptions {
@@ -41,5 +45,10 @@ PrepareStats prepare_dataset(const PrepareOptions& opts);
 // The "chat" format (called by prepare_dataset): writes <prefix>.bin/.idx/.mask.bin, all three under
 // temporary names renamed into place when complete. Errors name "file:line" and the field.
 PrepareStats prepare_chat_dataset(const PrepareOptions& opts);
+
+// One chat JSON object → its messages: {"messages": [{"role", "content"}, ...]} or {"prompt",
+// "completion"} (data prepare's lines, and `recipe generate --messages`). `where` prefixes every
+// error ("file:line: "); throws std::runtime_error naming the field and the expected form.
+std::vector<ChatMessage> conversation_of(const nlohmann::json& j, const std::string& where);
 
 }  // namespace recipe::data

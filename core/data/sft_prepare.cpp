@@ -31,7 +31,8 @@ std::string string_field(const nlohmann::json& j, const char* key, const std::st
   return it->get<std::string>();
 }
 
-// One JSONL line → its messages. `where` is "file:line: ".
+}  // namespace
+
 std::vector<ChatMessage> conversation_of(const nlohmann::json& j, const std::string& where) {
   const char* expected =
       "expected {\"messages\": [{\"role\": ..., \"content\": ...}, ...]} or {\"prompt\": ..., "
@@ -51,8 +52,6 @@ std::vector<ChatMessage> conversation_of(const nlohmann::json& j, const std::str
     return prompt_completion_messages(string_field(j, "prompt", where), string_field(j, "completion", where));
   throw std::runtime_error(where + "neither \"messages\" nor \"prompt\"/\"completion\"; " + expected);
 }
-
-}  // namespace
 
 PrepareStats prepare_chat_dataset(const PrepareOptions& opts) {
   const auto tmpl = parse_chat_template(opts.chat_template);

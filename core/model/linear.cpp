@@ -61,10 +61,33 @@ void Linear::affine_bwd(const LinearBwd& a) const {
                      .dinp_sum = dinp_sum});
 }
 
+Tensor Linear::adapter_input(Tensor x) const {
+  if (!dropout_now()) return x;
+  const int64_t in = w_.lora_a.dim(1), n = x.numel() / in;
+  const Tensor xd = lora_->dropped.view({lora_->dropped.numel()}).rows(0, n * in).view({n, in});
+  apply_dropout(xd, x, false);
+  return xd;
+}
+
+void Linear::apply_dropout(Tensor dst, Tensor src, bool accumulate) const {
+  // The mask spans the full input width: a row-parallel rank holds columns [rank·in, (rank+1)·in).
+  const int64_t in = w_.lora_a.dim(1), n = src.numel() / in;
+  const int64_t width = row_parallel_ ? in * tp_.size : in, first_col = row_parallel_ ? in * tp_.rank : 0;
+  be_->dropout({.out = dst.view({n, in}),
+                .inp = src.view({n, in}),
+                .p = lora_->dropout,
+                .key = dropout_key_,
+                .first_row = lora_->first_row,
+                .row_stride = width,
+                .first_col = first_col,
+                .accumulate = accumulate});
+}
+
 void Linear::adapter_fwd(Tensor y, Tensor x) const {
   const int64_t n = x.numel() / w_.lora_a.dim(1);  // the scratch is [N, r]; x has n <= N rows
   const Tensor h = lora_->h.rows(0, n);
-  be_->linear_fwd({.out = h, .inp = x, .weight = w_.lora_a});
+  // Row-parallel: h is this rank's partial sum; y's all-reduce after this sums the terms (linear.hpp).
+  be_->linear_fwd({.out = h, .inp = adapter_input(x), .weight = w_.lora_a});
   be_->scale(h, lora_->scale);
   be_->linear_fwd({.out = y, .inp = h, .weight = w_.lora_b, .accumulate = true});
 }
@@ -72,12 +95,29 @@ void Linear::adapter_fwd(Tensor y, Tensor x) const {
 void Linear::adapter_bwd(Tensor dx, Tensor dy, Tensor x) const {
   const int64_t n = x.numel() / w_.lora_a.dim(1);
   const Tensor h = lora_->h.rows(0, n), dh = lora_->dh.rows(0, n);
-  be_->linear_fwd({.out = h, .inp = x, .weight = w_.lora_a});
+  const Tensor xd = adapter_input(x);
+  be_->linear_fwd({.out = h, .inp = xd, .weight = w_.lora_a});
+  if (row_parallel_) tp_.sum(h);  // B's gradient needs the complete h
   be_->scale(h, lora_->scale);
   be_->linear_bwd({.dinp = dh, .dweight = grad_.lora_b, .dout = dy, .inp = h, .weight = w_.lora_b});
   be_->scale(dh, lora_->scale);
-  be_->linear_bwd(
-      {.dinp = dx, .dweight = grad_.lora_a, .dout = dh, .inp = x, .weight = w_.lora_a, .dinp_accumulate = true});
+  if (!row_parallel_) tp_.sum(dh);  // A's gradient needs the complete dh
+  // Column-parallel dx is summed over the group after this: the complete dh adds its term on rank 0 only.
+  const Tensor dx_here = dx.defined() && (row_parallel_ || tp_.rank == 0) ? dx : Tensor();
+  if (!dropout_now()) {
+    be_->linear_bwd({.dinp = dx_here,
+                     .dweight = grad_.lora_a,
+                     .dout = dh,
+                     .inp = x,
+                     .weight = w_.lora_a,
+                     .dinp_accumulate = dx_here.defined()});
+    return;
+  }
+  be_->linear_bwd({.dweight = grad_.lora_a, .dout = dh, .inp = xd, .weight = w_.lora_a});
+  if (!dx_here.defined()) return;
+  // d(dh·A): the product goes through the scratch (xd is no longer needed), then the same mask.
+  be_->linear_bwd({.dinp = xd, .dout = dh, .inp = x, .weight = w_.lora_a});  // inp: the shape only
+  apply_dropout(dx_here, xd, true);
 }
 
 void ColumnParallelLinear::fwd(const LinearFwd& a) const { affine_fwd(a, w_.b); }

@@ -7,19 +7,49 @@
 // base weight) adds its low-rank path inside Linear::affine_fwd / affine_bwd, an FP8 linear
 // would quantize inp and weight there, and neither the block nor the TP reductions change.
 //
-// LoRA (peft.kind=lora): y = x·Wᵀ (+ b) + s·(x·Aᵀ)·Bᵀ with A [r, in], B [out, r], s = alpha/r
-// (rsLoRA: alpha/sqrt(r)). The base W, b are frozen (their gradient tensors are undefined: the ops
-// skip them). The adapter path goes through [N, r] scratch only (LoraScratch, shared by all the
-// model's linears), never a full-size temporary:
-//   forward   h = s·(x·Aᵀ)                 linear_fwd, scale
+// LoRA (peft.kind=lora): y = x·Wᵀ (+ b) + s·(d(x)·Aᵀ)·Bᵀ with A [r, in], B [out, r], s = alpha/r
+// (rsLoRA: alpha/sqrt(r)) and d the adapter dropout (PEFT's lora_dropout, peft.dropout = p):
+// d(x) = x ⊙ keep/(1−p) during training, the identity in evaluation and with p = 0. The base W, b
+// are frozen (their gradient tensors are undefined: the ops skip them). The adapter path goes
+// through shared scratch only (LoraScratch, one set for all the model's linears): [N, r] for h and
+// dh, and with p > 0 one [N, in] buffer for d(x) (in = the widest adapted input of this rank),
+// reused by every linear in turn, never a temporary per adapter. On one rank:
+//   forward   xd = d(x)                    dropout (xd = x without dropout: no copy)
+//             h = s·(xd·Aᵀ)                linear_fwd, scale
 //             y += h·Bᵀ                    linear_fwd (accumulate)
-//   backward  h = s·(x·Aᵀ)                 recomputed (not kept from the forward)
-//             dh = dy·B,  dB += dyᵀ·h       linear_bwd
+//   backward  xd = d(x), h = s·(xd·Aᵀ)     recomputed (neither kept from the forward)
+//             dh = dy·B,  dB += dyᵀ·h      linear_bwd
 //             dh ·= s
-//             dx += dh·A, dA += dhᵀ·x       linear_bwd (dinp_accumulate)
+//             dA += dhᵀ·xd                 linear_bwd
+//             dx += d(dh·A)                linear_bwd (dinp_accumulate); with p > 0 through the
+//                                          scratch, then dropout(accumulate) with the same mask
+// The mask is regenerated, not stored: it is a pure function (kernels/dropout_mask.hpp) of the
+// linear's stream key (seed, layer, linear) and the element's global position (token index
+// first_row + i of the step's global batch, input feature j of the full, unsharded width). So it
+// is the same in forward, backward and a full-recompute forward; the same on every TP rank for
+// a replicated input and the single-rank mask's slice for a sharded one; the same for a sample
+// whatever DP rank or micro-batch carries it; and a resumed run draws what the uninterrupted one
+// drew (the token index counts consumed samples).
 // With the GELU epilogues (fc1's forward, fc2's backward) the adapter's term is added before the
-// GELU / dGELU, which then run as their own ops. One rank only: tensor parallelism with adapters
-// (the resolver rejects it) would need the partial h of a row-parallel A summed over the group.
+// GELU / dGELU, which then run as their own ops.
+//
+// LoRA under tensor parallelism (Megatron / NeMo sharding; Σ = sum over the TP group):
+// - Column-parallel base (W rows split): A [r, in] replicated, B [out/t, r] split by rows like W.
+//   x is replicated, so h = s·d(x)·Aᵀ is complete on every rank and y_local += h·B_localᵀ needs
+//   no communication. Backward: dB_local += dy_localᵀ·h is this rank's slice, complete. But
+//   dh_local = s·dy_local·B_local is a partial sum over the output features, so dh = Σ dh_local
+//   (an all-reduce of [N, r], cheap) before dA += dhᵀ·xd: A's gradient is then complete and equal
+//   on every rank, as a replicated tensor's must be. dx is summed over the group after the base
+//   GEMM anyway (the column-parallel input-gradient all-reduce), so the adapter's d(dh·A), with the
+//   summed dh, is added on TP rank 0 only: counted exactly once, and the other ranks skip a GEMM.
+// - Row-parallel base (W columns split): A [r, in/t] split by columns like W, B [out, r]
+//   replicated. h_local = s·d(x_local)·A_localᵀ is a partial sum of h. Forward: every rank adds
+//   h_local·Bᵀ to its partial y before y's all-reduce; by linearity Σ h_local·Bᵀ = h·Bᵀ, so the
+//   term is counted once with no extra communication. Backward: B's gradient needs the complete
+//   h, so h = Σ h_local (an all-reduce of [N, r]); then dB += dyᵀ·h (dy is replicated: equal on
+//   every rank), dh = s·dy·B is complete, dA_local += dhᵀ·xd_local is this rank's column slice and
+//   dx_local += d(dh·A_local) its complete input slice (row-parallel dx needs no reduction).
+// So TP adds two [N, r] all-reduces per adapted linear pair and no full-size communication.
 //
 // Tensor parallelism (weights are [out, in], HF layout):
 // - Column-parallel (q|k|v, fc1, gate|up): this rank holds rows of W (a slice of the output
@@ -38,6 +68,8 @@
 // the tensor is complete: the row-parallel backward. Asking for them elsewhere throws.
 #pragma once
 
+#include <cstdint>
+
 #include "core/parallel/comm.hpp"
 #include "kernels/ops.hpp"
 
@@ -53,11 +85,17 @@ struct LinearTensors {
   kernels::Tensor w, b, lora_a, lora_b;
 };
 
-// What the adapters of a model share: their scale s and two [N, r] scratch tensors (compute dtype)
-// for h = s·x·Aᵀ and its gradient.
+// What the adapters of a model share: their scale s, two [N, r] scratch tensors (compute dtype)
+// for h = s·d(x)·Aᵀ and its gradient, and the adapter dropout's state (see the top of the file).
 struct LoraScratch {
   kernels::Tensor h, dh;
+  // [N, max adapted in-features of this rank] (compute dtype), the dropped input and later the
+  // dropped input gradient of whichever linear runs; undefined when dropout = 0.
+  kernels::Tensor dropped;
   float scale = 0.f;
+  float dropout = 0.f;    // peft.dropout
+  bool training = false;  // dropout applies (a training forward or a backward); set by the Model
+  int64_t first_row = 0;  // global token index of row 0 of the micro-batch running now
 };
 
 // The tensor-parallel group as a linear sees it. size 1 (comm may be null): no TP, every
@@ -109,9 +147,17 @@ class Linear {
   const LinearTensors& grads() const { return grad_; }
 
  protected:
+  // row_parallel: the input features are split over the TP group (which also decides how the
+  // adapter reduces). dropout_key: the stream of this linear's adapter dropout mask.
   Linear(const LinearTensors& weights, const LinearTensors& grads, kernels::Backend& backend, const TpGroup& tp,
-         const LoraScratch* lora)
-      : w_(weights), grad_(grads), be_(&backend), tp_(tp), lora_(weights.lora_a.defined() ? lora : nullptr) {}
+         const LoraScratch* lora, bool row_parallel, uint64_t dropout_key)
+      : w_(weights),
+        grad_(grads),
+        be_(&backend),
+        tp_(tp),
+        lora_(weights.lora_a.defined() ? lora : nullptr),
+        row_parallel_(row_parallel),
+        dropout_key_(dropout_key) {}
 
   // The local affine forward with the bias given (row-parallel passes it on rank 0 only).
   // Adapters and FP8 scaling plug in here and in affine_bwd.
@@ -119,21 +165,28 @@ class Linear {
   // The local backward: dinp (with the optional dGELU / rebuild / fused bias-sum epilogues),
   // dweight and dbias (+=).
   void affine_bwd(const LinearBwd& a) const;
-  // The adapter's terms: y += s·(x·Aᵀ)·Bᵀ; and dx += ..., dA, dB += ... (see the top of the file).
+  // The adapter's terms: y += s·(d(x)·Aᵀ)·Bᵀ; and dx += ..., dA, dB += ... (see the top of the file).
   void adapter_fwd(kernels::Tensor y, kernels::Tensor x) const;
   void adapter_bwd(kernels::Tensor dx, kernels::Tensor dy, kernels::Tensor x) const;
+  // d(x) into the dropout scratch (or x itself when no dropout applies now).
+  kernels::Tensor adapter_input(kernels::Tensor x) const;
+  // dst (+)= src ⊙ keep/(1−p) with this linear's mask over the [n, in] rows of the input.
+  void apply_dropout(kernels::Tensor dst, kernels::Tensor src, bool accumulate) const;
+  bool dropout_now() const { return lora_->training && lora_->dropout > 0.f; }
 
   LinearTensors w_, grad_;
   kernels::Backend* be_;
   TpGroup tp_;
   const LoraScratch* lora_;  // null: no adapter
+  bool row_parallel_;
+  uint64_t dropout_key_;
 };
 
 class ColumnParallelLinear final : public Linear {
  public:
   ColumnParallelLinear(const LinearTensors& weights, const LinearTensors& grads, kernels::Backend& backend,
-                       const TpGroup& tp, const LoraScratch* lora = nullptr)
-      : Linear(weights, grads, backend, tp, lora) {}
+                       const TpGroup& tp, const LoraScratch* lora = nullptr, uint64_t dropout_key = 0)
+      : Linear(weights, grads, backend, tp, lora, false, dropout_key) {}
   // out = inp·Wᵀ + b (this rank's output features); no communication.
   void fwd(const LinearFwd& a) const;
   // The local backward, then dinp summed over the TP group.
@@ -143,8 +196,8 @@ class ColumnParallelLinear final : public Linear {
 class RowParallelLinear final : public Linear {
  public:
   RowParallelLinear(const LinearTensors& weights, const LinearTensors& grads, kernels::Backend& backend,
-                    const TpGroup& tp, const LoraScratch* lora = nullptr)
-      : Linear(weights, grads, backend, tp, lora) {}
+                    const TpGroup& tp, const LoraScratch* lora = nullptr, uint64_t dropout_key = 0)
+      : Linear(weights, grads, backend, tp, lora, true, dropout_key) {}
   // out = Σ_group inp_local·W_localᵀ, + b added by TP rank 0 only.
   void fwd(const LinearFwd& a) const;
   // The local backward; no communication.

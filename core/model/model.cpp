@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/model/rng.hpp"
 #include "core/model/token_rows.hpp"
 
 namespace recipe::core {
@@ -62,12 +63,24 @@ Model::Model(const ModelShape& shape, int micro_batch, Recompute recompute, kern
   w_ = bind_params(false);
   g_ = bind_params(true);
   if (s_.lora()) {
-    // The adapters' scratch: h = s·x·Aᵀ and its gradient, [N, r] each, shared by every linear.
-    const size_t one = size_t(N_) * size_t(s_.lora_rank) * kernels::dtype_size(be_.act_dtype());
-    lora_buf_ = be_.alloc(2 * one);
+    // The adapters' scratch: h = s·d(x)·Aᵀ and its gradient, [N, r] each, shared by every linear;
+    // with adapter dropout also one [N, in] buffer for the dropped input, in = the widest adapted
+    // input this rank holds (linear.hpp).
+    const size_t es = kernels::dtype_size(be_.act_dtype());
+    const size_t one = size_t(N_) * size_t(s_.lora_rank) * es;
+    int64_t widest = 0;
+    if (s_.lora_dropout > 0.f)
+      for (const LayerParams& lp : w_.layers)
+        for (const LinearTensors* t : {&lp.qkv, &lp.proj, &lp.fc_in, &lp.fc_out})
+          if (t->lora_a.defined()) widest = std::max(widest, t->lora_a.dim(1));
+    const size_t dropped = size_t(N_) * size_t(widest) * es;
+    lora_buf_ = be_.alloc(2 * one + dropped);
     lora_.h = Tensor(lora_buf_, be_.act_dtype(), be_.device(), {N_, int64_t(s_.lora_rank)});
     lora_.dh = Tensor(static_cast<char*>(lora_buf_) + one, be_.act_dtype(), be_.device(), {N_, int64_t(s_.lora_rank)});
+    if (widest > 0)
+      lora_.dropped = Tensor(static_cast<char*>(lora_buf_) + 2 * one, be_.act_dtype(), be_.device(), {N_, widest});
     lora_.scale = s_.lora_scale;
+    lora_.dropout = s_.lora_dropout;
   }
   make_linears();
 
@@ -98,6 +111,7 @@ Model::Model(const ModelShape& shape, int micro_batch, Recompute recompute, kern
   arena_ = be_.alloc(arena_bytes_);
   Carver real(arena_, be_.device());
   carve_all(real);
+  first_rows_.assign(size_t(slots), 0);
   host_inputs_.resize(size_t(N_));
   host_targets_.resize(size_t(N_));
 }
@@ -160,13 +174,19 @@ Model::Params Model::bind_params(bool grads) const {
 
 void Model::make_linears() {
   const TpGroup tp{.comm = tp_, .rank = tp_rank_, .size = tp_size_};
+  // Each adapter's dropout mask has its own stream, keyed by the seed and the linear's global
+  // layer and name (the same on every TP rank, stage and DP rank).
+  auto key = [&](size_t l, const char* linear) {
+    return rng::stream_key(s_.lora_dropout_seed,
+                           "lora_dropout.layers." + std::to_string(first_layer_ + int(l)) + "." + linear);
+  };
   linears_.clear();
   for (size_t l = 0; l < w_.layers.size(); ++l) {
     const LayerParams &w = w_.layers[l], &g = g_.layers[l];
-    linears_.push_back({.qkv = ColumnParallelLinear(w.qkv, g.qkv, be_, tp, &lora_),
-                        .proj = RowParallelLinear(w.proj, g.proj, be_, tp, &lora_),
-                        .fc_in = ColumnParallelLinear(w.fc_in, g.fc_in, be_, tp, &lora_),
-                        .fc_out = RowParallelLinear(w.fc_out, g.fc_out, be_, tp, &lora_)});
+    linears_.push_back({.qkv = ColumnParallelLinear(w.qkv, g.qkv, be_, tp, &lora_, key(l, "qkv")),
+                        .proj = RowParallelLinear(w.proj, g.proj, be_, tp, &lora_, key(l, "proj")),
+                        .fc_in = ColumnParallelLinear(w.fc_in, g.fc_in, be_, tp, &lora_, key(l, "fc_in")),
+                        .fc_out = RowParallelLinear(w.fc_out, g.fc_out, be_, tp, &lora_, key(l, "fc_out"))});
   }
 }
 
@@ -203,6 +223,8 @@ void Model::forward(int slot, bool with_grad, Tensor losses, float dloss) {
     throw std::invalid_argument("Model: losses must be f32 with " + std::to_string(N_) + " elements, got " +
                                 losses.shape_str());
   Activations& A = acts_.at(size_t(slot));
+  lora_.training = with_grad;  // adapter dropout: training forwards only
+  lora_.first_row = first_rows_.at(size_t(slot));
   const LayerActs first = A.layer(0);
   if (first_stage_) {
     be_.embedding_fwd({.out = first.residual,
@@ -235,6 +257,8 @@ void Model::forward(int slot, bool with_grad, Tensor losses, float dloss) {
 
 void Model::backward(int slot) {
   Activations& A = acts_.at(size_t(slot));
+  lora_.training = true;  // the backward regenerates the training forward's dropout masks
+  lora_.first_row = first_rows_.at(size_t(slot));
   if (last_stage_) {
     be_.zero(A.dresidual);
     // A.dln holds d(final norm output), written by the classifier.

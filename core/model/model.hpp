@@ -87,6 +87,9 @@ class Model {
   kernels::Tensor stage_output(int slot) const;
   kernels::Tensor stage_output_grad(int slot) const;
   kernels::Tensor stage_input_grad(int slot) const;
+  // The global index of the slot's first token (its first sample's index in the run's sample
+  // stream × seq), which the adapter dropout mask is keyed by (linear.hpp); set before forward.
+  void set_first_token(int slot, int64_t token) { first_rows_.at(size_t(slot)) = token; }
   // The slot's device token ids, i32 [N] (first stage: inputs; last stage: targets), as
   // load_tokens leaves them; a recorded (CUDA-graph) step uploads into them directly.
   kernels::Tensor input_tokens(int slot) const { return acts_.at(size_t(slot)).inputs; }
@@ -103,6 +106,10 @@ class Model {
   void set_phase_hook(std::function<void(int)> hook) { phase_hook_ = std::move(hook); }
 
  private:
+  // Generation (incremental_decoder.hpp) runs this model's bound weights, linears and norms over a
+  // KV cache instead of the training activations.
+  friend class IncrementalDecoder;
+
   struct Norm {
     kernels::Tensor w, b;
   };
@@ -168,6 +175,7 @@ class Model {
   std::vector<LayerLinears> linears_;  // this stage's layers, local index
   LoraScratch lora_;                   // the adapters' [N, r] scratch (undefined without LoRA)
   void* lora_buf_ = nullptr;
+  std::vector<int64_t> first_rows_;  // per slot (set_first_token)
   void* arena_ = nullptr;
   size_t arena_bytes_ = 0;
   std::vector<ArenaEntry> arena_entries_;

@@ -45,6 +45,8 @@ ModelShape model_shape(const plan::Plan& plan) {
           "LoRA needs a positive peft.rank and at least one adapted linear");
     s.lora_rank = plan.peft.rank;
     s.lora_scale = float(plan::lora_scale(plan.peft));
+    s.lora_dropout = float(plan.peft.dropout);
+    s.lora_dropout_seed = uint64_t(plan.trainer.seed);
   }
 
   // The resolver checks all of this; these few are kept because buffer sizes and indexing depend on

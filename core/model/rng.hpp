@@ -13,14 +13,13 @@
 #include <cstdint>
 #include <string_view>
 
+#include "kernels/dropout_mask.hpp"
+
 namespace recipe::core::rng {
 
-inline uint64_t splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
+// The SplitMix64 finalizer and the counter draw live with the kernels, whose dropout mask
+// (kernels/dropout_mask.hpp) hashes the same way on host and device.
+using kernels::splitmix64;
 
 inline uint64_t fnv1a64(std::string_view s) {
   uint64_t h = 0xcbf29ce484222325ull;
@@ -37,9 +36,7 @@ inline uint64_t stream_key(uint64_t seed, std::string_view name) {
 }
 
 // 64 random bits for element `index` of a stream.
-inline uint64_t bits(uint64_t key, uint64_t index) {
-  return splitmix64(splitmix64(key ^ (index * 0x9E3779B97F4A7C15ull)));
-}
+inline uint64_t bits(uint64_t key, uint64_t index) { return kernels::counter_bits(key, index); }
 
 // Uniform in (0, 1]: never 0, so log() in Box-Muller is finite.
 inline double uniform_open0(uint32_t u) { return (double(u) + 1.0) * (1.0 / 4294967296.0); }

@@ -77,12 +77,78 @@ nlohmann::json common_json(const Trainer& t, ParallelState& par) {
   return c;
 }
 
+// The weights of the checkpoint into this rank's part of the store: trainable tensors into the f32
+// master (then the compute copy), the frozen base into the compute copy. Refuses a checkpoint of
+// another model shape, naming the tensors that differ. No collective.
+void read_weights(ParamStore& store, const ckpt::CheckpointReader& reader, const std::string& checkpoint_dir,
+                  LoadMode mode) {
+  const ParamLayout& layout = store.layout();
+  // Shape check first, all mismatches at once.
+  std::vector<std::string> problems;
+  // Starting a LoRA fine-tune from its base checkpoint: the base has no adapters, which keep
+  // their initialization (B = 0: the step-0 model is the base).
+  auto keeps_init = [&](const ParamSpec& p) {
+    return mode == LoadMode::weights_only && p.decl && is_adapter(*p.decl) && !reader.find(p.name);
+  };
+  // LoRA adapters the model does not have would be dropped silently: the model would be the base.
+  for (const ckpt::TensorInfo& t : reader.tensors()) {
+    const bool adapter = t.name.rfind("optimizer.", 0) != 0 &&
+                         (t.name.find(".lora_a.") != std::string::npos || t.name.find(".lora_b.") != std::string::npos);
+    if (adapter && !layout.find(t.name)) problems.push_back(t.name + " (a LoRA adapter) has no place in this model");
+  }
+  for (const ParamSpec& p : layout.params) {
+    const ckpt::TensorInfo* info = reader.find(p.name);
+    if (keeps_init(p)) continue;
+    if (!info)
+      problems.push_back(p.name + " is missing");
+    else if (info->global_shape != p.global_shape)
+      problems.push_back(p.name + " is " + shape_str(info->global_shape) + " there, " + shape_str(p.global_shape) +
+                         " here");
+  }
+  if (!problems.empty()) {
+    std::ostringstream m;
+    m << "checkpoint " << checkpoint_dir << " does not fit this model (" << problems.size() << " tensor"
+      << (problems.size() == 1 ? "" : "s") << "): ";
+    for (size_t i = 0; i < problems.size() && i < 6; ++i) m << (i ? "; " : "") << problems[i];
+    if (problems.size() > 6) m << "; and " << problems.size() - 6 << " more";
+    m << ". Its plan is in " << (fs::path(checkpoint_dir) / "plan.toml").string()
+      << ": use the same model.* and peft.* settings (parallelism may differ); `recipe ckpt merge` turns a LoRA "
+         "checkpoint into a full one";
+    throw std::runtime_error(m.str());
+  }
+
+  kernels::Backend& be = store.backend();
+  // Trainable tensors into the master (then the compute copy), the frozen base into the compute
+  // copy alone (on a backend whose compute copy is the master, that is one buffer).
+  std::vector<float> host(size_t(layout.total_numel), 0.0f);                // gaps stay zero
+  if (layout.trainable_numel > 0) be.to_host(host.data(), store.master());  // adapters that keep their init
+  for (const ParamSpec& p : layout.params)
+    if (!keeps_init(p)) reader.read(p.name, held_box(p), ckpt::DType::f32, host.data() + p.offset);
+  if (store.compute_is_master()) {
+    be.from_host(store.compute(), host.data());
+  } else {
+    be.from_host(store.master(), host.data());
+    if (layout.frozen_numel > 0)
+      store.compute_from_host(layout.frozen_begin, layout.frozen_numel, host.data() + layout.frozen_begin);
+  }
+  store.sync_compute();
+}
+
 }  // namespace
 
-std::string save_checkpoint(Trainer& trainer, const SaveOptions& options) {
+namespace {
+
+// Which tensors a save writes.
+enum class Contents {
+  all,         // every parameter (frozen ones as f32 from the compute copy), trainable ones with moments
+  trainable,   // adapter-only: the trainable tensors and their moments (the base is referred to)
+  frozen_only  // the base of a LoRA fine-tune: the frozen tensors alone
+};
+
+// Collective: every rank writes its pieces of `contents`, then world rank 0 commits `final_dir`.
+void write_checkpoint(Trainer& trainer, const std::string& final_dir, Contents contents, ckpt::CommitOptions co) {
   ParallelState& par = trainer.parallel();
   Comm& world = par.world();
-  std::string final_dir = (fs::path(options.dir) / ckpt::step_dir_name(trainer.steps_done())).string();
   const std::string staging = ckpt::staging_dir_of(final_dir);
 
   std::exception_ptr err;
@@ -102,16 +168,19 @@ std::string save_checkpoint(Trainer& trainer, const SaveOptions& options) {
     const ParamLayout& layout = store.layout();
     const RankCoords& rc = par.coords();
     const bool zero1 = trainer.grad_sync().zero1();
+    const bool write_frozen = contents != Contents::trainable, write_trainable = contents != Contents::frozen_only;
     std::vector<ckpt::SavePiece> pieces;
     std::vector<float> master, m, v, frozen;
     if (zero1 || rc.dp == 0) {
       kernels::Backend& be = store.backend();
-      master = download(be, store.master());
-      m = download(be, store.adam_m());
-      v = download(be, store.adam_v());
+      if (write_trainable) {
+        master = download(be, store.master());
+        m = download(be, store.adam_m());
+        v = download(be, store.adam_v());
+      }
       // The frozen base (LoRA) has no master or moments: its weights come from the compute copy,
       // written once (DP rank 0), as f32.
-      if (layout.frozen_numel > 0 && rc.dp == 0)
+      if (write_frozen && layout.frozen_numel > 0 && rc.dp == 0)
         frozen = store.compute_to_host(layout.frozen_begin, layout.frozen_numel);
       const std::vector<AdamSegment> segments = trainer.grad_sync().optimizer_segments(layout);
       for (const ParamSpec& p : layout.params) {
@@ -119,7 +188,7 @@ std::string save_checkpoint(Trainer& trainer, const SaveOptions& options) {
         if (is_tied_copy(p, trainer.shape(), par)) continue;
         const ckpt::Box box = held_box(p);
         if (!p.trainable) {
-          if (rc.dp != 0) continue;
+          if (!write_frozen || rc.dp != 0) continue;
           ckpt::SavePiece sp;
           sp.name = p.name;
           sp.global_shape = p.global_shape;
@@ -131,6 +200,7 @@ std::string save_checkpoint(Trainer& trainer, const SaveOptions& options) {
           pieces.push_back(std::move(sp));
           continue;
         }
+        if (!write_trainable) continue;
         for (const AdamSegment& s : segments) {
           const int64_t b = std::max(s.offset, p.offset), e = std::min(s.offset + s.numel, p.offset + p.numel);
           if (b >= e) continue;
@@ -161,18 +231,40 @@ std::string save_checkpoint(Trainer& trainer, const SaveOptions& options) {
 
   if (world.rank() == 0) {
     try {
-      ckpt::CommitOptions co;
       co.world_size = par.world_size();
-      co.common = common_json(trainer, par);
-      co.plan_toml = options.plan_toml;
-      co.keep_last = options.keep_last;
       ckpt::commit(staging, final_dir, co);
     } catch (...) {
       err = std::current_exception();
     }
   }
   agree(world, err, "committing the checkpoint");
+}
+
+}  // namespace
+
+std::string save_checkpoint(Trainer& trainer, const SaveOptions& options) {
+  std::string final_dir = (fs::path(options.dir) / ckpt::step_dir_name(trainer.steps_done())).string();
+  const bool adapter_only = options.base && trainer.params().layout().frozen_numel > 0;
+  ckpt::CommitOptions co;
+  co.common = common_json(trainer, trainer.parallel());
+  co.plan_toml = options.plan_toml;
+  co.keep_last = options.keep_last;
+  if (adapter_only) co.base = *options.base;
+  write_checkpoint(trainer, final_dir, adapter_only ? Contents::trainable : Contents::all, co);
   return final_dir;
+}
+
+ckpt::BaseRef save_base_checkpoint(Trainer& trainer, const std::string& checkpoints_dir, const std::string& plan_toml) {
+  const fs::path final_dir = fs::absolute(fs::path(checkpoints_dir) / "base" / ckpt::step_dir_name(0));
+  ckpt::CommitOptions co;
+  co.common = common_json(trainer, trainer.parallel());
+  co.common["step"] = 0;  // the frozen weights are the same at every step
+  co.common["consumed_samples"] = 0;
+  co.common["last_loss"] = 0.0;
+  co.common["lora_base"] = true;
+  co.plan_toml = plan_toml;
+  write_checkpoint(trainer, final_dir.string(), Contents::frozen_only, co);
+  return ckpt::BaseRef{final_dir.string(), ckpt::checkpoint_hash(final_dir.string())};
 }
 
 LoadResult load_checkpoint(Trainer& trainer, const std::string& checkpoint_dir, LoadMode mode) {
@@ -200,54 +292,16 @@ LoadResult load_checkpoint(Trainer& trainer, const std::string& checkpoint_dir, 
 
     ParamStore& store = trainer.params();
     const ParamLayout& layout = store.layout();
-    // Shape check first, all mismatches at once.
-    std::vector<std::string> problems;
-    // Starting a LoRA fine-tune from its base checkpoint: the base has no adapters, which keep
-    // their initialization (B = 0: the step-0 model is the base).
-    auto keeps_init = [&](const ParamSpec& p) {
-      return mode == LoadMode::weights_only && p.decl && is_adapter(*p.decl) && !reader.find(p.name);
-    };
-    for (const ParamSpec& p : layout.params) {
-      const ckpt::TensorInfo* info = reader.find(p.name);
-      if (keeps_init(p)) continue;
-      if (!info)
-        problems.push_back(p.name + " is missing");
-      else if (info->global_shape != p.global_shape)
-        problems.push_back(p.name + " is " + shape_str(info->global_shape) + " there, " + shape_str(p.global_shape) +
-                           " here");
-    }
-    if (!problems.empty()) {
-      std::ostringstream m;
-      m << "checkpoint " << checkpoint_dir << " does not fit this model (" << problems.size() << " tensor"
-        << (problems.size() == 1 ? "" : "s") << "): ";
-      for (size_t i = 0; i < problems.size() && i < 6; ++i) m << (i ? "; " : "") << problems[i];
-      if (problems.size() > 6) m << "; and " << problems.size() - 6 << " more";
-      m << ". Its plan is in " << (fs::path(checkpoint_dir) / "plan.toml").string()
-        << ": use the same model.* settings (parallelism may differ)";
-      throw std::runtime_error(m.str());
-    }
+    read_weights(store, reader, checkpoint_dir, mode);
 
     kernels::Backend& be = store.backend();
-    // Trainable tensors into the master (then the compute copy), the frozen base into the compute
-    // copy alone (on a backend whose compute copy is the master, that is one buffer).
-    std::vector<float> host(size_t(layout.total_numel), 0.0f);                // gaps stay zero
-    if (layout.trainable_numel > 0) be.to_host(host.data(), store.master());  // adapters that keep their init
-    for (const ParamSpec& p : layout.params)
-      if (!keeps_init(p)) reader.read(p.name, held_box(p), ckpt::DType::f32, host.data() + p.offset);
-    if (store.compute_is_master()) {
-      be.from_host(store.compute(), host.data());
-    } else {
-      be.from_host(store.master(), host.data());
-      if (layout.frozen_numel > 0)
-        store.compute_from_host(layout.frozen_begin, layout.frozen_numel, host.data() + layout.frozen_begin);
-    }
-    store.sync_compute();
 
     bool have_moments = mode == LoadMode::resume;
     for (const ParamSpec& p : layout.params)
       if (p.trainable && (!reader.find(kExpAvg + p.name) || !reader.find(kExpAvgSq + p.name))) have_moments = false;
     if (have_moments) {
       const std::vector<AdamSegment> segments = trainer.grad_sync().optimizer_segments(layout);
+      std::vector<float> host(size_t(layout.total_numel), 0.0f);
       std::vector<float> state(size_t(store.state_numel()), 0.0f);
       for (const std::string& prefix : {kExpAvg, kExpAvgSq}) {
         // Whole local tensors into a layout-indexed buffer, then the segments' runs into the state.
@@ -265,11 +319,23 @@ LoadResult load_checkpoint(Trainer& trainer, const std::string& checkpoint_dir, 
       result.optimizer_restored = true;
     }
     if (mode == LoadMode::resume) trainer.restore_steps_done(int(result.step));
+    if (layout.frozen_numel > 0) {
+      if (const ckpt::BaseRef* b = reader.base_ref())
+        result.base = *b;
+      else
+        result.base = ckpt::BaseRef{fs::absolute(checkpoint_dir).lexically_normal().string(),
+                                    ckpt::checkpoint_hash(checkpoint_dir)};
+    }
   } catch (...) {
     err = std::current_exception();
   }
   agree(par.world(), err, "loading checkpoint " + checkpoint_dir);
   return result;
+}
+
+void load_weights(ParamStore& store, const std::string& checkpoint_dir) {
+  const ckpt::CheckpointReader reader(checkpoint_dir);
+  read_weights(store, reader, checkpoint_dir, LoadMode::resume);
 }
 
 }  // namespace recipe::core

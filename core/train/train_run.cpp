@@ -164,6 +164,20 @@ TrainResult train(const plan::Plan& plan, const TrainOptions& opts) {
   save_opts.dir = ckpt_dir;
   save_opts.plan_toml = opts.plan_toml;
   save_opts.keep_last = plan.checkpoint.keep_last;
+  // A LoRA fine-tune saves adapter-only checkpoints that refer to its frozen base: the checkpoint
+  // it loaded, or (from random weights) the base it writes once now (core/train/checkpointing.hpp).
+  // A base among this run's own step-<N> (an older full LoRA checkpoint resumed) would be pruned by
+  // checkpoint.keep_last: the run then writes its own base/ as well.
+  save_opts.base = loaded.base;
+  const auto own_step = [&](const std::string& path) {
+    return std::filesystem::path(path).parent_path() == std::filesystem::absolute(ckpt_dir).lexically_normal();
+  };
+  if ((!save_opts.base || own_step(save_opts.base->path)) && !ckpt_dir.empty() &&
+      trainer.params().layout().frozen_numel > 0) {
+    save_opts.base = save_base_checkpoint(trainer, ckpt_dir, opts.plan_toml);
+    progress.message("wrote the frozen base weights to " + save_opts.base->path +
+                     " (its checkpoints hold the adapters and refer to it)");
+  }
   auto save = [&](const std::string& why) {
     using sclock = std::chrono::steady_clock;
     const auto t0 = sclock::now();

@@ -111,6 +111,8 @@ Trainer::Trainer(const plan::Plan& plan, kernels::Backend& backend, ParallelStat
         "the step is not the single-rank CUDA device step (CPU, several ranks, ZeRO-1 or kernels.host_clip=true)";
   else if (phase_timing)
     graph_off = "kernels.phase_timing=true synchronizes inside the step";
+  else if (shape_.lora_dropout > 0.f)
+    graph_off = "peft.dropout>0 keys each step's adapter dropout masks by its samples, which a recording would fix";
   else if (train_->loss_masked())
     graph_off = "data.kind=sft divides the loss by each step's count of trained tokens, which a recording would fix";
   graph_ = std::make_unique<StepGraph>(backend_, num_micro_, N, graph_off);
@@ -200,6 +202,7 @@ void Trainer::enqueue_device_step(int s, bool staged) {
       graph_->upload_tokens(m, model_->input_tokens(0), model_->target_tokens(0));
     else
       loader_->load(*train_, first_sample(s, m), *model_, 0);
+    model_->set_first_token(0, first_sample(s, m) * shape_.seq);  // graph off with dropout (constructor)
     model_->forward(0, true, losses_.rows(m, 1).view({N}), dloss);
     model_->backward(0);
   }
@@ -253,6 +256,7 @@ double Trainer::run_micro_batches(const data::SampleSource& src, const std::func
   const float dloss = with_grad ? float(1.0 / loss_tokens) : 0.0f;
   auto forward = [&](int m, int slot) {
     loader_->load(src, sample_of(m), *model_, slot);
+    model_->set_first_token(slot, sample_of(m) * shape_.seq);  // keys the adapter dropout mask
     model_->forward(slot, with_grad, losses_.rows(m, 1).view({N}), dloss);
   };
   if (!with_grad) {

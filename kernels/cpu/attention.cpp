@@ -20,25 +20,8 @@
 namespace recipe::kernels {
 
 namespace {
-// Dot product with eight independent partial sums (vectorizable, and a fixed summation order).
-inline float dot(const float* a, const float* b, int n) {
-  float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int l = 0; l < 8; ++l) lane[l] += a[i + l] * b[i + l];
-  float tail = 0.0f;
-  for (; i < n; ++i) tail += a[i] * b[i];
-  return ((lane[0] + lane[4]) + (lane[1] + lane[5])) + ((lane[2] + lane[6]) + (lane[3] + lane[7])) + tail;
-}
-
-// y += a·x, in blocks of eight so that -O2 vectorizes it (no reduction: order does not matter;
-// y never overlaps x: outputs and gradients are separate buffers from qkv).
-inline void axpy(float* __restrict y, float a, const float* __restrict x, int n) {
-  int i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int l = 0; l < 8; ++l) y[i + l] += a * x[i + l];
-  for (; i < n; ++i) y[i] += a * x[i];
-}
+using cpu::axpy;
+using cpu::dot;
 
 struct AttentionLayout {
   int64_t row;    // floats per token row of qkv

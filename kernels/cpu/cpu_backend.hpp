@@ -63,9 +63,16 @@ class CpuBackend final : public Backend {
   void rope_fwd(const RopeArgs& a) override;
   void rope_bwd(const RopeArgs& a) override;
 
+  // dropout.cpp
+  void dropout(const DropoutArgs& a) override;
+
   // attention.cpp
   void attention_fwd(const AttentionFwdArgs& args) override;
   void attention_bwd(const AttentionBwdArgs& args) override;
+
+  // kv_cache.cpp
+  void kv_cache_append(const KvCacheAppendArgs& args) override;
+  void kv_attention(const KvAttentionArgs& args) override;
 
   // loss.cpp
   void cross_entropy(Tensor losses, Tensor logits, Tensor targets, int vocab, float dloss, bool compute_grad) override;

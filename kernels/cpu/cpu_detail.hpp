@@ -67,6 +67,56 @@ inline void add_column_sums(float* dst, const float* src, int64_t N, int64_t C) 
   for (int64_t c = 0; c < C; ++c) dst[c] += float(acc[size_t(c)]);
 }
 
+// Dot product with eight independent partial sums (vectorizable, and a fixed summation order).
+// The attention ops (attention.cpp, kv_cache.cpp) score with it, so a query scores the same keys
+// to the same bits whichever op computes it.
+inline float dot(const float* a, const float* b, int n) {
+  float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int l = 0; l < 8; ++l) lane[l] += a[i + l] * b[i + l];
+  float tail = 0.0f;
+  for (; i < n; ++i) tail += a[i] * b[i];
+  return ((lane[0] + lane[4]) + (lane[1] + lane[5])) + ((lane[2] + lane[6]) + (lane[3] + lane[7])) + tail;
+}
+
+// y += a·x, in blocks of eight so that -O2 vectorizes it (no reduction: order does not matter;
+// y never overlaps x: outputs and gradients are separate buffers from qkv).
+inline void axpy(float* __restrict y, float a, const float* __restrict x, int n) {
+  int i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int l = 0; l < 8; ++l) y[i + l] += a * x[i + l];
+  for (; i < n; ++i) y[i] += a * x[i];
+}
+
+// RoPE of one token (rope.cpp, kv_cache.cpp): the angles of position p, p·θ^(-2i/D) for
+// i < D/2, as cos and sign·sin in double; then `heads` contiguous heads of D values rotated
+// ("rotate_half": element i pairs with i + D/2).
+struct RopeAngles {
+  std::vector<double> inv_freq, cos, sin;
+  RopeAngles(int D, float theta) : inv_freq(size_t(D / 2)), cos(size_t(D / 2)), sin(size_t(D / 2)) {
+    for (int i = 0; i < D / 2; ++i) inv_freq[size_t(i)] = std::pow(double(theta), -2.0 * i / D);
+  }
+  void at(int p, float sign) {
+    for (size_t i = 0; i < inv_freq.size(); ++i) {
+      const double angle = double(p) * inv_freq[i];
+      cos[i] = std::cos(angle);
+      sin[i] = sign * std::sin(angle);
+    }
+  }
+  void rotate(float* tok, int heads, int D) const {
+    const int half = D / 2;
+    for (int h = 0; h < heads; ++h) {
+      float* x = tok + int64_t(h) * D;
+      for (int i = 0; i < half; ++i) {
+        const double x1 = x[i], x2 = x[i + half];
+        x[i] = float(x1 * cos[size_t(i)] - x2 * sin[size_t(i)]);
+        x[i + half] = float(x2 * cos[size_t(i)] + x1 * sin[size_t(i)]);
+      }
+    }
+  }
+};
+
 // Runs body(begin, end) over [0, n) split into contiguous chunks, one per thread, chunk 0 on the
 // calling thread. Bodies must write disjoint outputs; then the result is the same for any thread
 // count. Small loops (work below min_work) stay on the calling thread.

@@ -14,18 +14,6 @@
 namespace recipe::kernels {
 
 namespace {
-void rotate(float* tok, int heads, int D, const double* cos_t, const double* sin_t) {
-  const int half = D / 2;
-  for (int h = 0; h < heads; ++h) {  // q heads then k heads are contiguous
-    float* x = tok + int64_t(h) * D;
-    for (int i = 0; i < half; ++i) {
-      double x1 = x[i], x2 = x[i + half];
-      x[i] = float(x1 * cos_t[i] - x2 * sin_t[i]);
-      x[i + half] = float(x2 * cos_t[i] + x1 * sin_t[i]);
-    }
-  }
-}
-
 void rope_apply(const char* op, const RopeArgs& a, float sign) {
   const Tensor qkv = a.qkv;
   const int B = a.shape.B, T = a.shape.T, Hq = a.shape.Hq, Hkv = a.shape.Hkv, D = a.shape.D;
@@ -38,17 +26,8 @@ void rope_apply(const char* op, const RopeArgs& a, float sign) {
   cpu::require(theta > 0.0f, op, "theta=" + std::to_string(theta) + " must be positive");
   const int64_t row = int64_t(Hq + 2 * Hkv) * D;
   cpu::require_numel(qkv, int64_t(B) * T * row, op, "qkv");
-  const int half = D / 2;
-  std::vector<double> cos_t(half), sin_t(half), inv_freq(half);
-  for (int i = 0; i < half; ++i) inv_freq[i] = std::pow(double(theta), -2.0 * i / D);
+  cpu::RopeAngles rope(D, theta);
   float* base = qkv.as<float>();
-  auto angles = [&](int p) {
-    for (int i = 0; i < half; ++i) {
-      double angle = double(p) * inv_freq[i];
-      cos_t[i] = std::cos(angle);
-      sin_t[i] = sign * std::sin(angle);
-    }
-  };
   if (a.positions.defined()) {
     cpu::require_tensor(a.positions, op, "positions", DType::i32);
     cpu::require_numel(a.positions, int64_t(B) * T, op, "positions");
@@ -57,14 +36,14 @@ void rope_apply(const char* op, const RopeArgs& a, float sign) {
       cpu::require(pos[bt] >= 0 && pos[bt] < T, op,
                    "positions[" + std::to_string(bt) + "] = " + std::to_string(pos[bt]) + " is outside 0.." +
                        std::to_string(T - 1));
-      angles(pos[bt]);
-      rotate(base + bt * row, Hq + Hkv, D, cos_t.data(), sin_t.data());
+      rope.at(pos[bt], sign);
+      rope.rotate(base + bt * row, Hq + Hkv, D);  // q heads then k heads are contiguous
     }
     return;
   }
   for (int t = 0; t < T; ++t) {
-    angles(t);
-    for (int b = 0; b < B; ++b) rotate(base + (int64_t(b) * T + t) * row, Hq + Hkv, D, cos_t.data(), sin_t.data());
+    rope.at(t, sign);
+    for (int b = 0; b < B; ++b) rope.rotate(base + (int64_t(b) * T + t) * row, Hq + Hkv, D);
   }
 }
 }  // namespace

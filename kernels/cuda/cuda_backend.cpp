@@ -8,6 +8,8 @@
 #include "kernels/cuda/cublaslt_linear.hpp"
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/cudnn_attention.hpp"
+#include "kernels/cuda/cuda_kernels.hpp"
+#include "kernels/dropout_mask.hpp"
 
 namespace recipe::kernels {
 namespace cuda {
@@ -523,6 +525,27 @@ void CudaBackend::rope_fwd(const RopeArgs& a) { rope(a, false); }
 
 void CudaBackend::rope_bwd(const RopeArgs& a) { rope(a, true); }
 
+void CudaBackend::dropout(const DropoutArgs& a) {
+  const char* op = "dropout";
+  if (!a.inp.defined() || a.inp.ndim != 2) bad_arg(op, "inp must be a defined [rows, cols] tensor");
+  if (a.inp.dtype != DType::f32 && a.inp.dtype != DType::bf16) bad_arg(op, "inp must be f32 or bf16");
+  expect(op, "inp", a.inp, a.inp.dtype);
+  expect(op, "out", a.out, a.inp.dtype);
+  expect_numel(op, "out", a.out, a.inp.numel());
+  if (!(a.p >= 0.0f && a.p < 1.0f)) bad_arg(op, "p=" + std::to_string(a.p) + " must be in [0, 1)");
+  const int64_t rows = a.inp.dim(0), cols = a.inp.dim(1);
+  if (a.first_row < 0 || a.first_col < 0 || a.row_stride < a.first_col + cols)
+    bad_arg(op, "the block's columns do not fit a row of " + std::to_string(a.row_stride));
+  const DropoutMask m{.key = a.key,
+                      .first_row = a.first_row,
+                      .row_stride = a.row_stride,
+                      .first_col = a.first_col,
+                      .threshold = dropout_threshold(a.p),
+                      .keep_scale = 1.0f / (1.0f - a.p),
+                      .accumulate = a.accumulate};
+  cuda::dropout(a.out.ptr, a.inp.ptr, a.inp.dtype == DType::bf16, rows, cols, m, stream_);
+}
+
 // ---- attention ----
 
 void CudaBackend::note_attention_fallback(const std::string& shape, const std::string& why) {
@@ -685,8 +708,8 @@ void CudaBackend::attention_bwd(const AttentionBwdArgs& args) {
     const PackedSegments seg = pos ? packed_segments_in(ws, pos, args.shape) : PackedSegments{};
     float* lse_tokens = pos ? static_cast<float*>(ws.take(size_t(lse.numel()) * sizeof(float), "ragged lse")) : nullptr;
     if (pos) lse_to_tokens(lse_tokens, lse.as<float>(), B, T, Hq, stream_);
-    if (attention_->backward(dqkv.ptr, dout.ptr, qkv.ptr, out.ptr, pos ? lse_tokens : lse.as<float>(), B, T, Hq, Hkv,
-                             D, ws, pos ? &seg : nullptr, args.shape.max_samples)) {
+    if (attention_->backward(dqkv.ptr, dout.ptr, qkv.ptr, out.ptr, pos ? lse_tokens : lse.as<float>(), B, T, Hq, Hkv, D,
+                             ws, pos ? &seg : nullptr, args.shape.max_samples)) {
       ++cudnn_calls_;
       return;
     }

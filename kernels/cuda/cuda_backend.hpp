@@ -81,9 +81,13 @@ class CudaBackend final : public Backend {
   void swiglu_bwd(Tensor dgate_up, Tensor dout, Tensor gate_up) override;
   void rope_fwd(const RopeArgs& a) override;
   void rope_bwd(const RopeArgs& a) override;
+  void dropout(const DropoutArgs& a) override;
 
   void attention_fwd(const AttentionFwdArgs& args) override;
   void attention_bwd(const AttentionBwdArgs& args) override;
+  // kv_cache.cu
+  void kv_cache_append(const KvCacheAppendArgs& args) override;
+  void kv_attention(const KvAttentionArgs& args) override;
   AttentionPlan prepare_attention(const AttentionShape& shape) override;
   KernelPaths kernel_paths() const override;
 

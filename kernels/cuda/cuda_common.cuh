@@ -57,6 +57,17 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
+// RoPE's (cos, sin) of pair i at position t for head dim D, θ = exp(log_theta): the angle
+// t·θ^(-2i/D) in double (with --use_fast_math single-precision sin/cos lose accuracy for the large
+// arguments long sequences produce), rounded to float. rope.cu and kv_cache.cu both rotate with it,
+// so a token decoded from a KV cache is rotated to the same bits as in a full-sequence forward.
+__device__ __forceinline__ float2 rope_cos_sin(int t, int i, int D, double log_theta) {
+  const double angle = double(t) * exp(-log_theta * (2.0 * i) / double(D));
+  double sn, cs;
+  sincos(angle, &sn, &cs);
+  return make_float2(float(cs), float(sn));
+}
+
 // Block-wide sum; every thread gets the result. `shared` holds ≥ 32 values. Deterministic: each
 // warp reduces in a fixed butterfly order, then warp 0 reduces the per-warp sums the same way.
 template <class T>

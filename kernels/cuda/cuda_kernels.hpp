@@ -43,6 +43,17 @@ void gelu_fwd_bf16(void* out, const void* inp, int64_t n, cudaStream_t s);
 void gelu_bwd_bf16(void* dinp, const void* dout, const void* inp, int64_t n, cudaStream_t s);
 void swiglu_fwd_bf16(void* out, const void* gate_up, int64_t rows, int64_t F, cudaStream_t s);
 void swiglu_bwd_bf16(void* dgate_up, const void* dout, const void* gate_up, int64_t rows, int64_t F, cudaStream_t s);
+// Dropout (dropout.cu, the op's contract in ops.hpp: DropoutArgs): out (+)= inp ⊙ keep·keep_scale
+// over a [rows, cols] block, f32 or bf16 (bf16_data) row-major, out may alias inp.
+struct DropoutMask {
+  uint64_t key = 0;
+  int64_t first_row = 0, row_stride = 0, first_col = 0;
+  uint32_t threshold = 0;  // dropout_threshold(p)
+  float keep_scale = 1.f;  // 1/(1 − p), computed on the host as the CPU reference does
+  bool accumulate = false;
+};
+void dropout(void* out, const void* inp, bool bf16_data, int64_t rows, int64_t cols, const DropoutMask& m,
+             cudaStream_t s);
 // Device counters (zero between launches) that let the last block of a column tile finish a
 // one-launch column sum; owned by the backend, allocated and zeroed once at its start.
 struct ColumnSumTickets {

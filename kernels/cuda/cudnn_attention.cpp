@@ -105,8 +105,8 @@ CudnnAttention::Entry& CudnnAttention::entry(const Key& key) {
   };
   // Stats: lse [B, Hq, T]; ragged graphs keep it token-major [B·T, Hq] (cudnn_attention.hpp).
   const std::vector<int64_t> stats_dim{S, Hq, T, 1};
-  const std::vector<int64_t> stats_stride = ragged ? std::vector<int64_t>{int64_t(Hq) * T, 1, Hq, 1}
-                                                   : std::vector<int64_t>{int64_t(Hq) * T, T, 1, 1};
+  const std::vector<int64_t> stats_stride =
+      ragged ? std::vector<int64_t>{int64_t(Hq) * T, 1, Hq, 1} : std::vector<int64_t>{int64_t(Hq) * T, T, 1, 1};
   auto Q = tensor("Q", kQ, Hq, qkv_stride);
   auto K = tensor("K", kK, Hkv, qkv_stride);
   auto V = tensor("V", kV, Hkv, qkv_stride);
@@ -119,8 +119,11 @@ CudnnAttention::Entry& CudnnAttention::entry(const Key& key) {
     if (ragged) opts.set_padding_mask(true).set_seq_len_q(seq_q).set_seq_len_kv(seq_kv);
     auto [O, Stats] = g->sdpa(Q, K, V, opts);
     O->set_output(true).set_uid(kO).set_dim({S, Hq, T, D}).set_stride(o_stride);
-    Stats->set_output(true).set_uid(kStats).set_data_type(fe::DataType_t::FLOAT).set_dim(stats_dim).set_stride(
-        stats_stride);
+    Stats->set_output(true)
+        .set_uid(kStats)
+        .set_data_type(fe::DataType_t::FLOAT)
+        .set_dim(stats_dim)
+        .set_stride(stats_stride);
     if (ragged) {
       O->set_ragged_offset(out_off);
       Stats->set_ragged_offset(lse_off);
@@ -204,8 +207,8 @@ void CudnnAttention::add_segments(std::unordered_map<int64_t, void*>& pack, cons
   pack[kLseOff] = seg.lse_offset;
 }
 
-bool CudnnAttention::forward(void* out, float* lse, const void* qkv, int B, int T, int Hq, int Hkv, int D,
-                             Workspace ws, const PackedSegments* seg, int slots) {
+bool CudnnAttention::forward(void* out, float* lse, const void* qkv, int B, int T, int Hq, int Hkv, int D, Workspace ws,
+                             const PackedSegments* seg, int slots) {
   Entry& e = entry(Key{B, T, Hq, Hkv, D, false, seg ? slots : 0});
   if (!e.ok) {
     last_rejection_ = e.why;

@@ -59,8 +59,8 @@ __global__ void packed_segments_kernel(const int32_t* __restrict__ pos, int T, i
 }
 
 // [B, Hq, T] <-> [B·T, Hq]: one thread per element, reads or writes coalesced along T.
-__global__ void lse_transpose_kernel(float* __restrict__ dst, const float* __restrict__ src, int T, int Hq,
-                                     int64_t n, bool to_tokens) {
+__global__ void lse_transpose_kernel(float* __restrict__ dst, const float* __restrict__ src, int T, int Hq, int64_t n,
+                                     bool to_tokens) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;  // index in [B, Hq, T]
   if (i >= n) return;
   const int64_t t = i % T, h = (i / T) % Hq, b = i / (int64_t(T) * Hq);

@@ -25,10 +25,8 @@ __global__ void rope_kernel(bf16* qkv, const int32_t* pos, int B, int T, int Hq,
     int h = int(rest % heads);
     int64_t bt = rest / heads;  // b·T + t
     int t = pos ? pos[bt] : int(bt % T);
-    double angle = double(t) * exp(-log_theta * (2.0 * i) / double(D));
-    double sn, cs;
-    sincos(angle, &sn, &cs);
-    float c = float(cs), s = backward ? -float(sn) : float(sn);
+    const float2 cs = rope_cos_sin(t, i, D, log_theta);
+    float c = cs.x, s = backward ? -cs.y : cs.y;
     bf16* p = qkv + bt * row + int64_t(h) * D;  // q heads then k heads are contiguous
     float x1 = to_f(p[i]), x2 = to_f(p[i + half]);
     p[i] = __float2bfloat16_rn(x1 * c - x2 * s);
@@ -44,10 +42,7 @@ __global__ void rope_table_kernel(float2* cs, int T, int D, double log_theta) {
   for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
        idx += int64_t(gridDim.x) * blockDim.x) {
     const int i = int(idx % half), t = int(idx / half);
-    double angle = double(t) * exp(-log_theta * (2.0 * i) / double(D));
-    double sn, c;
-    sincos(angle, &sn, &c);
-    cs[idx] = make_float2(float(c), float(sn));
+    cs[idx] = rope_cos_sin(t, i, D, log_theta);
   }
 }
 

@@ -1,5 +1,7 @@
-// `recipe ckpt info | export | import` end to end: a CPU run's checkpoint is inspected, exported
-// to a Hugging Face directory, imported back and fine-tuned from; errors give the right exit codes.
+// `recipe ckpt info | export | import | merge` end to end: a CPU run's checkpoint is inspected,
+// exported to a Hugging Face directory, imported back and fine-tuned from; a LoRA fine-tune's
+// adapter-only checkpoints are inspected, exported as PEFT and merged; errors give the right exit
+// codes.
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
@@ -84,6 +86,84 @@ TEST_CASE("ckpt info, export --format hf and import round-trip a CPU run's check
     CHECK(bad.code == recipe::kExitRuntime);
     CHECK(bad.err.find("export into a new or empty directory") != std::string::npos);
   }
+}
+
+TEST_CASE("a LoRA fine-tune saves adapter-only checkpoints; info follows the base; hf-peft, --merge and merge") {
+  use_built_binary_for_launch();
+  TempDir tmp;
+  // From random weights: the run writes its frozen base once to checkpoints/base/step-0.
+  auto r = run({"finetune", "gpt_tiny_lora", "--device", "cpu", "--max-steps", "2", "--experiments-dir", tmp.str(),
+                "--name", "tuned", "checkpoint.save_interval=1"});
+  REQUIRE_MESSAGE(r.code == 0, (r.err + r.out));
+  const fs::path run_dir = the_run_dir(tmp.path(), "tuned");
+  const fs::path base = run_dir / "checkpoints/base/step-0";
+  CHECK(fs::is_regular_file(base / "metadata.json"));
+  const std::string log = read_text(run_dir / "logs/rank-0.log") + r.out;
+  CHECK_MESSAGE(log.find("wrote the frozen base weights to " + base.string()) != std::string::npos, log);
+  const auto meta = nlohmann::json::parse(read_text(run_dir / "checkpoints/step-2/metadata.json"));
+  CHECK(meta["base"]["path"] == base.string());
+  for (const auto& t : meta["tensors"].items()) CHECK_MESSAGE(t.key().find("lora_") != std::string::npos, t.key());
+  // Both steps refer to the same base (step 2 after step 1's save: the base is written once).
+  CHECK(nlohmann::json::parse(read_text(run_dir / "checkpoints/step-1/metadata.json"))["base"] == meta["base"]);
+
+  auto info = run({"ckpt", "info", run_dir.string()});
+  REQUIRE_MESSAGE(info.code == recipe::kExitOk, info.err);
+  CHECK_MESSAGE(info.out.find("base         " + base.string() + " (content hash crc32:") != std::string::npos,
+                info.out);
+  CHECK(info.out.find("adapter-only") != std::string::npos);
+
+  const fs::path peft = tmp.path() / "peft";
+  auto ex = run({"ckpt", "export", run_dir.string(), "-o", peft.string(), "--format", "hf-peft"});
+  REQUIRE_MESSAGE(ex.code == recipe::kExitOk, (ex.err + ex.out));
+  CHECK(ex.out.find("r=8, lora_alpha=16") != std::string::npos);
+  CHECK(fs::is_regular_file(peft / "adapter_model.safetensors"));
+  const auto cfg = nlohmann::json::parse(read_text(peft / "adapter_config.json"));
+  CHECK(cfg["peft_type"] == "LORA");
+  CHECK(cfg["fan_in_fan_out"] == true);
+
+  auto base_hf = run({"ckpt", "export", run_dir.string(), "-o", (tmp.path() / "base_hf").string()});
+  REQUIRE_MESSAGE(base_hf.code == recipe::kExitOk, base_hf.err);
+  CHECK(base_hf.out.find("note: this is the base model of a LoRA fine-tune") != std::string::npos);
+  auto merged_hf = run({"ckpt", "export", run_dir.string(), "-o", (tmp.path() / "merged_hf").string(), "--merge"});
+  REQUIRE_MESSAGE(merged_hf.code == recipe::kExitOk, merged_hf.err);
+  CHECK(merged_hf.out.find("LoRA adapters merged") != std::string::npos);
+  auto peft_merge =
+      run({"ckpt", "export", run_dir.string(), "-o", (tmp.path() / "x").string(), "--format", "hf-peft", "--merge"});
+  CHECK(peft_merge.code == recipe::kExitUsage);
+
+  // `ckpt merge`: a full checkpoint a plain (peft.kind=none) fine-tune starts from.
+  const fs::path merged = tmp.path() / "merged";
+  auto mg = run({"ckpt", "merge", run_dir.string(), "-o", merged.string()});
+  REQUIRE_MESSAGE(mg.code == recipe::kExitOk, (mg.err + mg.out));
+  CHECK(mg.out.find("merged the LoRA adapters of") != std::string::npos);
+  CHECK(fs::is_regular_file(merged / "step-0/metadata.json"));
+  auto info2 = run({"ckpt", "info", merged.string()});
+  REQUIRE(info2.code == recipe::kExitOk);
+  CHECK(info2.out.find("base ") == std::string::npos);
+  CHECK(info2.out.find("no optimizer state") != std::string::npos);
+  auto ft = run({"finetune", "gpt_tiny", "checkpoint.load=" + merged.string(), "--device", "cpu", "--max-steps", "1",
+                 "--experiments-dir", tmp.str(), "--name", "from_merged"});
+  CHECK_MESSAGE(ft.code == recipe::kExitOk, (ft.err + ft.out));
+  auto again = run({"ckpt", "merge", merged.string(), "-o", (tmp.path() / "y").string()});
+  CHECK(again.code == recipe::kExitUsage);
+  CHECK(again.err.find("is not a LoRA checkpoint") != std::string::npos);
+
+  // A LoRA fine-tune from the merged model's checkpoint refers to it as its base.
+  auto ft2 = run({"finetune", "gpt_tiny_lora", "checkpoint.load=" + merged.string(), "--device", "cpu", "--max-steps",
+                  "1", "--experiments-dir", tmp.str(), "--name", "second"});
+  REQUIRE_MESSAGE(ft2.code == recipe::kExitOk, (ft2.err + ft2.out));
+  const fs::path second = the_run_dir(tmp.path(), "second");
+  CHECK_FALSE(fs::exists(second / "checkpoints/base"));
+  const auto meta2 = nlohmann::json::parse(read_text(second / "checkpoints/step-1/metadata.json"));
+  CHECK(meta2["base"]["path"] == (merged / "step-0").string());
+
+  // The base gone: info and export refuse, naming both paths.
+  fs::remove_all(run_dir / "checkpoints/base");
+  auto gone = run({"ckpt", "info", run_dir.string()});
+  CHECK(gone.code == recipe::kExitRuntime);
+  CHECK_MESSAGE(gone.err.find("holds only adapters; its base weights are in " + base.string() +
+                              ", which does not exist") != std::string::npos,
+                gone.err);
 }
 
 TEST_CASE("ckpt errors: missing paths, a directory without a checkpoint, no HF files") {

@@ -190,8 +190,6 @@ TEST_CASE("settings this version cannot execute fail validate and train with exi
       {{"gpt_tiny", "parallelism.tp=2", "executor.cpu_ranks=2", "parallelism.sequence_parallel=true"},
        "parallelism.sequence_parallel",
        "set parallelism.sequence_parallel=false"},
-      {{"llama_tiny_lora", "parallelism.tp=2", "executor.cpu_ranks=2"}, "parallelism.tp", "set parallelism.tp=1"},
-      {{"llama_tiny_lora", "peft.dropout=0.1"}, "peft.dropout", "set peft.dropout=0"},
   };
   for (const auto& c : cases) {
     CAPTURE(c.recipe[0]);

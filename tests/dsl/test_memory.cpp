@@ -34,6 +34,31 @@ TEST_CASE("dsl_resolve: the 70B preset layout fits an H100 per rank") {
   CHECK(r.plan.executor.device_memory_gib == doctest::Approx(79.6));
 }
 
+TEST_CASE("dsl_resolve: llama3_70b_lora fits one node of 8 H100s; the frozen base is 1/8 of 70B in bf16") {
+  const ConfigTree tree = load_recipe("llama3_70b_lora");
+  ExecutorFacts facts = gpu_facts(1, 8, false, 0, "");
+  facts.planning = true;  // recipe validate --nodes 1 --gpus-per-node 8 on a machine without GPUs
+  const auto r = resolve(tree, facts);
+  REQUIRE_MESSAGE(r.ok(), report(r));
+  CHECK(r.plan.parallelism.tp == 8);
+  CHECK(r.plan.parallelism.pp == 1);
+  CHECK(r.plan.parallelism.world_size == 8);
+  const recipe::plan::MemoryEstimate& e = r.plan.memory;
+  // The bf16 base split 8 ways (70.55B × 2 B / 8 = 17.6 GB) plus the adapters' f32 master and
+  // bf16 copy; gradients and Adam state are the adapters' alone (a few hundred MB at rank 16).
+  CHECK(e.weights > 17'000'000'000LL);
+  CHECK(e.weights < 18'500'000'000LL);
+  CHECK(e.gradients < 300'000'000LL);
+  CHECK(e.optimizer == 2 * e.gradients);
+  CHECK(e.total < static_cast<int64_t>(79.6 * 1024 * 1024 * 1024));
+  // Adapter dropout adds one shared [seq, hidden] bf16 scratch for the dropped input.
+  ConfigTree dropped = tree;
+  dropped.root["peft"]["dropout"] = 0.05;
+  const auto d = resolve(dropped, facts);
+  REQUIRE_MESSAGE(d.ok(), report(d));
+  CHECK(d.plan.memory.activations - e.activations == int64_t(8192) * 8192 * 2);
+}
+
 TEST_CASE("dsl_resolve: device memory from the recipe, the GPU model or the detected GPU") {
   auto t = with(gpt3_345m(), json::parse(R"({"executor": {"gpus_per_node": 1}})"));
   auto r = resolve_json(with(t, json::parse(R"({"executor": {"device_memory": "24GiB"}})")), gpu_facts(1, 1, true));
@@ -110,13 +135,13 @@ TEST_CASE("dsl_resolve: CUDA workspace and classifier chunks follow the micro-ba
     REQUIRE_MESSAGE(r.ok(), report(r));
     return r.plan;
   };
-  constexpr int64_t MiB = 1024 * 1024;
+  constexpr int64_t MiB = int64_t(1024) * 1024;
   // Room for f32 q/k/v gradient accumulators of one micro-batch (N × 3072 × 4 B) + 16 MiB, ≥ 64 MiB.
   CHECK(cuda_workspace_bytes(plan_at(4)) == 64 * MiB);
   CHECK(cuda_workspace_bytes(plan_at(8)) == 112 * MiB);
   CHECK(cuda_workspace_bytes(plan_at(16)) == 208 * MiB);
   // The workspace is part of the estimate (+ 32 MiB of cuBLASLt workspace + the per-token losses).
-  CHECK(estimate_memory(plan_at(8)).workspace == 112 * MiB + 32 * MiB + 8 * 1024 * 4);
+  CHECK(estimate_memory(plan_at(8)).workspace == 112 * MiB + 32 * MiB + int64_t(8) * 1024 * 4);
 
   // Classifier chunks: as few as fit max(room, 256 MiB) of bf16 logits, equal sizes.
   const int64_t Vp = 50304;

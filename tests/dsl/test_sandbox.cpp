@@ -3,6 +3,8 @@
 
 #include "temp_recipes.hpp"
 
+#include "dsl/lua_loader.hpp"
+
 TEST_SUITE_BEGIN("dsl");
 
 using namespace recipe::dsl;
@@ -190,6 +192,47 @@ TEST_CASE("TOML errors carry file:line:col and never crash") {
     const std::string path = dir.write("junk.toml", junk);
     CHECK(recipe_error_of([&] { load_recipe(path); }).rfind(path, 0) == 0);
   }
+}
+
+TEST_CASE("sandbox: code outside the instruction hook is stopped by the process bound") {
+  using recipe::dsl::load_detail::LuaLimits;
+  TempRecipes dir;
+  LuaLimits limits;
+  limits.process.wall_seconds = 2;
+  const auto search = recipe_search_path();
+  struct Case {
+    const char* what;
+    const char* code;
+  };
+  const Case cases[] = {
+      // One C call that backtracks for ever: the hook counts Lua instructions only.
+      {"pattern", "local s = string.rep('a', 20000)\nlocal i = string.find(s, string.rep('a*', 20) .. 'b')\nreturn {}"},
+      // Finalizers run with hooks off, during collection and in lua_close.
+      {"finalizer", "setmetatable({}, { __gc = function() while true do end end })\nreturn { trainer = {} }"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.what);
+    const std::string file = dir.write(std::string(c.what) + ".lua", c.code);
+    const std::string msg = recipe_error_of([&] { recipe::dsl::load_detail::load_lua_file(file, search, limits); });
+    CHECK(msg.rfind(file + ": recipe evaluation exceeded 2 s", 0) == 0);
+  }
+  // Errors keep their file:line through the child process.
+  const std::string bad = dir.write("bad.lua", "local x = 1\nerror('stop here')\n");
+  CHECK(recipe_error_of([&] { recipe::dsl::load_detail::load_lua_file(bad, search, limits); }) ==
+        bad + ":2: stop here");
+}
+
+TEST_CASE("sandbox: the process memory bound is reported as the memory limit") {
+  using recipe::dsl::load_detail::LuaLimits;
+  TempRecipes dir;
+  LuaLimits limits;
+  limits.memory_bytes = std::size_t{8} << 30;            // the sandbox's own cap out of the way
+  limits.process.memory_bytes = std::size_t{128} << 20;  // the process bound is the one that holds
+  const std::string file = dir.write("big.lua", "local s = string.rep('x', 1 << 30)\nreturn { n = #s }");
+  const std::string msg =
+      recipe_error_of([&] { recipe::dsl::load_detail::load_lua_file(file, recipe_search_path(), limits); });
+  CHECK(contains(msg, file));
+  CHECK((contains(msg, "memory limit (128 MiB)") || contains(msg, "exceeded 128 MiB")));
 }
 
 TEST_SUITE_END();

@@ -19,6 +19,7 @@
 #include <exception>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -80,7 +81,13 @@ int main(int argc, char** argv) {
     const std::string out = argv[2];
     const int rank = parallel->world_rank();
     std::vector<double> losses;
-    if (!load_dir.empty()) core::load_checkpoint(trainer, ckpt::find_checkpoint(load_dir), core::LoadMode::resume);
+    // A LoRA run saves adapter-only checkpoints, as train() does: against the base it resumed
+    // with, else its frozen base written now into <save>/base/step-0.
+    std::optional<ckpt::BaseRef> base;
+    if (!load_dir.empty())
+      base = core::load_checkpoint(trainer, ckpt::find_checkpoint(load_dir), core::LoadMode::resume).base;
+    if (!save_dir.empty() && !base && trainer.params().layout().frozen_numel > 0)
+      base = core::save_base_checkpoint(trainer, save_dir, dsl::to_toml(plan));
     const int last = stop_after >= 0 ? stop_after : plan.trainer.max_steps;
     for (int s = trainer.steps_done(); s < last; ++s) {
       core::StepResult r = trainer.step();
@@ -99,6 +106,7 @@ int main(int argc, char** argv) {
       core::SaveOptions so;
       so.dir = save_dir;
       so.plan_toml = dsl::to_toml(plan);
+      so.base = base;
       core::save_checkpoint(trainer, so);
     }
     trainer.gather_master_weights();

@@ -42,6 +42,10 @@ struct ModelShape {
   int lora_rank = 0;
   unsigned lora_targets = 0;
   float lora_scale = 0.f;
+  // Adapter dropout (peft.dropout) on the adapter input in training, and the seed its masks are
+  // keyed by (trainer.seed); see core/model/linear.hpp.
+  float lora_dropout = 0.f;
+  uint64_t lora_dropout_seed = 0;
 
   int64_t q_dim() const { return int64_t(heads) * head_dim; }
   int64_t kv_dim() const { return int64_t(kv_heads) * head_dim; }

@@ -3,6 +3,7 @@
 // positions, targets).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <numeric>
@@ -311,10 +312,45 @@ TEST_CASE("SFT packing: greedy in order, boundaries, positions restarting, targe
   while (single.pack_of(idx1) != 1) ++idx1;
   single.sequence(idx1, s);
   CHECK(s.inputs == std::vector<int32_t>{20, 21, 22, 23, 1, 1, 1, 1});
-  CHECK(s.positions == std::vector<int32_t>{0, 1, 2, 3, 0, 0, 0, 0});
+  CHECK(s.positions == std::vector<int32_t>{0, 1, 2, 3, 0, 1, 2, 3});  // padding: one run of its own
   CHECK(s.targets == std::vector<int32_t>{-1, 22, 23, -1, -1, -1, -1, -1});
   CHECK(s.cu_seqlens == std::vector<int32_t>{0, 4});
   CHECK(single.loss_masked());
+
+  // data.max_samples_per_pack: at most 1 conversation per pack packs like pack = false; at most 2
+  // still puts docs 0 and 1 together.
+  const SftDataset one(ds, mask, {0, 5}, T, 7, /*pack=*/true, /*pad_id=*/1, 300, "", /*max_samples_per_pack=*/1);
+  CHECK(one.size() == 5);
+  const SftDataset two(ds, mask, {0, 5}, T, 7, /*pack=*/true, /*pad_id=*/1, 300, "", /*max_samples_per_pack=*/2);
+  CHECK(two.size() == 4);
+  CHECK(two.pack_documents(0) == std::vector<int64_t>{0, 1});
+}
+
+TEST_CASE("SFT packing holds at most data.max_samples_per_pack conversations per sequence") {
+  TempDir dir;
+  std::vector<std::vector<int32_t>> docs;
+  std::vector<std::vector<uint8_t>> masks;
+  for (int d = 0; d < 10; ++d) {
+    docs.push_back(doc_tokens(d, 2));
+    masks.push_back(doc_mask(2));
+  }
+  const std::string prefix = write_sft(dir, docs, masks);
+  auto ds = std::make_shared<const IndexedDataset>(prefix);
+  auto mask = std::make_shared<const LossMask>(*ds);
+  // 10 conversations of 2 tokens in sequences of 32: unbounded, one pack; at most 3, four packs.
+  const SftDataset unbounded(ds, mask, {0, 10}, 32, 7, /*pack=*/true, /*pad_id=*/1, 300);
+  CHECK(unbounded.size() == 1);
+  const SftDataset bounded(ds, mask, {0, 10}, 32, 7, /*pack=*/true, /*pad_id=*/1, 300, "", 3);
+  REQUIRE(bounded.size() == 4);
+  for (int64_t k = 0; k < 4; ++k) CHECK(bounded.pack_documents(k).size() == (k < 3 ? 3u : 1u));
+  // Positions: three samples, then the padding as one more run 0, 1, ... (at most 3 + 1 samples).
+  Sequence s;
+  int64_t idx = 0;
+  while (bounded.pack_of(idx) != 0) ++idx;
+  bounded.sequence(idx, s);
+  CHECK(std::count(s.positions.begin(), s.positions.end(), 0) == 4);
+  CHECK(s.positions[6] == 0);
+  CHECK(s.positions[31] == 25);
 }
 
 TEST_CASE("SFT dataset checks token ids against the vocabulary") {

@@ -144,6 +144,32 @@ TEST_CASE("resuming in the saving layout is bitwise exact") {
   for (const auto& [name, ref] : whole.params) CHECK_MESSAGE(resumed.params.at(name) == ref, name);
 }
 
+TEST_CASE("LoRA: an adapter-only checkpoint saved under DP2+ZeRO-1 resumes serially, and bitwise in its layout") {
+  if (!recipe::testing::mpirun_available()) {
+    MESSAGE("skipped: mpirun not found");
+    return;
+  }
+  TempOut tmp("ckpt-lora");
+  const Layout dp{"DP2+ZeRO-1", 2, {"parallelism.zero1=true"}}, serial_l{"serial", 1, {}};
+  const Trained serial = probe("gpt_tiny_lora", serial_l, tmp.path / "serial", "", -1, "");
+  const Trained whole = probe("gpt_tiny_lora", dp, tmp.path / "whole", "", -1, "");
+  const Trained first = probe("gpt_tiny_lora", dp, tmp.path / "first", "", 10, (tmp.path / "ckpt").string());
+  // Adapter-only, against the base the first run wrote (each rank wrote its ZeRO-1 chunks).
+  const fs::path base = tmp.path / "ckpt/base/step-0";
+  REQUIRE(fs::exists(base / "metadata.json"));
+  const std::string meta = recipe::cli::testing::read_text(tmp.path / "ckpt/step-10/metadata.json");
+  CHECK(meta.find("\"base\"") != std::string::npos);
+  CHECK(meta.find("attention.q.weight\"") == std::string::npos);
+  CHECK(meta.find("lora_b.weight") != std::string::npos);
+  const Trained resumed = probe("gpt_tiny_lora", dp, tmp.path / "resumed", (tmp.path / "ckpt").string(), -1, "");
+  REQUIRE(resumed.losses.size() == 10);
+  for (size_t i = 0; i < 10; ++i) CHECK(resumed.losses[i] == whole.losses[10 + i]);
+  for (const auto& p : whole.params) CHECK_MESSAGE(resumed.params.at(p.first) == p.second, p.first);
+  const Trained serial_resumed =
+      probe("gpt_tiny_lora", serial_l, tmp.path / "serial_resumed", (tmp.path / "ckpt").string(), -1, "");
+  check_resumed(serial, first, serial_resumed, "gpt_tiny_lora: saved DP2+ZeRO-1, resumed serial", 1e-5, 1e-5);
+}
+
 // The same on GPUs: NCCL between ranks, bf16 compute, the failure agreement and the shard writing
 // of a CUDA world; compared with one GPU in bf16. The losses agree to ~3e-5; parameters that
 // start at zero (biases) differ by a few percent relative after 20 bf16 steps in any two layouts.

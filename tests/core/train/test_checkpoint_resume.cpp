@@ -2,6 +2,8 @@
 // weights-only load starts fresh, and checkpoints of another model or batch are refused.
 #include <doctest/doctest.h>
 
+#include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +17,7 @@ TEST_SUITE_BEGIN("core/train");
 
 using namespace recipe;
 using recipe::data::testing::TempDir;
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -96,6 +99,174 @@ plan::Plan with_lora(plan::Plan p) {
 TEST_CASE("LoRA: a resumed fine-tune continues bitwise (adapters, their moments, the frozen base)") {
   check_resume(with_lora(test::gpt_tiny_plan()));
   check_resume(with_lora(test::llama_tiny_plan()));
+}
+
+namespace {
+
+std::vector<float> frozen_weights(core::Trainer& t) {
+  const core::ParamLayout& L = t.params().layout();
+  return t.params().compute_to_host(L.frozen_begin, L.frozen_numel);
+}
+
+// A LoRA fine-tune saved adapter-only (referring to its base) and resumed continues bitwise like an
+// uninterrupted one. `base_dir` empty: from random weights, the base written by
+// save_base_checkpoint; else from that (non-LoRA) base checkpoint, loaded weights-only.
+void check_adapter_only_resume(const plan::Plan& plan, const TempDir& dir, const std::string& base_dir) {
+  auto be = test::cpu_backend();
+  auto start = [&](core::Trainer& t) -> std::optional<ckpt::BaseRef> {
+    if (base_dir.empty()) return std::nullopt;
+    return core::load_checkpoint(t, base_dir, core::LoadMode::weights_only).base;
+  };
+  core::Trainer whole(plan, *be);
+  start(whole);
+  const std::vector<double> all = run_steps(whole, 12);
+
+  std::string saved;
+  ckpt::BaseRef base;
+  {
+    core::Trainer first(plan, *be);
+    std::optional<ckpt::BaseRef> b = start(first);
+    if (!b) b = core::save_base_checkpoint(first, dir / "checkpoints", "# test plan\n");
+    base = *b;
+    CHECK(base.path == (base_dir.empty() ? dir / "checkpoints/base/step-0" : base_dir));
+    CHECK(base.hash == ckpt::checkpoint_hash(base.path));
+    run_steps(first, 5);
+    core::SaveOptions so;
+    so.dir = dir / "checkpoints";
+    so.base = base;
+    saved = core::save_checkpoint(first, so);
+  }
+  CHECK(ckpt::find_checkpoint(dir / "checkpoints") == saved);  // base/ is not a step
+  {  // adapter-only: the trainable tensors and their moments, nothing of the base
+    const ckpt::CheckpointReader r(saved);
+    REQUIRE(r.base_ref());
+    CHECK(*r.base_ref() == base);
+    core::Trainer probe(plan, *be);
+    const core::ParamLayout& L = probe.params().layout();
+    int own = 0;
+    for (const ckpt::TensorInfo& t : r.tensors()) {
+      const std::string name = t.name.rfind("optimizer.", 0) == 0 ? t.name.substr(t.name.find('.', 10) + 1) : t.name;
+      CAPTURE(t.name);
+      REQUIRE(L.find(name));
+      CHECK(L.find(name)->trainable);
+      ++own;
+    }
+    int trainable = 0;
+    for (const core::ParamSpec& p : L.params) trainable += p.trainable;
+    CHECK(own == 3 * trainable);
+    uint64_t adapter_bytes = 0, base_bytes = 0;
+    for (const auto& e : fs::directory_iterator(saved)) adapter_bytes += e.file_size();
+    for (const auto& e : fs::directory_iterator(base.path)) base_bytes += e.file_size();
+    CHECK(adapter_bytes < base_bytes / 2);
+  }
+
+  core::Trainer resumed(plan, *be);
+  const core::LoadResult lr = core::load_checkpoint(resumed, saved, core::LoadMode::resume);
+  CHECK(lr.step == 5);
+  CHECK(lr.optimizer_restored);
+  REQUIRE(lr.base);
+  CHECK(*lr.base == base);  // its next saves refer to the same base
+  const std::vector<double> tail = run_steps(resumed, 7);
+  for (size_t i = 0; i < tail.size(); ++i) CHECK_MESSAGE(tail[i] == all[5 + i], "step " << 6 + i);
+  CHECK(masters(resumed) == masters(whole));
+  CHECK(moments(resumed) == moments(whole));
+  CHECK(frozen_weights(resumed) == frozen_weights(whole));
+}
+
+}  // namespace
+
+TEST_CASE("LoRA: an adapter-only checkpoint of a fine-tune from random weights resumes bitwise through base/") {
+  for (plan::Plan plan : {with_lora(test::gpt_tiny_plan()), with_lora(test::llama_tiny_plan())}) {
+    plan.trainer.max_steps = 12;
+    plan.optimizer.weight_decay = 0.1;
+    TempDir dir;
+    check_adapter_only_resume(plan, dir, "");
+  }
+}
+
+TEST_CASE("LoRA: an adapter-only checkpoint of a fine-tune from a base checkpoint resumes bitwise") {
+  for (plan::Plan base_plan : {test::gpt_tiny_plan(), test::llama_tiny_plan()}) {
+    auto be = test::cpu_backend();
+    TempDir dir;
+    base_plan.trainer.max_steps = 3;
+    core::Trainer base(base_plan, *be);
+    const std::string base_ckpt = train_and_save(base, 3, dir / "pretrained");
+    plan::Plan plan = with_lora(base_plan);
+    plan.trainer.seed = 99;  // other random init: the base must come from the checkpoint, also on resume
+    plan.trainer.max_steps = 12;
+    check_adapter_only_resume(plan, dir, fs::absolute(base_ckpt).lexically_normal().string());
+  }
+}
+
+TEST_CASE("LoRA: resuming an adapter-only checkpoint whose base is missing or changed is refused naming both") {
+  auto be = test::cpu_backend();
+  TempDir dir;
+  plan::Plan base_plan = test::gpt_tiny_plan();
+  base_plan.trainer.max_steps = 4;
+  core::Trainer base(base_plan, *be);
+  const std::string base_ckpt = fs::absolute(train_and_save(base, 3, dir / "pretrained")).string();
+  plan::Plan plan = with_lora(base_plan);
+  core::Trainer tuned(plan, *be);
+  core::SaveOptions so;
+  so.dir = dir / "checkpoints";
+  so.base = core::load_checkpoint(tuned, base_ckpt, core::LoadMode::weights_only).base;
+  run_steps(tuned, 2);
+  const std::string saved = core::save_checkpoint(tuned, so);
+
+  // The base run saved its step 3 again (one more step in between): other weights at the same path.
+  base.restore_steps_done(2);
+  train_and_save(base, 1, dir / "pretrained");
+  core::Trainer again(plan, *be);
+  CHECK_THROWS_WITH_AS(
+      core::load_checkpoint(again, saved, core::LoadMode::resume),
+      doctest::Contains(
+          (saved + " holds only adapters; its base " + base_ckpt + " has changed since they were saved").c_str()),
+      std::runtime_error);
+
+  fs::remove_all(base_ckpt);
+  CHECK_THROWS_WITH_AS(
+      core::load_checkpoint(again, saved, core::LoadMode::resume),
+      doctest::Contains(
+          (saved + " holds only adapters; its base weights are in " + base_ckpt + ", which does not exist").c_str()),
+      std::runtime_error);
+}
+
+TEST_CASE("LoRA: a fine-tune started from an adapter-only checkpoint takes its adapters and refers to its base") {
+  auto be = test::cpu_backend();
+  TempDir dir;
+  plan::Plan plan = with_lora(test::llama_tiny_plan());
+  plan.trainer.max_steps = 6;
+  core::Trainer tuned(plan, *be);
+  core::SaveOptions so;
+  so.dir = dir / "checkpoints";
+  so.base = core::save_base_checkpoint(tuned, so.dir, "");
+  run_steps(tuned, 2);
+  const std::string saved = core::save_checkpoint(tuned, so);
+
+  plan::Plan next = plan;
+  next.trainer.seed = 5;  // other random init: everything must come from the checkpoints
+  core::Trainer again(next, *be);
+  const core::LoadResult lr = core::load_checkpoint(again, saved, core::LoadMode::weights_only);
+  REQUIRE(lr.base);
+  CHECK(*lr.base == *so.base);  // the base itself, not the adapter checkpoint: references never chain
+  CHECK(again.steps_done() == 0);
+  CHECK(masters(again) == masters(tuned));
+  CHECK(frozen_weights(again) == frozen_weights(tuned));
+  CHECK(again.compute_loss(4) == tuned.compute_loss(4));
+}
+
+TEST_CASE("LoRA: a model without adapters refuses a LoRA checkpoint (it would load the base alone)") {
+  auto be = test::cpu_backend();
+  TempDir dir;
+  plan::Plan plan = with_lora(test::gpt_tiny_plan());
+  plan.trainer.max_steps = 3;
+  core::Trainer tuned(plan, *be);
+  const std::string saved = train_and_save(tuned, 1, dir / "checkpoints");
+  plan::Plan plain = test::gpt_tiny_plan();
+  core::Trainer other(plain, *be);
+  CHECK_THROWS_WITH_AS(core::load_checkpoint(other, saved, core::LoadMode::weights_only),
+                       doctest::Contains("lora_a.weight (a LoRA adapter) has no place in this model"),
+                       std::runtime_error);
 }
 
 TEST_CASE("LoRA: a fine-tune starts from its base's checkpoint; the adapters keep their init (B = 0)") {

@@ -58,11 +58,7 @@ void check_attention(Backend& gpu, const AttnCase& a, uint32_t seed, const std::
                                .qkv = qkv.c,
                                .positions = pos.c,
                                .shape = {.B = a.B, .T = a.T, .Hq = a.Hq, .Hkv = a.Hkv, .D = a.D}});
-  gpu.attention_fwd({.out = out.g,
-                     .lse = lse.g,
-                     .qkv = qkv.g,
-                     .positions = pos.g,
-                     .shape = shape});
+  gpu.attention_fwd({.out = out.g, .lse = lse.g, .qkv = qkv.g, .positions = pos.g, .shape = shape});
   CHECK_CLOSE(out, kBf16Tol);
   CHECK_CLOSE(lse, 1e-3);
   // Backward from the GPU's own forward results on both sides (bf16-rounded out), so the two
@@ -79,13 +75,8 @@ void check_attention(Backend& gpu, const AttnCase& a, uint32_t seed, const std::
                                .lse = lse2.c,
                                .positions = pos.c,
                                .shape = {.B = a.B, .T = a.T, .Hq = a.Hq, .Hkv = a.Hkv, .D = a.D}});
-  gpu.attention_bwd({.dqkv = dqkv.g,
-                     .dout = dout.g,
-                     .qkv = qkv.g,
-                     .out = out2.g,
-                     .lse = lse2.g,
-                     .positions = pos.g,
-                     .shape = shape});
+  gpu.attention_bwd(
+      {.dqkv = dqkv.g, .dout = dout.g, .qkv = qkv.g, .out = out2.g, .lse = lse2.g, .positions = pos.g, .shape = shape});
   CHECK_CLOSE(dqkv, 2e-2);
 }
 

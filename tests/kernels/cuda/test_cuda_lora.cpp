@@ -80,4 +80,28 @@ TEST_CASE("cuda lora: the LoRA step follows the CPU reference; the bf16 base sta
   }
 }
 
+TEST_CASE("cuda lora: with adapter dropout the step follows the CPU reference (the same masks)" *
+          doctest::skip(!has_gpu())) {
+  for (bool llama : {false, true}) {
+    CAPTURE(llama);
+    plan::Plan plan = lora(llama);
+    plan.peft.dropout = 0.1;
+    const int steps = 10;
+    auto cpu = test::cpu_backend();
+    core::Trainer ref(plan, *cpu, nullptr, test::random_tokens(plan, 3, 8), nullptr);
+    const std::vector<double> want = train(ref, steps);
+    kernels::BackendOptions o;
+    o.deterministic = true;
+    auto gpu = kernels::make_cuda_backend(o);
+    core::Trainer tr(plan, *gpu, nullptr, test::random_tokens(plan, 3, 8), nullptr);
+    const std::vector<double> got = train(tr, steps);
+    double max_rel = 0;
+    for (int i = 0; i < steps; ++i)
+      max_rel = std::max(max_rel, std::fabs(got[size_t(i)] - want[size_t(i)]) / want[size_t(i)]);
+    MESSAGE((llama ? "llama_tiny" : "gpt_tiny") << " LoRA dropout 0.1: max relative gap " << max_rel);
+    CHECK(max_rel < 2e-2);
+    CHECK(got.back() < got.front());
+  }
+}
+
 TEST_SUITE_END();
