@@ -20,7 +20,7 @@ namespace {
 // `docs` documents of `len` byte tokens each, written by the core's writer (so the resolver's
 // minimal header parsing is checked against the real format).
 std::string write_dataset(const TempRecipes& dir, const std::string& name, int docs, int len) {
-  const std::string prefix = dir.dir() + "/" + name;
+  std::string prefix = dir.dir() + "/" + name;
   recipe::data::IndexedDatasetWriter w(prefix + ".bin", prefix + ".idx", recipe::data::TokenDType::uint16);
   std::vector<int32_t> doc(static_cast<size_t>(len), 65);
   for (int d = 0; d < docs; ++d) w.add_document(doc);
