@@ -121,6 +121,23 @@ TEST_CASE("files: checkpoint.load must hold a checkpoint") {
   CHECK(load(dir.dir() + "/run/checkpoints/step-5").ok());
 }
 
+TEST_CASE("files: resuming under a changed LR schedule warns, naming the keys and how to keep the horizon") {
+  TempRecipes dir;
+  dir.write("ck/step-100/metadata.json", "{}");
+  dir.write("ck/latest", "step-100\n");
+  dir.write("ck/step-100/plan.toml", "[trainer]\nmax_steps = 100\n[schedule]\nwarmup_steps = 0\ndecay_steps = 100\n");
+  auto resume = [&](const json& patch) {
+    return resolve_json(with(with(tiny_gpt(), {{"checkpoint", {{"load", dir.dir() + "/ck"}}}}), patch));
+  };
+  const auto longer = resume({{"trainer", {{"max_steps", 200}}}});
+  REQUIRE(longer.ok());
+  CHECK(has_warning(longer, "schedule.decay_steps 100 → 200"));
+  CHECK(has_warning(longer, "set schedule.decay_steps=100 to keep the old horizon"));
+  // The horizon kept: more steps at the floor of the same schedule change nothing, so no warning.
+  const auto kept = resume({{"trainer", {{"max_steps", 200}}}, {"schedule", {{"decay_steps", 100}}}});
+  CHECK_FALSE(has_warning(kept, "learning-rate schedule"));
+}
+
 TEST_CASE("files: tokenizer files exist, are of their kind, and fit the model's vocabulary") {
   TempRecipes dir;
   const auto missing = resolve_json(with(tiny_gpt(), {{"data",
