@@ -32,6 +32,7 @@ fi
 
 # The twins' protocol: one fixed batch repeated, 10 warm-up steps, cosine to 0 at the last step.
 common=(model.seq_length="$seq" trainer.micro_batch_size=1 trainer.global_batch_size=1 checkpoint.save_final=false
+        checkpoint.allow_random_init=true  # the twins start from the same random base, not a checkpoint
         --device cuda --max-steps "$steps" optimizer.min_lr=0 schedule.warmup_steps=10)
 
 engine_run() {  # $1 workload (lora-qkv | lora-all), $2 label, then overrides

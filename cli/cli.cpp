@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 
 #include <CLI/CLI.hpp>
 
@@ -10,6 +11,7 @@
 #include "cli/verb_runs.hpp"
 #include "cli/verbs.hpp"
 #include "dsl/key_reference.hpp"
+#include "dsl/suggest.hpp"
 
 namespace recipe::cli {
 
@@ -18,8 +20,8 @@ namespace {
 constexpr const char* kDescription =
     "recipe: train GPT- and Llama-style language models from declarative recipes.\n\n"
     "  recipe pretrain gpt_tiny --device cpu --max-steps 20\n"
-    "  recipe pretrain experiments/wiki.lua parallelism.tp=2 --nodes 4 --gpus-per-node 8 --dry-run\n"
-    "  recipe validate llama3_70b --nodes 4 --gpus-per-node 8\n"
+    "  recipe pretrain llama3_8b parallelism.tp=2 --nodes 4 --gpus-per-node 8 --dry-run\n"
+    "  recipe validate llama3_70b --nodes 8 --gpus-per-node 8\n"
     "  recipe generate experiments/gpt_tiny/run-1 --prompt \"Once upon a time\"\n"
     "  recipe show gpt3_345m --format lua\n";
 
@@ -40,6 +42,22 @@ CLI::App* add_train_verb(CLI::App& app, const char* name, const char* descriptio
 
 int usage_error(const std::string& message, std::ostream& err) {
   err << "error: " << message << "\nRun with --help for more information.\n";
+  return kExitUsage;
+}
+
+// The first word names no verb: say so and list the verbs (CLI11 alone reports "arguments were not
+// expected"). Hidden verbs (worker, job-state) are accepted but not listed.
+std::optional<int> unknown_verb(const CLI::App& app, int argc, char** argv, std::ostream& err) {
+  if (argc < 2 || argv[1][0] == '-') return std::nullopt;
+  const std::string word = argv[1];
+  std::vector<std::string> shown;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+    if (sub->check_name(word)) return std::nullopt;
+    if (!sub->get_group().empty()) shown.push_back(sub->get_name());
+  }
+  err << "error: unknown verb '" << word << "'" << dsl::did_you_mean(word, shown) << "\n  verbs: ";
+  for (size_t i = 0; i < shown.size(); ++i) err << (i ? ", " : "") << shown[i];
+  err << "\n  `recipe --help` describes them\n";
   return kExitUsage;
 }
 
@@ -139,6 +157,7 @@ int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   keys->add_option("--format", keys_format, "text or markdown (the form of docs/recipes.md)")
       ->check(CLI::IsMember({"text", "markdown"}));
 
+  if (auto code = unknown_verb(app, argc, argv, err)) return *code;
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -6,6 +6,8 @@
 #include <charconv>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <limits>
 
 namespace fs = std::filesystem;
 
@@ -116,9 +118,24 @@ dsl::ExecutorFacts detected_facts(const kernels::GpuInfo& gpu) {
   return facts;
 }
 
+double host_available_gib() {
+  // MemAvailable (what can be allocated without swapping), else MemTotal on old kernels; in kB.
+  std::ifstream in("/proc/meminfo");
+  double total_kb = 0;
+  for (std::string key; in >> key;) {
+    double kb = 0;
+    in >> kb;
+    in.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
+    if (key == "MemAvailable:") return kb / (1024.0 * 1024.0);
+    if (key == "MemTotal:") total_kb = kb;
+  }
+  return total_kb / (1024.0 * 1024.0);
+}
+
 dsl::ExecutorFacts make_facts(const PlanFlags& flags, const kernels::GpuInfo& gpu, bool planning) {
   dsl::ExecutorFacts facts = detected_facts(gpu);
   facts.planning = planning;
+  facts.host_memory_gib = host_available_gib();
   if (flags.nodes_opt && flags.nodes_opt->count() > 0) facts.nodes = flags.nodes;
   if (flags.gpus_opt && flags.gpus_opt->count() > 0) {
     facts.gpus_per_node = flags.gpus_per_node;

@@ -44,8 +44,11 @@ std::vector<std::string> command_line_record(const PlanFlags& flags);
 
 // Executor facts. `planning` (validate, show, --dry-run): --gpus-per-node G > 0 stands for G GPUs
 // per node on the target machines even when this host has none.
+// make_facts also records this host's available memory (the local executor's CPU ranks run here);
+// detected_facts does not, since a worker resolves while its peers are already allocating.
 dsl::ExecutorFacts make_facts(const PlanFlags& flags, const kernels::GpuInfo& gpu, bool planning);
 dsl::ExecutorFacts detected_facts(const kernels::GpuInfo& gpu);
+double host_available_gib();  // /proc/meminfo MemAvailable (else MemTotal), in GiB; 0 when unreadable
 
 struct LoadedPlan {
   dsl::ConfigTree tree;

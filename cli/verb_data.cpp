@@ -4,6 +4,22 @@
 
 namespace recipe::cli {
 
+namespace {
+
+// The data.* tokenizer keys the resolver demands for the tokenizer the data was prepared with, so
+// the "use it with:" line validates as printed.
+std::string tokenizer_keys(const data::PrepareOptions& opts) {
+  std::string keys = " data.tokenizer=" + opts.tokenizer;
+  if (opts.tokenizer == "gpt2_bpe")
+    keys += " data.vocab_file=" + opts.vocab_file + " data.merges_file=" + opts.merges_file;
+  if (opts.tokenizer == "sentencepiece" || opts.tokenizer == "hf")
+    keys += " data.tokenizer_model=" + opts.tokenizer_model;
+  if (!opts.eod_token.empty()) keys += " data.eod_token=" + opts.eod_token;
+  return keys;
+}
+
+}  // namespace
+
 int run_data_prepare(const data::PrepareOptions& opts, std::ostream& out, std::ostream& err) {
   if (opts.tokenizer == "gpt2_bpe" && (opts.vocab_file.empty() || opts.merges_file.empty())) {
     err << "error: --tokenizer gpt2_bpe needs --vocab-file (vocab.json) and --merges-file (merges.txt)\n";
@@ -33,14 +49,13 @@ int run_data_prepare(const data::PrepareOptions& opts, std::ostream& out, std::o
         << stats.tokens << " tokens, " << stats.trained_tokens << " trained (chat template " << opts.chat_template
         << ", tokenizer " << opts.tokenizer << ", vocab " << stats.vocab_size << ")\n";
     out << "use it with: data.kind=sft data.path=" << opts.output_prefix << " data.chat_template=" << opts.chat_template
-        << " data.pack=false data.tokenizer=" << opts.tokenizer << "\n";
+        << " data.pack=false" << tokenizer_keys(opts) << "\n";
     return kExitOk;
   }
   out << "wrote " << opts.output_prefix << ".bin and " << opts.output_prefix << ".idx: " << stats.documents
       << " documents, " << stats.tokens << " tokens (tokenizer " << opts.tokenizer << ", vocab " << stats.vocab_size
       << ")\n";
-  out << "use it with: data.kind=indexed data.path=" << opts.output_prefix << " data.tokenizer=" << opts.tokenizer
-      << "\n";
+  out << "use it with: data.kind=indexed data.path=" << opts.output_prefix << tokenizer_keys(opts) << "\n";
   return kExitOk;
 }
 

@@ -61,7 +61,10 @@ int run_show(const PlanFlags& flags, const std::string& format, std::ostream& ou
   auto loaded = load_plan(flags, "", facts, err);
   if (!loaded) return kExitInvalidRecipe;
   if (!report_resolution(loaded->resolved, err)) return kExitInvalidRecipe;
-  const plan::Plan& plan = loaded->resolved.plan;
+  plan::Plan plan = loaded->resolved.plan;
+  // An exported plan stays portable: `auto` is decided where it runs (the launch records the device
+  // it chose in the run dir), not frozen to this host's lack of a GPU.
+  if (loaded->requested_device == "auto") plan.trainer.device = plan::Device::auto_;
   if (format == "json")
     out << dsl::to_json(plan) << "\n";
   else if (format == "lua")

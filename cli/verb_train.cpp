@@ -204,7 +204,9 @@ int run_resume(const std::string& run_dir, std::ostream& out, std::ostream& err)
   kernels::GpuInfo gpu = kernels::query_gpus();
   plan::Plan plan;
   try {
-    plan = dsl::load_resolved_plan((fs::path(run_dir) / "resolved.toml").string(), detected_facts(gpu));
+    dsl::ExecutorFacts facts = detected_facts(gpu);
+    facts.host_memory_gib = host_available_gib();
+    plan = dsl::load_resolved_plan((fs::path(run_dir) / "resolved.toml").string(), facts);
   } catch (const dsl::RecipeError& e) {
     err << "error: " << e.what() << "\n";
     return kExitInvalidRecipe;

@@ -59,10 +59,12 @@ struct ExecutorFacts {
   int gpus_per_node = -1;  // -1 = take from the recipe / detect; 0 = CPU
   bool has_gpu = false;    // a CUDA device is visible here
   int visible_gpus = 0;
-  std::string gpu_name;       // e.g. "NVIDIA H100 80GB HBM3"
-  double gpu_memory_gib = 0;  // of the visible GPU, 0 = unknown
-  bool planning = false;      // validate / show / --dry-run: the plan may target other machines,
-                              // so a GPU plan is not refused for lack of a GPU here
+  std::string gpu_name;        // e.g. "NVIDIA H100 80GB HBM3"
+  double gpu_memory_gib = 0;   // of the visible GPU, 0 = unknown
+  bool planning = false;       // validate / show / --dry-run: the plan may target other machines,
+                               // so a GPU plan is not refused for lack of a GPU here
+  double host_memory_gib = 0;  // memory available on the launching host (MemAvailable), where the local
+                               // executor's CPU ranks run; 0 = unknown, not checked
 };
 
 struct Violation {

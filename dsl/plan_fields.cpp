@@ -410,6 +410,9 @@ std::vector<FieldInfo> build_fields() {
   f.push_back(field(c, "save_final", &P::checkpoint, &C::save_final, "save after the last step"));
   f.push_back(field(c, "load", &P::checkpoint, &C::load, "checkpoint or run dir to resume or initialize from"));
   f.push_back(field(c, "keep_last", &P::checkpoint, &C::keep_last, "keep only the newest N checkpoints; 0 = all"));
+  f.push_back(field(c, "allow_random_init", &P::checkpoint, &C::allow_random_init,
+                    "mode=finetune without checkpoint.load: start from random weights (smoke tests, benchmarks) "
+                    "instead of refusing"));
 
   const char* pe = "peft";
   f.push_back(field(pe, "kind", &P::peft, &Pe::kind,

@@ -1,5 +1,6 @@
 // resolve(): config tree + executor facts → a fully derived, fully checked plan::Plan. The steps live in
-// resolve_fields.cpp, resolve_derive.cpp, resolve_checks.cpp and resolve_executable.cpp; this file orders them.
+// resolve_fields.cpp, resolve_derive.cpp, resolve_checks.cpp, resolve_files.cpp and
+// resolve_executable.cpp; this file orders them.
 #include <charconv>
 #include <numeric>
 
@@ -55,8 +56,10 @@ ResolveResult resolve(const ConfigTree& tree, const ExecutorFacts& facts) {
   detail::derive_execution(ctx);
   detail::derive_model(ctx);
   detail::check_relations(ctx);
+  detail::check_files(ctx);       // reads the files the plan names (dsl/resolve_files.cpp)
   detail::check_executable(ctx);  // after the rules, so a key's own rule is reported first
   detail::derive_and_check_memory(ctx);
+  detail::check_host_memory(ctx);
   return result;
 }
 

@@ -444,8 +444,11 @@ void check_relations(ResolveContext& ctx) {
       ctx.violation("mode", "peft.kind=lora needs mode=finetune, got mode=" + std::string(plan::to_string(p.mode)),
                     "use `recipe finetune`, or set mode=\"finetune\"");
   }
-  if (p.mode == plan::Mode::finetune && p.checkpoint.load.empty())
-    ctx.warn("mode=finetune without checkpoint.load: training starts from randomly initialized weights");
+  if (p.mode == plan::Mode::finetune && p.checkpoint.load.empty() && !p.checkpoint.allow_random_init)
+    ctx.violation("checkpoint.load", "mode=finetune needs checkpoint.load, the weights to fine-tune",
+                  "set checkpoint.load to a checkpoint or run dir (`recipe ckpt import` makes one from a Hugging Face "
+                  "model), or checkpoint.allow_random_init=true to fine-tune random weights on purpose",
+                  "mode");
 
   // Data.
   const plan::DataConfig& d = p.data;

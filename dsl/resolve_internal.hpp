@@ -49,6 +49,8 @@ void derive_execution(ResolveContext& ctx);         // device, world size, dp, g
 void derive_model(ResolveContext& ctx);             // head_dim, ffn, padded vocab, params, FLOPs, batches
 void check_relations(ResolveContext& ctx);          // rules across keys (tp | heads, world = tp·pp·cp·dp, ...)
 void derive_and_check_memory(ResolveContext& ctx);  // device memory, per-rank estimate, fit
+void check_files(ResolveContext& ctx);              // data, tokenizer and checkpoint files; paths made absolute
+void check_host_memory(ResolveContext& ctx);        // local CPU ranks × per-rank estimate fit this host
 
 // Helpers shared by the check files.
 std::string fmt_double(double v);  // shortest text that reads back as v: 0.0003, 1e-08

@@ -132,7 +132,9 @@ struct CheckpointConfig {
   std::string dir;        // "" = <run dir>/checkpoints
   int save_interval = 0;  // 0 = only at the end (if save_final)
   bool save_final = true;
-  std::string load;   // checkpoint dir or run dir to resume/init from
+  std::string load;  // checkpoint dir or run dir to resume/init from
+  // mode=finetune without checkpoint.load starts from random weights only when this says so.
+  bool allow_random_init = false;
   int keep_last = 0;  // 0 = keep all
 };
 

@@ -1,7 +1,7 @@
 -- The LoRA settings of the tiny CPU presets (gpt_tiny_lora, llama_tiny_lora), on the shared LoRA
 -- defaults (_lora): rank-8 adapters (alpha 16, scale 2) on every linear. The base comes from
--- checkpoint.load (a gpt_tiny / llama_tiny run); without one it is a random base, which is still a
--- valid smoke test of the whole LoRA path.
+-- checkpoint.load (a gpt_tiny / llama_tiny run); checkpoint.allow_random_init=true instead gives a
+-- random base, which is still a valid smoke test of the whole LoRA path.
 return preset "_lora" {
   peft = {
     rank = 8,

@@ -1,7 +1,8 @@
--- Llama 3 70B (70.6B parameters) on 4 nodes of 8 GPUs: tensor parallel 8 within a node, pipeline
--- parallel 4 across nodes, full activation recompute and a distributed optimizer (ZeRO-1);
+-- Llama 3 70B (70.6B parameters) on 8 nodes of 8 GPUs (as Megatron-Bridge's 70B recipes use 64 GPUs):
+-- tensor parallel 8 within a node, pipeline parallel 4 across nodes, data parallel 2, full activation
+-- recompute and a distributed optimizer (ZeRO-1 shards the Adam moments over the 2 DP ranks);
 -- 512 sequences of 8192 tokens (4M tokens) per step.
---   recipe validate llama3_70b --nodes 4 --gpus-per-node 8
+--   recipe validate llama3_70b
 return preset "_llama3_base" {
   model = {
     num_layers = 80,
@@ -26,7 +27,8 @@ return preset "_llama3_base" {
     zero1 = true,
   },
   executor = {
-    nodes = 4,
+    kind = "slurm",  -- 8 nodes: the local executor runs on one host only
+    nodes = 8,
     gpus_per_node = 8,
   },
   experiment = {

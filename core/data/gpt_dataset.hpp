@@ -22,7 +22,7 @@
 
 #include "core/data/indexed_dataset.hpp"
 #include "core/data/sample_source.hpp"
-#include "core/data/split.hpp"
+#include "plan/data_split.hpp"
 
 namespace recipe::data {
 

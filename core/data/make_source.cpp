@@ -14,7 +14,7 @@
 #include "core/data/mock_source.hpp"
 #include "core/data/sample_source.hpp"
 #include "core/data/sft_dataset.hpp"
-#include "core/data/split.hpp"
+#include "plan/data_split.hpp"
 
 namespace recipe::data {
 
@@ -55,8 +55,8 @@ std::shared_ptr<const IndexedDataset> open_dataset(const std::string& prefix, co
       throw std::runtime_error(ds->bin_path() + " holds token ids up to " + std::to_string(max_id) +
                                " but model.vocab_size=" + std::to_string(vocab_size) +
                                ": the data was tokenized with a different tokenizer/vocabulary than the model "
-                               "(re-run `recipe data prepare` with the model's tokenizer or set model.vocab_size > " +
-                               std::to_string(max_id) + ")");
+                               "(re-run `recipe data prepare` with the model's tokenizer or set model.vocab_size ≥ " +
+                               std::to_string(max_id + 1) + ")");
     }
   }
   return ds;
@@ -79,9 +79,8 @@ std::shared_ptr<const LossMask> open_mask(const IndexedDataset& ds, const plan::
   const std::string named(plan::to_string(data.chat_template));
   if (mask->chat_template() != named)
     throw std::runtime_error(mask_path_of(ds.prefix()) + " was prepared with chat template \"" + mask->chat_template() +
-                             "\" but data.chat_template=\"" + named +
-                             "\"; set data.chat_template=" + mask->chat_template() +
-                             " or prepare the data again with --chat-template " + named);
+                             "\" but data.chat_template=\"" + named + "\"; set data.chat_template=" +
+                             mask->chat_template() + " or prepare the data again with --chat-template " + named);
   return mask;
 }
 

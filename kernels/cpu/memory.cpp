@@ -1,9 +1,11 @@
 // Host memory of the CPU backend: 64-byte aligned, zero-filled allocations with a high-water mark,
 // raw copies, and f32 <-> bf16 casts (round to nearest even, via tensor.hpp).
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <string>
 
 #include "kernels/cpu/cpu_backend.hpp"
 #include "kernels/cpu/cpu_detail.hpp"
@@ -12,6 +14,24 @@ namespace recipe::kernels {
 
 namespace {
 constexpr size_t kAlignment = 64;  // a cache line, and enough for any SIMD load
+
+// A host allocation that failed, with its size and what this backend already holds, so a CPU run
+// that outgrows the host says what it tried (the worker prefixes its rank). Still a std::bad_alloc.
+class HostAllocFailed : public std::bad_alloc {
+ public:
+  HostAllocFailed(size_t bytes, size_t live)
+      : message_("out of host memory: allocating " + gib_text(bytes) + " with " + gib_text(live) +
+                 " already allocated by this process's CPU backend") {}
+  const char* what() const noexcept override { return message_.c_str(); }
+
+ private:
+  static std::string gib_text(size_t bytes) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%zu bytes (%.2f GiB)", bytes, static_cast<double>(bytes) / (1ull << 30));
+    return buf;
+  }
+  std::string message_;
+};
 
 void require_host(const Tensor& t, const char* op, const char* arg) {
   if (!t.defined() && t.numel() > 0) cpu::fail(op, std::string(arg) + " is undefined");
@@ -25,8 +45,11 @@ void* CpuBackend::alloc(size_t bytes) {
   // pointer so that free() stays symmetric.
   size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
   if (rounded == 0) rounded = kAlignment;
-  void* p = std::aligned_alloc(kAlignment, rounded);
-  if (!p) throw std::bad_alloc();
+  void* p = rounded < bytes ? nullptr : std::aligned_alloc(kAlignment, rounded);  // rounded < bytes: overflow
+  if (!p) {
+    std::lock_guard lock(mem_mutex_);
+    throw HostAllocFailed(bytes, live_bytes_);
+  }
   std::memset(p, 0, rounded);
   std::lock_guard lock(mem_mutex_);
   live_[p] = bytes;

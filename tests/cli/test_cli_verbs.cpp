@@ -8,6 +8,7 @@
 
 #include "plan/exit_codes.hpp"
 #include "cli_test_util.hpp"
+#include "core/data/indexed_dataset.hpp"
 #include "dsl/dsl.hpp"
 #include "kernels/ops.hpp"
 
@@ -95,11 +96,12 @@ TEST_CASE("an invalid override exits 1 and names the field") {
   CHECK(shown.err.find("parallelism.tp") != std::string::npos);
 }
 
-TEST_CASE("validate llama3_70b on 4 nodes x 8 GPUs passes; 6 GPUs per node fail on the world size") {
-  auto ok = run({"validate", "llama3_70b", "--nodes", "4", "--gpus-per-node", "8"});
+TEST_CASE("validate llama3_70b at its 8 nodes x 8 GPUs passes with ZeRO-1 in effect; 6 GPUs per node fail") {
+  auto ok = run({"validate", "llama3_70b"});
   CHECK_MESSAGE(ok.code == 0, ok.err);
   CHECK(ok.out.rfind("OK: ", 0) == 0);
-  CHECK(ok.out.find("world 32") != std::string::npos);
+  CHECK(ok.out.find("world 64") != std::string::npos);
+  CHECK_MESSAGE(ok.err.find("zero1") == std::string::npos, ok.err);  // dp = 2: the preset is coherent
   auto bad = run({"validate", "llama3_70b", "--nodes", "4", "--gpus-per-node", "6"});
   CHECK(bad.code == recipe::kExitInvalidRecipe);
   CHECK(bad.err.find("world") != std::string::npos);
@@ -219,7 +221,7 @@ TEST_CASE("a multi-rank local plan needs mpirun: without it, exit 4 before anyth
 }
 
 TEST_CASE("finetune sets mode=finetune") {
-  auto r = run({"finetune", "gpt_tiny", "--dry-run"});
+  auto r = run({"finetune", "gpt_tiny", "checkpoint.allow_random_init=true", "--dry-run"});
   REQUIRE_MESSAGE(r.code == 0, r.err);
   CHECK(r.out.find("Plan: gpt_tiny (finetune)") != std::string::npos);
   auto p = run({"pretrain", "gpt_tiny", "--dry-run"});
@@ -242,7 +244,21 @@ TEST_CASE("data verb needs a sub-verb and existing inputs") {
 TEST_CASE("--dry-run and show plan a GPU recipe on a host without a GPU") {
   // examples/wiki.lua targets 8 GPUs (tp 2 × dp 4): planning it must not need a GPU here, while
   // actually running it on a GPU-less host is refused by the resolver (exit 1), naming the device.
-  TempDir tmp;
+  // Its data and tokenizer files (relative to the working directory) are checked, so they exist here.
+  TempDir tmp, work;
+  for (const char* name : {"data/wiki_text", "data/code_text"}) {
+    const fs::path prefix = work.path() / name;
+    fs::create_directories(prefix.parent_path());
+    recipe::data::IndexedDatasetWriter w(prefix.string() + ".bin", prefix.string() + ".idx",
+                                         recipe::data::TokenDType::uint16);
+    const std::vector<int32_t> doc(600, 42);
+    for (int d = 0; d < 100; ++d) w.add_document(doc);  // 2% validation: 1200 tokens ≥ seq_length + 1
+    w.finish();
+  }
+  std::ofstream(work.path() / "data/gpt2-vocab.json") << R"({"a": 0, "b": 1})";
+  std::ofstream(work.path() / "data/gpt2-merges.txt") << "#version: 0.2\n";
+  const fs::path old_cwd = fs::current_path();
+  fs::current_path(work.path());
   const std::string wiki = RECIPE_SOURCE_DIR "/examples/wiki.lua";
   auto dry = run({"pretrain", wiki, "--dry-run", "--experiments-dir", tmp.str()});
   CHECK_MESSAGE(dry.code == 0, dry.err);
@@ -256,6 +272,7 @@ TEST_CASE("--dry-run and show plan a GPU recipe on a host without a GPU") {
     CHECK(real.err.find("trainer.device") != std::string::npos);
     CHECK(dir_is_empty(tmp.path()));
   }
+  fs::current_path(old_cwd);
 }
 
 TEST_SUITE_END();

@@ -81,7 +81,7 @@ TEST_CASE("dsl_resolve: parameter counts match the published figures") {
 }
 
 TEST_CASE("dsl_resolve: LoRA trainable parameters") {
-  auto t = with(llama3_8b(), json::parse(R"({"mode": "finetune",
+  auto t = with(llama3_8b(), json::parse(R"({"mode": "finetune", "checkpoint": {"allow_random_init": true},
       "peft": {"kind": "lora", "rank": 16, "alpha": 32.0, "target_modules": ["qkv", "proj"]}})"));
   const auto r = resolve_json(t);
   REQUIRE_MESSAGE(r.ok(), report(r));

@@ -2,6 +2,7 @@
 #include <set>
 #include "dsl/plan_fields.hpp"
 #include "helpers.hpp"
+#include "scratch_files.hpp"
 
 TEST_SUITE_BEGIN("dsl");
 
@@ -101,18 +102,19 @@ TEST_CASE("dsl_resolve: enum-like strings are checked with suggestions") {
 }
 
 TEST_CASE("dsl_resolve: data.blend pairs and normalizes; data.path is a blend of one") {
+  const ScratchFiles files;  // data/wiki and data/code exist; the plan's prefixes come back absolute
   auto r = resolve_json(with(tiny_gpt(), json::parse(R"({"data": {"kind": "indexed",
                                                          "blend": [3, "data/wiki", 1, "data/code"]}})")));
   REQUIRE_MESSAGE(r.ok(), report(r));
   REQUIRE(r.plan.data.blend.size() == 2);
   CHECK(r.plan.data.blend[0].first == doctest::Approx(0.75));
-  CHECK(r.plan.data.blend[0].second == "data/wiki");
+  CHECK(r.plan.data.blend[0].second == files.abs("data/wiki"));
   CHECK(r.plan.data.blend[1].first == doctest::Approx(0.25));
 
   r = resolve_json(with(tiny_gpt(), json::parse(R"({"data": {"kind": "indexed", "path": "data/wiki"}})")));
   REQUIRE_MESSAGE(r.ok(), report(r));
   REQUIRE(r.plan.data.blend.size() == 1);
-  CHECK(r.plan.data.blend[0] == std::pair<double, std::string>(1.0, "data/wiki"));
+  CHECK(r.plan.data.blend[0] == std::pair<double, std::string>(1.0, files.abs("data/wiki")));
 
   r = resolve_json(with(tiny_gpt(), json::parse(R"({"data": {"kind": "indexed", "blend": [0.5, "a", 0.5]}})")));
   REQUIRE(find_violation(r, "data.blend"));

@@ -5,6 +5,7 @@
 
 #include "dsl/plan_fields.hpp"
 #include "helpers.hpp"
+#include "scratch_files.hpp"
 
 TEST_SUITE_BEGIN("dsl");
 
@@ -63,6 +64,7 @@ std::vector<Sample> samples() {
 }  // namespace
 
 TEST_CASE("dsl_resolve: to_toml → toml++ → tree → resolve gives the identical to_toml") {
+  const ScratchFiles files;  // the datasets, tokenizer and checkpoint the samples name
   for (const auto& s : samples()) {
     CAPTURE(s.name);
     const auto first = resolve_json(s.tree, s.facts);
@@ -112,6 +114,7 @@ TEST_CASE("dsl_resolve: to_json carries the keys and the derived values") {
 }
 
 TEST_CASE("dsl_resolve: to_lua, to_toml files load back through the loaders to the same plan") {
+  const ScratchFiles files;  // the datasets, tokenizer and checkpoint the samples name
   TempDir dir;
   for (const auto& s : samples()) {
     CAPTURE(s.name);

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/data/indexed_dataset.hpp"
 #include "runs/run_dir.hpp"
 #include "runs/runs_diff.hpp"
 #include "runs/runs_index.hpp"
@@ -143,10 +144,17 @@ TEST_CASE("one gpt_tiny recipe file, 2 data-parallel CPU ranks: local, mpi and s
   auto st = run_binary("runs status tiny_dp2/run-3 --experiments-dir " + exp.string());
   CHECK(st.out.find("tiny_dp2/run-3: completed") != std::string::npos);
 
-  // A job whose ranks cannot start training (a data path readable on no node) fails, and both the
-  // job's own record and `recipe runs status` say so.
-  auto bad = run_binary("pretrain " + common +
-                        " --executor slurm data.kind=indexed data.path=" + (tmp.path() / "no_such_dataset").string());
+  // A job whose ranks cannot start training fails, and both the job's own record and `recipe runs
+  // status` say so. (A missing dataset is refused before submission now; token ids beyond
+  // model.vocab_size are found only when the ranks read the data.)
+  const std::string oov = (tmp.path() / "out_of_vocab").string();
+  {
+    recipe::data::IndexedDatasetWriter w(oov + ".bin", oov + ".idx", recipe::data::TokenDType::uint16);
+    const std::vector<int32_t> doc(200, 60000);  // gpt_tiny's vocabulary is 256
+    for (int d = 0; d < 100; ++d) w.add_document(doc);
+    w.finish();
+  }
+  auto bad = run_binary("pretrain " + common + " --executor slurm data.kind=indexed data.path=" + oov);
   REQUIRE_MESSAGE(bad.code == 0, bad.out);
   auto run4 = exp / "tiny_dp2" / "run-4";
   std::string bad_job = recorded_slurm_job(run4.string());
@@ -157,7 +165,7 @@ TEST_CASE("one gpt_tiny recipe file, 2 data-parallel CPU ranks: local, mpi and s
   RunStatus rs = read_status(run4.string());
   CHECK(rs.state == "failed");
   CHECK_MESSAGE(rs.message.find("rank ") != std::string::npos, rs.message);
-  CHECK_MESSAGE(read_text(run4 / "logs" / "rank-0.log").find("no_such_dataset") != std::string::npos,
+  CHECK_MESSAGE(read_text(run4 / "logs" / "rank-0.log").find("out_of_vocab.bin holds token ids") != std::string::npos,
                 read_text(run4 / "logs" / "rank-0.log"));
 
   // The time-limit warning (--signal=B:USR1@120 sends SIGUSR1 to the batch shell; here scancel

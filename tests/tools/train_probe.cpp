@@ -55,6 +55,9 @@ int main(int argc, char** argv) {
         overrides.push_back(a);
       }
     }
+    // The probes compare layouts of one random initialization: a fine-tune preset starts from random
+    // weights on purpose (--load resumes a probe's own checkpoint, not a base).
+    tree.root["checkpoint"]["allow_random_init"] = true;
     dsl::apply_overrides(tree, overrides);
     dsl::ExecutorFacts facts;
     const bool cuda = std::find(overrides.begin(), overrides.end(), "trainer.device=cuda") != overrides.end();

@@ -6,7 +6,7 @@
 
 #include "core/data/gpt_dataset.hpp"
 #include "core/data/indexed_dataset.hpp"
-#include "core/data/split.hpp"
+#include "plan/data_split.hpp"
 #include "tests/core/data/temp_dir.hpp"
 
 TEST_SUITE_BEGIN("core/data");

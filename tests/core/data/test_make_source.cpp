@@ -144,6 +144,8 @@ TEST_CASE("make_source: missing files and a vocabulary mismatch are actionable e
   CHECK(err.find(dir / "c.bin") != std::string::npos);
   CHECK(err.find("up to 122") != std::string::npos);
   CHECK(err.find("model.vocab_size=100") != std::string::npos);
+  // The fix names the smallest vocabulary that holds id 122 (not "> 122", which reads as 122 itself).
+  CHECK(err.find("model.vocab_size ≥ 123") != std::string::npos);
 }
 
 TEST_SUITE_END();

@@ -20,12 +20,14 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
+// mode=finetune walks start from random weights on purpose (checkpoint.allow_random_init).
 json tiny_base(bool llama) {
   json t = json::parse(R"({
     "model": {"arch": "gpt", "num_layers": 2, "hidden_size": 64, "num_attention_heads": 4,
               "vocab_size": 256, "make_vocab_size_divisible_by": 1, "seq_length": 16},
     "data": {"kind": "mock"},
-    "trainer": {"max_steps": 2, "micro_batch_size": 2, "device": "cpu", "precision": "fp32", "cpu_threads": 1}
+    "trainer": {"max_steps": 2, "micro_batch_size": 2, "device": "cpu", "precision": "fp32", "cpu_threads": 1},
+    "checkpoint": {"allow_random_init": true}
   })");
   if (llama)
     t.merge_patch(json::parse(R"({"model": {"arch": "llama", "norm": "rmsnorm", "activation": "swiglu",

@@ -29,6 +29,20 @@ TEST_CASE("cpu backend identity") {
   CHECK_THROWS_AS(make_cpu_backend(BackendOptions{.cpu_threads = -1}), std::invalid_argument);
 }
 
+TEST_CASE("cpu alloc that the host cannot satisfy says how much it tried, as a std::bad_alloc") {
+  auto be = make_cpu_backend();
+  void* held = be->alloc(1 << 20);
+  std::string what;
+  try {
+    be->alloc(size_t{1} << 62);  // 4 EiB: no host has it
+  } catch (const std::bad_alloc& e) {
+    what = e.what();
+  }
+  CHECK(what.find("out of host memory: allocating 4611686018427387904 bytes") != std::string::npos);
+  CHECK(what.find("with 1048576 bytes (0.00 GiB) already allocated") != std::string::npos);
+  be->free(held);
+}
+
 TEST_CASE("cpu alloc is zero-filled, 64-byte aligned, and tracks the peak of live bytes") {
   auto be = make_cpu_backend();
   CHECK(be->peak_memory_bytes() == 0);

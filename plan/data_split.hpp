@@ -1,4 +1,6 @@
 // Train/valid/test split of a dataset's documents (data.split = "98,2,0"), by Megatron-LM's rule.
+// In plan/ because two layers apply it: the resolver (dsl/resolve_files.cpp checks before launch that
+// each split holds a sample) and core/data (which builds the splits); the dsl does not link the core.
 #pragma once
 
 #include <array>

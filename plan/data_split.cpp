@@ -1,4 +1,4 @@
-#include "core/data/split.hpp"
+#include "plan/data_split.hpp"
 
 #include <algorithm>
 #include <cfenv>
