@@ -9,6 +9,7 @@
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/cudnn_attention.hpp"
 #include "kernels/cuda/cuda_kernels.hpp"
+#include "kernels/cuda/op_checks.hpp"
 #include "kernels/dropout_mask.hpp"
 
 namespace recipe::kernels {
@@ -21,23 +22,6 @@ constexpr size_t kDefaultWorkspaceMiB = 256;
 // launch; wider sums go in slabs).
 constexpr int64_t kColumnSumTickets = 8192;
 
-[[noreturn]] void bad_arg(const char* op, const std::string& what) {
-  throw std::invalid_argument(std::string("CUDA backend ") + op + ": " + what);
-}
-
-void expect(const char* op, const char* name, const Tensor& t, DType dtype) {
-  if (!t.defined()) bad_arg(op, std::string(name) + " is undefined");
-  if (t.device != Device::cuda) bad_arg(op, std::string(name) + " " + t.shape_str() + " is not a CUDA tensor");
-  if (t.dtype != dtype) bad_arg(op, std::string(name) + " " + t.shape_str() + " must be " + dtype_name(dtype));
-}
-// Optional tensors: checked only when defined.
-void expect_opt(const char* op, const char* name, const Tensor& t, DType dtype) {
-  if (t.defined()) expect(op, name, t, dtype);
-}
-void expect_numel(const char* op, const char* name, const Tensor& t, int64_t n) {
-  if (t.numel() != n)
-    bad_arg(op, std::string(name) + " " + t.shape_str() + " must hold " + std::to_string(n) + " elements");
-}
 void* ptr_or_null(const Tensor& t) { return t.defined() ? t.ptr : nullptr; }
 
 size_t workspace_bytes_or_default(size_t requested) { return requested ? requested : kDefaultWorkspaceMiB << 20; }

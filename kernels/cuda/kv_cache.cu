@@ -16,6 +16,7 @@
 
 #include "kernels/cuda/cuda_backend.hpp"
 #include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/op_checks.hpp"
 #include "kernels/cuda/cuda_common.cuh"
 
 namespace recipe::kernels::cuda {
@@ -119,14 +120,6 @@ __global__ void kv_attention_kernel(bf16* out, const bf16* qkv, const bf16* k_ca
   }
 }
 
-[[noreturn]] void bad_arg(const char* op, const std::string& what) {
-  throw std::invalid_argument(std::string("CUDA backend ") + op + ": " + what);
-}
-void expect(const char* op, const char* name, const Tensor& t, DType dtype) {
-  if (!t.defined()) bad_arg(op, std::string(name) + " is undefined");
-  if (t.device != Device::cuda) bad_arg(op, std::string(name) + " " + t.shape_str() + " is not a CUDA tensor");
-  if (t.dtype != dtype) bad_arg(op, std::string(name) + " " + t.shape_str() + " must be " + dtype_name(dtype));
-}
 // The cache's capacity S after checking qkv, the caches and the positions.
 int check_cache(const char* op, const Tensor& qkv, const Tensor& k_cache, const Tensor& v_cache,
                 const AttentionShape& s, int past) {

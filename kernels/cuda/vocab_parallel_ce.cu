@@ -14,6 +14,7 @@
 
 #include "kernels/cuda/cuda_backend.hpp"
 #include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/op_checks.hpp"
 #include "kernels/cuda/cuda_common.cuh"
 
 namespace recipe::kernels::cuda {
@@ -109,18 +110,6 @@ __global__ void __launch_bounds__(kThreads)
 
 bool vectorizable(int64_t Vl, const void* logits) { return Vl % 8 == 0 && aligned16(logits); }
 
-[[noreturn]] void bad_arg(const char* op, const std::string& what) {
-  throw std::invalid_argument(std::string("CUDA backend ") + op + ": " + what);
-}
-void expect(const char* op, const char* name, const Tensor& t, DType dtype) {
-  if (!t.defined()) bad_arg(op, std::string(name) + " is undefined");
-  if (t.device != Device::cuda) bad_arg(op, std::string(name) + " " + t.shape_str() + " is not a CUDA tensor");
-  if (t.dtype != dtype) bad_arg(op, std::string(name) + " " + t.shape_str() + " must be " + dtype_name(dtype));
-}
-void expect_numel(const char* op, const char* name, const Tensor& t, int64_t n) {
-  if (t.numel() != n)
-    bad_arg(op, std::string(name) + " " + t.shape_str() + " must hold " + std::to_string(n) + " elements");
-}
 // logits must be [n, Vl] bf16 and 0 ≤ valid_cols ≤ Vl; returns Vl.
 int64_t shard_columns(const char* op, const Tensor& logits, int64_t n, int valid_cols) {
   expect(op, "logits", logits, DType::bf16);
