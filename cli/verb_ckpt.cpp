@@ -290,7 +290,7 @@ std::string resolve_checkpoint(const std::string& path, std::ostream& err, int& 
     code = kExitUsage;
     return "";
   }
-  const std::string dir = ckpt::find_checkpoint(path);
+  std::string dir = ckpt::find_checkpoint(path);
   if (dir.empty()) {
     err << "error: " << path << " holds no checkpoint yet (no `latest` and no step-<N>/ with metadata.json)\n";
     code = kExitUsage;
