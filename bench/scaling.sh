@@ -5,7 +5,8 @@
 #   seq 1024) alone at TP1/TP2/TP4 and PP1/PP2/PP4 (global batch 16, micro-batch 2), tok/s per GPU.
 # Every run is `recipe pretrain ... --gpus-per-node N` through the local executor (mpirun + NCCL).
 # Env: RECIPE (binary, default build/bin/recipe), OUT_DIR (default bench/results), STEPS (default 30),
-# GPUS (max GPUs to use, default: all visible).
+# GPUS (max GPUs to use, default: all visible), SETS (which groups to run, default "dp tp pp"),
+# MIN_GPUS (skip runs on fewer GPUs, default 1), EXTRA (overrides appended to every run, e.g. "kernels.host_clip=true" for an A/B).
 # Writes $OUT_DIR/scaling.jsonl (one line per run) and $OUT_DIR/scaling.md.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -13,6 +14,8 @@ RECIPE=${RECIPE:-build/bin/recipe}
 OUT_DIR=${OUT_DIR:-bench/results}
 STEPS=${STEPS:-30}
 GPUS=${GPUS:-$(nvidia-smi -L 2>/dev/null | wc -l)}
+SETS=${SETS:-dp tp pp}
+read -r -a EXTRA_ARGS <<<"${EXTRA:-}"
 mkdir -p "$OUT_DIR"
 EXP="$OUT_DIR/scaling-runs"
 rm -rf "$EXP" "$OUT_DIR/scaling.jsonl"
@@ -24,10 +27,11 @@ LLAMA_1B=(model.num_layers=16 model.hidden_size=2048 model.num_attention_heads=1
 run() {
   local label=$1 gpus=$2; shift 2
   if [ "$gpus" -gt "$GPUS" ]; then echo "skip $label: needs $gpus GPUs"; return; fi
+  if [ "$gpus" -lt "${MIN_GPUS:-1}" ]; then return; fi
   local name="scaling-$(echo "$label" | tr -c 'A-Za-z0-9\n' '-')"
   echo "== $label ($gpus GPUs)"
   "$RECIPE" pretrain "$@" --device cuda --gpus-per-node "$gpus" --max-steps "$STEPS" \
-      --experiments-dir "$EXP" --name "$name" trainer.log_interval=10 checkpoint.save_final=false 2>&1 | tail -4
+      --experiments-dir "$EXP" --name "$name" trainer.log_interval=10 checkpoint.save_final=false "${EXTRA_ARGS[@]}" 2>&1 | tail -4
   python3 - "$EXP/$name" "$label" "$gpus" >>"$OUT_DIR/scaling.jsonl" <<'PY'
 import json, sys, glob, os
 run_dirs = sorted(glob.glob(os.path.join(sys.argv[1], "run-*")))
@@ -47,14 +51,18 @@ print(json.dumps(rec))
 PY
 }
 
-for n in 1 2 4; do
-  run "gpt3_345m DP$n" "$n" gpt3_345m trainer.micro_batch_size=8 trainer.global_batch_size=$((8 * n))
-done
-for t in 1 2 4; do
-  run "llama-1B TP$t" "$t" llama3_8b "${LLAMA_1B[@]}" parallelism.tp=$t trainer.micro_batch_size=2 trainer.global_batch_size=16
-done
-for p in 2 4; do
-  run "llama-1B PP$p" "$p" llama3_8b "${LLAMA_1B[@]}" parallelism.tp=1 parallelism.pp=$p trainer.micro_batch_size=2 trainer.global_batch_size=16
+for set in $SETS; do
+  case $set in
+    dp) for n in 1 2 4 8; do
+          run "gpt3_345m DP$n" "$n" gpt3_345m trainer.micro_batch_size=8 trainer.global_batch_size=$((8 * n))
+        done ;;
+    tp) for t in 1 2 4; do
+          run "llama-1B TP$t" "$t" llama3_8b "${LLAMA_1B[@]}" parallelism.tp=$t trainer.micro_batch_size=2 trainer.global_batch_size=16
+        done ;;
+    pp) for p in 2 4; do
+          run "llama-1B PP$p" "$p" llama3_8b "${LLAMA_1B[@]}" parallelism.tp=1 parallelism.pp=$p trainer.micro_batch_size=2 trainer.global_batch_size=16
+        done ;;
+  esac
 done
 
 python3 - "$OUT_DIR/scaling.jsonl" >"$OUT_DIR/scaling.md" <<'PY'

@@ -383,8 +383,9 @@ std::vector<FieldInfo> build_fields() {
   f.push_back(
       field(t, "cuda_graph", &P::trainer, &T::cuda_graph,
             "capture the training step (forward, backward, clip, AdamW) in a CUDA graph at step 2 and replay it every "
-            "later step; single-GPU CUDA runs only (others ignore it); a step that cannot be captured runs uncaptured, "
-            "with one log line saying why"));
+            "later step, NCCL collectives included (CUDA runs; the CPU has no graph); off with kernels.host_clip, "
+            "kernels.phase_timing, peft.dropout > 0 or data.kind=sft (the log says which); a step that cannot be "
+            "captured runs uncaptured, with one log line saying why"));
   f.push_back(field(t, "cpu_threads", &P::trainer, &T::cpu_threads, "OpenBLAS threads per rank; 0 = its default"));
 
   const char* pa = "parallelism";

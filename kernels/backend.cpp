@@ -54,6 +54,35 @@ void Backend::grad_norm_clip(Tensor out, Tensor grads, float clip, Tensor losses
   from_host(out, host);
 }
 
+void Backend::norm_loss_sums(Tensor sums, const std::vector<Tensor>& grads, Tensor losses) {
+  if (sums.dtype != DType::f64 || sums.numel() != 2)
+    throw std::invalid_argument("norm_loss_sums: sums " + sums.shape_str() + " must be f64 with 2 elements");
+  double h[2] = {0.0, 0.0};
+  for (const Tensor& g : grads) h[0] += sum_squares(g);
+  if (losses.defined()) {
+    if (losses.dtype != DType::f32)
+      throw std::invalid_argument("norm_loss_sums: losses " + losses.shape_str() + " must be f32");
+    std::vector<float> l(size_t(losses.numel()));
+    to_host(l.data(), losses);
+    for (float v : l) h[1] += double(v);
+  }
+  from_host(sums, h);
+}
+
+void Backend::clip_from_sums(Tensor out, Tensor sums, float clip, double loss_sum_limit) {
+  if (out.dtype != DType::f32 || out.numel() != 2)
+    throw std::invalid_argument("clip_from_sums: out " + out.shape_str() + " must be f32 with 2 elements");
+  if (sums.dtype != DType::f64 || sums.numel() != 2)
+    throw std::invalid_argument("clip_from_sums: sums " + sums.shape_str() + " must be f64 with 2 elements");
+  double h[2];
+  to_host(h, sums);
+  const double norm = std::sqrt(h[0]);
+  const bool skip = !std::isfinite(norm) || !std::isfinite(h[1]) || h[1] > loss_sum_limit;
+  const double scale = clip > 0 ? std::min(1.0, double(clip) / (norm + 1e-6)) : 1.0;
+  const float host[2] = {float(norm), skip ? std::numeric_limits<float>::quiet_NaN() : float(scale)};
+  from_host(out, host);
+}
+
 void Backend::begin_grad_writes(const std::vector<Tensor>& grads) {
   for (const Tensor& g : grads) zero(g);
 }

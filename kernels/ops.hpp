@@ -367,6 +367,18 @@ class Backend {
   // update" — when the norm is not finite, or when losses is defined and Σ losses (f32, summed in
   // double) is not finite or exceeds loss_sum_limit (the divergence guard).
   virtual void grad_norm_clip(Tensor out, Tensor grads, float clip, Tensor losses, double loss_sum_limit);
+  // grad_norm_clip in two halves for a world of ranks, which the caller sums in between (the
+  // backend knows no ranks: the trainer all-reduces `sums` over the world on the device, so a
+  // multi-rank step never waits for the host between backward and AdamW).
+  //   norm_loss_sums: sums f64 [2] = {Σ over the tensors of `grads` of Σ x² (each f32), Σ losses}
+  //     (losses f32, may be undefined: 0), accumulated in double in a fixed order.
+  //   clip_from_sums: out f32 [2] from the world's sums, the arithmetic of grad_norm_clip:
+  //     out[0] = sqrt(sums[0]), out[1] = the clip factor, or NaN when the norm or sums[1] is not
+  //     finite or sums[1] > loss_sum_limit.
+  // (additive; the defaults go through the host and synchronize, the CUDA backend stays on the
+  // device.)
+  virtual void norm_loss_sums(Tensor sums, const std::vector<Tensor>& grads, Tensor losses);
+  virtual void clip_from_sums(Tensor out, Tensor sums, float clip, double loss_sum_limit);
   virtual void scale(Tensor x, float s) = 0;
 
   // ---- one step's parameter gradients (additive) ----

@@ -12,11 +12,13 @@
 
 namespace recipe::kernels {
 
-enum class DType : uint8_t { f32, bf16, i32 };
+enum class DType : uint8_t { f32, bf16, i32, f64 };  // f64: a few scalars (world sums of norms, losses)
 enum class Device : uint8_t { cpu, cuda };
 
-inline size_t dtype_size(DType t) { return t == DType::bf16 ? 2 : 4; }
-inline const char* dtype_name(DType t) { return t == DType::f32 ? "f32" : t == DType::bf16 ? "bf16" : "i32"; }
+inline size_t dtype_size(DType t) { return t == DType::bf16 ? 2 : t == DType::f64 ? 8 : 4; }
+inline const char* dtype_name(DType t) {
+  return t == DType::f32 ? "f32" : t == DType::bf16 ? "bf16" : t == DType::f64 ? "f64" : "i32";
+}
 
 // bf16 storage: the upper 16 bits of an IEEE fp32, rounded to nearest even.
 using bf16_t = uint16_t;

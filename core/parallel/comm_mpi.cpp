@@ -31,6 +31,8 @@ MPI_Datatype mpi_transfer_type(DType dt) {
       return MPI_UINT16_T;
     case DType::i32:
       return MPI_INT32_T;
+    case DType::f64:
+      return MPI_DOUBLE;
   }
   throw std::invalid_argument("mpi_transfer_type: unknown dtype");
 }
@@ -38,7 +40,9 @@ MPI_Datatype mpi_transfer_type(DType dt) {
 namespace {
 
 // The type MPI reduces in: bf16 is reduced through an f32 staging copy.
-MPI_Datatype mpi_reduce_type(DType dt) { return dt == DType::i32 ? MPI_INT32_T : MPI_FLOAT; }
+MPI_Datatype mpi_reduce_type(DType dt) {
+  return dt == DType::i32 ? MPI_INT32_T : dt == DType::f64 ? MPI_DOUBLE : MPI_FLOAT;
+}
 
 void require_host(const Tensor& t, const std::string& group, const char* op, const char* what) {
   if (!t.defined() && t.numel() > 0) throw std::invalid_argument(group + "." + op + ": " + what + " has no memory");
@@ -197,6 +201,8 @@ void MpiComm::start_reduce_scatter(Pending& p, Tensor out, Tensor in, const char
   p.request = MPI_REQUEST_NULL;
   const void* send = in.ptr;
   void* recv = out.ptr;
+  if (in.dtype == DType::f64)  // f64 is for scalar all-reduces; the staging below is 4-byte
+    throw std::invalid_argument(name_ + "." + op + ": f64 tensors are all-reduced only, not reduce-scattered");
   MPI_Datatype type = mpi_reduce_type(in.dtype);
   if (in.dtype == DType::bf16) {
     widen(p.staging_in, in);

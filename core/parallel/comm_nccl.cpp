@@ -28,6 +28,8 @@ ncclDataType_t nccl_type(DType dt) {
       return ncclBfloat16;
     case DType::i32:
       return ncclInt32;
+    case DType::f64:
+      return ncclFloat64;
   }
   throw std::invalid_argument("nccl_type: unknown dtype");
 }

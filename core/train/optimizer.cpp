@@ -36,15 +36,17 @@ OptimizerStepStats Optimizer::step(ParamStore& store, int step, Comm& shard_grou
   return st;
 }
 
-void Optimizer::step_device_scaled(ParamStore& store, int step, kernels::Tensor norm_clip) const {
-  apply(store, step, 1.0f, norm_clip.as<float>() + 1, whole_groups(store.layout()));
+void Optimizer::step_device_scaled(ParamStore& store, int step, kernels::Tensor norm_clip,
+                                   const std::vector<AdamSegment>& segments) const {
+  apply(store, step, 1.0f, norm_clip.as<float>() + 1, segments);
 }
 
-void Optimizer::step_device_recorded(ParamStore& store, kernels::Tensor norm_clip, kernels::Tensor schedule) const {
+void Optimizer::step_device_recorded(ParamStore& store, kernels::Tensor norm_clip, kernels::Tensor schedule,
+                                     const std::vector<AdamSegment>& segments) const {
   if (schedule.dtype != kernels::DType::f32 || schedule.numel() < 3)
     throw std::invalid_argument("Optimizer::step_device_recorded: schedule " + schedule.shape_str() +
                                 " must be f32 with 3 elements");
-  apply(store, 0, 1.0f, norm_clip.as<float>() + 1, whole_groups(store.layout()), schedule.as<float>());
+  apply(store, 0, 1.0f, norm_clip.as<float>() + 1, segments, schedule.as<float>());
 }
 
 kernels::AdamWSchedule Optimizer::device_schedule(int step) const {

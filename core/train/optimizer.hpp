@@ -40,15 +40,18 @@ class Optimizer {
   // correction uses step+1. Skips the update (applied=false) when the norm is NaN/inf.
   OptimizerStepStats step(ParamStore& store, int step, Comm& shard_group) const;
 
-  // The step that never waits for the host (single shard group): launches AdamW with the clip
-  // factor read from norm_clip[1] (f32 [2] in backend memory, written by
-  // Backend::grad_norm_clip; NaN there skips the update on the backend). `step` is 0-based.
-  void step_device_scaled(ParamStore& store, int step, kernels::Tensor norm_clip) const;
+  // The step that never waits for the host: launches AdamW over `segments` (this rank's: all of
+  // its parameters, or its ZeRO-1 chunks) with the clip factor read from norm_clip[1] (f32 [2] in
+  // backend memory, written by Backend::grad_norm_clip or clip_from_sums; NaN there skips the
+  // update on the backend). `step` is 0-based.
+  void step_device_scaled(ParamStore& store, int step, kernels::Tensor norm_clip,
+                          const std::vector<AdamSegment>& segments) const;
   // The same step for a recording replayed every step (CUDA graph): lr and Adam's bias
   // corrections are read from `schedule` (f32 [3] in backend memory, holding device_schedule(step)
   // when the step runs), the clip factor from norm_clip[1]. Launches exactly the kernels
   // step_device_scaled launches, with bitwise the same per-step values.
-  void step_device_recorded(ParamStore& store, kernels::Tensor norm_clip, kernels::Tensor schedule) const;
+  void step_device_recorded(ParamStore& store, kernels::Tensor norm_clip, kernels::Tensor schedule,
+                            const std::vector<AdamSegment>& segments) const;
   // What `schedule` must hold for 0-based `step`: {lr, 1/(1 − β1^(step+1)), 1/(1 − β2^(step+1))}.
   kernels::AdamWSchedule device_schedule(int step) const;
 

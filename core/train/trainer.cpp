@@ -94,11 +94,17 @@ Trainer::Trainer(const plan::Plan& plan, kernels::Backend& backend, ParallelStat
   losses_ = Tensor(losses_buf_, DType::f32, backend_.device(), {loss_rows, N});
   host_losses_.resize(size_t(loss_rows * N));
 
-  device_step_ =
-      backend_.device() == kernels::Device::cuda && parallel_->world_size() == 1 && !zero1 && !plan_.kernels.host_clip;
+  // Every CUDA step stays on the device (norm, clip, guard, AdamW; with several ranks the norm's
+  // and the loss's sums are all-reduced over the world by NCCL in between), unless
+  // kernels.host_clip asks for the host path. The CPU keeps the host step.
+  device_step_ = backend_.device() == kernels::Device::cuda && !plan_.kernels.host_clip;
   if (device_step_) {
     norm_clip_buf_ = backend_.alloc(2 * sizeof(float));
     norm_clip_ = Tensor(norm_clip_buf_, DType::f32, backend_.device(), {2});
+    if (parallel_->world_size() > 1) {
+      world_sums_buf_ = backend_.alloc(2 * sizeof(double));
+      world_sums_ = Tensor(world_sums_buf_, DType::f64, backend_.device(), {2});
+    }
   }
   const bool phase_timing = plan_.kernels.phase_timing;
   phases_ = std::make_unique<PhaseTimer>(backend_, phase_timing);
@@ -107,8 +113,7 @@ Trainer::Trainer(const plan::Plan& plan, kernels::Backend& backend, ParallelStat
   if (!plan_.trainer.cuda_graph)
     graph_off = "trainer.cuda_graph=false";
   else if (!device_step_)
-    graph_off =
-        "the step is not the single-rank CUDA device step (CPU, several ranks, ZeRO-1 or kernels.host_clip=true)";
+    graph_off = "the step is not the CUDA device step (CPU, or kernels.host_clip=true)";
   else if (phase_timing)
     graph_off = "kernels.phase_timing=true synchronizes inside the step";
   else if (shape_.lora_dropout > 0.f)
@@ -124,6 +129,7 @@ Trainer::~Trainer() {
   params_.reset();
   if (losses_buf_) backend_.free(losses_buf_);
   if (norm_clip_buf_) backend_.free(norm_clip_buf_);
+  if (world_sums_buf_) backend_.free(world_sums_buf_);
 }
 
 // Micro-batch m of step s on this DP rank starts at consumed_samples(s) + m·(micro·dp) + rank·micro.
@@ -144,10 +150,11 @@ double divergence_loss_limit(int vocab_size) { return 100.0 * std::log(double(st
 // tokens, forward, backward (and reduce over DP); then the global grad norm, the clip factor with
 // the divergence guard, and the AdamW update at the step's learning rate.
 //
-// The host step (CPU, several ranks, ZeRO-1) reads the world-reduced loss and norm back and
-// decides there. The device step (CUDA, one rank) keeps norm, clip factor and guard on the
-// device, so nothing waits between backward and AdamW; its one wait is the read-back of loss and
-// norm, and its work runs as one CUDA-graph launch once captured (StepGraph).
+// The host step (CPU, or kernels.host_clip) reads the world-reduced loss and norm back and
+// decides there. The device step (CUDA, any number of ranks) keeps norm, clip factor and guard on
+// the device, so nothing waits between backward and AdamW (several ranks all-reduce the norm's
+// and the loss's sums on the device); its one wait is the read-back of loss and norm, and its
+// work, NCCL collectives included, runs as one CUDA-graph launch once captured (StepGraph).
 StepResult Trainer::step() {
   const int s = steps_done_;
   StepResult r;
@@ -157,7 +164,13 @@ StepResult Trainer::step() {
     if (!graph_->run([this, s] { enqueue_device_step(s, true); })) enqueue_device_step(s, false);
     float nc[2];                       // ‖g‖, clip factor (NaN: the guard skipped the update)
     backend_.to_host(nc, norm_clip_);  // the step's one wait
-    r.loss = sum_losses(int64_t(num_micro_) * model_->rows()) / loss_tokens(s);
+    if (world_sums_.defined()) {
+      double sums[2];  // world Σ g², world Σ losses (complete: the wait above covered them)
+      backend_.to_host(sums, world_sums_);
+      r.loss = sums[1] / loss_tokens(s);
+    } else {
+      r.loss = sum_losses(int64_t(num_micro_) * model_->rows()) / loss_tokens(s);
+    }
     phases_->mark(PhaseTimer::read_back);
     if (phases_->on()) time_forward_alone();
     r.grad_norm = nc[0];
@@ -193,28 +206,30 @@ StepResult Trainer::step() {
 void Trainer::enqueue_device_step(int s, bool staged) {
   const int64_t N = model_->rows();
   const double total_tokens = loss_tokens(s);
-  const float dloss = float(1.0 / total_tokens);
   phases_->start();
   if (staged) graph_->upload_schedule();
-  params_->begin_grad_writes();
-  for (int m = 0; m < num_micro_; ++m) {
-    if (staged)
-      graph_->upload_tokens(m, model_->input_tokens(0), model_->target_tokens(0));
-    else
-      loader_->load(*train_, first_sample(s, m), *model_, 0);
-    model_->set_first_token(0, first_sample(s, m) * shape_.seq);  // graph off with dropout (constructor)
-    model_->forward(0, true, losses_.rows(m, 1).view({N}), dloss);
-    model_->backward(0);
-  }
-  params_->end_grad_writes();
+  enqueue_micro_batches(
+      *train_, [&](int m) { return first_sample(s, m); }, true, num_micro_, total_tokens, staged);
   phases_->mark(PhaseTimer::forward_backward);
-  backend_.grad_norm_clip(norm_clip_, params_->grads(), float(plan_.optimizer.clip_grad),
-                          losses_.view({losses_.numel()}).rows(0, int64_t(num_micro_) * N),
-                          divergence_loss_limit(shape_.vocab) * total_tokens);
+  const Tensor losses = losses_.view({losses_.numel()}).rows(0, int64_t(num_micro_) * N);
+  const float clip = float(plan_.optimizer.clip_grad);
+  const double loss_limit = divergence_loss_limit(shape_.vocab) * total_tokens;
+  if (!world_sums_.defined()) {
+    backend_.grad_norm_clip(norm_clip_, params_->grads(), clip, losses, loss_limit);
+  } else {
+    // This rank's share of ‖g‖² (the ranges it counts: each parameter once over the world) and of
+    // the loss (the rank that holds it), summed over the world, then the clip factor from those.
+    std::vector<Tensor> counted;
+    for (const auto& [a, b] : norm_ranges_) counted.push_back(params_->grad_span(a, b - a));
+    backend_.norm_loss_sums(world_sums_, counted, loss_holder_ ? losses : Tensor());
+    parallel_->world().all_reduce_sum(world_sums_);
+    backend_.clip_from_sums(norm_clip_, world_sums_, clip, loss_limit);
+  }
   if (staged)
-    optimizer_->step_device_recorded(*params_, norm_clip_, graph_->schedule());
+    optimizer_->step_device_recorded(*params_, norm_clip_, graph_->schedule(), adam_segments_);
   else
-    optimizer_->step_device_scaled(*params_, s, norm_clip_);
+    optimizer_->step_device_scaled(*params_, s, norm_clip_, adam_segments_);
+  grad_sync_->gather_weights(*params_);  // ZeRO-1: every rank's updated chunks to every rank
   phases_->mark(PhaseTimer::update);
 }
 
@@ -252,10 +267,22 @@ double Trainer::compute_loss(int s) {
 
 double Trainer::run_micro_batches(const data::SampleSource& src, const std::function<int64_t(int)>& sample_of,
                                   bool with_grad, int count, double loss_tokens) {
+  enqueue_micro_batches(src, sample_of, with_grad, count, loss_tokens, false);
+  return loss_holder_ ? sum_losses(int64_t(count) * model_->rows()) : 0.0;
+}
+
+// The micro-batches through the pipeline schedule (forward, backward with the DP reduction
+// started per bucket and finished at the end); enqueued work only, nothing waits for the host.
+// staged: the tokens come from the CUDA graph's staging (micro-batch m's into its slot).
+void Trainer::enqueue_micro_batches(const data::SampleSource& src, const std::function<int64_t(int)>& sample_of,
+                                    bool with_grad, int count, double loss_tokens, bool staged) {
   const int64_t N = model_->rows();
   const float dloss = with_grad ? float(1.0 / loss_tokens) : 0.0f;
   auto forward = [&](int m, int slot) {
-    loader_->load(src, sample_of(m), *model_, slot);
+    if (staged)
+      graph_->upload_tokens(m, model_->input_tokens(slot), model_->target_tokens(slot));
+    else
+      loader_->load(src, sample_of(m), *model_, slot);
     model_->set_first_token(slot, sample_of(m) * shape_.seq);  // keys the adapter dropout mask
     model_->forward(slot, with_grad, losses_.rows(m, 1).view({N}), dloss);
   };
@@ -271,7 +298,6 @@ double Trainer::run_micro_batches(const data::SampleSource& src, const std::func
       parallel_->embedding().all_reduce_sum(params_->grad(word_embedding_name()));
     grad_sync_->finish(*params_);
   }
-  return loss_holder_ ? sum_losses(int64_t(count) * N) : 0.0;
 }
 
 // The step's last backward reports its phases to the DP reduction, which starts each bucket as

@@ -128,9 +128,10 @@ class Trainer {
   void gather_master_weights() { grad_sync_->gather_masters(*params_); }
   // Global L2 norm of the reduced gradients (every parameter counted once over the world).
   double global_grad_norm();
-  // True when step() runs without waiting for the host between backward and AdamW (CUDA, one DP
-  // rank): the clip factor and the divergence guard are computed on the device
-  // (Backend::grad_norm_clip) and the step's one wait is the read-back of loss and norm.
+  // True when step() runs without waiting for the host between backward and AdamW (CUDA, any
+  // layout): the clip factor and the divergence guard are computed on the device
+  // (Backend::grad_norm_clip; with several ranks Backend::norm_loss_sums, a world all-reduce on the
+  // device and Backend::clip_from_sums) and the step's one wait is the read-back of loss and norm.
   // kernels.host_clip=true forces the host path (for A/B timing).
   bool device_step() const { return device_step_; }
   // True once step() replays the whole device step (token upload, forward/backward of every
@@ -169,6 +170,9 @@ class Trainer {
   // The gradient of each counted token's loss is scaled by 1 / loss_tokens.
   double run_micro_batches(const data::SampleSource& src, const std::function<int64_t(int)>& sample_of, bool with_grad,
                            int count, double loss_tokens);
+  // The same work, enqueued only (no read-back); staged: the tokens come from the graph's staging.
+  void enqueue_micro_batches(const data::SampleSource& src, const std::function<int64_t(int)>& sample_of,
+                             bool with_grad, int count, double loss_tokens, bool staged);
   void backward_micro(int m, int slot, int count);
   double world_loss_sum(double local);
   double sum_losses(int64_t count);
@@ -176,6 +180,8 @@ class Trainer {
   bool device_step_ = false;
   void* norm_clip_buf_ = nullptr;  // f32 [2]: ‖g‖, clip factor (NaN = skip)
   kernels::Tensor norm_clip_;
+  void* world_sums_buf_ = nullptr;  // f64 [2], several ranks: Σ g², Σ losses (this rank's, then the world's)
+  kernels::Tensor world_sums_;
   std::unique_ptr<PhaseTimer> phases_;
   std::unique_ptr<StepGraph> graph_;
 

@@ -766,6 +766,32 @@ void CudaBackend::grad_norm_clip(Tensor out, Tensor grads, float clip, Tensor lo
                        loss_sum_limit, workspace(), stream_);
 }
 
+void CudaBackend::norm_loss_sums(Tensor sums, const std::vector<Tensor>& grads, Tensor losses) {
+  const char* op = "norm_loss_sums";
+  expect(op, "sums", sums, DType::f64);
+  expect_numel(op, "sums", sums, 2);
+  std::vector<const float*> xs;
+  std::vector<int64_t> ns;
+  for (const Tensor& g : grads) {
+    expect(op, "grads", g, DType::f32);
+    xs.push_back(g.as<float>());
+    ns.push_back(g.numel());
+  }
+  if (losses.defined()) expect(op, "losses", losses, DType::f32);
+  cuda::norm_loss_sums(sums.as<double>(), xs.data(), ns.data(), int(xs.size()),
+                       losses.defined() ? losses.as<float>() : nullptr, losses.defined() ? losses.numel() : 0,
+                       workspace(), stream_);
+}
+
+void CudaBackend::clip_from_sums(Tensor out, Tensor sums, float clip, double loss_sum_limit) {
+  const char* op = "clip_from_sums";
+  expect(op, "out", out, DType::f32);
+  expect_numel(op, "out", out, 2);
+  expect(op, "sums", sums, DType::f64);
+  expect_numel(op, "sums", sums, 2);
+  cuda::clip_from_sums(out.as<float>(), sums.as<double>(), clip, loss_sum_limit, stream_);
+}
+
 void CudaBackend::scale(Tensor x, float s) {
   if (x.dtype == DType::f32) return scale_f32(x.as<float>(), s, x.numel(), stream_);
   if (x.dtype == DType::bf16) return scale_bf16(x.ptr, s, x.numel(), stream_);

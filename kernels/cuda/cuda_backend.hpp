@@ -101,6 +101,8 @@ class CudaBackend final : public Backend {
   void adamw(Tensor master, Tensor grad, Tensor m, Tensor v, Tensor compute_copy, const AdamWArgs& args) override;
   double sum_squares(Tensor x) override;
   void grad_norm_clip(Tensor out, Tensor grads, float clip, Tensor losses, double loss_sum_limit) override;
+  void norm_loss_sums(Tensor sums, const std::vector<Tensor>& grads, Tensor losses) override;
+  void clip_from_sums(Tensor out, Tensor sums, float clip, double loss_sum_limit) override;
   void scale(Tensor x, float s) override;
 
   // No per-step memset: each gradient's first write overwrites (GradWriteTracker).

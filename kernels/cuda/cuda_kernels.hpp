@@ -115,6 +115,12 @@ void adamw(float* master, const float* grad, float* m, float* v, void* compute_c
 // out[0] = ‖x‖₂, out[1] = clip factor or NaN (skip); see Backend::grad_norm_clip. No host sync.
 void grad_norm_clip(float* out, const float* x, int64_t n, const float* losses, int64_t n_losses, float clip,
                     double loss_sum_limit, Workspace ws, cudaStream_t s);
+// sums[0] = Σ over the `count` tensors xs[i] (ns[i] f32 each) of Σ x², sums[1] = Σ losses (0 when
+// losses is null), both in double in a fixed order; see Backend::norm_loss_sums. No host sync.
+void norm_loss_sums(double* sums, const float* const* xs, const int64_t* ns, int count, const float* losses,
+                    int64_t n_losses, Workspace ws, cudaStream_t s);
+// out[0] = sqrt(sums[0]), out[1] = clip factor or NaN (skip); see Backend::clip_from_sums.
+void clip_from_sums(float* out, const double* sums, float clip, double loss_sum_limit, cudaStream_t s);
 // Σ x² in double, two passes with fixed order; result copied into *host_result (synchronizes).
 double sum_squares(const float* x, int64_t n, Workspace ws, cudaStream_t s);
 

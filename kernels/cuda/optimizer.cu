@@ -11,6 +11,7 @@
 // an H100 at n = 177M: 1.95 ms → 1.87 ms per launch (2.73 → 2.84 TB/s); 1 or 4 float4 per array,
 // or twice the grid, are within 1% of that: with 16 B read and 14 B written per element the stream
 // sits at HBM's mixed read/write rate, not at a latency limit.
+#include <vector>
 #include <atomic>
 #include <cmath>
 
@@ -152,6 +153,34 @@ __global__ void grad_norm_clip_final_kernel(float* out, const double* partial, i
   }
 }
 
+// One block: the world step's local sums (the grad norm's squares over this rank's ranges, the
+// per-token losses), each accumulated in double with a fixed thread→element mapping.
+__global__ void norm_loss_final_kernel(double* sums, const double* partial, int count, const float* losses,
+                                       int64_t n_losses) {
+  __shared__ double red[32];
+  double acc = 0.0;
+  for (int i = threadIdx.x; i < count; i += blockDim.x) acc += partial[i];
+  acc = block_sum(acc, red);
+  __syncthreads();
+  double lsum = 0.0;
+  for (int64_t i = threadIdx.x; i < n_losses; i += blockDim.x) lsum += double(losses[i]);
+  lsum = block_sum(lsum, red);
+  if (threadIdx.x == 0) {
+    sums[0] = acc;
+    sums[1] = lsum;
+  }
+}
+
+// The clip factor from the world's sums: grad_norm_clip_final_kernel's arithmetic.
+__global__ void clip_from_sums_kernel(float* out, const double* sums, float clip, double loss_sum_limit) {
+  const double norm = sqrt(sums[0]);
+  const double lsum = sums[1];
+  const bool skip = !isfinite(norm) || !isfinite(lsum) || lsum > loss_sum_limit;
+  const double scale = clip > 0.f ? fmin(1.0, double(clip) / (norm + 1e-6)) : 1.0;
+  out[0] = float(norm);
+  out[1] = skip ? __int_as_float(0x7fc00000) : float(scale);
+}
+
 __global__ void sum_squares_final_kernel(double* out, const double* partial, int count) {
   __shared__ double red[32];
   double acc = 0.0;
@@ -209,6 +238,32 @@ void adamw(float* master, const float* grad, float* m, float* v, void* compute_c
   adamw_kernel<kAdamUnroll><<<unsigned(blocks), kAdamThreads, 0, s>>>(master, grad, m, v, copy, n, vec_begin, vec_count,
                                                                       h, grad_scale_device, schedule_device);
   RECIPE_CUDA_CHECK_LAUNCH("adamw");
+}
+
+void norm_loss_sums(double* sums, const float* const* xs, const int64_t* ns, int count, const float* losses,
+                    int64_t n_losses, Workspace ws, cudaStream_t s) {
+  std::vector<int> blocks(size_t(count));
+  int total = 0;
+  for (int i = 0; i < count; ++i) {
+    const int64_t b = (ns[i] + kSumThreads - 1) / kSumThreads;
+    blocks[size_t(i)] = int(b > kSumBlocks ? kSumBlocks : b);
+    total += blocks[size_t(i)];
+  }
+  auto* partial = static_cast<double*>(ws.take(sizeof(double) * size_t(total > 0 ? total : 1), "norm_loss_sums"));
+  int at = 0;
+  for (int i = 0; i < count; ++i) {
+    if (blocks[size_t(i)] == 0) continue;
+    sum_squares_partial_kernel<<<blocks[size_t(i)], kSumThreads, 0, s>>>(partial + at, xs[i], ns[i]);
+    RECIPE_CUDA_CHECK_LAUNCH("norm_loss_sums_partial");
+    at += blocks[size_t(i)];
+  }
+  norm_loss_final_kernel<<<1, kSumThreads, 0, s>>>(sums, partial, total, losses, losses ? n_losses : 0);
+  RECIPE_CUDA_CHECK_LAUNCH("norm_loss_sums_final");
+}
+
+void clip_from_sums(float* out, const double* sums, float clip, double loss_sum_limit, cudaStream_t s) {
+  clip_from_sums_kernel<<<1, 1, 0, s>>>(out, sums, clip, loss_sum_limit);
+  RECIPE_CUDA_CHECK_LAUNCH("clip_from_sums");
 }
 
 double sum_squares(const float* x, int64_t n, Workspace ws, cudaStream_t s) {

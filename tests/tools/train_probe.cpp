@@ -97,6 +97,10 @@ int main(int argc, char** argv) {
       if (!r.finite) throw std::runtime_error("step " + std::to_string(r.step) + " diverged");
       losses.push_back(r.loss);
     }
+    {  // how each rank's step ran: the device step? how many steps as a CUDA-graph launch?
+      std::ofstream f(out + "/step-" + std::to_string(rank) + ".txt");
+      f << (trainer.device_step() ? 1 : 0) << ' ' << trainer.graph_steps() << '\n';
+    }
     if (rank == 0) {
       std::ofstream f(out + "/losses.txt");
       char buf[64];

@@ -28,6 +28,9 @@ struct Trained {
   std::vector<double> losses;
   std::map<std::string, std::vector<double>> params;  // global tensors
   std::string problems;                               // replica disagreements
+  // How rank 0's steps ran (train_probe's step-0.txt): the device step, and how many steps were
+  // CUDA-graph launches; -1 when the probe did not say.
+  int device_step = -1, graph_steps = -1;
 };
 
 // Reads losses.txt and every params-<r>.txt; places each shard into its global tensor.
@@ -35,6 +38,8 @@ inline Trained read_result(const std::filesystem::path& dir, int world) {
   Trained t;
   std::ifstream lf(dir / "losses.txt");
   for (double v; lf >> v;) t.losses.push_back(v);
+  std::ifstream sf(dir / "step-0.txt");
+  sf >> t.device_step >> t.graph_steps;
   std::map<std::string, std::vector<char>> seen;  // which global elements are already set
   for (int r = 0; r < world; ++r) {
     std::ifstream f(dir / ("params-" + std::to_string(r) + ".txt"));

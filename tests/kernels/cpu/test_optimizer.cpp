@@ -2,6 +2,8 @@
 // grad_scale, bf16 compute copy), sum_squares in double, scale.
 #include <doctest/doctest.h>
 
+#include <cmath>
+
 #include "kernels/cpu/cpu_backend.hpp"
 #include "tests/kernels/cpu/cpu_test_util.hpp"
 
@@ -78,6 +80,32 @@ TEST_CASE("cpu sum_squares accumulates in double; scale multiplies in place") {
   be->scale(Tensor(h.data(), DType::bf16, Device::cpu, {2}), 2.0f);
   CHECK(bf16_to_f32(h[0]) == 6.0f);
   CHECK(bf16_to_f32(h[1]) == -3.0f);
+}
+
+// The two halves of the multi-rank clip (the world sum goes between them) give what the one-call
+// clip gives over the same gradients and losses, the guard included.
+TEST_CASE("cpu norm_loss_sums + clip_from_sums equal grad_norm_clip over the concatenation") {
+  auto be = make_cpu_backend();
+  std::vector<float> all = {0.5f, -1.25f, 3.0f, 0.0f, 2.5f, -0.75f, 1e-3f};
+  std::vector<float> a(all.begin(), all.begin() + 3), b(all.begin() + 3, all.end());
+  std::vector<float> losses = {1.0f, 2.0f, 4.0f};
+  std::vector<double> sums(2);
+  std::vector<float> split(2), whole(2);
+  const Tensor sums_t(sums.data(), DType::f64, Device::cpu, {2});
+  for (double limit : {100.0, 6.5}) {  // 7 > 6.5: the guard skips (NaN)
+    CAPTURE(limit);
+    be->norm_loss_sums(sums_t, {view(a, {3}), view(b, {4})}, view(losses, {3}));
+    CHECK(sums[1] == 7.0);
+    be->clip_from_sums(view(split, {2}), sums_t, 1.0f, limit);
+    be->grad_norm_clip(view(whole, {2}), view(all, {7}), 1.0f, view(losses, {3}), limit);
+    CHECK(split[0] == whole[0]);
+    CHECK(std::isnan(split[1]) == std::isnan(whole[1]));
+    if (!std::isnan(whole[1])) CHECK(split[1] == whole[1]);
+  }
+  CHECK(std::isnan(split[1]));
+  be->norm_loss_sums(sums_t, {view(a, {3})}, Tensor());  // no losses on this rank: 0
+  CHECK(sums[1] == 0.0);
+  CHECK(sums[0] == doctest::Approx(0.25 + 1.5625 + 9.0));
 }
 
 TEST_SUITE_END();

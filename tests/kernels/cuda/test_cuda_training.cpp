@@ -153,4 +153,52 @@ TEST_CASE("cuda grad_norm_clip: device norm and clip factor match the host formu
   for (Tensor t : {grads, master, m, v, out, losses}) be->free(t.ptr);
 }
 
+// The multi-rank clip's halves on the device (the world sum goes between them): norm_loss_sums over
+// several gradient ranges and clip_from_sums give the CPU reference's values and, over the same
+// values in one tensor, what grad_norm_clip gives; the guard skips the same way.
+TEST_CASE("cuda norm_loss_sums + clip_from_sums match the CPU and grad_norm_clip" * doctest::skip(!has_gpu())) {
+  using kernels::DType;
+  using kernels::Tensor;
+  auto be = cuda_backend(false);
+  auto cpu = kernels::make_backend(kernels::Device::cpu, {});
+  const int64_t n = 300007, cut = 123457;
+  std::vector<float> g(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) g[size_t(i)] = float(std::sin(0.29 * double(i)) * 0.02);
+  const float loss_vals[5] = {1.f, 2.f, 3.f, 4.f, 0.5f};
+  Tensor grads(be->alloc(size_t(n) * 4), DType::f32, kernels::Device::cuda, {n});
+  Tensor losses(be->alloc(5 * 4), DType::f32, kernels::Device::cuda, {5});
+  Tensor sums(be->alloc(2 * 8), DType::f64, kernels::Device::cuda, {2});
+  Tensor out(be->alloc(2 * 4), DType::f32, kernels::Device::cuda, {2});
+  Tensor whole(be->alloc(2 * 4), DType::f32, kernels::Device::cuda, {2});
+  be->from_host(grads, g.data());
+  be->from_host(losses, loss_vals);
+  std::vector<double> ref_sums(2);
+  std::vector<float> ref_out(2), l(loss_vals, loss_vals + 5);
+  const Tensor ref_sums_t(ref_sums.data(), DType::f64, kernels::Device::cpu, {2});
+  for (double limit : {100.0, 10.0}) {  // Σ losses = 10.5 > 10: skip
+    CAPTURE(limit);
+    be->norm_loss_sums(sums, {grads.rows(0, cut), grads.rows(cut, n - cut)}, losses);
+    be->clip_from_sums(out, sums, 1.0f, limit);
+    be->grad_norm_clip(whole, grads, 1.0f, losses, limit);
+    cpu->norm_loss_sums(ref_sums_t,
+                        {Tensor(g.data(), DType::f32, kernels::Device::cpu, {cut}),
+                         Tensor(g.data() + cut, DType::f32, kernels::Device::cpu, {n - cut})},
+                        Tensor(l.data(), DType::f32, kernels::Device::cpu, {5}));
+    cpu->clip_from_sums(Tensor(ref_out.data(), DType::f32, kernels::Device::cpu, {2}), ref_sums_t, 1.0f, limit);
+    double hs[2];
+    float ho[2], hw[2];
+    be->to_host(hs, sums);
+    be->to_host(ho, out);
+    be->to_host(hw, whole);
+    CHECK(hs[0] == doctest::Approx(ref_sums[0]).epsilon(1e-12));
+    CHECK(hs[1] == ref_sums[1]);
+    CHECK(ho[0] == doctest::Approx(ref_out[0]).epsilon(1e-6));
+    CHECK(ho[0] == doctest::Approx(hw[0]).epsilon(1e-6));
+    CHECK(std::isnan(ho[1]) == std::isnan(ref_out[1]));
+    CHECK(std::isnan(ho[1]) == (limit < 10.5));
+    if (!std::isnan(ho[1])) CHECK(ho[1] == doctest::Approx(hw[1]).epsilon(1e-6));
+  }
+  for (Tensor t : {grads, losses, sums, out, whole}) be->free(t.ptr);
+}
+
 TEST_SUITE_END();

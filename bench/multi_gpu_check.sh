@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# One multi-GPU device call over the whole tree (results in $OUT):
+#   build     Release build of recipe, recipe_tests and the MPI rank probe (/tmp/dev/build)
+#   cudaops   the CUDA op suite (kernels/cuda) on the last GPU, in the background
+#   dpab      gpt3_345m DP1/DP2 (DP4, DP8 once the op suite is done) with the multi-rank device step
+#             and with kernels.host_clip=true (the host step) — bench/scaling.sh twice
+#   parity    the NCCL parity tests (every layout of gpt_tiny / llama_tiny against one GPU)
+#   scaling   bench/scaling.sh tp and pp sets
+#   PHASES="build cudaops dpab parity" OUT=/tmp/out bench/multi_gpu_check.sh
+set -uo pipefail
+out=$OUT
+PHASES=${PHASES:-build cudaops dpab parity}
+export PATH="$PATH:/usr/local/cuda/bin"
+[[ -d .deps/bundle && ! -f .deps/prefix/.complete ]] && scripts/setup_offline.sh .deps/bundle >"$out/setup.log" 2>&1
+[[ -f .deps/prefix/env.sh ]] && source .deps/prefix/env.sh
+B=/tmp/dev/build
+G=$(nvidia-smi -L | wc -l)
+has() { [[ " $PHASES " == *" $1 "* ]]; }
+nvidia-smi -L >"$out/gpus.txt"
+if has build; then
+  t0=$SECONDS; mkdir -p $B
+  cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release >$out/cmake.log 2>&1 &&
+    cmake --build $B -j"$(nproc)" --target recipe recipe_tests recipe_train_probe >$out/build.log 2>&1
+  echo "build rc=$? in $((SECONDS-t0)) s"; grep -E "error" $out/build.log | head -20
+fi
+ops_pid=""
+if has cudaops; then
+  (t0=$SECONDS; CUDA_VISIBLE_DEVICES=$((G-1)) timeout 400 $B/tests/recipe_tests -ts="kernels/cuda" >$out/cuda_tests.log 2>&1
+   echo "kernels/cuda exit $? in $((SECONDS-t0)) s" >>$out/cuda_tests.log) &
+  ops_pid=$!
+fi
+if has dpab; then
+  for v in device host; do
+    extra=""; [[ $v == host ]] && extra="kernels.host_clip=true"
+    CUDA_VISIBLE_DEVICES=0,1 GPUS=2 SETS=dp STEPS=40 EXTRA="$extra" OUT_DIR=$out/dp-$v-a \
+      RECIPE=$B/bin/recipe bench/scaling.sh >$out/dp-$v-a.log 2>&1
+  done
+fi
+[[ -n $ops_pid ]] && wait $ops_pid && tail -n 4 $out/cuda_tests.log
+if has dpab; then
+  for v in device host; do
+    extra=""; [[ $v == host ]] && extra="kernels.host_clip=true"
+    MIN_GPUS=4 GPUS=$G SETS=dp STEPS=40 EXTRA="$extra" OUT_DIR=$out/dp-$v-b RECIPE=$B/bin/recipe bench/scaling.sh >$out/dp-$v-b.log 2>&1
+  done
+  for v in device host; do echo "== DP, $v step"; cat $out/dp-$v-a/scaling.md $out/dp-$v-b/scaling.md 2>/dev/null | grep -v "^|---" | sort -u; done
+fi
+if has parity; then
+  t0=$SECONDS
+  timeout 420 $B/tests/recipe_tests -tc="CUDA: parallel layouts*" >$out/parity.log 2>&1
+  echo "CUDA parity exit $? in $((SECONDS-t0)) s"; grep -E "ERROR|CHECK|test cases|assertions|worst" $out/parity.log | head -30
+fi
+if has scaling; then
+  GPUS=$G SETS="tp pp" STEPS=30 EXTRA="${SCALING_EXTRA:-}" OUT_DIR=$out/scaling RECIPE=$B/bin/recipe bench/scaling.sh >$out/scaling.log 2>&1
+  cat $out/scaling/scaling.md
+fi
