@@ -242,7 +242,7 @@ void adamw(float* master, const float* grad, float* m, float* v, void* compute_c
 
 void norm_loss_sums(double* sums, const float* const* xs, const int64_t* ns, int count, const float* losses,
                     int64_t n_losses, Workspace ws, cudaStream_t s) {
-  std::vector<int> blocks(size_t(count));
+  std::vector<int> blocks(static_cast<size_t>(count));
   int total = 0;
   for (int i = 0; i < count; ++i) {
     const int64_t b = (ns[i] + kSumThreads - 1) / kSumThreads;
