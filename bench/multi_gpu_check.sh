@@ -4,6 +4,7 @@
 #   cudaops   the CUDA op suite (kernels/cuda) on the last GPU, in the background
 #   dpab      gpt3_345m DP1/DP2 (DP4, DP8 once the op suite is done) with the multi-rank device step
 #             and with kernels.host_clip=true (the host step) — bench/scaling.sh twice
+#   dpvar     DP at the most GPUs with gradient buckets of 8 / 128 MiB and with ZeRO-1
 #   parity    the NCCL parity tests (every layout of gpt_tiny / llama_tiny against one GPU)
 #   scaling   bench/scaling.sh tp and pp sets
 #   PHASES="build cudaops dpab parity" OUT=/tmp/out bench/multi_gpu_check.sh
@@ -43,6 +44,12 @@ if has dpab; then
     MIN_GPUS=4 GPUS=$G SETS=dp STEPS=40 EXTRA="$extra" OUT_DIR=$out/dp-$v-b RECIPE=$B/bin/recipe bench/scaling.sh >$out/dp-$v-b.log 2>&1
   done
   for v in device host; do echo "== DP, $v step"; cat $out/dp-$v-a/scaling.md $out/dp-$v-b/scaling.md 2>/dev/null | grep -v "^|---" | sort -u; done
+fi
+if has dpvar; then  # DP at the most GPUs: gradient bucket sizes, ZeRO-1
+  for v in "grad_bucket_mb=8" "grad_bucket_mb=128" "zero1=true"; do
+    MIN_GPUS=$G GPUS=$G SETS=dp STEPS=40 EXTRA="parallelism.$v" OUT_DIR=$out/dpvar-$v RECIPE=$B/bin/recipe bench/scaling.sh >$out/dpvar.log 2>&1
+    echo "== DP, parallelism.$v"; grep "gpt3" $out/dpvar-$v/scaling.md
+  done
 fi
 if has parity; then
   t0=$SECONDS

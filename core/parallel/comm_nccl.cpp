@@ -82,7 +82,13 @@ void NcclComm::init(const ncclUniqueId& id) {
                              " of " + std::to_string(size_) + ", device " + std::to_string(device_) + "): " +
                              ncclGetErrorString(rc) + "; NCCL_DEBUG=WARN in the environment shows NCCL's reason");
   }
-  cuda_check(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags", name_);
+  // The collectives' stream has the device's greatest priority: while backward keeps every SM busy,
+  // the blocks of a gradient bucket's all-reduce are scheduled as soon as SMs free up instead of
+  // queueing behind the next GEMM's blocks, so the reduction overlaps backward instead of trailing it.
+  int least = 0, greatest = 0;
+  cuda_check(cudaDeviceGetStreamPriorityRange(&least, &greatest), "cudaDeviceGetStreamPriorityRange", name_);
+  cuda_check(cudaStreamCreateWithPriority(&side_, cudaStreamNonBlocking, greatest), "cudaStreamCreateWithPriority",
+             name_);
   cuda_check(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming), "cudaEventCreateWithFlags", name_);
   cuda_check(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming), "cudaEventCreateWithFlags", name_);
 }

@@ -108,7 +108,9 @@ std::unique_ptr<RecordedWork> CudaBackend::record(const std::function<void()>& b
     return nullptr;
   }
   cudaGraphExec_t exec = nullptr;
-  err = cudaGraphInstantiate(&exec, graph, 0);
+  // Node priorities: kernels keep the priority of the stream they were captured from (the NCCL
+  // collectives' high-priority stream), as they have when launched eagerly.
+  err = cudaGraphInstantiate(&exec, graph, cudaGraphInstantiateFlagUseNodePriority);
   cudaGraphDestroy(graph);
   if (err != cudaSuccess) {
     cudaGetLastError();
