@@ -46,9 +46,12 @@ if has dpab; then
   for v in device host; do echo "== DP, $v step"; cat $out/dp-$v-a/scaling.md $out/dp-$v-b/scaling.md 2>/dev/null | grep -v "^|---" | sort -u; done
 fi
 if has dpvar; then  # DP at the most GPUs: gradient bucket sizes, ZeRO-1
-  for v in "grad_bucket_mb=8" "grad_bucket_mb=128" "zero1=true"; do
-    MIN_GPUS=$G GPUS=$G SETS=dp STEPS=40 EXTRA="parallelism.$v" OUT_DIR=$out/dpvar-$v RECIPE=$B/bin/recipe bench/scaling.sh >$out/dpvar.log 2>&1
-    echo "== DP, parallelism.$v"; grep "gpt3" $out/dpvar-$v/scaling.md
+  # DPVARS: variants, each a comma-separated list of parallelism.* overrides
+  i=0
+  for v in ${DPVARS:-grad_bucket_mb=8 grad_bucket_mb=128 zero1=true}; do
+    i=$((i+1)); extra=$(echo "$v" | tr ',' '\n' | sed 's/^/parallelism./' | tr '\n' ' ')
+    MIN_GPUS=${DPVAR_MIN:-$G} GPUS=$G SETS=dp STEPS=40 EXTRA="$extra" OUT_DIR=$out/dpvar-$i RECIPE=$B/bin/recipe bench/scaling.sh >>$out/dpvar.log 2>&1
+    echo "== DP, $extra"; grep "gpt3" $out/dpvar-$i/scaling.md
   done
 fi
 if has parity; then

@@ -403,6 +403,10 @@ std::vector<FieldInfo> build_fields() {
   f.push_back(
       field(pa, "grad_bucket_mb", &P::parallelism, &Par::grad_bucket_mb,
             "size of the gradient buckets reduced over DP while backward runs (MiB of f32); 0 = one bucket per layer"));
+  f.push_back(field(pa, "grad_reduce_bf16", &P::parallelism, &Par::grad_reduce_bf16,
+                    "reduce the DP gradients in bf16 (Megatron's default: half the bytes on the wire, each bucket cast "
+                    "to bf16 before and back to f32 after its all-reduce / reduce-scatter; the sum rounds to bf16) "
+                    "instead of f32 (exact sums); needs dp > 1 to matter"));
 
   const char* c = "checkpoint";
   f.push_back(field(c, "dir", &P::checkpoint, &C::dir, "where checkpoints go; \"\" = <run dir>/checkpoints"));

@@ -163,6 +163,8 @@ MemoryEstimate estimate_stage_memory(const Plan& plan, int stage) {
   else
     e.weights = (lora ? params + trainable : params) * 4;
   e.gradients = trainable * 4;
+  // bf16 DP reduction: a bf16 copy of every bucket in flight (core/train/grad_sync.hpp).
+  if (par.grad_reduce_bf16 && dp > 1) e.gradients += trainable * 2;
   e.optimizer = trainable * 8;
   if (par.zero1) e.optimizer = div_ceil(e.optimizer, dp);
 

@@ -122,6 +122,7 @@ struct ParallelismConfig {
   bool zero1 = false;                 // distributed optimizer (shard Adam state over DP)
   std::vector<int> layers_per_stage;  // explicit PP split; empty = even split
   double grad_bucket_mb = 32.0;       // DP gradient bucket size (f32 MiB); 0 = one per layer
+  bool grad_reduce_bf16 = false;      // reduce DP gradients in bf16 (half the bytes) instead of f32
   // derived
   int world_size = 0;                 // tp·pp·cp·dp: the ranks the executor starts
   std::string rank_order;             // "tp-cp-dp-pp": tp varies fastest over consecutive ranks

@@ -65,6 +65,28 @@ GradSync::GradSync(const ParamLayout& layout, Comm& dp, bool zero1, int64_t targ
   started_.assign(buckets_.size(), false);
 }
 
+GradSync::GradSync(const ParamLayout& layout, Comm& dp, bool zero1, int64_t target_elems,
+                   kernels::Backend* bf16_backend)
+    : GradSync(layout, dp, zero1, target_elems) {
+  if (!bf16_backend || dp_.size() == 1) return;  // one DP rank reduces nothing
+  int64_t total = 0;
+  for (const GradBucket& b : buckets_) {
+    staging_offset_.push_back(total);
+    total += b.numel;
+  }
+  bf16_backend_ = bf16_backend;
+  staging_ = bf16_backend_->alloc(size_t(std::max<int64_t>(total, 1)) * 2);
+}
+
+GradSync::~GradSync() {
+  if (staging_) bf16_backend_->free(staging_);
+}
+
+kernels::Tensor GradSync::staging(size_t i) const {
+  return kernels::Tensor(static_cast<uint16_t*>(staging_) + staging_offset_[i], kernels::DType::bf16,
+                         bf16_backend_->device(), {buckets_[i].numel});
+}
+
 int64_t GradSync::state_numel() const {
   int64_t n = 0;
   for (const GradBucket& b : buckets_) n += zero1_ ? b.numel / dp_.size() : b.numel;
@@ -78,6 +100,11 @@ void GradSync::start(ParamStore& store, size_t i) {
   if (dp_.size() == 1) return;
   const GradBucket& b = buckets_[i];
   kernels::Tensor g = store.grad_span(b.begin, b.numel);
+  if (bf16_backend_) {  // the collective moves a bf16 copy; finish() casts the sums back
+    kernels::Tensor h = staging(i);
+    bf16_backend_->cast(h, g);
+    g = h;
+  }
   if (zero1_) {
     const int64_t chunk = b.numel / dp_.size();
     dp_.reduce_scatter_sum_start(g.rows(dp_.rank() * chunk, chunk), g);
@@ -95,6 +122,17 @@ void GradSync::finish(ParamStore& store) {
   for (size_t i = 0; i < buckets_.size(); ++i)
     if (!started_[i]) start(store, i);
   dp_.wait_all();
+  if (!bf16_backend_) return;
+  for (size_t i = 0; i < buckets_.size(); ++i) {
+    const GradBucket& b = buckets_[i];
+    if (zero1_) {
+      const int64_t chunk = b.numel / dp_.size();
+      bf16_backend_->cast(store.grad_span(b.begin + dp_.rank() * chunk, chunk),
+                          staging(i).rows(dp_.rank() * chunk, chunk));
+    } else {
+      bf16_backend_->cast(store.grad_span(b.begin, b.numel), staging(i));
+    }
+  }
 }
 
 std::vector<AdamSegment> GradSync::optimizer_segments(const ParamLayout& layout) const {

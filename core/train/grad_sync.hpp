@@ -8,6 +8,12 @@
 // started at once (an asynchronous all-reduce, or reduce-scatter under ZeRO-1) while backward goes
 // on. Buckets start in list order on every rank, so the collectives match across the DP group.
 //
+// bf16 reduction (parallelism.grad_reduce_bf16): each bucket is cast to a bf16 staging buffer
+// (one for all buckets, laid out as the gradient buffer: bf16 [Σ bucket numel]) right before its
+// collective, the collective moves the bf16 copy (half the bytes), and finish() casts the summed
+// values back into the f32 gradients (under ZeRO-1 only the owned chunks). Megatron reduces in
+// bf16 by default; the f32 default here keeps sums exact.
+//
 // ZeRO-1: the layout aligns every pack to kParamAlign·dp elements, so each bucket splits into dp
 // equal chunks; DP rank r owns chunk r of every bucket. After the reduce-scatter only the owned
 // chunks hold summed gradients; AdamW updates those (its moments stored back to back,
@@ -39,6 +45,11 @@ class GradSync {
  public:
   // `dp`: the data-parallel group (size 1: nothing to reduce, but ZeRO-1 bookkeeping still works).
   GradSync(const ParamLayout& layout, Comm& dp, bool zero1, int64_t target_elems);
+  // The same with the bf16 reduction: the staging lives on `backend`, which also runs the casts.
+  GradSync(const ParamLayout& layout, Comm& dp, bool zero1, int64_t target_elems, kernels::Backend* bf16_backend);
+  ~GradSync();
+  GradSync(const GradSync&) = delete;
+  GradSync& operator=(const GradSync&) = delete;
 
   const std::vector<GradBucket>& buckets() const { return buckets_; }
   bool zero1() const { return zero1_; }
@@ -75,6 +86,11 @@ class GradSync {
   Comm& dp_;
   bool zero1_;
   std::vector<bool> started_;  // this step
+  // bf16 reduction: the staging (bf16, bucket i at staging_offset_[i]) and its backend; null = f32.
+  kernels::Backend* bf16_backend_ = nullptr;
+  void* staging_ = nullptr;
+  std::vector<int64_t> staging_offset_;
+  kernels::Tensor staging(size_t i) const;
 };
 
 }  // namespace recipe::core

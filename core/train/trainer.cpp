@@ -74,7 +74,8 @@ Trainer::Trainer(const plan::Plan& plan, kernels::Backend& backend, ParallelStat
   lo.align = zero1 ? kParamAlign * dp_ : kParamAlign;
   ParamLayout layout = build_param_layout(shape_, plan_.optimizer, lo);
   const int64_t bucket_elems = int64_t(plan_.parallelism.grad_bucket_mb * 1024.0 * 1024.0 / 4.0);
-  grad_sync_ = std::make_unique<GradSync>(layout, parallel_->dp(), zero1, bucket_elems);
+  grad_sync_ = std::make_unique<GradSync>(layout, parallel_->dp(), zero1, bucket_elems,
+                                          plan_.parallelism.grad_reduce_bf16 ? &backend_ : nullptr);
   adam_segments_ = grad_sync_->optimizer_segments(layout);
   norm_ranges_ = grad_sync_->norm_ranges(layout, parallel_->coords(), shape_.tied);
   params_ = std::make_unique<ParamStore>(backend_, std::move(layout), grad_sync_->state_numel());

@@ -129,6 +129,26 @@ TEST_CASE("gpt_tiny: every parallel layout trains like one process") { parity_fo
 
 TEST_CASE("llama_tiny: every parallel layout trains like one process") { parity_for("llama_tiny"); }
 
+// parallelism.grad_reduce_bf16: the DP reduction moves bf16 copies of the buckets and casts the
+// sums back. The run follows one process within bf16 rounding of the gradients (it is not the f32
+// run: the losses differ from it), with the all-reduce and with ZeRO-1's reduce-scatter.
+TEST_CASE("DP2 with bf16 gradient reduction trains like one process within bf16 rounding") {
+  if (!recipe::testing::mpirun_available()) {
+    MESSAGE("skipped: mpirun not found");
+    return;
+  }
+  const Trained serial = train("gpt_tiny", 1, {}, "bf16red-serial");
+  const Trained f32 = train("gpt_tiny", 2, {}, "bf16red-f32");
+  for (const std::vector<std::string>& layout :
+       {std::vector<std::string>{"parallelism.grad_reduce_bf16=true"},
+        std::vector<std::string>{"parallelism.grad_reduce_bf16=true", "parallelism.zero1=true"}}) {
+    const Trained bf16 = train("gpt_tiny", 2, layout, "bf16red-" + std::to_string(layout.size()));
+    check_equal(serial, bf16, "gpt_tiny DP2 bf16 reduction " + layout.back(), 2e-3, 3e-2);
+    REQUIRE(bf16.losses.size() == f32.losses.size());
+    CHECK(bf16.losses != f32.losses);
+  }
+}
+
 // The same layouts on GPUs (NCCL between ranks, bf16 compute): the curve and the parameters follow
 // the single-GPU run within bf16 tolerance, with the multi-rank step on the device and captured in
 // a CUDA graph. Needs ≥ 2 GPUs (the 4-rank layouts ≥ 4).
@@ -151,6 +171,8 @@ TEST_CASE("CUDA: parallel layouts train like one GPU (bf16 tolerance) [gpu]") {
       CHECK(par.device_step == 1);
       CHECK(par.graph_steps == 19);
     }
+    const Trained bf16 = train(recipe, 2, {"parallelism.grad_reduce_bf16=true"}, recipe + "-cuda-bf16red", cuda);
+    check_equal(serial, bf16, recipe + " on CUDA DP2 with bf16 gradient reduction", 1e-2, 3e-2);
   }
 }
 
