@@ -121,7 +121,7 @@ struct ParallelismConfig {
   bool sequence_parallel = false;
   bool zero1 = false;                 // distributed optimizer (shard Adam state over DP)
   std::vector<int> layers_per_stage;  // explicit PP split; empty = even split
-  double grad_bucket_mb = 32.0;       // DP gradient bucket size (f32 MiB); 0 = one per layer
+  double grad_bucket_mb = 128.0;      // DP gradient bucket size (f32 MiB); 0 = one per layer
   bool grad_reduce_bf16 = false;      // reduce DP gradients in bf16 (half the bytes) instead of f32
   // derived
   int world_size = 0;                 // tp·pp·cp·dp: the ranks the executor starts
