@@ -3,6 +3,7 @@
 // (dsl) that is the engine's arena byte for byte.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <numeric>
 #include <string>
@@ -150,6 +151,46 @@ TEST_CASE("recompute: the dsl memory estimate is the engine's arena, per level, 
             int64_t(sum_bytes(activation_breakdown(half, pp.trainer.micro_batch_size, r, kernels::DType::f32, 2))));
       CHECK(plan::estimate_stage_memory(pp, 1).activations ==
             int64_t(sum_bytes(activation_breakdown(half, pp.trainer.micro_batch_size, r, kernels::DType::f32, 1))));
+    }
+  }
+}
+
+TEST_CASE("sequence parallelism: the dsl memory estimate is the arena of N/tp residual rows, and smaller") {
+  for (bool llama : {false, true}) {
+    CAPTURE(llama);
+    for (const char* level : kLevels) {
+      CAPTURE(level);
+      plan::Plan tp2 = tiny(llama, 4);
+      tp2.trainer.recompute = parse_recompute(level);
+      tp2.parallelism.tp = 2;
+      test::fill_derived(tp2);
+      plan::Plan sp = tp2;
+      sp.parallelism.sequence_parallel = true;
+      sp.trainer.classifier_chunk_rows = plan::classifier_chunk_rows(sp);
+      // TP rank 0's arena (Model carves its local shape) plus the vocab-parallel loss scratch.
+      auto arena = [&](const plan::Plan& p) {
+        ModelShape local = model_shape(p);
+        local.heads /= 2;
+        local.kv_heads /= 2;
+        local.ffn /= 2;
+        local.padded_vocab /= 2;
+        const int B = p.trainer.micro_batch_size;
+        const auto entries = activation_breakdown(local, B, p.trainer.recompute, kernels::DType::f32);
+        const int64_t chunk = std::min<int64_t>(p.trainer.classifier_chunk_rows, int64_t(B) * p.model.seq_length);
+        return std::pair{entries, sum_bytes(entries) + aligned(chunk * 4) + aligned(2 * chunk * 4)};
+      };
+      const auto [tp_entries, tp_bytes] = arena(tp2);
+      const auto [sp_entries, sp_bytes] = arena(sp);
+      CHECK(model_shape(sp).sequence_parallel == 2);
+      CHECK(plan::estimate_memory(tp2).activations == int64_t(tp_bytes));
+      CHECK(plan::estimate_memory(sp).activations == int64_t(sp_bytes));
+      CHECK(sp_bytes < tp_bytes);
+      CHECK(count_of(sp_entries, "sequence-parallel whole rows") == 2);
+      CHECK(count_of(tp_entries, "sequence-parallel whole rows") == 0);
+      // The residual stream holds half the rows.
+      const int64_t N = int64_t(sp.trainer.micro_batch_size) * sp.model.seq_length, C = sp.model.hidden_size;
+      for (const auto& e : sp_entries)
+        if (e.name == "residual" || e.name == "dresidual") CHECK(e.bytes == aligned(N / 2 * C * 4));
     }
   }
 }
