@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -191,6 +192,55 @@ TEST_CASE("sequence parallelism: the dsl memory estimate is the arena of N/tp re
       const int64_t N = int64_t(sp.trainer.micro_batch_size) * sp.model.seq_length, C = sp.model.hidden_size;
       for (const auto& e : sp_entries)
         if (e.name == "residual" || e.name == "dresidual") CHECK(e.bytes == aligned(N / 2 * C * 4));
+    }
+  }
+}
+
+namespace {
+
+// A TP group of two seen from rank 0, for building a Model of one TP rank in one process: the
+// constructor communicates nothing, and any collective here would be a bug of the test.
+class TwoRankGroup final : public Comm {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 2; }
+  std::string name() const override { return "tp (test stub)"; }
+  void all_reduce_sum(kernels::Tensor) override { fail(); }
+  double all_reduce_sum(double) override { fail(); }
+  double all_reduce_max(double) override { fail(); }
+  void broadcast(kernels::Tensor, int) override { fail(); }
+  void barrier() override { fail(); }
+  void all_reduce_max(kernels::Tensor) override { fail(); }
+  void reduce_scatter_sum(kernels::Tensor, kernels::Tensor) override { fail(); }
+  void all_gather(kernels::Tensor, kernels::Tensor) override { fail(); }
+  void send_recv(kernels::Tensor, int, kernels::Tensor, int) override { fail(); }
+
+ private:
+  [[noreturn]] static void fail() { throw std::logic_error("TwoRankGroup: no collective expected"); }
+};
+
+}  // namespace
+
+TEST_CASE("sequence parallelism: a TP2+SP plan's Model holds N/2 residual rows in the arena the estimate says") {
+  for (bool llama : {false, true}) {
+    for (bool sp : {false, true}) {
+      CAPTURE(llama);
+      CAPTURE(sp);
+      plan::Plan p = tiny(llama, 2);
+      p.parallelism.tp = 2;
+      p.parallelism.sequence_parallel = sp;
+      test::fill_derived(p);
+      const ModelShape s = model_shape(p);
+      LayoutOptions lo;
+      lo.tp_size = 2;
+      auto be = test::cpu_backend();
+      ParamStore store(*be, build_param_layout(s, p.optimizer, lo));
+      TwoRankGroup tp;
+      const Model m(s, p.trainer.micro_batch_size, p.trainer.recompute, *be, store, &tp);
+      CHECK(m.residual_rows() == (sp ? m.rows() / 2 : m.rows()));
+      CHECK(m.stage_input(0).numel() == m.residual_rows() * s.hidden);
+      CHECK(m.stage_output_grad(0).numel() == m.residual_rows() * s.hidden);
+      CHECK(int64_t(m.activation_bytes()) == plan::estimate_memory(p).activations);
     }
   }
 }
