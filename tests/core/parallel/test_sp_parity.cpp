@@ -78,7 +78,9 @@ void check_equal(const Trained& serial, const Trained& par, const std::string& w
   REQUIRE(par.params.size() == serial.params.size());
   double worst = 0;
   std::string worst_name;
-  for (const auto& [name, ref] : serial.params) {
+  for (const auto& entry : serial.params) {  // no structured bindings: doctest's macros capture
+    const std::string& name = entry.first;
+    const std::vector<double>& ref = entry.second;
     auto it = par.params.find(name);
     REQUIRE_MESSAGE(it != par.params.end(), name);
     REQUIRE(it->second.size() == ref.size());
@@ -144,14 +146,18 @@ TEST_CASE("LoRA with adapter dropout under TP2+SP trains like one process") {
     const Trained serial = probe(recipe, 1, lora, tmp.path / "serial");
     const Trained sp = probe(recipe, 2, with(lora, kSp), tmp.path / "sp");
     const Trained sp_pp = probe(recipe, 4, with(lora, with(kSp, {"parallelism.pp=2"})), tmp.path / "sp-pp");
-    for (const auto& [par, name] : {std::pair{&sp, "TP2+SP"}, std::pair{&sp_pp, "TP2+SP x PP2"}}) {
+    for (const auto& run : {std::pair{&sp, "TP2+SP"}, std::pair{&sp_pp, "TP2+SP x PP2"}}) {
+      const Trained* par = run.first;
+      const char* name = run.second;
       INFO(recipe << " " << name);
       CHECK(par->problems.empty());
       INFO(par->problems);
       REQUIRE(par->losses.size() == serial.losses.size());
       for (size_t i = 0; i < serial.losses.size(); ++i)
         CHECK(std::abs(par->losses[i] - serial.losses[i]) <= 1e-5 * std::abs(serial.losses[i]));
-      for (const auto& [pname, ref] : serial.params) {
+      for (const auto& entry : serial.params) {
+        const std::string& pname = entry.first;
+        const std::vector<double>& ref = entry.second;
         const std::vector<double>& got = par->params.at(pname);
         if (pname.find(".lora_") == std::string::npos) {
           CHECK_MESSAGE(got == ref, pname << ": the frozen base changed or differs");
@@ -223,7 +229,7 @@ TEST_CASE("a checkpoint saved with sequence parallelism resumes without it, and 
       CHECK(first.losses[i] == whole.losses[i]);
       CHECK(resumed.losses[i] == whole.losses[10 + i]);
     }
-    for (const auto& [name, ref] : whole.params) CHECK_MESSAGE(resumed.params.at(name) == ref, name);
+    for (const auto& entry : whole.params) CHECK_MESSAGE(resumed.params.at(entry.first) == entry.second, entry.first);
   }
 }
 
