@@ -395,8 +395,9 @@ std::vector<FieldInfo> build_fields() {
                     "context-parallel size (splits the sequence); only 1 runs in this version"));
   f.push_back(field(pa, "dp", &P::parallelism, &Par::dp, "data-parallel size; 0 = world / (tp·pp·cp)"));
   f.push_back(field(pa, "sequence_parallel", &P::parallelism, &Par::sequence_parallel,
-                    "shard norm/dropout activations over the TP group (needs tp > 1); not implemented in this version, "
-                    "must be false"));
+                    "Megatron sequence parallelism: the residual stream, norms and stage tensors hold N/tp token rows "
+                    "per TP rank (all-gather / reduce-scatter replace TP's all-reduces; less activation memory); needs "
+                    "tp > 1 and micro_batch_size × seq_length divisible by tp"));
   f.push_back(field(pa, "zero1", &P::parallelism, &Par::zero1, "shard the Adam state over DP ranks"));
   f.push_back(field(pa, "layers_per_stage", &P::parallelism, &Par::layers_per_stage,
                     "explicit pipeline split, one entry per stage; empty = even split"));

@@ -292,6 +292,16 @@ void check_relations(ResolveContext& ctx) {
     ctx.violation("parallelism.sequence_parallel",
                   "parallelism.sequence_parallel=true needs parallelism.tp > 1, got tp=1",
                   "set sequence_parallel=false, or tp ≥ 2");
+  // Sequence parallelism splits a micro-batch's micro_batch_size × seq_length token rows into tp
+  // equal parts (core/model/linear.hpp).
+  const int64_t sp_rows = static_cast<int64_t>(p.trainer.micro_batch_size) * m.seq_length;
+  if (par.sequence_parallel && tp > 1 && p.trainer.micro_batch_size > 0 && m.seq_length > 0 && sp_rows % tp != 0)
+    ctx.violation(
+        "parallelism.sequence_parallel",
+        "parallelism.sequence_parallel=true splits trainer.micro_batch_size × model.seq_length = " +
+            str(p.trainer.micro_batch_size) + " × " + str(m.seq_length) + " = " + std::to_string(sp_rows) +
+            " token rows over parallelism.tp=" + str(tp) + " ranks, which does not divide them",
+        "make micro_batch_size × seq_length a multiple of tp=" + str(tp) + ", or set sequence_parallel=false");
 
   // Context parallelism: each rank holds two mirrored chunks of the sequence (load balance with causal masking).
   if (par.cp > 1 && m.seq_length % (2 * par.cp) != 0)

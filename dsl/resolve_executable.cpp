@@ -15,11 +15,6 @@ void check_executable(ResolveContext& ctx) {
                       ": context parallelism is not implemented in this version; available: cp=1 (tensor, pipeline "
                       "and data parallelism are)",
                   "set parallelism.cp=1");
-  if (par.sequence_parallel && !ctx.bad_paths.count("parallelism.sequence_parallel"))
-    ctx.violation("parallelism.sequence_parallel",
-                  "parallelism.sequence_parallel=true: sequence parallelism is not implemented in this version; "
-                  "available: false (tensor parallelism runs without it)",
-                  "set parallelism.sequence_parallel=false");
   // Packing (several conversations per sequence) gives RoPE and attention each token's position in
   // its sample (ModelShape::packed). Learned position embeddings do not take them yet, and on CUDA
   // packed attention runs the own kernels (head_dim <= 128), not cuDNN.

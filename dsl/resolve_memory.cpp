@@ -47,6 +47,14 @@ std::string remedies(const ResolveContext& ctx, double device_bytes) {
       options.emplace_back("parallelism.pp=" + std::to_string(q), with_parallel(p, world, tp, q));
       break;
     }
+  // Sequence parallelism splits the residual stream's activations over the TP group (the
+  // estimate counts N/tp rows for them, plan/memory_estimate.cpp).
+  if (!p.parallelism.sequence_parallel && tp > 1 &&
+      (static_cast<int64_t>(p.trainer.micro_batch_size) * p.model.seq_length) % tp == 0) {
+    plan::Plan q = p;
+    q.parallelism.sequence_parallel = true;
+    options.emplace_back("parallelism.sequence_parallel=true", q);
+  }
   if (!p.parallelism.zero1 && p.parallelism.dp > 1) {
     plan::Plan q = p;
     q.parallelism.zero1 = true;

@@ -18,12 +18,20 @@ constexpr int64_t kCublasWorkspace = 32LL * 1024 * 1024;
 int64_t div_ceil(int64_t a, int64_t b) { return b > 0 ? (a + b - 1) / b : a; }
 int64_t align256(int64_t n) { return (n + 255) / 256 * 256; }
 
+// This rank's rows of the residual stream: all N = micro_batch · seq, or N/tp under sequence
+// parallelism (the residual, norms and stage tensors; core/model/linear.hpp).
+int64_t residual_rows(const Plan& p) {
+  const int64_t N = int64_t(p.trainer.micro_batch_size) * p.model.seq_length;
+  const int tp = std::max(1, p.parallelism.tp);
+  return p.parallelism.sequence_parallel && tp > 1 ? N / tp : N;
+}
+
 // The part of the transient region the layers' buffers need on one rank, elements of `es` bytes:
 // fc_act (when shared), dfc (+ dfc_act) | proj_out | datty, dqkv (core/model/activations.cpp).
 int64_t layers_transient_bytes(const Plan& p, int64_t es) {
   const ModelConfig& m = p.model;
   const int tp = std::max(1, p.parallelism.tp);
-  const int64_t N = int64_t(p.trainer.micro_batch_size) * m.seq_length, C = m.hidden_size;
+  const int64_t N = int64_t(p.trainer.micro_batch_size) * m.seq_length, R = residual_rows(p), C = m.hidden_size;
   const int64_t D = m.head_dim > 0 ? m.head_dim : C / std::max(1, m.num_attention_heads);
   const int64_t heads = m.num_attention_heads / tp;
   const int64_t kv = m.num_kv_heads % tp == 0 ? m.num_kv_heads / tp : 1;
@@ -34,20 +42,22 @@ int64_t layers_transient_bytes(const Plan& p, int64_t es) {
   const int64_t fc_act_end = shared_act ? align256(N * F * es) : 0;
   const int64_t dfc_act_off = align256(fc_act_end + N * FI * es);
   const int64_t mlp_end = gelu ? dfc_act_off : dfc_act_off + N * F * es;
-  return std::max({mlp_end, fc_act_end + N * C * es, align256(N * q * es) + N * qkv * es});
+  return std::max({mlp_end, fc_act_end + R * C * es, align256(N * q * es) + N * qkv * es});
 }
 
 // The engine's activation arena on one rank, buffer for buffer (core/activations.cpp carves it;
 // tests/core/test_recompute.cpp checks the two agree): `layers` saved layer sets, one shared
 // transient region, per-slot final-norm/gradient buffers, `slots` micro-batches in flight.
-// N = micro_batch · seq tokens (context and sequence parallelism do not split activations in this
-// version); TP splits heads, KV heads, FFN and vocabulary.
+// N = micro_batch · seq tokens, R = this rank's rows of the residual stream (N, or N/tp with
+// sequence parallelism: residual, norm outputs and statistics, stage tensors; plus two [N, C]
+// whole-row buffers for its gathers and reduce-scatters); TP splits heads, KV heads, FFN and
+// vocabulary.
 int64_t arena_bytes(const Plan& p, int layers, int slots, bool last_stage) {
   const ModelConfig& m = p.model;
   const int tp = std::max(1, p.parallelism.tp);
   const Recompute level = p.trainer.recompute;
   const int64_t es = (p.trainer.precision == plan::Precision::fp32 || p.trainer.device == plan::Device::cpu) ? 4 : 2;
-  const int64_t B = p.trainer.micro_batch_size, T = m.seq_length, N = B * T, C = m.hidden_size;
+  const int64_t B = p.trainer.micro_batch_size, T = m.seq_length, N = B * T, R = residual_rows(p), C = m.hidden_size;
   const int64_t D = m.head_dim > 0 ? m.head_dim : C / std::max(1, m.num_attention_heads);
   const int64_t heads = m.num_attention_heads / tp;
   const int64_t kv = m.num_kv_heads / tp;  // whole KV heads per rank (the resolver checks kv % tp)
@@ -60,7 +70,7 @@ int64_t arena_bytes(const Plan& p, int layers, int slots, bool last_stage) {
   const int64_t layers_region = layers_transient_bytes(p, es);
   const int64_t chunk = classifier_chunk_rows(N, Vl, es, layers_region);
   const int64_t region = std::max(layers_region, chunk * Vl * es);
-  const int64_t nc = align256(N * C * es), stat = align256(N * 4);
+  const int64_t nc = align256(R * C * es), stat = align256(R * 4);
   // One layer's full set without the residual; `ln`/`act` say whether ln1, ln2 and fc_act are its own.
   auto layer_set = [&](bool ln, bool act) {
     return (ln ? 2 * nc : 0) + (layernorm ? 4 : 2) * stat + align256(N * qkv * es) + align256(N * q * es) +
@@ -68,6 +78,7 @@ int64_t arena_bytes(const Plan& p, int layers, int slots, bool last_stage) {
   };
   int64_t shared = align256(region);
   if (level == Recompute::norm) shared += nc;
+  if (R < N) shared += 2 * align256(N * C * es);  // sequence parallelism's whole-row buffers
   if (level == Recompute::full) shared += layer_set(true, false);
   int64_t per_layer;
   if (level == Recompute::full)

@@ -20,6 +20,7 @@ ModelShape generation_shape(const plan::Plan& plan, int capacity) {
                                 std::to_string(s.max_positions) + ": shorten the prompt or lower --max-new-tokens");
   s.seq = capacity;
   s.packed = false;
+  s.sequence_parallel = 1;      // one rank decodes, whatever layout trained the checkpoint
   s.classifier_chunk_rows = 1;  // the training arena's logits chunk; the decoder has its own row
   return s;
 }

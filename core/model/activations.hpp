@@ -2,13 +2,14 @@
 // backend allocation made at construction (sizes follow from the plan), so a training step never
 // allocates.
 //
-// Per layer (act dtype unless noted; N = B·T rows, QKV = (Hq+2·Hkv)·D, FI = F (GELU) or 2F (SwiGLU)):
-//   residual [N,C]     layer input (the residual stream)              saved in every mode
-//   ln1 [N,C], ln1_mean/ln1_rstd [N] f32 (mean only for LayerNorm)
+// Per layer (act dtype unless noted; N = B·T rows, QKV = (Hq+2·Hkv)·D, FI = F (GELU) or 2F (SwiGLU);
+// R = this rank's rows of the residual stream: N, or N/tp with sequence parallelism, linear.hpp):
+//   residual [R,C]     layer input (the residual stream)              saved in every mode
+//   ln1 [R,C], ln1_mean/ln1_rstd [R] f32 (mean only for LayerNorm)
 //   qkv [N,QKV]        after RoPE when the model uses it
 //   atty [N,Hq·D], lse [B,Hq,T] f32
-//   residual2 [N,C]    residual + attention projection
-//   ln2 [N,C], ln2_mean/ln2_rstd [N] f32
+//   residual2 [R,C]    residual + attention projection
+//   ln2 [R,C], ln2_mean/ln2_rstd [R] f32
 //   fc_pre [N,FI]      GELU: pre-activation of fc1; SwiGLU: [gate|up]
 //   fc_act [N,F]       GELU / SwiGLU output (input of fc2 / down)
 // What each recompute level keeps per layer (the rest lives in one shared buffer and is rebuilt in
@@ -25,11 +26,14 @@
 //   offset 0:        logits chunk [chunk,Vl]       classifier only (plan::classifier_chunk_rows)
 //   offset 0:        fc_act [N,F] (gelu/norm/full) fc1 forward → fc2 forward; fc2 backward
 //   after fc_act:    dfc [N,FI], then dfc_act [N,F] (SwiGLU)      MLP backward
-//   after fc_act:    proj_out [N,C]                 forward: projection output before the residual add
+//   after fc_act:    proj_out [R,C]                 forward: projection output before the residual add
 //   offset 0:        datty [N,Hq·D], then dqkv [N,QKV]            attention backward
 // No op reads and writes overlapping parts of the region, and no part is live across two phases.
-// Per slot: the saved layers, final residual/norm (+ stats), token ids, dresidual (the gradient
-// handed between pipeline stages) and dln (the classifier's d(final norm) that backward consumes).
+// Sequence parallelism adds two [N,C] buffers of their own (sp_full, sp_full_grad: the whole rows
+// a linear, the embedding or the classifier gathers or reduce-scatters, linear.hpp).
+// Per slot: the saved layers, final residual/norm (+ stats) [R,C], token ids [N], dresidual [R,C]
+// (the gradient handed between pipeline stages) and dln [R,C] (the classifier's d(final norm)
+// that backward consumes).
 #pragma once
 
 #include <cstdint>
@@ -91,6 +95,8 @@ struct Activations {
   kernels::Tensor dresidual, dln, datty, dqkv, dfc, dfc_act;
   // The one buffer standing in for every layer's ln1/ln2 (norm) and fc_act (gelu, norm, full).
   kernels::Tensor shared_ln, shared_fc_act;
+  // Sequence parallelism: [N, C] whole rows (SequenceParallelScratch); undefined without it.
+  kernels::Tensor sp_full, sp_full_grad;
 
   // The tensors of layer l for the current pass: its own (shared buffers where the level says so),
   // or (full) the scratch set with the layer's saved residual.

@@ -13,6 +13,19 @@ void TpGroup::sum(Tensor t) const {
   if (size > 1) comm->all_reduce_sum(t);
 }
 
+Tensor TpGroup::leading(Tensor buffer, int64_t rows, int64_t width) {
+  return buffer.view({buffer.numel()}).rows(0, rows * width).view({rows, width});
+}
+
+Tensor TpGroup::gather_rows(Tensor shard, Tensor buffer) const {
+  const int64_t width = shard.dim(-1), rows = shard.numel() / width;
+  const Tensor full = leading(buffer, rows * size, width);
+  comm->all_gather(full, shard);
+  return full;
+}
+
+void TpGroup::sum_scatter_rows(Tensor shard, Tensor full) const { comm->reduce_scatter_sum(shard, full); }
+
 void Linear::affine_fwd(const LinearFwd& a, Tensor bias) const {
   if (!lora_) {
     be_->linear_fwd({.out = a.out, .inp = a.inp, .weight = w_.w, .bias = bias, .pre_gelu = a.pre_gelu});
@@ -120,13 +133,55 @@ void Linear::adapter_bwd(Tensor dx, Tensor dy, Tensor x) const {
   apply_dropout(dx_here, xd, true);
 }
 
-void ColumnParallelLinear::fwd(const LinearFwd& a) const { affine_fwd(a, w_.b); }
+// ---- sequence parallelism (linear.hpp): whole rows inside, this rank's rows outside ----
+
+void Linear::sp_column_fwd(const LinearFwd& a) const {
+  LinearFwd whole = a;
+  whole.inp = tp_.gather_rows(a.inp, tp_.sp->full);
+  affine_fwd(whole, w_.b);
+}
+
+void Linear::sp_column_bwd(const LinearBwd& a) const {
+  // The input is gathered again rather than kept from the forward: the saved per-layer tensor is
+  // this rank's rows only.
+  LinearBwd whole = a;
+  whole.inp = tp_.gather_rows(a.inp, tp_.sp->full);
+  if (a.dinp.defined()) whole.dinp = TpGroup::leading(tp_.sp->full_grad, whole.inp.dim(0), whole.inp.dim(1));
+  affine_bwd(whole);
+  if (a.dinp.defined()) tp_.sum_scatter_rows(a.dinp, whole.dinp);
+}
+
+void Linear::sp_row_fwd(const LinearFwd& a) const {
+  const int64_t width = w_.w.dim(0), rows = a.out.numel() / width * tp_.size;
+  LinearFwd whole = a;
+  whole.out = TpGroup::leading(tp_.sp->full, rows, width);
+  affine_fwd(whole, tp_.rank == 0 ? w_.b : Tensor());
+  tp_.sum_scatter_rows(a.out, whole.out);
+}
+
+void Linear::sp_row_bwd(const LinearBwd& a) const {
+  LinearBwd whole = a;
+  whole.dout = tp_.gather_rows(a.dout, tp_.sp->full);
+  whole.bias_grad_done = true;  // summed below, over this rank's rows
+  affine_bwd(whole);
+  if (a.bias_grad_done || !grad_.b.defined()) return;
+  // Σ over this rank's rows of dout: partial over the group, summed by the Model with the other
+  // replicated gradients (linear.hpp). The input rows only give the op its row count.
+  const int64_t rows = a.dout.numel() / w_.w.dim(0), in = w_.w.dim(1);
+  be_->linear_bwd({.dbias = grad_.b, .dout = a.dout, .inp = TpGroup::leading(a.inp, rows, in), .weight = w_.w});
+}
+
+void ColumnParallelLinear::fwd(const LinearFwd& a) const {
+  if (tp_.sequence_parallel()) return sp_column_fwd(a);
+  affine_fwd(a, w_.b);
+}
 
 void ColumnParallelLinear::bwd(const LinearBwd& a) const {
   // dinp is partial here (a sum over this rank's output features only): an epilogue acting on it
   // element-wise would see the wrong values.
   if (tp_.size > 1 && (a.gelu_pre.defined() || a.dinp_is_output_grad_of))
     throw std::logic_error("ColumnParallelLinear::bwd: dGELU and dinp column-sum epilogues need the TP-summed dinp");
+  if (tp_.sequence_parallel()) return sp_column_bwd(a);
   affine_bwd(a);
   tp_.sum(a.dinp);
 }
@@ -134,11 +189,15 @@ void ColumnParallelLinear::bwd(const LinearBwd& a) const {
 void RowParallelLinear::fwd(const LinearFwd& a) const {
   if (a.pre_gelu.defined())
     throw std::logic_error("RowParallelLinear::fwd: a GELU epilogue would act on a partial (pre-TP-sum) output");
+  if (tp_.sequence_parallel()) return sp_row_fwd(a);
   // The output is summed over the group: only rank 0 adds the replicated bias.
   affine_fwd(a, tp_.rank == 0 ? w_.b : Tensor());
   tp_.sum(a.out);
 }
 
-void RowParallelLinear::bwd(const LinearBwd& a) const { affine_bwd(a); }
+void RowParallelLinear::bwd(const LinearBwd& a) const {
+  if (tp_.sequence_parallel()) return sp_row_bwd(a);
+  affine_bwd(a);
+}
 
 }  // namespace recipe::core

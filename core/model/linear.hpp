@@ -66,6 +66,31 @@
 // Because a column-parallel dinp (and a row-parallel output) is partial until summed, the fused
 // epilogues that act on it element-wise (GELU, dGELU, a column sum of dinp) are only offered where
 // the tensor is complete: the row-parallel backward. Asking for them elsewhere throws.
+//
+// Sequence parallelism (parallelism.sequence_parallel, Megatron's; needs TP): outside the linears
+// (norms, residual adds, the stage boundary) each TP rank holds only its N/t contiguous token rows
+// of the residual stream, rank r the rows [r·N/t, (r+1)·N/t) (t = TP size). Inside them (attention
+// and the MLP on this rank's heads / FFN columns) every rank works on all N rows, as without it.
+// The collectives move from all-reduce to all-gather / reduce-scatter at the region's edges:
+// - Column-parallel: the input (a norm output) arrives as this rank's rows [N/t, in]; forward
+//   all-gathers it into [N, in] and runs the GEMM on all rows. Backward all-gathers it again (the
+//   weight gradient needs every row; it is not kept, which is where the memory goes), computes the
+//   partial dinp [N, in] and reduce-scatters it: each rank gets the group's sum of its own rows,
+//   in place of the all-reduce of the whole.
+// - Row-parallel: forward computes the partial output [N, out] (bias on TP rank 0 only, as
+//   before) and reduce-scatters it into this rank's rows [N/t, out], in place of the all-reduce.
+//   Backward all-gathers dout [N/t, out] into [N, out] for the GEMMs. The bias gradient is summed
+//   over this rank's rows of dout only: a partial sum over the group, like every gradient of a
+//   replicated tensor computed from sharded rows (the norms'). The Model sums those over the TP
+//   group once per step (Model::backward), so they end up complete and equal on every rank.
+// Each is one collective of [N, C] elements per linear and direction, the same bytes as the
+// all-reduce it replaces (an all-reduce is a reduce-scatter plus an all-gather), plus the
+// backward's re-gather of the column-parallel input. The whole-row tensors live in two shared
+// [N, C] buffers (SequenceParallelScratch, one per Model), never per layer. Every SP-crossing
+// tensor is C (hidden) wide: the column-parallel inputs (q|k|v, fc1, gate|up) and the row-parallel
+// outputs (proj, fc2, down). LoRA needs nothing of its own: the adapter sees the gathered input
+// and the whole-row output gradient, so the TP rules above hold unchanged (its dropout mask is
+// keyed by the whole-row token index).
 #pragma once
 
 #include <cstdint>
@@ -98,15 +123,36 @@ struct LoraScratch {
   int64_t first_row = 0;  // global token index of row 0 of the micro-batch running now
 };
 
+// Sequence parallelism's whole-row buffers (see the top of the file), each [N, C] in the compute
+// dtype, shared by every linear of a model and by its embedding and classifier; each is live only
+// inside one call.
+struct SequenceParallelScratch {
+  kernels::Tensor full;       // a gathered input or output gradient, or a row-parallel partial output
+  kernels::Tensor full_grad;  // a column-parallel input gradient before its reduce-scatter
+};
+
 // The tensor-parallel group as a linear sees it. size 1 (comm may be null): no TP, every
 // reduction is skipped.
 struct TpGroup {
   Comm* comm = nullptr;
   int rank = 0, size = 1;
+  // Sequence parallelism's buffers; null: sequence parallelism is off.
+  const SequenceParallelScratch* sp = nullptr;
   // Sums t in place over the group (nothing to do for a group of one).
   void sum(kernels::Tensor t) const;
+  bool sequence_parallel() const { return sp != nullptr && size > 1; }
+  // The first size·rows(shard) rows of `buffer` (viewed [rows, width]) ← the group's shards
+  // [rows, width] in rank order (all-gather); returns that view.
+  kernels::Tensor gather_rows(kernels::Tensor shard, kernels::Tensor buffer) const;
+  // shard [rows, width] ← this rank's rows of Σ_group full [size·rows, width] (reduce-scatter).
+  void sum_scatter_rows(kernels::Tensor shard, kernels::Tensor full) const;
+  // The first `rows` rows of `buffer`, viewed [rows, width].
+  static kernels::Tensor leading(kernels::Tensor buffer, int64_t rows, int64_t width);
 };
 
+// Row counts: N = all token rows of the micro-batch. Under sequence parallelism the column-
+// parallel input (and its gradient) and the row-parallel output (and its gradient) hold this
+// rank's N/t rows instead (see the top of the file).
 struct LinearFwd {
   kernels::Tensor out{};  // [N, out features of this rank] (row-parallel: summed over the group)
   kernels::Tensor inp{};  // [N, in features of this rank]
@@ -147,6 +193,13 @@ class Linear {
   const LinearTensors& grads() const { return grad_; }
 
  protected:
+  // Sequence parallelism: the local affine map on whole rows, with the all-gathers and
+  // reduce-scatters around it (see the top of the file).
+  void sp_column_fwd(const LinearFwd& a) const;
+  void sp_column_bwd(const LinearBwd& a) const;
+  void sp_row_fwd(const LinearFwd& a) const;
+  void sp_row_bwd(const LinearBwd& a) const;
+
   // row_parallel: the input features are split over the TP group (which also decides how the
   // adapter reduces). dropout_key: the stream of this linear's adapter dropout mask.
   Linear(const LinearTensors& weights, const LinearTensors& grads, kernels::Backend& backend, const TpGroup& tp,

@@ -40,6 +40,7 @@ Model::Model(const ModelShape& shape, int micro_batch, Recompute recompute, kern
     : s_(shape),
       B_(micro_batch),
       N_(int64_t(micro_batch) * shape.seq),
+      R_(N_),
       recompute_(recompute),
       be_(backend),
       store_(params),
@@ -54,6 +55,15 @@ Model::Model(const ModelShape& shape, int micro_batch, Recompute recompute, kern
                                 " ranks but the ParamLayout was built for tp=" + std::to_string(L.tp_size));
   tp_size_ = L.tp_size;
   tp_rank_ = L.tp_rank;
+  // Sequence parallelism splits the rows over the TP group: the resolver checked tp > 1 and that
+  // the rows divide (the arena's sizes depend on both, so a hand-built shape is checked here).
+  sp_ = s_.sequence_parallel > 1;
+  if (sp_ && (s_.sequence_parallel != tp_size_ || N_ % tp_size_ != 0))
+    throw std::invalid_argument("parallelism.sequence_parallel over " + std::to_string(s_.sequence_parallel) +
+                                " ranks needs tp=" + std::to_string(s_.sequence_parallel) + " (got " +
+                                std::to_string(tp_size_) +
+                                ") and micro_batch_size × seq_length = " + std::to_string(N_) + " divisible by it");
+  if (sp_) R_ = N_ / tp_size_;
   first_layer_ = L.first_layer;
   first_stage_ = L.first_stage;
   last_stage_ = L.last_stage;
@@ -111,6 +121,7 @@ Model::Model(const ModelShape& shape, int micro_batch, Recompute recompute, kern
   arena_ = be_.alloc(arena_bytes_);
   Carver real(arena_, be_.device());
   carve_all(real);
+  sp_scratch_ = {.full = acts_[0].sp_full, .full_grad = acts_[0].sp_full_grad};  // the linears point here
   first_rows_.assign(size_t(slots), 0);
   host_inputs_.resize(size_t(N_));
   host_targets_.resize(size_t(N_));
@@ -173,7 +184,8 @@ Model::Params Model::bind_params(bool grads) const {
 }
 
 void Model::make_linears() {
-  const TpGroup tp{.comm = tp_, .rank = tp_rank_, .size = tp_size_};
+  tp_group_ = {.comm = tp_, .rank = tp_rank_, .size = tp_size_, .sp = sp_ ? &sp_scratch_ : nullptr};
+  const TpGroup& tp = tp_group_;
   // Each adapter's dropout mask has its own stream, keyed by the seed and the linear's global
   // layer and name (the same on every TP rank, stage and DP rank).
   auto key = [&](size_t l, const char* linear) {
@@ -192,6 +204,19 @@ void Model::make_linears() {
 
 void Model::tp_sum(Tensor t) {
   if (tp_size_ > 1) tp_->all_reduce_sum(t);
+}
+
+void Model::sum_sequence_parallel_grads(int l) {
+  auto sum = [&](const Tensor& t) {
+    if (t.defined()) tp_->all_reduce_sum(t);  // undefined: frozen (LoRA) or absent (no biases)
+  };
+  if (l < 0) {
+    sum(g_.final_norm.w);
+    sum(g_.final_norm.b);
+    return;
+  }
+  const LayerParams& g = g_.layers[size_t(l)];
+  for (const Tensor& t : {g.norm1.w, g.norm1.b, g.norm2.w, g.norm2.b, g.proj.b, g.fc_out.b}) sum(t);
 }
 
 void Model::load_tokens(int slot, const int32_t* tokens) {
@@ -227,13 +252,19 @@ void Model::forward(int slot, bool with_grad, Tensor losses, float dloss) {
   lora_.first_row = first_rows_.at(size_t(slot));
   const LayerActs first = A.layer(0);
   if (first_stage_) {
-    be_.embedding_fwd({.out = first.residual,
+    // Every rank's lookup is partial (its vocabulary rows; positions on rank 0): summed over the
+    // group, or under sequence parallelism reduce-scattered to this rank's rows.
+    const Tensor embedded = sp_ ? sp_scratch_.full : first.residual;
+    be_.embedding_fwd({.out = embedded,
                        .tokens = A.inputs,
                        .wte = w_.word,
                        .wpe = tp_rank_ == 0 ? w_.position : Tensor(),
                        .T = s_.seq,
                        .vocab_start = vocab_start_});
-    tp_sum(first.residual);
+    if (sp_)
+      tp_group_.sum_scatter_rows(first.residual, embedded);
+    else
+      tp_sum(first.residual);
   }
   norm_fwd(first.ln1, first.residual, w_.layers[0].norm1, first.ln1_mean, first.ln1_rstd);
   const int nl = ls_.layers;
@@ -266,6 +297,10 @@ void Model::backward(int slot) {
              fc_out_bias_grad_from_norm(ls_.layers - 1));
   }
   // Otherwise A.dresidual is stage_output_grad, filled by the caller.
+  // The hook marks the step's last backward (set_phase_hook): sequence parallelism's partial sums
+  // are complete for the step now, and summed over TP before the phase leaves for DP.
+  const bool sp_sums = sp_ && bool(phase_hook_);
+  if (sp_sums && last_stage_) sum_sequence_parallel_grads(-1);
   if (phase_hook_) phase_hook_(0);
   const int nl = ls_.layers;
   // A stage that is not the last receives d(output) from the next stage: no norm summed it.
@@ -278,12 +313,15 @@ void Model::backward(int slot) {
     }
     layer_backward(A, l, a, dres_summed);
     dres_summed = fc_out_bias_grad_from_norm(l - 1).defined();
+    if (sp_sums) sum_sequence_parallel_grads(l);
     if (phase_hook_) phase_hook_(1 + (nl - 1 - l));
   }
   if (first_stage_ && (g_.word.defined() || g_.position.defined()))  // frozen under LoRA
+    // Sequence parallel: every row's gradient (gathered), so the vocabulary shard's and the
+    // position table's gradients are complete on every rank.
     be_.embedding_bwd({.dwte = g_.word,
                        .dwpe = g_.position,
-                       .dout = A.dresidual,
+                       .dout = sp_ ? tp_group_.gather_rows(A.dresidual, sp_scratch_.full) : A.dresidual,
                        .tokens = A.inputs,
                        .T = s_.seq,
                        .vocab_start = vocab_start_});

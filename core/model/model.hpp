@@ -19,6 +19,14 @@
 //   The input gradients of column-parallel linears are summed over the group before the norm
 //   backward. The linear objects (linear.hpp) own these reductions and the bias rule. Norms, positions and row-parallel biases are replicated; their gradients come out
 //   equal on every TP rank.
+// - Sequence parallel (with TP; linear.hpp says how): the residual stream, the norms and the stage
+//   boundary hold this rank's N/tp token rows. The embedding's partial rows are reduce-scattered
+//   (its backward all-gathers the gradient); the final norm runs on this rank's rows, the
+//   classifier on all of them (gathered; d(final norm) reduce-scattered back). The gradients of the
+//   replicated tensors computed from this rank's rows (norm weights and biases, row-parallel
+//   biases) are partial sums; the step's last backward sums each layer's over the TP group right
+//   before it reports that layer's phase (see set_phase_hook), so DP and the optimizer see them
+//   complete and equal on every TP rank, as without sequence parallelism.
 // - Pipeline parallel: this rank runs the stage's layers only. A stage's input is the residual
 //   stream [N, C] received from the previous stage (stage_input); its output the residual stream after
 //   its last layer (stage_output). Backward mirrors it with stage_output_grad / stage_input_grad.
@@ -64,6 +72,8 @@ class Model {
   const ModelShape& local() const { return ls_; }
   int micro_batch() const { return B_; }
   int64_t rows() const { return N_; }  // tokens per micro-batch (B·T)
+  // This rank's rows of the residual stream (the stage tensors): N, or N/tp with sequence parallelism.
+  int64_t residual_rows() const { return R_; }
   int slots() const { return int(acts_.size()); }
   bool first_stage() const { return first_stage_; }
   bool last_stage() const { return last_stage_; }
@@ -80,7 +90,7 @@ class Model {
   // inside its sample, restarting at 0; see kernels/ops.hpp) is read when the shape is packed
   // (ModelShape::packed: RoPE and attention then stay inside each sample) and must be given then.
   void load_split_tokens(int slot, const int32_t* inputs, const int32_t* targets, const int32_t* positions = nullptr);
-  // [N, C] act dtype. Non-first stages: the caller fills stage_input before forward. Non-last
+  // [R, C] act dtype (R = residual_rows()). Non-first stages: the caller fills stage_input before forward. Non-last
   // stages: stage_output is valid after forward; the caller fills stage_output_grad before backward.
   // Non-first stages: stage_input_grad is valid after backward.
   kernels::Tensor stage_input(int slot) const;
@@ -103,6 +113,10 @@ class Model {
   // (0 … num_layers; the embedding phase num_layers+1 is left to the caller, who sums the tied
   // embedding over the embedding group first).
   void backward(int slot);
+  // The hook is set for the step's last backward only (Trainer::backward_micro): the phases it
+  // reports are final for the whole step. Sequence parallelism relies on that: a phase's partial
+  // replicated gradients are summed over the TP group just before the hook hears of it, once per
+  // step. (Under sequence parallelism a step's last backward without a hook leaves them partial.)
   void set_phase_hook(std::function<void(int)> hook) { phase_hook_ = std::move(hook); }
 
  private:
@@ -138,6 +152,9 @@ class Model {
   void make_linears();
   // The embedding's and the classifier's TP sums (the linears own theirs).
   void tp_sum(kernels::Tensor t);
+  // Sequence parallelism: sums over the TP group the gradients of local layer l's replicated
+  // tensors that were computed from this rank's rows (l = -1: the final norm's).
+  void sum_sequence_parallel_grads(int l);
 
   // transformer_block.cpp
   // mean and rstd (optional) receive the statistics; a recompute that keeps the forward's leaves them out.
@@ -162,12 +179,15 @@ class Model {
 
   ModelShape s_, ls_;
   int B_;
-  int64_t N_;
+  int64_t N_, R_;  // token rows of a micro-batch; this rank's rows of the residual stream
   Recompute recompute_;
   kernels::Backend& be_;
   ParamStore& store_;
   Comm* tp_;
   int tp_rank_ = 0, tp_size_ = 1;
+  bool sp_ = false;                     // sequence parallelism
+  TpGroup tp_group_;                    // what the linears see (with sp_scratch_ under SP)
+  SequenceParallelScratch sp_scratch_;  // views of the arena's whole-row buffers
   int first_layer_ = 0;
   bool first_stage_ = true, last_stage_ = true;
   int vocab_start_ = 0, valid_cols_ = 0;

@@ -75,7 +75,8 @@ void Model::layer_forward_body(Activations& A, int l, const LayerActs& a) {
 // into it (the residual branch's identity gradient is already there).
 // The gradients of replicated parameters (norms, row-parallel biases) come out equal on every TP
 // rank, because every input they see has been summed over the group first (the column-parallel
-// linears sum their dinp inside bwd, before the norm backward reads it).
+// linears sum their dinp inside bwd, before the norm backward reads it). Under sequence
+// parallelism they are sums over this rank's rows only, summed over the group in backward().
 void Model::layer_backward(Activations& A, int l, const LayerActs& a, bool dres_summed) {
   const LayerParams& p = w_.layers[size_t(l)];
   const LayerParams& g = g_.layers[size_t(l)];
@@ -136,22 +137,28 @@ void Model::layer_backward(Activations& A, int l, const LayerActs& a, bool dres_
 // logits = lnf · Wᵀ in row chunks (this rank's vocabulary columns); with_grad: the loss turns the
 // chunk into dlogits in place, then linear_bwd gives d(lnf) rows (into A.dln, partial over the
 // vocabulary shards until summed) and accumulates dW.
+// Sequence parallel: the vocabulary-parallel loss needs every row on every rank, so lnf is
+// gathered first (Megatron gathers before the output layer too) and d(lnf), whole rows, is
+// reduce-scattered into this rank's rows of A.dln.
 void Model::classifier(Activations& A, const LossScratch& ls, bool with_grad, Tensor losses, float dloss) {
   const int64_t chunk = A.chunk_rows, C = s_.hidden, Vl = ls_.padded_vocab;
+  const Tensor lnf = sp_ ? tp_group_.gather_rows(A.lnf, sp_scratch_.full) : A.lnf.view({N_, C});
+  const Tensor dlnf = sp_ ? sp_scratch_.full_grad : A.dln.view({N_, C});
   for (int64_t r0 = 0; r0 < N_; r0 += chunk) {
     const int64_t n = std::min(chunk, N_ - r0);
     Tensor logits = A.logits.rows(0, n).view({n, Vl});
-    Tensor h = A.lnf.view({N_, C}).rows(r0, n);
+    Tensor h = lnf.rows(r0, n);
     be_.linear_fwd({.out = logits, .inp = h, .weight = w_.classifier});
     cross_entropy(ls, losses.rows(r0, n), logits, A.targets.rows(r0, n), with_grad, dloss);
     if (with_grad)
-      be_.linear_bwd({.dinp = A.dln.view({N_, C}).rows(r0, n),
-                      .dweight = g_.classifier,
-                      .dout = logits,
-                      .inp = h,
-                      .weight = w_.classifier});
+      be_.linear_bwd(
+          {.dinp = dlnf.rows(r0, n), .dweight = g_.classifier, .dout = logits, .inp = h, .weight = w_.classifier});
   }
-  if (with_grad) tp_sum(A.dln);
+  if (!with_grad) return;
+  if (sp_)
+    tp_group_.sum_scatter_rows(A.dln, dlnf);
+  else
+    tp_sum(A.dln);
 }
 
 // One chunk's loss: the plain op on one rank; the three vocab-parallel passes with the group's max

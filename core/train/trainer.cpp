@@ -30,8 +30,9 @@ Trainer::Trainer(const plan::Plan& plan, kernels::Backend& backend, ParallelStat
     owned_parallel_ = std::make_unique<ParallelState>(ParallelState::single_process());
     parallel_ = owned_parallel_.get();
   }
-  // The plan is resolved (dsl/resolve_*): cp = 1, no sequence parallelism, the batch divides
-  // micro × dp, tp divides the heads and KV heads, and every stage has layers. Nothing is re-checked.
+  // The plan is resolved (dsl/resolve_*): cp = 1, sequence parallelism only with tp > 1 and rows
+  // divisible by tp, the batch divides micro × dp, tp divides the heads and KV heads, and every
+  // stage has layers. Nothing is re-checked.
   const ParallelSizes& ps = parallel_->sizes();
   if (!train_) throw std::invalid_argument("Trainer: no training data stream");
   if (train_->seq_plus_one() != shape_.seq + 1)

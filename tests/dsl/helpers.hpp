@@ -47,8 +47,8 @@ inline const Violation* find_violation(const ResolveResult& r, const std::string
 
 inline std::string report(const ResolveResult& r) { return format_violations(r.violations); }
 
-// True when the only violations are keys this version cannot execute (parallelism.cp > 1,
-// sequence_parallel, LoRA): the rules of such keys are still tested on plans that keep them.
+// True when the only violations are keys this version cannot execute (parallelism.cp > 1): the
+// rules of such keys are still tested on plans that keep them.
 inline bool ok_but_unexecutable(const ResolveResult& r) {
   for (const auto& v : r.violations)
     if (v.message.find("not implemented in this version") == std::string::npos) return false;

@@ -34,6 +34,23 @@ TEST_CASE("dsl_resolve: the 70B preset layout fits an H100 per rank") {
   CHECK(r.plan.executor.device_memory_gib == doctest::Approx(79.6));
 }
 
+TEST_CASE("dsl_resolve: sequence parallelism shrinks the activation estimate and is offered as a remedy") {
+  const auto tp = resolve_json(llama3_70b(), gpu_facts(4, 8, false, 0, ""));
+  REQUIRE_MESSAGE(tp.ok(), report(tp));
+  REQUIRE(tp.plan.parallelism.tp > 1);
+  const auto sp = resolve_json(with(llama3_70b(), json::parse(R"({"parallelism": {"sequence_parallel": true}})")),
+                               gpu_facts(4, 8, false, 0, ""));
+  REQUIRE_MESSAGE(sp.ok(), report(sp));
+  CHECK(sp.plan.memory.activations < tp.plan.memory.activations);
+  CHECK(sp.plan.memory.weights == tp.plan.memory.weights);  // no parameter moves
+  // A device too small for it: the fixes include sequence parallelism, with its estimate.
+  const auto small = resolve_json(with(llama3_70b(), json::parse(R"({"executor": {"device_memory": "30GiB"}})")),
+                                  gpu_facts(4, 8, false, 0, ""));
+  const Violation* v = find_violation(small, "memory");
+  REQUIRE_MESSAGE(v, report(small));
+  CHECK_MESSAGE(v->fix.find("parallelism.sequence_parallel=true: ") != std::string::npos, v->fix);
+}
+
 TEST_CASE("dsl_resolve: llama3_70b_lora fits one node of 8 H100s; the frozen base is 1/8 of 70B in bf16") {
   ConfigTree tree = load_recipe("llama3_70b_lora");
   tree.root["checkpoint"]["allow_random_init"] = true;  // the estimate, not the base, is the subject

@@ -36,6 +36,11 @@ struct ModelShape {
   // Rows per classifier chunk on this rank: the resolver's trainer.classifier_chunk_rows (the
   // activation arena's logits chunk; it depends on the micro-batch, tp and the recompute level).
   int64_t classifier_chunk_rows = 0;
+  // Sequence parallelism (parallelism.sequence_parallel, Megatron): the residual stream's N = B·T
+  // token rows are split over this many TP ranks (the TP size), rank r holding the contiguous rows
+  // [r·N/sp, (r+1)·N/sp); 1 = not split. It changes activations and communication only, never a
+  // parameter (core/model/linear.hpp).
+  int sequence_parallel = 1;
   // LoRA (peft.kind=lora): the adapter rank (0 = no adapters, every tensor trains), which linears
   // carry adapters (LoraTarget bits) and the scale of the adapter path (alpha/rank, or
   // alpha/sqrt(rank) with rsLoRA). With adapters, only the adapters train (trainable()).

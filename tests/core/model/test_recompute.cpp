@@ -3,8 +3,10 @@
 // (dsl) that is the engine's arena byte for byte.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -150,6 +152,95 @@ TEST_CASE("recompute: the dsl memory estimate is the engine's arena, per level, 
             int64_t(sum_bytes(activation_breakdown(half, pp.trainer.micro_batch_size, r, kernels::DType::f32, 2))));
       CHECK(plan::estimate_stage_memory(pp, 1).activations ==
             int64_t(sum_bytes(activation_breakdown(half, pp.trainer.micro_batch_size, r, kernels::DType::f32, 1))));
+    }
+  }
+}
+
+TEST_CASE("sequence parallelism: the dsl memory estimate is the arena of N/tp residual rows, and smaller") {
+  for (bool llama : {false, true}) {
+    CAPTURE(llama);
+    for (const char* level : kLevels) {
+      CAPTURE(level);
+      plan::Plan tp2 = tiny(llama, 4);
+      tp2.trainer.recompute = parse_recompute(level);
+      tp2.parallelism.tp = 2;
+      test::fill_derived(tp2);
+      plan::Plan sp = tp2;
+      sp.parallelism.sequence_parallel = true;
+      sp.trainer.classifier_chunk_rows = plan::classifier_chunk_rows(sp);
+      // TP rank 0's arena (Model carves its local shape) plus the vocab-parallel loss scratch.
+      auto arena = [&](const plan::Plan& p) {
+        ModelShape local = model_shape(p);
+        local.heads /= 2;
+        local.kv_heads /= 2;
+        local.ffn /= 2;
+        local.padded_vocab /= 2;
+        const int B = p.trainer.micro_batch_size;
+        const auto entries = activation_breakdown(local, B, p.trainer.recompute, kernels::DType::f32);
+        const int64_t chunk = std::min<int64_t>(p.trainer.classifier_chunk_rows, int64_t(B) * p.model.seq_length);
+        return std::pair{entries, sum_bytes(entries) + aligned(chunk * 4) + aligned(2 * chunk * 4)};
+      };
+      const auto [tp_entries, tp_bytes] = arena(tp2);
+      const auto [sp_entries, sp_bytes] = arena(sp);
+      CHECK(model_shape(sp).sequence_parallel == 2);
+      CHECK(plan::estimate_memory(tp2).activations == int64_t(tp_bytes));
+      CHECK(plan::estimate_memory(sp).activations == int64_t(sp_bytes));
+      CHECK(sp_bytes < tp_bytes);
+      CHECK(count_of(sp_entries, "sequence-parallel whole rows") == 2);
+      CHECK(count_of(tp_entries, "sequence-parallel whole rows") == 0);
+      // The residual stream holds half the rows.
+      const int64_t N = int64_t(sp.trainer.micro_batch_size) * sp.model.seq_length, C = sp.model.hidden_size;
+      for (const auto& e : sp_entries)
+        if (e.name == "residual" || e.name == "dresidual") CHECK(e.bytes == aligned(N / 2 * C * 4));
+    }
+  }
+}
+
+namespace {
+
+// A TP group of two seen from rank 0, for building a Model of one TP rank in one process: the
+// constructor communicates nothing, and any collective here would be a bug of the test.
+class TwoRankGroup final : public Comm {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 2; }
+  std::string name() const override { return "tp (test stub)"; }
+  void all_reduce_sum(kernels::Tensor) override { fail(); }
+  double all_reduce_sum(double) override { fail(); }
+  double all_reduce_max(double) override { fail(); }
+  void broadcast(kernels::Tensor, int) override { fail(); }
+  void barrier() override { fail(); }
+  void all_reduce_max(kernels::Tensor) override { fail(); }
+  void reduce_scatter_sum(kernels::Tensor, kernels::Tensor) override { fail(); }
+  void all_gather(kernels::Tensor, kernels::Tensor) override { fail(); }
+  void send_recv(kernels::Tensor, int, kernels::Tensor, int) override { fail(); }
+
+ private:
+  [[noreturn]] static void fail() { throw std::logic_error("TwoRankGroup: no collective expected"); }
+};
+
+}  // namespace
+
+TEST_CASE("sequence parallelism: a TP2+SP plan's Model holds N/2 residual rows in the arena the estimate says") {
+  for (bool llama : {false, true}) {
+    for (bool sp : {false, true}) {
+      CAPTURE(llama);
+      CAPTURE(sp);
+      plan::Plan p = tiny(llama, 2);
+      p.parallelism.tp = 2;
+      p.parallelism.sequence_parallel = sp;
+      test::fill_derived(p);
+      const ModelShape s = model_shape(p);
+      LayoutOptions lo;
+      lo.tp_size = 2;
+      auto be = test::cpu_backend();
+      ParamStore store(*be, build_param_layout(s, p.optimizer, lo));
+      TwoRankGroup tp;
+      const Model m(s, p.trainer.micro_batch_size, p.trainer.recompute, *be, store, &tp);
+      CHECK(m.residual_rows() == (sp ? m.rows() / 2 : m.rows()));
+      CHECK(m.stage_input(0).numel() == m.residual_rows() * s.hidden);
+      CHECK(m.stage_output_grad(0).numel() == m.residual_rows() * s.hidden);
+      CHECK(int64_t(m.activation_bytes()) == plan::estimate_memory(p).activations);
     }
   }
 }
