@@ -62,6 +62,7 @@ std::vector<Unit> interleaved_units(int stages, int k, int chunks, int count) {
   // count == stages: every forward first (Megatron's rule; there is no steady state to speak of).
   const int warmup = count == stages ? total : std::min((stages - k - 1) * 2 + (chunks - 1) * stages, total);
   std::vector<Unit> u;
+  u.reserve(2 * size_t(total));
   for (int i = 0; i < warmup; ++i) u.push_back(virtual_unit(i, stages, chunks, true));
   for (int i = 0; i < total - warmup; ++i) {
     u.push_back(virtual_unit(warmup + i, stages, chunks, true));
@@ -178,6 +179,7 @@ std::vector<PipeOp> interleaved_1f1b(int stages, int stage, int chunks, int coun
     throw std::invalid_argument("interleaved pipeline schedule: trainer.num_micro_batches=" + std::to_string(count) +
                                 " is not a multiple of parallelism.pp=" + std::to_string(stages));
   std::vector<std::vector<Unit>> order;
+  order.reserve(size_t(stages));
   for (int k = 0; k < stages; ++k) order.push_back(interleaved_units(stages, k, chunks, count));
   return lockstep(stages, chunks, count, order).at(size_t(stage));
 }
