@@ -88,6 +88,8 @@ void print_plan_summary(std::ostream& out, const plan::Plan& p) {
       << " tokens/step, " << p.trainer.max_steps << " steps\n";
   out << "  parallel   world " << world << " = " << layout(p) << " on " << nodes << (nodes == 1 ? " node" : " nodes")
       << " x " << rank_kind(p, per_node) << ", device " << plan::to_string(p.trainer.device);
+  if (p.parallelism.virtual_pp > 1) out << ", virtual_pp " << p.parallelism.virtual_pp << " (interleaved 1F1B)";
+  if (p.parallelism.pp > 1) out << ", pipeline bubble " << fmt("%.1f", 100.0 * p.parallelism.pipeline_bubble) << "%";
   if (p.parallelism.sequence_parallel) out << ", sequence parallel";
   if (p.parallelism.zero1) out << ", zero1";
   out << "\n";

@@ -391,6 +391,12 @@ std::vector<FieldInfo> build_fields() {
   const char* pa = "parallelism";
   f.push_back(field(pa, "tp", &P::parallelism, &Par::tp, "tensor-parallel size"));
   f.push_back(field(pa, "pp", &P::parallelism, &Par::pp, "pipeline-parallel size (1F1B schedule)"));
+  f.push_back(field(pa, "virtual_pp", &P::parallelism, &Par::virtual_pp,
+                    "model chunks per pipeline stage (Megatron's virtual pipeline): > 1 splits the layers into "
+                    "pp·virtual_pp chunks, stage k holding chunks k, k+pp, ..., and runs interleaved 1F1B, which cuts "
+                    "the pipeline bubble to (pp-1)/(virtual_pp·num_micro_batches) for more activations in flight; "
+                    "needs pp ≥ 2, num_micro_batches divisible by pp and num_layers by pp·virtual_pp (or "
+                    "layers_per_stage)"));
   f.push_back(field(pa, "cp", &P::parallelism, &Par::cp,
                     "context-parallel size (splits the sequence); only 1 runs in this version"));
   f.push_back(field(pa, "dp", &P::parallelism, &Par::dp, "data-parallel size; 0 = world / (tp·pp·cp)"));
@@ -400,7 +406,8 @@ std::vector<FieldInfo> build_fields() {
                     "tp > 1 and micro_batch_size × seq_length divisible by tp"));
   f.push_back(field(pa, "zero1", &P::parallelism, &Par::zero1, "shard the Adam state over DP ranks"));
   f.push_back(field(pa, "layers_per_stage", &P::parallelism, &Par::layers_per_stage,
-                    "explicit pipeline split, one entry per stage; empty = even split"));
+                    "explicit pipeline split, one entry per stage (per model chunk in model order with "
+                    "virtual_pp > 1); empty = even split"));
   f.push_back(
       field(pa, "grad_bucket_mb", &P::parallelism, &Par::grad_bucket_mb,
             "size of the gradient buckets reduced over DP while backward runs (MiB of f32); 0 = one bucket per layer"));
@@ -534,7 +541,10 @@ const std::vector<DerivedFieldInfo>& derived_fields() {
        "logits in max(the layers' transient buffers, 256 MiB)"},
       {"parallelism.world_size", "executor.nodes × executor.gpus_per_node (or executor.cpu_ranks on CPU)"},
       {"parallelism.rank_order", "\"tp-cp-dp-pp\": tp varies fastest over consecutive ranks, pp slowest"},
-      {"parallelism.stage_num_layers", "parallelism.layers_per_stage, else model.num_layers split evenly over pp"},
+      {"parallelism.stage_num_layers",
+       "parallelism.layers_per_stage, else model.num_layers split evenly over the pp·virtual_pp model chunks"},
+      {"parallelism.pipeline_bubble",
+       "the idle fraction of a step in the pipeline: (pp-1)/(virtual_pp·trainer.num_micro_batches), 0 without pp"},
       {"kernels.workspace_bytes",
        "kernels.workspace_mb MiB, else the larger of the own attention backward's f32 accumulators + 16 MiB "
        "and cuDNN's attention backward (f32 dQ, one more with grouped KV heads, one dQ partial per key tile "

@@ -155,6 +155,13 @@ void check_ranges(ResolveContext& ctx) {
   const plan::ParallelismConfig& par = p.parallelism;
   shape(require(ctx, "parallelism.tp", par.tp, par.tp >= 1, "must be at least 1"));
   shape(require(ctx, "parallelism.pp", par.pp, par.pp >= 1, "must be at least 1"));
+  shape(require(ctx, "parallelism.virtual_pp", par.virtual_pp, par.virtual_pp >= 1,
+                "must be at least 1 (1 = 1F1B, no virtual pipeline stages)"));
+  // Every model chunk needs a layer (the chunk count also sizes the schedule the estimate runs).
+  if (par.virtual_pp > 1 && p.model.num_layers >= 1)
+    shape(require(ctx, "parallelism.virtual_pp", par.virtual_pp, par.virtual_pp <= p.model.num_layers,
+                  "must be at most model.num_layers=" + std::to_string(p.model.num_layers) +
+                      " (each model chunk holds at least one layer)"));
   shape(require(ctx, "parallelism.cp", par.cp, par.cp >= 1, "must be at least 1"));
   shape(require(ctx, "parallelism.dp", par.dp, par.dp >= 0, "must be at least 0 (0 = world / (tp·pp·cp))"));
   require(ctx, "parallelism.grad_bucket_mb", par.grad_bucket_mb, par.grad_bucket_mb >= 0,
@@ -310,8 +317,15 @@ void check_relations(ResolveContext& ctx) {
                       ", got seq_length=" + str(m.seq_length),
                   "choose cp so that seq_length % (2·cp) == 0");
 
-  // Pipeline parallelism.
-  const int pp = par.pp;
+  // Pipeline parallelism. With virtual pipeline stages the layers split into pp·virtual_pp chunks
+  // (layers_per_stage then lists one count per chunk, in model order).
+  const int pp = par.pp, vpp = par.virtual_pp, chunks = pp * vpp;
+  const std::string split_of = vpp > 1 ? "pp·virtual_pp=" + str(pp) + "·" + str(vpp) + "=" + str(chunks) : "pp";
+  if (vpp > 1 && pp < 2)
+    ctx.violation(
+        "parallelism.virtual_pp",
+        "parallelism.virtual_pp=" + str(vpp) + " needs pipeline stages to interleave, got parallelism.pp=" + str(pp),
+        "set parallelism.pp ≥ 2, or virtual_pp=1");
   if (!par.layers_per_stage.empty()) {
     int sum = 0;
     bool positive = true;
@@ -322,11 +336,12 @@ void check_relations(ResolveContext& ctx) {
     std::string list;
     for (std::size_t i = 0; i < par.layers_per_stage.size(); ++i)
       list += (i ? ", " : "") + std::to_string(par.layers_per_stage[i]);
-    if (static_cast<int>(par.layers_per_stage.size()) != pp)
+    if (static_cast<int>(par.layers_per_stage.size()) != chunks)
       ctx.violation("parallelism.layers_per_stage",
                     "parallelism.layers_per_stage has " + str(static_cast<int>(par.layers_per_stage.size())) +
-                        " entries [" + list + "] but parallelism.pp=" + str(pp),
-                    "give one layer count per pipeline stage");
+                        " entries [" + list + "] but parallelism." + (vpp > 1 ? split_of : "pp=" + str(pp)),
+                    vpp > 1 ? "give one layer count per virtual pipeline stage (model chunk), in model order"
+                            : "give one layer count per pipeline stage");
     else if (sum != m.num_layers)
       ctx.violation("parallelism.layers_per_stage",
                     "parallelism.layers_per_stage [" + list + "] sums to " + str(sum) +
@@ -336,6 +351,14 @@ void check_relations(ResolveContext& ctx) {
       ctx.violation("parallelism.layers_per_stage",
                     "parallelism.layers_per_stage [" + list + "] has a stage with no layers",
                     "every stage needs ≥ 1 layer");
+  } else if (vpp > 1 && pp >= 2 && m.num_layers % chunks != 0) {
+    std::vector<std::string> choices;
+    for (int q = 2; q <= std::min(m.num_layers / pp, 8); ++q)
+      if (q != vpp && m.num_layers % (pp * q) == 0) choices.push_back("virtual_pp=" + std::to_string(q));
+    ctx.violation("parallelism.virtual_pp",
+                  "parallelism." + split_of + " does not divide model.num_layers=" + str(m.num_layers),
+                  (choices.empty() ? std::string("use virtual_pp=1") : "try " + join_or(choices)) +
+                      ", or give parallelism.layers_per_stage with " + str(chunks) + " entries");
   } else if (pp > m.num_layers) {
     ctx.violation("parallelism.pp", "parallelism.pp=" + str(pp) + " exceeds model.num_layers=" + str(m.num_layers),
                   "use pp ≤ num_layers");
@@ -397,6 +420,19 @@ void check_relations(ResolveContext& ctx) {
                       " is not divisible by micro_batch_size × dp = " + str(t.micro_batch_size) + " × " + str(par.dp) +
                       " = " + str(per_step),
                   fix);
+  }
+
+  // Interleaved 1F1B runs the micro-batches in groups of pp (Megatron's rule).
+  const int64_t micro_batches = t.global_batch_size / per_step;
+  if (vpp > 1 && pp > 1 && t.global_batch_size % per_step == 0 && micro_batches % pp != 0) {
+    const int64_t lo = micro_batches / pp * pp * per_step, hi = (micro_batches / pp + 1) * pp * per_step;
+    ctx.violation(
+        "parallelism.virtual_pp",
+        "parallelism.virtual_pp=" + str(vpp) + " (interleaved 1F1B) needs trainer.num_micro_batches = " +
+            "global_batch_size / (micro_batch_size × dp) = " + str(micro_batches) +
+            " divisible by parallelism.pp=" + str(pp),
+        "try trainer.global_batch_size=" + (lo > 0 ? str(lo) + " or " + str(hi) : str(hi)) + ", or virtual_pp=1",
+        "trainer.global_batch_size");
   }
 
   // Schedule.

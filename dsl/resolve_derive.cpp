@@ -134,6 +134,7 @@ void derive_model(ResolveContext& ctx) {
   par.rank_order = plan::kRankOrder;
   if (ctx.shape_ok) {
     par.stage_num_layers = plan::stage_layer_counts(p);
+    par.pipeline_bubble = plan::pipeline_bubble(p);
     p.kernels.workspace_bytes =
         p.kernels.workspace_mb > 0 ? int64_t(p.kernels.workspace_mb) << 20 : plan::cuda_workspace_bytes(p);
     t.classifier_chunk_rows = plan::classifier_chunk_rows(p);

@@ -30,6 +30,7 @@ json derived_json(const plan::Plan& p) {
   d["dp"] = p.parallelism.dp;
   d["rank_order"] = p.parallelism.rank_order;
   d["stage_num_layers"] = p.parallelism.stage_num_layers;
+  d["pipeline_bubble"] = p.parallelism.pipeline_bubble;
   d["workspace_bytes"] = p.kernels.workspace_bytes;
   d["num_micro_batches"] = p.trainer.num_micro_batches;
   d["tokens_per_step"] = p.trainer.tokens_per_step;

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "plan/model_size.hpp"
+#include "plan/pipeline_order.hpp"
 
 namespace recipe::plan {
 
@@ -133,11 +134,16 @@ int64_t classifier_chunk_rows(const Plan& plan) {
 }
 
 std::vector<int> stage_layer_counts(const Plan& plan) {
-  const int pp = std::max(1, plan.parallelism.pp);
-  if (static_cast<int>(plan.parallelism.layers_per_stage.size()) == pp) return plan.parallelism.layers_per_stage;
-  std::vector<int> counts(pp, plan.model.num_layers / pp);
-  for (int s = 0; s < plan.model.num_layers % pp; ++s) ++counts[s];
+  const int n = std::max(1, plan.parallelism.pp) * std::max(1, plan.parallelism.virtual_pp);
+  if (static_cast<int>(plan.parallelism.layers_per_stage.size()) == n) return plan.parallelism.layers_per_stage;
+  std::vector<int> counts(n, plan.model.num_layers / n);
+  for (int s = 0; s < plan.model.num_layers % n; ++s) ++counts[s];
   return counts;
+}
+
+double pipeline_bubble(const Plan& plan) {
+  const int pp = std::max(1, plan.parallelism.pp), vpp = std::max(1, plan.parallelism.virtual_pp);
+  return double(pp - 1) / (double(vpp) * std::max(1, plan.trainer.num_micro_batches));
 }
 
 MemoryEstimate estimate_stage_memory(const Plan& plan, int stage) {
@@ -145,8 +151,16 @@ MemoryEstimate estimate_stage_memory(const Plan& plan, int stage) {
   const auto& par = plan.parallelism;
   const int tp = std::max(1, par.tp), pp = std::max(1, par.pp);
   const int dp = std::max(1, par.dp);
+  const int vpp = std::max(1, par.virtual_pp);
   const auto counts = stage_layer_counts(plan);
-  const int layers = stage >= 0 && stage < static_cast<int>(counts.size()) ? counts[stage] : 0;
+  // The stage's model chunks: virtual stages stage, stage + pp, ... (one without virtual_pp).
+  std::vector<int> chunk_layers;
+  for (int c = 0; c < vpp; ++c) {
+    const int vs = stage + c * pp;
+    chunk_layers.push_back(stage >= 0 && vs < static_cast<int>(counts.size()) ? counts[size_t(vs)] : 0);
+  }
+  int layers = 0;
+  for (int n : chunk_layers) layers += n;
   const bool first = stage == 0, last = stage == pp - 1;
 
   // Parameters this rank holds.
@@ -179,11 +193,17 @@ MemoryEstimate estimate_stage_memory(const Plan& plan, int stage) {
   e.optimizer = trainable * 8;
   if (par.zero1) e.optimizer = div_ceil(e.optimizer, dp);
 
-  // Activations: the engine's arena. 1F1B keeps (pp - stage) micro-batches in flight on a stage,
-  // at most all of them.
-  const int64_t in_flight =
-      pp == 1 ? 1 : std::max<int64_t>(1, std::min<int64_t>(pp - stage, std::max(1, plan.trainer.num_micro_batches)));
-  e.activations = arena_bytes(plan, layers, static_cast<int>(in_flight), last);
+  // Activations: the engine's arena, per model chunk the micro-batches its schedule keeps in flight
+  // (plan/pipeline_order.hpp; 1F1B: pp - stage, at most all of them), the chunks sharing one
+  // transient region.
+  const int micro_batches = std::max(1, plan.trainer.num_micro_batches);
+  const std::vector<int> slots = vpp > 1 && pp > 1 && micro_batches % pp == 0
+                                     ? pipeline_slots(pp, stage, vpp, micro_batches)
+                                     : std::vector<int>(size_t(vpp), pipeline_slots(pp, stage, micro_batches));
+  const int64_t shared_region = arena_bytes(plan, 0, 0, false);
+  e.activations = shared_region;
+  for (int c = 0; c < vpp; ++c)
+    e.activations += arena_bytes(plan, chunk_layers[size_t(c)], slots[size_t(c)], last && c == vpp - 1) - shared_region;
   // LoRA's scratch (core/model/linear.hpp), in the act dtype: h = s·d(x)·Aᵀ and its gradient,
   // [micro_batch·seq, rank] each; with adapter dropout one [micro_batch·seq, in] buffer for the
   // dropped input, in = the widest adapted input on this rank (hidden for q|k|v and fc1 / gate|up,

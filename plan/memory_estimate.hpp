@@ -35,9 +35,14 @@ int64_t classifier_chunk_rows(int64_t rows, int64_t padded_vocab, int64_t elem_b
 // trainer.classifier_chunk_rows; core's activation arena carves the logits chunk with it.
 int64_t classifier_chunk_rows(const Plan& plan);
 
-// Layers held by each pipeline stage: parallelism.layers_per_stage, or an even split (the first
-// stages take the remainder).
+// Layers held by each virtual pipeline stage (model chunk), in model order: pp·virtual_pp entries,
+// stage k of pp holding entries k, k+pp, ... (pp entries without virtual_pp).
+// parallelism.layers_per_stage, or an even split (the first chunks take the remainder).
 std::vector<int> stage_layer_counts(const Plan& plan);
+
+// The pipeline bubble: the idle fraction of a step against the pipeline's compute,
+// (pp-1)/(virtual_pp·num_micro_batches) (Megatron; 0 without pipeline stages).
+double pipeline_bubble(const Plan& plan);
 
 // "1.27 TiB", "79.6 GiB", "312.0 MiB".
 std::string format_bytes(double bytes);

@@ -116,17 +116,24 @@ inline constexpr const char* kRankOrder = "tp-cp-dp-pp";
 struct ParallelismConfig {
   int tp = 1;
   int pp = 1;
+  // Model chunks per pipeline stage (Megatron's virtual pipeline): 1 = 1F1B; V ≥ 2 splits the
+  // layers into pp·V chunks, stage k holding chunks k, k+pp, ..., run by interleaved 1F1B.
+  int virtual_pp = 1;
   int cp = 1;
   int dp = 0;  // 0 = world / (tp·pp·cp)
   bool sequence_parallel = false;
   bool zero1 = false;                 // distributed optimizer (shard Adam state over DP)
-  std::vector<int> layers_per_stage;  // explicit PP split; empty = even split
+  std::vector<int> layers_per_stage;  // explicit PP split (pp·virtual_pp entries); empty = even split
   double grad_bucket_mb = 128.0;      // DP gradient bucket size (f32 MiB); 0 = one per layer
   bool grad_reduce_bf16 = false;      // reduce DP gradients in bf16 (half the bytes) instead of f32
   // derived
-  int world_size = 0;                 // tp·pp·cp·dp: the ranks the executor starts
-  std::string rank_order;             // "tp-cp-dp-pp": tp varies fastest over consecutive ranks
-  std::vector<int> stage_num_layers;  // layers of each pipeline stage (layers_per_stage or an even split)
+  int world_size = 0;      // tp·pp·cp·dp: the ranks the executor starts
+  std::string rank_order;  // "tp-cp-dp-pp": tp varies fastest over consecutive ranks
+  // Layers of each virtual pipeline stage in model order (pp·virtual_pp entries: stage k holds
+  // entries k, k+pp, ...): layers_per_stage or an even split.
+  std::vector<int> stage_num_layers;
+  // The pipeline bubble: the idle fraction of a step, (pp-1)/(virtual_pp·num_micro_batches).
+  double pipeline_bubble = 0;
 };
 
 struct CheckpointConfig {

@@ -24,10 +24,10 @@ Recompute checked_recompute(Recompute r) {
   return r;
 }
 
-ModelShape local_shape(const ModelShape& g, const ParamLayout& L) {
+ModelShape local_shape(const ModelShape& g, const ParamLayout& L, int chunk) {
   ModelShape s = g;
   const int tp = L.tp_size;
-  s.layers = L.num_layers;
+  s.layers = L.chunks.at(size_t(chunk)).num_layers;
   s.heads = g.heads / tp;
   s.kv_heads = g.kv_heads / tp;
   s.ffn = g.ffn / tp;
@@ -36,7 +36,7 @@ ModelShape local_shape(const ModelShape& g, const ParamLayout& L) {
 }
 
 Model::Model(const ModelShape& shape, int micro_batch, Recompute recompute, kernels::Backend& backend,
-             ParamStore& params, Comm* tp, int slots)
+             ParamStore& params, Comm* tp, int slots, int chunk, const Model* share_transient)
     : s_(shape),
       B_(micro_batch),
       N_(int64_t(micro_batch) * shape.seq),
@@ -53,6 +53,10 @@ Model::Model(const ModelShape& shape, int micro_batch, Recompute recompute, kern
   if (comm_size != L.tp_size)
     throw std::invalid_argument("Model: the tensor-parallel group has " + std::to_string(comm_size) +
                                 " ranks but the ParamLayout was built for tp=" + std::to_string(L.tp_size));
+  if (chunk < 0 || chunk >= int(L.chunks.size()))
+    throw std::invalid_argument("Model: chunk " + std::to_string(chunk) + " of a layout with " +
+                                std::to_string(L.chunks.size()) + " model chunks");
+  const LayerChunk& own = L.chunks[size_t(chunk)];
   tp_size_ = L.tp_size;
   tp_rank_ = L.tp_rank;
   // Sequence parallelism splits the rows over the TP group: the resolver checked tp > 1 and that
@@ -64,14 +68,15 @@ Model::Model(const ModelShape& shape, int micro_batch, Recompute recompute, kern
                                 std::to_string(tp_size_) +
                                 ") and micro_batch_size × seq_length = " + std::to_string(N_) + " divisible by it");
   if (sp_) R_ = N_ / tp_size_;
-  first_layer_ = L.first_layer;
-  first_stage_ = L.first_stage;
-  last_stage_ = L.last_stage;
-  ls_ = local_shape(s_, L);
+  first_layer_ = own.first_layer;
+  for (size_t c = size_t(chunk) + 1; c < L.chunks.size(); ++c) phase_above_ += L.chunks[c].num_layers;
+  first_stage_ = own.first_stage;
+  last_stage_ = own.last_stage;
+  ls_ = local_shape(s_, L, chunk);
   vocab_start_ = tp_rank_ * ls_.padded_vocab;
   valid_cols_ = std::clamp(s_.vocab - vocab_start_, 0, ls_.padded_vocab);
-  w_ = bind_params(false);
-  g_ = bind_params(true);
+  w_ = bind_params(false, own);
+  g_ = bind_params(true, own);
   if (s_.lora()) {
     // The adapters' scratch: h = s·d(x)·Aᵀ and its gradient, [N, r] each, shared by every linear;
     // with adapter dropout also one [N, in] buffer for the dropped input, in = the widest adapted
@@ -104,9 +109,11 @@ Model::Model(const ModelShape& shape, int micro_batch, Recompute recompute, kern
   acts_.resize(size_t(slots));
   loss_scratch_.resize(size_t(slots));
   auto carve_all = [&](Carver& c) {
-    // Slots share every buffer that lives inside one layer's forward or backward (see activations.hpp).
+    // Slots share every buffer that lives inside one layer's forward or backward (see activations.hpp),
+    // and so do the model chunks of a rank.
+    const Activations* shared = share_transient ? &share_transient->acts_.at(0) : nullptr;
     for (int i = 0; i < slots; ++i) {
-      carve_activations(c, acts_[size_t(i)], ls_, B_, recompute_, act, i ? &acts_[0] : nullptr);
+      carve_activations(c, acts_[size_t(i)], ls_, B_, recompute_, act, i ? &acts_[0] : shared);
       if (tp_size_ > 1 && last_stage_) {
         const int64_t chunk = acts_[size_t(i)].chunk_rows;
         loss_scratch_[size_t(i)].rowmax = c.take(DType::f32, {chunk}, "vocab-parallel loss rowmax");
@@ -132,7 +139,7 @@ Model::~Model() {
   if (lora_buf_) be_.free(lora_buf_);
 }
 
-Model::Params Model::bind_params(bool grads) const {
+Model::Params Model::bind_params(bool grads, const LayerChunk& chunk) const {
   const ParamLayout& L = store_.layout();
   auto one = [&](const ParamSpec& p) { return grads ? store_.grad(p) : store_.weight(p); };
   // A frozen tensor (LoRA's base) binds no gradient: the ops skip the undefined tensor.
@@ -161,12 +168,12 @@ Model::Params Model::bind_params(bool grads) const {
   Params P;
   P.word = bound(R::word_embedding, W);
   P.position = bound(R::position_embedding, W);
-  if (L.last_stage) {
+  if (chunk.last_stage) {
     P.classifier = s_.tied ? P.word : bound(R::lm_head, W);
     P.final_norm = {bound(R::final_norm, W), bound(R::final_norm, B)};
   }
-  for (int i = 0; i < L.num_layers; ++i) {
-    const int l = L.first_layer + i;
+  for (int i = 0; i < chunk.num_layers; ++i) {
+    const int l = chunk.first_layer + i;
     LayerParams lp;
     lp.norm1 = {bound(R::attention_norm, W, l), bound(R::attention_norm, B, l)};
     lp.norm2 = {bound(R::mlp_norm, W, l), bound(R::mlp_norm, B, l)};
@@ -314,7 +321,7 @@ void Model::backward(int slot) {
     layer_backward(A, l, a, dres_summed);
     dres_summed = fc_out_bias_grad_from_norm(l - 1).defined();
     if (sp_sums) sum_sequence_parallel_grads(l);
-    if (phase_hook_) phase_hook_(1 + (nl - 1 - l));
+    if (phase_hook_) phase_hook_(1 + phase_above_ + (nl - 1 - l));
   }
   if (first_stage_ && (g_.word.defined() || g_.position.defined()))  // frozen under LoRA
     // Sequence parallel: every row's gradient (gathered), so the vocabulary shard's and the

@@ -30,7 +30,10 @@
 // - Pipeline parallel: this rank runs the stage's layers only. A stage's input is the residual
 //   stream [N, C] received from the previous stage (stage_input); its output the residual stream after
 //   its last layer (stage_output). Backward mirrors it with stage_output_grad / stage_input_grad.
-//   `slots` activation sets let 1F1B keep several micro-batches in flight.
+//   `slots` activation sets let 1F1B keep several micro-batches in flight. With virtual pipeline
+//   stages a rank holds several model chunks (ParamLayout::chunks): one Model per chunk, binding
+//   that chunk's layers from the rank's one ParamStore; the chunks share the transient region of
+//   their arenas (only one of them computes at a time), each keeps its own slots.
 #pragma once
 
 #include <cstdint>
@@ -54,16 +57,18 @@ const char* recompute_name(Recompute r);  // the recipe spelling (plan/enums.hpp
 // enum (a plan built in code rather than by the resolver).
 Recompute checked_recompute(Recompute r);
 
-// The shape of the part of the model one rank computes: its stage's layer count and its TP share of
-// heads, KV heads, FFN columns and vocabulary rows.
-ModelShape local_shape(const ModelShape& global, const ParamLayout& layout);
+// The shape of the part of the model one rank computes in model chunk `chunk`: the chunk's layer
+// count and the rank's TP share of heads, KV heads, FFN columns and vocabulary rows.
+ModelShape local_shape(const ModelShape& global, const ParamLayout& layout, int chunk = 0);
 
 class Model {
  public:
   // `tp`: the tensor-parallel group (nullptr or a group of one: no TP); it must match the layout's
-  // tp_size. `slots`: activation sets (micro-batches in flight at once), ≥ 1.
+  // tp_size. `slots`: activation sets (micro-batches in flight at once), ≥ 1. `chunk`: which of the
+  // layout's model chunks this model runs. `share_transient`: another chunk's model on this rank
+  // whose transient region (and full-recompute scratch) this one reuses; it must outlive this one.
   Model(const ModelShape& shape, int micro_batch, Recompute recompute, kernels::Backend& backend, ParamStore& params,
-        Comm* tp = nullptr, int slots = 1);
+        Comm* tp = nullptr, int slots = 1, int chunk = 0, const Model* share_transient = nullptr);
   ~Model();
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
@@ -109,9 +114,9 @@ class Model {
   // objective, e.g. 1/tokens in the global batch). Other stages ignore both.
   void forward(int slot, bool with_grad, kernels::Tensor losses, float dloss);
   // Gradients accumulate into the ParamStore. The phase hook (if set) is called with each
-  // ParamSpec::ready_phase value once the gradients of that phase are final for this micro-batch
-  // (0 … num_layers; the embedding phase num_layers+1 is left to the caller, who sums the tied
-  // embedding over the embedding group first).
+  // ParamSpec::ready_phase value of this chunk once the gradients of that phase are final for this
+  // micro-batch (0, then this chunk's layers' phases; the embedding phase num_layers+1 is left to
+  // the caller, who sums the tied embedding over the embedding group first).
   void backward(int slot);
   // The hook is set for the step's last backward only (Trainer::backward_micro): the phases it
   // reports are final for the whole step. Sequence parallelism relies on that: a phase's partial
@@ -148,7 +153,7 @@ class Model {
     kernels::Tensor rowmax, sums;
   };  // vocab-parallel loss, [chunk], [2, chunk]
 
-  Params bind_params(bool grads) const;
+  Params bind_params(bool grads, const LayerChunk& chunk) const;
   void make_linears();
   // The embedding's and the classifier's TP sums (the linears own theirs).
   void tp_sum(kernels::Tensor t);
@@ -189,6 +194,7 @@ class Model {
   TpGroup tp_group_;                    // what the linears see (with sp_scratch_ under SP)
   SequenceParallelScratch sp_scratch_;  // views of the arena's whole-row buffers
   int first_layer_ = 0;
+  int phase_above_ = 0;  // the rank's layers in chunks after this one (ParamSpec::ready_phase)
   bool first_stage_ = true, last_stage_ = true;
   int vocab_start_ = 0, valid_cols_ = 0;
   Params w_, g_;

@@ -105,12 +105,20 @@ ParamLayout build_param_layout(const ModelShape& s, const plan::OptimizerConfig&
 
 ParamLayout build_param_layout(const ModelShape& s, const plan::OptimizerConfig& opt, const LayoutOptions& o) {
   const int tp = o.tp_size, tp_rank = o.tp_rank;
-  const int first_layer = o.first_layer;
-  const int num_layers = o.num_layers < 0 ? s.layers : o.num_layers;
-  if (first_layer < 0 || num_layers < 0 || first_layer + num_layers > s.layers)
-    throw std::invalid_argument("build_param_layout: stage layers [" + std::to_string(first_layer) + ", " +
-                                std::to_string(first_layer + num_layers) + ") outside the model's " +
-                                std::to_string(s.layers) + " layers");
+  const std::vector<LayerChunk> chunks =
+      o.chunks.empty() ? std::vector<LayerChunk>{{0, s.layers, true, true}} : o.chunks;
+  int num_layers = 0, below = 0;
+  bool first_stage = false, last_stage = false;
+  for (const LayerChunk& c : chunks) {
+    if (c.first_layer < below || c.num_layers < 0 || c.first_layer + c.num_layers > s.layers)
+      throw std::invalid_argument("build_param_layout: chunk layers [" + std::to_string(c.first_layer) + ", " +
+                                  std::to_string(c.first_layer + c.num_layers) + ") outside the model's " +
+                                  std::to_string(s.layers) + " layers or not after the chunk before");
+    below = c.first_layer + c.num_layers;
+    num_layers += c.num_layers;
+    first_stage = first_stage || c.first_stage;
+    last_stage = last_stage || c.last_stage;
+  }
   if (o.align < kParamAlign || o.align % kParamAlign != 0)
     throw std::invalid_argument("build_param_layout: align must be a multiple of " + std::to_string(kParamAlign));
   if (tp < 1 || tp_rank < 0 || tp_rank >= tp)
@@ -129,15 +137,13 @@ ParamLayout build_param_layout(const ModelShape& s, const plan::OptimizerConfig&
   ParamLayout L;
   L.tp_size = tp;
   L.tp_rank = tp_rank;
-  L.first_layer = first_layer;
+  L.chunks = chunks;
   L.num_layers = num_layers;
-  L.first_stage = o.first_stage;
-  L.last_stage = o.last_stage;
+  L.first_stage = first_stage;
+  L.last_stage = last_stage;
   L.align = o.align;
   Builder b(L, o.align);
-  const int last_layer = first_layer + num_layers - 1;
   const int embedding_phase = num_layers + 1;
-  const int layer_end = first_layer + num_layers;
   const double std = s.init_std;
   const double out_std = s.init_std / std::sqrt(2.0 * s.layers);
   const std::span<const TensorDecl> table = tensor_table(s);
@@ -152,13 +158,13 @@ ParamLayout build_param_layout(const ModelShape& s, const plan::OptimizerConfig&
   auto on_this_stage = [&](const TensorDecl& d) {
     switch (d.scope) {
       case Scope::embedding:
-        return o.first_stage;
+        return first_stage;
       case Scope::embedding_and_tied_head:
-        return o.first_stage || (o.last_stage && s.tied);
+        return first_stage || (last_stage && s.tied);
       case Scope::layer:
         return true;
       case Scope::head:
-        return o.last_stage;
+        return last_stage;
     }
     return false;
   };
@@ -194,11 +200,13 @@ ParamLayout build_param_layout(const ModelShape& s, const plan::OptimizerConfig&
     b.set_phase(embedding_phase);
     for (const TensorDecl& d : table)
       if (d.scope == Scope::embedding || d.scope == Scope::embedding_and_tied_head) lay(d, -1);
-    for (int l = first_layer; l < layer_end; ++l) {
-      b.set_phase(1 + (last_layer - l));
-      for (const TensorDecl& d : table)
-        if (d.scope == Scope::layer) lay(d, l);
-    }
+    int above = num_layers;  // the rank's layers from l up
+    for (const LayerChunk& c : chunks)
+      for (int l = c.first_layer; l < c.first_layer + c.num_layers; ++l) {
+        b.set_phase(above--);
+        for (const TensorDecl& d : table)
+          if (d.scope == Scope::layer) lay(d, l);
+      }
     b.set_phase(0);
     for (const TensorDecl& d : table)
       if (d.scope == Scope::head) lay(d, -1);

@@ -31,7 +31,9 @@
 // Pipeline stages hold only their layers (global layer numbers keep their names); the first stage
 // adds the embeddings, the last the final norm and the classifier, and with tied embeddings the last
 // stage holds its own copy of the word embedding (kept equal to the first stage's by summing the
-// two gradients over the embedding group).
+// two gradients over the embedding group). With virtual pipeline stages a rank holds several model
+// chunks (runs of consecutive layers, not adjacent to each other); its layer rows go chunk after
+// chunk in model order, and the embeddings stay with the model's first chunk, the head with its last.
 //
 // TP sharding, the table's shard rule (column-parallel: dim 0 of q/k/v/fc1/gate/up and their
 // biases, vocab rows of the embedding and lm_head; row-parallel: dim 1 of proj/fc2/down). Norms,
@@ -63,8 +65,9 @@ struct ParamSpec {
   InitKind init = InitKind::normal;
   double init_std = 0;  // normal kinds only
   // When the gradient is final in a backward pass, as a count of backward "phases": 0 = the
-  // classifier and final norm (first to finish), 1 + (last_layer - l) for layer l, and one past the
-  // stage's first layer for the embeddings (last to finish). Buckets of the DP reduction start when
+  // classifier and final norm (first to finish), 1 + (the rank's layers above l) for layer l, and
+  // one past the rank's lowest layer for the embeddings (last to finish). The chunks of a virtual
+  // pipeline finish their last backward last chunk first, so this order holds across chunks too. Buckets of the DP reduction start when
   // all their tensors are final.
   int ready_phase = 0;
   bool trainable = true;             // false: frozen (a LoRA base): no gradient, master or Adam state
@@ -76,6 +79,13 @@ struct ParamSpec {
   int64_t global_index(int64_t local) const;
 };
 
+// One model chunk a rank holds: consecutive layers, and whether it is the model's first chunk
+// (it holds the embeddings and starts from the tokens) or its last (final norm, classifier, loss).
+struct LayerChunk {
+  int first_layer = 0, num_layers = 0;  // global layer numbers
+  bool first_stage = false, last_stage = false;
+};
+
 struct ParamLayout {
   std::vector<ParamSpec> params;
   int64_t decay_begin = 0, decay_numel = 0;  // [decay_begin, decay_begin+decay_numel)
@@ -84,9 +94,11 @@ struct ParamLayout {
   int64_t trainable_numel = 0;                 // [0, trainable_numel): both groups, gaps included
   int64_t total_numel = 0;                     // including alignment gaps and the frozen region
   int tp_size = 1, tp_rank = 0;
-  int first_layer = 0, num_layers = 0;  // the pipeline stage's layers (global numbers)
-  bool first_stage = true, last_stage = true;
-  int64_t align = 64;  // pack alignment in elements (see LayoutOptions)
+  // The rank's model chunks in model order: one (its pipeline stage's layers), or virtual_pp.
+  std::vector<LayerChunk> chunks;
+  int num_layers = 0;                          // the rank's layers, every chunk together
+  bool first_stage = true, last_stage = true;  // it holds the embeddings / the head
+  int64_t align = 64;                          // pack alignment in elements (see LayoutOptions)
   int num_phases() const { return num_layers + 2; }
 
   const ParamSpec* find(std::string_view name) const;
@@ -101,8 +113,9 @@ constexpr int64_t kParamAlign = 64;
 
 struct LayoutOptions {
   int tp_size = 1, tp_rank = 0;
-  int first_layer = 0, num_layers = -1;  // -1: every layer (one pipeline stage)
-  bool first_stage = true, last_stage = true;
+  // This rank's model chunks in model order; empty: every layer in one chunk with the embeddings
+  // and the head (one pipeline stage).
+  std::vector<LayerChunk> chunks;
   // Every pack (and each group's end) starts on a multiple of this many elements. ZeRO-1 uses
   // kParamAlign·dp, so any run of whole packs splits into dp equal, aligned chunks.
   int64_t align = kParamAlign;

@@ -51,13 +51,14 @@ Trainer::Trainer(const plan::Plan& plan, kernels::Backend& backend, ParallelStat
   flops_per_token_ = plan_.model.flops_per_token;
   pp_ = ps.pp;
   pp_rank_ = parallel_->coords().pp;
+  const int vpp = std::max(1, plan_.parallelism.virtual_pp);
   const bool zero1 = plan_.parallelism.zero1;
   LayoutOptions lo;
   lo.tp_size = ps.tp;
   lo.tp_rank = parallel_->coords().tp;
   const std::vector<int>& counts = plan_.parallelism.stage_num_layers;
-  // Indexed by stage below: an unresolved plan (no derived split) must not read out of bounds.
-  if (int(counts.size()) != pp_ || num_micro_ < 1)
+  // Indexed by virtual stage below: an unresolved plan (no derived split) must not read out of bounds.
+  if (int(counts.size()) != pp_ * vpp || num_micro_ < 1)
     throw std::logic_error(
         "Trainer: the plan is not resolved (parallelism.stage_num_layers, trainer.num_micro_batches)");
   // The loss buffer holds num_micro rows and each step reads num_micro × micro samples per DP rank:
@@ -67,10 +68,13 @@ Trainer::Trainer(const plan::Plan& plan, kernels::Backend& backend, ParallelStat
         "trainer.global_batch_size=" + std::to_string(global_batch_) +
         " is not trainer.num_micro_batches × trainer.micro_batch_size × dp = " + std::to_string(num_micro_) + " × " +
         std::to_string(micro_) + " × " + std::to_string(dp_) + "; resolve the plan again (recipe validate)");
-  for (int i = 0; i < pp_rank_; ++i) lo.first_layer += counts[size_t(i)];
-  lo.num_layers = counts[size_t(pp_rank_)];
-  lo.first_stage = parallel_->first_stage();
-  lo.last_stage = parallel_->last_stage();
+  // This rank's model chunks: virtual stages pp_rank, pp_rank + pp, ... (Megatron's assignment).
+  for (int c = 0; c < vpp; ++c) {
+    const int vs = pp_rank_ + c * pp_;
+    LayerChunk chunk{.num_layers = counts[size_t(vs)], .first_stage = vs == 0, .last_stage = vs == pp_ * vpp - 1};
+    for (int i = 0; i < vs; ++i) chunk.first_layer += counts[size_t(i)];
+    lo.chunks.push_back(chunk);
+  }
   // ZeRO-1 splits every bucket into dp equal chunks: align packs to dp·kParamAlign.
   lo.align = zero1 ? kParamAlign * dp_ : kParamAlign;
   ParamLayout layout = build_param_layout(shape_, plan_.optimizer, lo);
@@ -81,11 +85,17 @@ Trainer::Trainer(const plan::Plan& plan, kernels::Backend& backend, ParallelStat
   norm_ranges_ = grad_sync_->norm_ranges(layout, parallel_->coords(), shape_.tied);
   params_ = std::make_unique<ParamStore>(backend_, std::move(layout), grad_sync_->state_numel());
   init_params(*params_, uint64_t(plan_.trainer.seed));
-  // 1F1B keeps at most pp - stage micro-batches in flight on a stage.
-  const int slots = pipeline_slots(pp_, pp_rank_, num_micro_);
-  model_ = std::make_unique<Model>(shape_, micro_, checked_recompute(plan_.trainer.recompute), backend_, *params_,
-                                   &parallel_->tp(), slots);
-  schedule_ = std::make_unique<PipelineSchedule>(*model_, parallel_->pp(), pp_, pp_rank_);
+  // The micro-batches each chunk keeps in flight under the schedule (1F1B: at most pp - stage).
+  const std::vector<int> slots = pipeline_slots(pp_, pp_rank_, vpp, num_micro_);
+  std::vector<Model*> models;
+  for (int c = 0; c < vpp; ++c) {
+    chunks_.push_back(std::make_unique<Model>(shape_, micro_, checked_recompute(plan_.trainer.recompute), backend_,
+                                              *params_, &parallel_->tp(), slots[size_t(c)], c,
+                                              c ? chunks_[0].get() : nullptr));
+    models.push_back(chunks_.back().get());
+  }
+  model_ = chunks_[0].get();
+  schedule_ = std::make_unique<PipelineSchedule>(models, parallel_->pp(), pp_, pp_rank_);
   loader_ = std::make_unique<TokenLoader>(micro_, shape_.seq, shape_.vocab);
   optimizer_ = std::make_unique<Optimizer>(Optimizer::from_plan(plan_));
   loss_holder_ = parallel_->last_stage() && parallel_->coords().tp == 0;
@@ -127,7 +137,7 @@ Trainer::Trainer(const plan::Plan& plan, kernels::Backend& backend, ParallelStat
 
 Trainer::~Trainer() {
   graph_.reset();
-  model_.reset();
+  while (!chunks_.empty()) chunks_.pop_back();  // the later chunks borrow the first one's transient region
   params_.reset();
   if (losses_buf_) backend_.free(losses_buf_);
   if (norm_clip_buf_) backend_.free(norm_clip_buf_);
@@ -280,19 +290,20 @@ void Trainer::enqueue_micro_batches(const data::SampleSource& src, const std::fu
                                     bool with_grad, int count, double loss_tokens, bool staged) {
   const int64_t N = model_->rows();
   const float dloss = with_grad ? float(1.0 / loss_tokens) : 0.0f;
-  auto forward = [&](int m, int slot) {
+  auto forward = [&](int chunk, int m, int slot) {
+    Model& model = *chunks_[size_t(chunk)];
     if (staged)
-      graph_->upload_tokens(m, model_->input_tokens(slot), model_->target_tokens(slot));
+      graph_->upload_tokens(m, model.input_tokens(slot), model.target_tokens(slot));
     else
-      loader_->load(src, sample_of(m), *model_, slot);
-    model_->set_first_token(slot, sample_of(m) * shape_.seq);  // keys the adapter dropout mask
-    model_->forward(slot, with_grad, losses_.rows(m, 1).view({N}), dloss);
+      loader_->load(src, sample_of(m), model, slot);
+    model.set_first_token(slot, sample_of(m) * shape_.seq);  // keys the adapter dropout mask
+    model.forward(slot, with_grad, losses_.rows(m, 1).view({N}), dloss);
   };
   if (!with_grad) {
     schedule_->forward(count, forward);
   } else {
     params_->begin_grad_writes();
-    schedule_->train(count, forward, [&](int m, int slot) { backward_micro(m, slot, count); });
+    schedule_->train(count, forward, [&](int chunk, int m, int slot) { backward_micro(chunk, m, slot, count); });
     params_->end_grad_writes();
     // The tied word embedding lives on the first and the last stage: both need the sum (unless it
     // is frozen: a LoRA base).
@@ -302,15 +313,17 @@ void Trainer::enqueue_micro_batches(const data::SampleSource& src, const std::fu
   }
 }
 
-// The step's last backward reports its phases to the DP reduction, which starts each bucket as
-// soon as its gradients are final.
-void Trainer::backward_micro(int m, int slot, int count) {
+// The step's last backward of each chunk reports its phases to the DP reduction, which starts
+// each bucket as soon as its gradients are final. The last chunk's comes first (the schedule runs
+// a micro-batch's backwards last chunk first), so the phases arrive in order.
+void Trainer::backward_micro(int chunk, int m, int slot, int count) {
+  Model& model = *chunks_[size_t(chunk)];
   if (m == count - 1) {
-    grad_sync_->begin();
-    model_->set_phase_hook([this](int phase) { grad_sync_->on_phase(*params_, phase); });
+    if (chunk == num_chunks() - 1) grad_sync_->begin();
+    model.set_phase_hook([this](int phase) { grad_sync_->on_phase(*params_, phase); });
   }
-  model_->backward(slot);
-  model_->set_phase_hook({});
+  model.backward(slot);
+  model.set_phase_hook({});
 }
 
 // Σ of the first `count` per-token losses of losses_, in double, in a fixed order.

@@ -120,7 +120,9 @@ class Trainer {
   const ModelShape& shape() const { return shape_; }
   kernels::Backend& backend() const { return backend_; }
   ParamStore& params() { return *params_; }
-  Model& model() { return *model_; }
+  // The model of this rank: its first model chunk, or (parallelism.virtual_pp) chunk `c` of them.
+  Model& model(int c = 0) { return *chunks_.at(size_t(c)); }
+  int num_chunks() const { return int(chunks_.size()); }
   const Optimizer& optimizer() const { return *optimizer_; }
   const GradSync& grad_sync() const { return *grad_sync_; }
   // Makes every rank's f32 master weights whole again (ZeRO-1 with a bf16 compute copy keeps them
@@ -164,7 +166,7 @@ class Trainer {
   void stage_step_inputs(int s);
   void time_forward_alone();
   // Forward (and with_grad: backward) of `count` micro-batches through this pipeline stage in the
-  // schedule's order (1F1B when training), gradients reduced over DP at the end. sample_of(m):
+  // schedule's order (1F1B or interleaved 1F1B when training), gradients reduced over DP at the end. sample_of(m):
   // the first sample of micro-batch m. Returns this rank's share of the loss sum (the last
   // stage's TP rank 0 holds it; 0 elsewhere).
   // The gradient of each counted token's loss is scaled by 1 / loss_tokens.
@@ -173,7 +175,7 @@ class Trainer {
   // The same work, enqueued only (no read-back); staged: the tokens come from the graph's staging.
   void enqueue_micro_batches(const data::SampleSource& src, const std::function<int64_t(int)>& sample_of,
                              bool with_grad, int count, double loss_tokens, bool staged);
-  void backward_micro(int m, int slot, int count);
+  void backward_micro(int chunk, int m, int slot, int count);
   double world_loss_sum(double local);
   double sum_losses(int64_t count);
 
@@ -192,7 +194,10 @@ class Trainer {
   ModelShape shape_;
   std::unique_ptr<data::SampleSource> train_, valid_;
   std::unique_ptr<ParamStore> params_;
-  std::unique_ptr<Model> model_;
+  // One model per model chunk this rank holds (one without virtual pipeline stages); model_ is the
+  // first, the only one of the single-rank device step.
+  std::vector<std::unique_ptr<Model>> chunks_;
+  Model* model_ = nullptr;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<PipelineSchedule> schedule_;
   std::unique_ptr<TokenLoader> loader_;

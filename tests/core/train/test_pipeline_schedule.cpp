@@ -4,7 +4,11 @@
 // order; sends after and receives before the compute that needs them; activation slots never
 // overwritten while in flight; the step's last backward is the last micro-batch's), and all the
 // stages of a pipeline simulated together with blocking, unbuffered sends and receives: every
-// send meets the receive of the same tensor, and no stage waits forever.
+// send meets the receive of the same tensor, and no stage waits forever. The interleaved schedule
+// (virtual pipeline stages) the same way over a grid of (pp, virtual_pp, micro-batches), its
+// compute order against Megatron's written out by hand, and its sends and receives matched per
+// rank pair in posting order (one MPI tag, one NCCL channel: pp = 2 carries x and dx both ways
+// over the same pair).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -26,23 +30,30 @@ struct Part {
   bool grad;  // dx, not x
   int peer;
   int m;
+  int chunk = 0;  // the local chunk on this stage
 };
 
-std::vector<Part> parts(const PipeOp& op, int stage) {
-  const int prev = stage - 1, next = stage + 1;
+// `ring`: neighbours round the ring (interleaved); otherwise stage -1 and P are missing stages.
+std::vector<Part> parts(const PipeOp& op, int stage, int stages = 0) {
+  int prev = stage - 1, next = stage + 1;
+  if (stages > 0) prev = (stage + stages - 1) % stages, next = (stage + 1) % stages;
   switch (op.kind) {
     case PipeOp::recv_input:
-      return {{false, false, prev, op.m}};
+      return {{false, false, prev, op.m, op.chunk}};
     case PipeOp::send_output:
-      return {{true, false, next, op.m}};
+      return {{true, false, next, op.m, op.chunk}};
     case PipeOp::recv_output_grad:
-      return {{false, true, next, op.m}};
+      return {{false, true, next, op.m, op.chunk}};
     case PipeOp::send_input_grad:
-      return {{true, true, prev, op.m}};
+      return {{true, true, prev, op.m, op.chunk}};
     case PipeOp::send_output_recv_output_grad:
-      return {{true, false, next, op.m}, {false, true, next, op.m2}};
+      return {{true, false, next, op.m, op.chunk}, {false, true, next, op.m2, op.chunk2}};
     case PipeOp::send_input_grad_recv_input:
-      return {{true, true, prev, op.m}, {false, false, prev, op.m2}};
+      return {{true, true, prev, op.m, op.chunk}, {false, false, prev, op.m2, op.chunk2}};
+    case PipeOp::send_output_recv_input:
+      return {{true, false, next, op.m, op.chunk}, {false, false, prev, op.m2, op.chunk2}};
+    case PipeOp::send_input_grad_recv_output_grad:
+      return {{true, true, prev, op.m, op.chunk}, {false, true, next, op.m2, op.chunk2}};
     default:
       return {};
   }
@@ -210,6 +221,288 @@ TEST_CASE("pipeline schedule: 1F1B keeps its invariants and the stages meet, pp 
       CHECK(simulate(eval) == "");
     }
   }
+}
+
+namespace {
+
+// The interleaved stages of a ring of P: every stage's list run together, blocking and unbuffered.
+// A send from stage a to stage b meets the receive that b posted from a, whatever that receive is
+// for (MPI matches one tag in posting order; NCCL one channel), and only then is the payload
+// compared: the same x or dx, of the same micro-batch, from the sender's chunk c to the chunk that
+// consumes it (the first stage's chunk c+1 after the last stage's chunk c, and back for dx).
+std::string simulate_ring(const std::vector<std::vector<PipeOp>>& ops) {
+  const int P = int(ops.size());
+  std::vector<size_t> pc(size_t(P), 0);
+  std::vector<std::vector<Part>> pending(static_cast<size_t>(P));
+  std::vector<bool> posted(size_t(P), false);
+  for (;;) {
+    bool progress = false, done = true;
+    for (int k = 0; k < P; ++k) {
+      auto& list = ops[size_t(k)];
+      while (pc[size_t(k)] < list.size()) {
+        if (!posted[size_t(k)]) {
+          pending[size_t(k)] = parts(list[pc[size_t(k)]], k, P);
+          posted[size_t(k)] = true;
+        }
+        if (!pending[size_t(k)].empty()) break;
+        ++pc[size_t(k)];
+        posted[size_t(k)] = false;
+        progress = true;
+      }
+    }
+    for (int k = 0; k < P; ++k) {
+      auto& mine = pending[size_t(k)];
+      for (size_t i = 0; i < mine.size();) {
+        const Part p = mine[i];
+        if (!p.send) {
+          ++i;
+          continue;
+        }
+        auto& theirs = pending[size_t(p.peer)];
+        auto it = std::find_if(theirs.begin(), theirs.end(), [&](const Part& q) { return !q.send && q.peer == k; });
+        if (it == theirs.end()) {
+          ++i;
+          continue;
+        }
+        // The chunk the payload lands in on the receiver.
+        int chunk = p.chunk;
+        if (!p.grad && k == P - 1) ++chunk;
+        if (p.grad && k == 0) --chunk;
+        if (it->grad != p.grad || it->m != p.m || it->chunk != chunk)
+          return "stage " + std::to_string(k) + " sent " + (p.grad ? "dx" : "x") + std::to_string(p.chunk) + "." +
+                 std::to_string(p.m) + " into stage " + std::to_string(p.peer) + "'s receive of " +
+                 (it->grad ? "dx" : "x") + std::to_string(it->chunk) + "." + std::to_string(it->m);
+        theirs.erase(it);
+        mine.erase(mine.begin() + long(i));
+        progress = true;
+      }
+    }
+    for (int k = 0; k < P; ++k) done = done && pc[size_t(k)] == ops[size_t(k)].size();
+    if (done) return "";
+    if (!progress) return "deadlock";
+  }
+}
+
+// The compute order alone: "F1.3 B0.2 ..." (chunk.micro-batch).
+std::string computes(const std::vector<PipeOp>& ops) {
+  std::string s;
+  for (const PipeOp& op : ops)
+    if (op.kind == PipeOp::forward || op.kind == PipeOp::backward)
+      s += (s.empty() ? "" : " ") + std::string(op.kind == PipeOp::forward ? "F" : "B") + std::to_string(op.chunk) +
+           "." + std::to_string(op.m);
+  return s;
+}
+
+// Stage k of P with V chunks over `count` micro-batches (training: with backwards): every
+// (chunk, micro-batch) forward once and backward once; per chunk in micro-batch order; a
+// micro-batch's forward of chunk c after its forward of chunk c-1 on this stage, and its backward
+// of chunk c before that of c-1; inputs received before the forward that reads them, gradients
+// before the backward; outputs sent after the forward; no two live micro-batches of a chunk in
+// one slot (m mod slots); the last micro-batch's backwards in reverse chunk order, so the DP
+// reduction's phases (the chunks' layers, last first) arrive in order.
+void check_interleaved(int P, int k, int V, int count, const std::vector<PipeOp>& ops, bool training) {
+  CAPTURE(P);
+  CAPTURE(k);
+  CAPTURE(V);
+  CAPTURE(count);
+  CAPTURE(to_string(ops));
+  // Evaluation reuses the training slots (of trainer.num_micro_batches, a multiple of P; or one
+  // micro-batch at a time).
+  const std::vector<int> slots = count % P == 0 ? pipeline_slots(P, k, V, count) : std::vector<int>(size_t(V), 1);
+  REQUIRE(int(slots.size()) == V);
+  auto idx = [&](int c, int m) { return size_t(c) * size_t(count) + size_t(m); };
+  const size_t n = size_t(V) * size_t(count);
+  std::vector<int> fwd(n, -1), bwd(n, -1), got_x(n, -1), got_dx(n, -1), sent_x(n, -1), sent_dx(n, -1);
+  std::vector<int> next_f(size_t(V), 0), next_b(size_t(V), 0);
+  // Live intervals, as pipeline_slots defines them: activations from the input (or forward) to the
+  // backward (or the output's send), the gradient buffer from its receive to the input gradient's send.
+  std::vector<int> acts_begin(n, -1), acts_end(n, -1), grad_begin(n, -1), grad_end(n, -1);
+  auto touch = [](std::vector<int>& b, std::vector<int>& e, size_t i, int at) {
+    if (b[i] < 0) b[i] = at;
+    e[i] = at;
+  };
+  for (int i = 0; i < int(ops.size()); ++i) {
+    const PipeOp& op = ops[size_t(i)];
+    REQUIRE(op.chunk >= 0);
+    REQUIRE(op.chunk < V);
+    if (op.kind == PipeOp::forward) {
+      REQUIRE(op.m == next_f[size_t(op.chunk)]++);
+      fwd[idx(op.chunk, op.m)] = i;
+      if (op.chunk > 0) CHECK(fwd[idx(op.chunk - 1, op.m)] >= 0);
+      touch(acts_begin, acts_end, idx(op.chunk, op.m), i);
+    } else if (op.kind == PipeOp::backward) {
+      REQUIRE(op.m == next_b[size_t(op.chunk)]++);
+      CHECK(fwd[idx(op.chunk, op.m)] >= 0);
+      if (op.chunk < V - 1) CHECK(bwd[idx(op.chunk + 1, op.m)] >= 0);
+      bwd[idx(op.chunk, op.m)] = i;
+      touch(acts_begin, acts_end, idx(op.chunk, op.m), i);
+      touch(grad_begin, grad_end, idx(op.chunk, op.m), i);
+    }
+    for (const Part& p : parts(op, k, P)) {
+      REQUIRE(p.m >= 0);
+      REQUIRE(p.m < count);
+      REQUIRE(p.chunk >= 0);
+      REQUIRE(p.chunk < V);
+      const size_t j = idx(p.chunk, p.m);
+      auto& at = p.send ? (p.grad ? sent_dx : sent_x) : (p.grad ? got_dx : got_x);
+      CHECK(at[j] == -1);  // once
+      at[j] = i;
+      if (p.grad)
+        touch(grad_begin, grad_end, j, i);
+      else if (!p.send)  // the output is sent in the round of its forward (checked below)
+        touch(acts_begin, acts_end, j, i);
+    }
+  }
+  const bool first = k == 0, last = k == P - 1;
+  for (int c = 0; c < V; ++c)
+    for (int m = 0; m < count; ++m) {
+      CAPTURE(c);
+      CAPTURE(m);
+      const size_t j = idx(c, m);
+      REQUIRE(fwd[j] >= 0);
+      CHECK((bwd[j] >= 0) == training);
+      if (first && c == 0) {
+        CHECK(got_x[j] == -1);
+        CHECK(sent_dx[j] == -1);
+      } else {
+        REQUIRE(got_x[j] >= 0);
+        CHECK(got_x[j] < fwd[j]);
+        if (training) CHECK(sent_dx[j] > bwd[j]);
+      }
+      if (last && c == V - 1) {
+        CHECK(sent_x[j] == -1);
+        CHECK(got_dx[j] == -1);
+      } else {
+        CHECK(sent_x[j] > fwd[j]);
+        if (m + 1 < count) CHECK(sent_x[j] < fwd[idx(c, m + 1)]);  // before the next forward overwrites it
+        if (training) {
+          REQUIRE(got_dx[j] >= 0);
+          CHECK(got_dx[j] < bwd[j]);
+        }
+      }
+      // Slot m mod slots: the previous user of the slot is done with both buffers.
+      if (m >= slots[size_t(c)]) {
+        const size_t prior = idx(c, m - slots[size_t(c)]);
+        CHECK(acts_end[prior] < acts_begin[j]);
+        if (training) CHECK(grad_end[prior] < grad_begin[j]);
+      }
+    }
+  if (training)
+    for (int c = 0; c + 1 < V; ++c) CHECK(bwd[idx(c + 1, count - 1)] < bwd[idx(c, count - 1)]);
+}
+
+// Megatron's interleaved compute order, from its rules (virtual micro-batch i of stage k: chunk
+// (i mod P·V) / P, micro-batch (i / (P·V))·P + i mod P; backwards with the chunks reversed;
+// warm-up (P-k-1)·2 + (V-1)·P, everything when count == P).
+std::string megatron_order(int P, int k, int V, int count) {
+  const int total = V * count;
+  const int warmup = count == P ? total : std::min(2 * (P - k - 1) + (V - 1) * P, total);
+  auto unit = [&](int i, bool f) {
+    const int g = i % (P * V), c = g / P;
+    return std::string(f ? "F" : "B") + std::to_string(f ? c : V - 1 - c) + "." +
+           std::to_string(i / (P * V) * P + i % P);
+  };
+  std::string s;
+  auto add = [&](const std::string& t) { s += (s.empty() ? "" : " ") + t; };
+  for (int i = 0; i < warmup; ++i) add(unit(i, true));
+  for (int i = 0; i < total - warmup; ++i) {
+    add(unit(warmup + i, true));
+    add(unit(i, false));
+  }
+  for (int i = total - warmup; i < total; ++i) add(unit(i, false));
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("pipeline schedule: interleaved compute order is Megatron's, written out by hand") {
+  // pp = 2, virtual_pp = 2, 4 micro-batches. Stage 0 warms up with (2-0-1)·2 + (2-1)·2 = 4 forwards,
+  // stage 1 with 2; virtual forwards 0..7 are chunk.micro 0.0 0.1 1.0 1.1 0.2 0.3 1.2 1.3, virtual
+  // backwards 1.0 1.1 0.0 0.1 1.2 1.3 0.2 0.3.
+  CHECK(computes(interleaved_1f1b(2, 0, 2, 4)) ==
+        "F0.0 F0.1 F1.0 F1.1 F0.2 B1.0 F0.3 B1.1 F1.2 B0.0 F1.3 B0.1 B1.2 B1.3 B0.2 B0.3");
+  CHECK(computes(interleaved_1f1b(2, 1, 2, 4)) ==
+        "F0.0 F0.1 F1.0 B1.0 F1.1 B1.1 F0.2 B0.0 F0.3 B0.1 F1.2 B1.2 F1.3 B1.3 B0.2 B0.3");
+  // count == pp: every forward first.
+  CHECK(computes(interleaved_1f1b(2, 1, 2, 2)) == "F0.0 F0.1 F1.0 F1.1 B1.0 B1.1 B0.0 B0.1");
+  for (int P : {2, 3, 4})
+    for (int V : {2, 3})
+      for (int count : {P, 2 * P, 3 * P})
+        for (int k = 0; k < P; ++k) {
+          CAPTURE(P);
+          CAPTURE(V);
+          CAPTURE(count);
+          CAPTURE(k);
+          CHECK(computes(interleaved_1f1b(P, k, V, count)) == megatron_order(P, k, V, count));
+        }
+}
+
+TEST_CASE("pipeline schedule: interleaved exchanges written out for pp = 2, virtual_pp = 2") {
+  // Each round: the compute, then x round the ring (Sx to the next stage | Rx from the previous),
+  // then dx the other way. Stage 1's chunk 0 output is stage 0's chunk 1 input (Sx0.m on stage 1
+  // meets Rx1.m on stage 0), and stage 0's chunk 1 input gradient goes back to stage 1's chunk 0.
+  // Round 0: stage 0 runs F0.0 and sends it; stage 1 receives it. Round 1: stage 1 runs F0.0 and
+  // sends it round the ring to stage 0 (Rx1.0 there) while stage 0 sends F0.1. Round 3: stage 1
+  // runs F1.0 (the last chunk: the loss) and B1.0, and sends dx1.0 back to stage 0's chunk 1.
+  CHECK(to_string(interleaved_1f1b(2, 0, 2, 4)) ==
+        "F0.0 Sx0.0 F0.1 Sx0.1|Rx1.0 F1.0 Sx1.0|Rx1.1 F1.1 Sx1.1 Rdx1.0 F0.2 B1.0 Sx0.2 Sdx1.0|Rdx1.1 F0.3 B1.1 "
+        "Sx0.3|Rx1.2 Sdx1.1|Rdx0.0 F1.2 B0.0 Sx1.2|Rx1.3 Rdx0.1 F1.3 B0.1 Sx1.3 Rdx1.2 B1.2 Sdx1.2|Rdx1.3 B1.3 "
+        "Sdx1.3|Rdx0.2 B0.2 Rdx0.3 B0.3");
+  CHECK(to_string(interleaved_1f1b(2, 1, 2, 4)) ==
+        "Rx0.0 F0.0 Sx0.0|Rx0.1 F0.1 Sx0.1|Rx1.0 F1.0 B1.0 Rx1.1 Sdx1.0 F1.1 B1.1 Rx0.2 Sdx1.1|Rdx0.0 F0.2 B0.0 "
+        "Sx0.2|Rx0.3 Sdx0.0|Rdx0.1 F0.3 B0.1 Sx0.3|Rx1.2 Sdx0.1 F1.2 B1.2 Rx1.3 Sdx1.2 F1.3 B1.3 Sdx1.3|Rdx0.2 B0.2 "
+        "Sdx0.2|Rdx0.3 B0.3 Sdx0.3");
+}
+
+TEST_CASE("pipeline schedule: interleaved keeps its invariants and the ring meets, pp 2..4 x virtual_pp 2..3") {
+  for (int P = 2; P <= 4; ++P)
+    for (int V = 2; V <= 3; ++V)
+      for (int count = P; count <= 4 * P; count += P) {
+        std::vector<std::vector<PipeOp>> train;
+        for (int k = 0; k < P; ++k) {
+          train.push_back(interleaved_1f1b(P, k, V, count));
+          check_interleaved(P, k, V, count, train.back(), true);
+        }
+        CAPTURE(P);
+        CAPTURE(V);
+        CAPTURE(count);
+        CHECK(simulate_ring(train) == "");
+      }
+  // Forwards only (evaluation): any count, one micro-batch included.
+  for (int P = 2; P <= 4; ++P)
+    for (int V = 2; V <= 3; ++V)
+      for (int count : {1, P, 2 * P, 3 * P}) {
+        std::vector<std::vector<PipeOp>> eval;
+        for (int k = 0; k < P; ++k) {
+          eval.push_back(forward_only(P, k, count, V));
+          check_interleaved(P, k, V, count, eval.back(), false);
+        }
+        CAPTURE(P);
+        CAPTURE(V);
+        CAPTURE(count);
+        CHECK(simulate_ring(eval) == "");
+      }
+}
+
+TEST_CASE("pipeline schedule: interleaved activation slots per chunk") {
+  // One chunk: 1F1B's pp - stage.
+  for (int P = 1; P <= 4; ++P)
+    for (int k = 0; k < P; ++k)
+      for (int count : {1, 3, 8})
+        CHECK(pipeline_slots(P, k, 1, count) == std::vector<int>{pipeline_slots(P, k, count)});
+  // pp = 2, virtual_pp = 2 from 4 micro-batches on (the written-out orders above): stage 0 holds
+  // all four micro-batches of chunk 0 before B0.0, two of chunk 1; stage 1 three of chunk 0 (0.3
+  // arrives before B0.1) and one of chunk 1 (the last: its backward follows its forward).
+  CHECK(pipeline_slots(2, 0, 2, 4) == std::vector<int>{4, 2});
+  CHECK(pipeline_slots(2, 1, 2, 4) == std::vector<int>{3, 1});
+  CHECK(pipeline_slots(2, 0, 2, 16) == std::vector<int>{4, 2});  // bounded, whatever the count
+  CHECK(pipeline_slots(4, 0, 2, 8) == std::vector<int>{8, 4});
+  CHECK(pipeline_slots(4, 3, 2, 8) == std::vector<int>{5, 1});
+}
+
+TEST_CASE("pipeline schedule: a rejected interleaved shape says why") {
+  CHECK_THROWS_WITH_AS(interleaved_1f1b(2, 0, 2, 3), doctest::Contains("num_micro_batches=3"), std::invalid_argument);
+  CHECK_THROWS_AS(interleaved_1f1b(1, 0, 2, 4), std::invalid_argument);
 }
 
 TEST_SUITE_END();
