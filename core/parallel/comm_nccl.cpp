@@ -28,6 +28,9 @@ ncclDataType_t nccl_type(DType dt) {
       return ncclBfloat16;
     case DType::i32:
       return ncclInt32;
+    case DType::e4m3:
+    case DType::e5m2:
+      return ncclUint8;
   }
   throw std::invalid_argument("nccl_type: unknown dtype");
 }
