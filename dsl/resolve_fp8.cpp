@@ -106,7 +106,15 @@ void check_shapes(ResolveContext& ctx, unsigned mask) {
 
 void check_fp8(ResolveContext& ctx) {
   const plan::Plan& p = ctx.plan();
-  if (p.trainer.precision != plan::Precision::fp8 || ctx.bad_paths.count("trainer.precision")) return;
+  if (p.trainer.precision != plan::Precision::fp8 || ctx.bad_paths.count("trainer.precision")) {
+    for (const char* key : {"fp8.scaling", "fp8.amax_history_len", "fp8.amax_compute", "fp8.forward_format",
+                            "fp8.backward_format", "fp8.linears"})
+      if (ctx.was_set(key)) {
+        ctx.warn(std::string(key) + " is set but trainer.precision is not \"fp8\": the fp8 section has no effect");
+        break;
+      }
+    return;
+  }
   const plan::Fp8Config& f = p.fp8;
   if (f.scaling == plan::Fp8Scaling::delayed && !ctx.bad_paths.count("fp8.scaling"))
     ctx.violation("fp8.scaling",

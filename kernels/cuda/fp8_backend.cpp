@@ -11,12 +11,7 @@
 #include "kernels/cuda/fp8_kernels.hpp"
 #include "kernels/cuda/op_checks.hpp"
 
-namespace recipe::kernels {
-
-using cuda::bad_arg;
-using cuda::expect;
-using cuda::expect_numel;
-using cuda::expect_opt;
+namespace recipe::kernels::cuda {
 
 namespace {
 
@@ -30,7 +25,7 @@ void expect_scale(const char* op, const char* name, const Tensor& t) {
   expect_numel(op, name, t, 1);
 }
 cudaDataType_t cuda_type(DType t) { return t == DType::e5m2 ? CUDA_R_8F_E5M2 : CUDA_R_8F_E4M3; }
-cuda::CublasLtLinear::Fp8Operand operand(const Tensor& q, const Tensor& scale_inv) {
+CublasLtLinear::Fp8Operand operand(const Tensor& q, const Tensor& scale_inv) {
   return {q.ptr, cuda_type(q.dtype), scale_inv.as<float>()};
 }
 void* ptr_or_null(const Tensor& t) { return t.defined() ? t.ptr : nullptr; }
@@ -41,7 +36,7 @@ void CudaBackend::fp8_amax(Tensor amax, Tensor x) {
   const char* op = "fp8_amax";
   expect(op, "x", x, DType::bf16);
   expect_scale(op, "amax", amax);
-  cuda::fp8_amax_bf16(amax.as<float>(), x.ptr, x.numel(), stream_);
+  fp8_amax_bf16(amax.as<float>(), x.ptr, x.numel(), stream_);
 }
 
 void CudaBackend::fp8_quantize(const Fp8QuantizeArgs& a) {
@@ -58,7 +53,7 @@ void CudaBackend::fp8_quantize(const Fp8QuantizeArgs& a) {
   if (a.out.defined() && a.out_t.defined() && a.out.dtype != a.out_t.dtype)
     bad_arg(op, "out and out_t differ in format");
   const DType fmt = a.out.defined() ? a.out.dtype : a.out_t.dtype;
-  cuda::fp8_quantize_bf16(ptr_or_null(a.out), ptr_or_null(a.out_t), a.scale_inv.as<float>(), a.inp.ptr,
+  fp8_quantize_bf16(ptr_or_null(a.out), ptr_or_null(a.out_t), a.scale_inv.as<float>(), a.inp.ptr,
                           a.amax.as<float>(), n / a.cols, a.cols, fmt == DType::e5m2, stream_);
 }
 
@@ -165,4 +160,4 @@ void CudaBackend::fp8_linear_bwd(const Fp8LinearBwdArgs& a) {
   }
 }
 
-}  // namespace recipe::kernels
+}  // namespace recipe::kernels::cuda
