@@ -25,8 +25,9 @@
 // The transposed copies exist because cuBLASLt's FP8 GEMMs take both operands K-major ("TN"):
 // y reads x and W as stored (K = in), dx needs W K-major over out (wtq), dW needs dy and x K-major
 // over N (gtq, xtq). Nothing FP8 is kept between forward and backward: the backward recasts x and
-// W from the bf16 tensors the block keeps anyway (same amax, same scale, same bytes), so FP8 adds
-// no per-layer memory. All FP8 linears share one Fp8Scratch, sized for the widest of them:
+// W from the bf16 tensors the block keeps anyway (same amax, same scale, same bytes; an input that
+// trainer.recompute rebuilds may differ from the forward's in its last bf16 bit, as on the bf16
+// path), so FP8 adds no per-layer memory. All FP8 linears share one Fp8Scratch, sized for the widest of them:
 //   x [N·max in] (xq, later xtq), w [max out·in] (wq, later wtq), g [N·max out], g_t [N·max out],
 //   stats f32 [16]: amax and inverse scale of x (0, 1), W (2, 3), dy (4, 5).
 // Under TP an operand sharded over the group (W always; x of a row-parallel linear; dy of a

@@ -56,6 +56,7 @@ void Linear::fp8_affine_bwd(const LinearBwd& a, Tensor dbias, Tensor dinp_sum) c
   const int64_t out = w_.w.dim(0), in = w_.w.dim(1), n = a.dout.numel() / out;
   if (a.rebuild_input) be_->gelu_fwd(a.inp, a.gelu_pre);
   const bool need_dinp = a.dinp.defined(), need_dw = grad_.w.defined();
+  if (!need_dinp && !need_dw && !dbias.defined()) return;
   // dy: sharded over the output features in a column-parallel linear, replicated in a row-parallel one.
   const Tensor gq = need_dinp ? typed(s.g, s.bwd, n, out) : Tensor();
   const Tensor gtq = need_dw ? typed(s.g_t, s.bwd, out, n) : Tensor();
