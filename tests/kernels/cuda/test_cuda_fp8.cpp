@@ -9,6 +9,11 @@
 #include "tests/kernels/cuda/cuda_test_util.hpp"
 
 #ifdef RECIPE_WITH_CUDA
+#include <cuda_fp8.h>
+
+#include <cstring>
+
+#include "kernels/cpu/fp8_format.hpp"
 #include "kernels/cuda/cuda_backend.hpp"
 #endif
 
@@ -67,6 +72,41 @@ Fp8Dual quantize_both(const Dual& x, int64_t rows, int64_t cols, DType t, float 
 }
 
 }  // namespace
+
+#ifdef RECIPE_WITH_CUDA
+// No GPU needed: cuda_fp8.h's conversion has a host implementation of the same rounding, so the CPU
+// reference is checked against CUDA's definition in CI, over every midpoint between two FP8 values
+// (and its neighbours), NaN and ±inf, and a stride through all f32 bit patterns.
+TEST_CASE("cuda_fp8.h's satfinite conversion (host path) equals the CPU reference encoding") {
+  int64_t checked = 0, differ = 0;
+  auto check = [&](float x) {
+    for (const bool e5m2 : {false, true}) {
+      const uint8_t ours = fp8::encode(x, e5m2 ? fp8::kE5M2 : fp8::kE4M3);
+      const uint8_t theirs = __nv_cvt_float_to_fp8(x, __NV_SATFINITE, e5m2 ? __NV_E5M2 : __NV_E4M3);
+      ++checked;
+      if (ours != theirs && ++differ <= 5)
+        MESSAGE("x=" << x << (e5m2 ? " e5m2" : " e4m3") << ": " << int(ours) << " vs " << int(theirs));
+    }
+  };
+  for (uint64_t u = 0; u < (uint64_t(1) << 32); u += 9973) {
+    const uint32_t bits = uint32_t(u);
+    float x;
+    std::memcpy(&x, &bits, 4);
+    check(x);
+  }
+  for (const fp8::Format* f : {&fp8::kE4M3, &fp8::kE5M2})
+    for (int a = 0; a < 256; ++a)
+      for (int b = a; b < 256; ++b) {
+        const float va = fp8::decode(uint8_t(a), *f), vb = fp8::decode(uint8_t(b), *f);
+        if (!std::isfinite(va) || !std::isfinite(vb)) continue;
+        const float mid = 0.5f * (va + vb);
+        check(mid), check(std::nextafter(mid, INFINITY)), check(std::nextafter(mid, -INFINITY));
+      }
+  for (float x : {NAN, INFINITY, -INFINITY, 0.f, -0.f}) check(x);
+  CHECK(checked > 500000);
+  CHECK(differ == 0);
+}
+#endif
 
 TEST_CASE("cuda fp8 amax and casts equal the CPU reference bit for bit (E4M3, E5M2, transposed)" *
           doctest::skip(!has_gpu())) {
