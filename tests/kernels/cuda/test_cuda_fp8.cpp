@@ -3,7 +3,8 @@
 // also where values saturate or fall into the subnormals; the cuBLASLt FP8 GEMMs must match the
 // emulated CPU GEMMs of the same FP8 bytes to bf16 tolerance (kBf16Tol = 1e-2 relative for bf16
 // outputs: both accumulate exact products in f32, only the summation order and the output rounding
-// differ; 1e-3 for the f32 weight gradient). Skipped where no GPU is visible.
+// differ; 1e-3 for the f32 weight gradient). Skipped where no GPU is visible, except the first
+// test, which checks the CPU encoding against cuda_fp8.h on the host.
 #include <vector>
 
 #include "tests/kernels/cuda/cuda_test_util.hpp"
