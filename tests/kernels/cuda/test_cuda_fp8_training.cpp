@@ -39,8 +39,7 @@ TEST_CASE("cuda fp8 training: gpt_tiny and llama_tiny follow the bf16 loss curve
   for (bool llama : {false, true}) {
     CAPTURE(llama);
     plan::Plan ref = llama ? test::llama_tiny_plan() : test::gpt_tiny_plan();
-    ref.trainer.device = plan::Device::cuda;
-    ref.trainer.precision = plan::Precision::bf16;
+    ref.trainer.precision = plan::Precision::bf16;  // what the CUDA backend computes in anyway
     plan::Plan f8 = ref;
     f8.trainer.precision = plan::Precision::fp8;
     const std::vector<double> a = gpu_losses(ref), b = gpu_losses(f8);
