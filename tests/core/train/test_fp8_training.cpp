@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "core/train/trainer.hpp"
@@ -52,7 +53,7 @@ TEST_CASE("fp8 training (CPU emulation): gpt_tiny and llama_tiny follow the unqu
         differ += b[i] != a[i];
         CHECK_MESSAGE(std::fabs(b[i] - a[i]) <= 0.05 + 0.1 * a[i], "step " << i << ": fp8 " << b[i] << " vs " << a[i]);
       }
-      MESSAGE((llama ? "llama_tiny" : "gpt_tiny")
+      MESSAGE(std::string(llama ? "llama_tiny" : "gpt_tiny")
               << " fp8 (" << plan::to_string(grad) << " gradients): loss " << b.front() << " -> " << b.back()
               << ", unquantized " << a.front() << " -> " << a.back() << "; worst |Δ| − 0.1·loss " << worst);
       CHECK(b.back() < 0.5);

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "core/train/trainer.hpp"
@@ -49,7 +50,7 @@ TEST_CASE("cuda fp8 training: gpt_tiny and llama_tiny follow the bf16 loss curve
       CHECK_MESSAGE(std::fabs(b[i] - a[i]) <= 0.05 + 0.1 * a[i],
                     "step " << i << ": fp8 " << b[i] << " vs bf16 " << a[i]);
     }
-    MESSAGE((llama ? "llama_tiny" : "gpt_tiny") << " on CUDA: fp8 loss " << b.front() << " -> " << b.back() << ", bf16 "
+    MESSAGE(std::string(llama ? "llama_tiny" : "gpt_tiny") << " on CUDA: fp8 loss " << b.front() << " -> " << b.back() << ", bf16 "
                                                 << a.front() << " -> " << a.back());
     CHECK(b.back() < 0.5);
     CHECK(differ > int(a.size()) / 2);
