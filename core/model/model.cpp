@@ -139,7 +139,7 @@ void Model::alloc_fp8_scratch() {
   }
   auto a = [](int64_t b) { return (b + 255) / 256 * 256; };
   const int64_t x_bytes = a(N_ * in), w_bytes = a(w), g_bytes = a(N_ * out);
-  fp8_buf_ = be_.alloc(size_t(x_bytes + w_bytes + 2 * g_bytes + a(16 * 4)));
+  fp8_buf_ = be_.alloc(size_t(x_bytes + w_bytes + 2 * g_bytes + a(int64_t(16) * 4)));
   char* p = static_cast<char*>(fp8_buf_);
   auto bytes = [&](int64_t n) {
     Tensor t(p, DType::e4m3, be_.device(), {n});
