@@ -367,7 +367,9 @@ std::vector<FieldInfo> build_fields() {
                     "sequences per optimizer step over all DP ranks; 0 = micro_batch_size × dp"));
   f.push_back(field(t, "device", &P::trainer, &T::device, "auto = cuda when a GPU is visible, else cpu"));
   f.push_back(
-      field(t, "precision", &P::trainer, &T::precision, "bf16 compute with fp32 master weights, or fp32 throughout"));
+      field(t, "precision", &P::trainer, &T::precision,
+            "bf16 compute with fp32 master weights, fp32 throughout, or fp8: bf16 with the block linears' GEMMs in "
+            "FP8 (E4M3/E5M2, the fp8 section; Ada/Hopper GPUs, or emulated on CPU)"));
   f.push_back(field(t, "seed", &P::trainer, &T::seed, "seed of parameter init"));
   f.push_back(field(t, "log_interval", &P::trainer, &T::log_interval, "steps between progress lines"));
   f.push_back(field(t, "eval_interval", &P::trainer, &T::eval_interval, "steps between validations; 0 = none"));
@@ -387,6 +389,23 @@ std::vector<FieldInfo> build_fields() {
             "kernels.phase_timing, peft.dropout > 0 or data.kind=sft (the log says which); a step that cannot be "
             "captured runs uncaptured, with one log line saying why"));
   f.push_back(field(t, "cpu_threads", &P::trainer, &T::cpu_threads, "OpenBLAS threads per rank; 0 = its default"));
+
+  const char* f8 = "fp8";
+  using F8 = plan::Fp8Config;
+  f.push_back(field(f8, "scaling", &P::fp8, &F8::scaling,
+                    "how FP8 scales are chosen: tensorwise = current scaling (scale = format max / amax of the "
+                    "tensor, computed just before each cast); delayed = from an amax history (not in this version)"));
+  f.push_back(field(f8, "amax_history_len", &P::fp8, &F8::amax_history_len,
+                    "delayed scaling: steps of amax history kept per tensor"));
+  f.push_back(field(f8, "amax_compute", &P::fp8, &F8::amax_compute,
+                    "delayed scaling: the scale comes from the history's max or its most recent amax"));
+  f.push_back(field(f8, "forward_format", &P::fp8, &F8::forward_format,
+                    "FP8 format of activations and weights (e4m3: max 448, 3 mantissa bits)"));
+  f.push_back(field(f8, "backward_format", &P::fp8, &F8::backward_format,
+                    "FP8 format of output gradients: e5m2 (max 57344, Transformer Engine's HYBRID) or e4m3"));
+  f.push_back(field(f8, "linears", &P::fp8, &F8::linears,
+                    "block linears that run in FP8, named as peft.target_modules (qkv, proj, fc1, fc2, HF names, "
+                    "all-linear); the embedding and output head never do"));
 
   const char* pa = "parallelism";
   f.push_back(field(pa, "tp", &P::parallelism, &Par::tp, "tensor-parallel size"));
@@ -518,9 +537,9 @@ const FieldInfo* find_field(std::string_view path) {
 }
 
 const std::vector<std::string>& plan_sections() {
-  static const std::vector<std::string> sections = {"model",    "data",        "optimizer",  "schedule",
-                                                    "trainer",  "parallelism", "checkpoint", "peft",
-                                                    "executor", "kernels",     "experiment"};
+  static const std::vector<std::string> sections = {"model",   "data",     "optimizer",   "schedule",
+                                                    "trainer", "fp8",      "parallelism", "checkpoint",
+                                                    "peft",    "executor", "kernels",     "experiment"};
   return sections;
 }
 

@@ -45,6 +45,7 @@ void read_tree(ResolveContext& ctx);                // types, unknown and derive
 void check_ranges(ResolveContext& ctx);             // each value on its own (positive sizes, lr > 0, ...)
 void check_names(ResolveContext& ctx);              // what executors write into scripts and folder names
 void check_executable(ResolveContext& ctx);         // values this version cannot run (cp > 1, LoRA, ...)
+void check_fp8(ResolveContext& ctx);                // trainer.precision = fp8: the fp8 section, GPU, shapes
 void derive_execution(ResolveContext& ctx);         // device, world size, dp, gpus_per_node
 void derive_model(ResolveContext& ctx);             // head_dim, ffn, padded vocab, params, FLOPs, batches
 void check_relations(ResolveContext& ctx);          // rules across keys (tp | heads, world = tp·pp·cp·dp, ...)

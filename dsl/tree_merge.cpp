@@ -8,9 +8,9 @@
 namespace recipe::dsl::load_detail {
 namespace {
 
-constexpr std::array<const char*, 11> kSectionOrder = {"model",    "data",        "optimizer",  "schedule",
-                                                       "trainer",  "parallelism", "checkpoint", "peft",
-                                                       "executor", "kernels",     "experiment"};
+constexpr std::array<const char*, 12> kSectionOrder = {"model",   "data",     "optimizer",   "schedule",
+                                                       "trainer", "fp8",      "parallelism", "checkpoint",
+                                                       "peft",    "executor", "kernels",     "experiment"};
 
 int top_level_rank(const std::string& key) {
   if (key == "mode") return 0;

@@ -35,6 +35,17 @@ void Backend::gelu_rebuild_linear_bwd(const GeluRebuildLinearBwdArgs& a) {
               .dinp_sum = a.dinp_sum});
 }
 
+// A backend without FP8 (none today: both implement them) cannot run trainer.precision = fp8.
+namespace {
+[[noreturn]] void no_fp8(const Backend& b, const char* op) {
+  throw std::logic_error("the " + b.name() + " backend has no " + op + " (trainer.precision=fp8)");
+}
+}  // namespace
+void Backend::fp8_amax(Tensor, Tensor) { no_fp8(*this, "fp8_amax"); }
+void Backend::fp8_quantize(const Fp8QuantizeArgs&) { no_fp8(*this, "fp8_quantize"); }
+void Backend::fp8_linear_fwd(const Fp8LinearFwdArgs&) { no_fp8(*this, "fp8_linear_fwd"); }
+void Backend::fp8_linear_bwd(const Fp8LinearBwdArgs&) { no_fp8(*this, "fp8_linear_bwd"); }
+
 void Backend::grad_norm_clip(Tensor out, Tensor grads, float clip, Tensor losses, double loss_sum_limit) {
   if (out.dtype != DType::f32 || out.numel() != 2)
     throw std::invalid_argument("grad_norm_clip: out " + out.shape_str() + " must be f32 with 2 elements");

@@ -75,6 +75,34 @@ struct LinearBwdArgs {
   Tensor dinp{}, dweight{}, dbias{}, dout{}, inp{}, weight{}, dinp_gelu_aux{}, dinp_sum{};
   bool dinp_accumulate = false;
 };
+// FP8 (trainer.precision = fp8; the data flow is in core/model/linear.hpp). An FP8 operand is a
+// DType::e4m3 / e5m2 tensor (one byte per element) with an f32 [1] inverse scale in backend memory:
+// element value = decode(byte) · scale_inv.
+// fp8_quantize: scale = fp8_max(format) / amax[0] (1 when amax is 0, not finite, or the quotient
+// overflows), computed in f32; scale_inv[0] = 1/scale; each element becomes the format's value
+// nearest to inp·scale (f32 product; ties to even; beyond ±max saturates to ±max; NaN stays NaN).
+// out receives the [rows, cols] result, out_t (optional, or alone) its transpose [cols, rows] (the
+// K-major copy a backward GEMM needs). Both in one format.
+struct Fp8QuantizeArgs {
+  Tensor out{}, out_t{}, scale_inv{}, inp{}, amax{};
+  int64_t cols = 0;  // elements per row of inp
+};
+// out[N,OC] (act dtype) = (inp·inp_scale_inv)[N,IC]·(weight·weight_scale_inv)[OC,IC]ᵀ + bias, with
+// pre_gelu as in linear_fwd. inp and weight in FP8.
+struct Fp8LinearFwdArgs {
+  Tensor out{}, inp{}, inp_scale_inv{}, weight{}, weight_scale_inv{}, bias{}, pre_gelu{};
+};
+// linear_bwd's contract with FP8 operands, each in the layout its GEMM reads (K-major):
+//   dinp[N,IC]     = dout_fp8[N,OC] · weight_t[IC,OC]ᵀ    (then dinp_gelu_aux, dinp_sum as in linear_bwd)
+//   dweight[OC,IC] += dout_t[OC,N] · inp_t[IC,N]ᵀ
+//   dbias[OC]     += Σ_rows dout (the act-dtype gradient, not its FP8 copy)
+struct Fp8LinearBwdArgs {
+  Tensor dinp{}, dweight{}, dbias{}, dinp_gelu_aux{}, dinp_sum{};
+  Tensor dout{};                                  // [N, OC] act dtype
+  Tensor dout_fp8{}, dout_t{}, dout_scale_inv{};  // [N, OC], [OC, N]
+  Tensor weight_t{}, weight_scale_inv{};          // [IC, OC]
+  Tensor inp_t{}, inp_scale_inv{};                // [IC, N]
+};
 struct GeluRebuildLinearBwdArgs {
   Tensor dinp{}, act{}, dweight{}, dbias{}, dout{}, weight{}, pre{}, dinp_sum{};
 };
@@ -269,6 +297,14 @@ class Backend {
   // dinp_gelu_aux = pre, dinp_sum}. The default composes the two; backends may fuse the rebuild
   // into the dinp GEMM.
   virtual void gelu_rebuild_linear_bwd(const GeluRebuildLinearBwdArgs& a);
+
+  // ---- FP8 linears (the argument structs above) ----
+  // amax[0] (f32 [1], backend memory) = max |x| over x (act dtype); NaN elements are ignored, an
+  // infinite one gives inf. Overwrites amax.
+  virtual void fp8_amax(Tensor amax, Tensor x);
+  virtual void fp8_quantize(const Fp8QuantizeArgs& a);
+  virtual void fp8_linear_fwd(const Fp8LinearFwdArgs& a);
+  virtual void fp8_linear_bwd(const Fp8LinearBwdArgs& a);
 
   // ---- embeddings ----
   // out[N,C] = wte[tok - vocab_start] (zero row if the token is outside this shard's rows)

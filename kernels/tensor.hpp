@@ -12,13 +12,43 @@
 
 namespace recipe::kernels {
 
-enum class DType : uint8_t { f32, bf16, i32, f64 };  // f64: a few scalars (world sums of norms, losses)
+// e4m3 / e5m2: one byte per element, OCP FP8 (kernels/cpu/fp8_format.hpp has the encodings); the
+// FP8 ops (ops.hpp) pair such a tensor with an f32 inverse scale. f64: a few scalars (the world
+// sums of the gradient norm and the loss).
+enum class DType : uint8_t { f32, bf16, i32, e4m3, e5m2, f64 };
 enum class Device : uint8_t { cpu, cuda };
 
-inline size_t dtype_size(DType t) { return t == DType::bf16 ? 2 : t == DType::f64 ? 8 : 4; }
-inline const char* dtype_name(DType t) {
-  return t == DType::f32 ? "f32" : t == DType::bf16 ? "bf16" : t == DType::f64 ? "f64" : "i32";
+inline size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::bf16:
+      return 2;
+    case DType::e4m3:
+    case DType::e5m2:
+      return 1;
+    case DType::f64:
+      return 8;
+    default:
+      return 4;
+  }
 }
+inline const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::f32:
+      return "f32";
+    case DType::bf16:
+      return "bf16";
+    case DType::i32:
+      return "i32";
+    case DType::e4m3:
+      return "e4m3";
+    case DType::e5m2:
+      return "e5m2";
+    case DType::f64:
+      return "f64";
+  }
+  return "?";
+}
+inline bool is_fp8(DType t) { return t == DType::e4m3 || t == DType::e5m2; }
 
 // bf16 storage: the upper 16 bits of an IEEE fp32, rounded to nearest even.
 using bf16_t = uint16_t;

@@ -40,8 +40,10 @@ RECIPE_PLAN_ENUM_NAMES(PositionEmbedding, std::string_view("learned"), std::stri
 enum class Device { auto_, cpu, cuda };  // auto_: `auto` is a C++ keyword; spelled "auto"
 RECIPE_PLAN_ENUM_NAMES(Device, std::string_view("auto"), std::string_view("cpu"), std::string_view("cuda"))
 
-enum class Precision { bf16, fp32 };  // bf16 = bf16 compute with fp32 master weights
-RECIPE_PLAN_ENUM_NAMES(Precision, std::string_view("bf16"), std::string_view("fp32"))
+// bf16 = bf16 compute with fp32 master weights; fp8 = bf16 with the block linears' GEMMs in FP8
+// (the `fp8` section says how; core/model/linear.hpp the data flow).
+enum class Precision { bf16, fp32, fp8 };
+RECIPE_PLAN_ENUM_NAMES(Precision, std::string_view("bf16"), std::string_view("fp32"), std::string_view("fp8"))
 
 // What backward rebuilds instead of keeping (core/model/activations.hpp describes each level).
 enum class Recompute { none, gelu, norm, full };
@@ -111,6 +113,17 @@ RECIPE_PLAN_ENUM(OptimizerKind, adamw)
 
 // peft.kind: lora is a value the resolver rejects until LoRA is implemented (dsl/resolve_executable.cpp).
 RECIPE_PLAN_ENUM(PeftKind, none, lora)
+
+// fp8.scaling: tensorwise = current scaling (each tensor's scale from its own amax, computed just
+// before the cast); delayed = scales from an amax history of earlier steps (Transformer Engine's
+// DelayedScaling), which the resolver rejects in this version.
+RECIPE_PLAN_ENUM(Fp8Scaling, tensorwise, delayed)
+
+// fp8.forward_format / fp8.backward_format: E4M3 (max 448, 3 mantissa bits) or E5M2 (max 57344, 2).
+RECIPE_PLAN_ENUM(Fp8Format, e4m3, e5m2)
+
+// fp8.amax_compute (delayed scaling): the history's maximum or its most recent entry.
+RECIPE_PLAN_ENUM(Fp8AmaxCompute, max, most_recent)
 
 // executor.kind: how ranks are started.
 RECIPE_PLAN_ENUM(ExecutorKind, local, mpi, slurm)

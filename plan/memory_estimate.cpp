@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "plan/fp8.hpp"
 #include "plan/model_size.hpp"
 #include "plan/pipeline_order.hpp"
 
@@ -171,7 +172,7 @@ MemoryEstimate estimate_stage_memory(const Plan& plan, int stage) {
   // The last stage holds the head; tied with pp > 1 it is a second copy of the embedding (Megatron).
   if (last) params += final_norm_params(m) + ((!m.tie_embeddings || pp > 1) ? vocab_shard : 0);
 
-  const bool bf16 = plan.trainer.precision == plan::Precision::bf16;
+  const bool bf16 = plan.trainer.precision != plan::Precision::fp32;  // fp8 keeps bf16 weights
   const bool lora = plan.peft.kind == PeftKind::lora;
   // Trainable parameters on this rank: everything, or only this stage's share of the adapters.
   int64_t trainable = params;
@@ -214,6 +215,8 @@ MemoryEstimate estimate_stage_memory(const Plan& plan, int stage) {
     e.activations += 2 * rows * plan.peft.rank * es;
     if (plan.peft.dropout > 0) e.activations += rows * lora_widest_input(plan, tp) * es;
   }
+  // FP8's quantized operands of the linear running now (plan/fp8.hpp), shared by every linear.
+  if (layers > 0) e.activations += fp8_scratch_bytes(plan);
   // Workspaces, and the trainer's per-token loss buffer (f32, one row per micro-batch).
   // The CUDA backend's RoPE angle table: (cos, sin) f32 pairs [seq, head_dim/2].
   const int64_t rope_table =

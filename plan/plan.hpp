@@ -113,6 +113,19 @@ struct TrainerConfig {
 // The resolver writes it to parallelism.rank_order; core/parallel and the executors' rank map use it.
 inline constexpr const char* kRankOrder = "tp-cp-dp-pp";
 
+// trainer.precision = "fp8": how the block linears run in FP8 (core/model/linear.hpp). Ignored
+// (and not checked) under the other precisions.
+struct Fp8Config {
+  Fp8Scaling scaling = Fp8Scaling::tensorwise;
+  int amax_history_len = 1024;  // delayed scaling: steps of amax history (TE's default)
+  Fp8AmaxCompute amax_compute = Fp8AmaxCompute::max;
+  Fp8Format forward_format = Fp8Format::e4m3;   // activations and weights
+  Fp8Format backward_format = Fp8Format::e5m2;  // output gradients (TE's HYBRID recipe)
+  // Which block linears run in FP8, in peft.target_modules' vocabulary (plan/lora.hpp); the
+  // embedding and the output head never do.
+  std::vector<std::string> linears = {"qkv", "proj", "fc1", "fc2"};
+};
+
 struct ParallelismConfig {
   int tp = 1;
   int pp = 1;
@@ -218,6 +231,7 @@ struct Plan {
   OptimizerConfig optimizer;
   ScheduleConfig schedule;
   TrainerConfig trainer;
+  Fp8Config fp8;
   ParallelismConfig parallelism;
   CheckpointConfig checkpoint;
   PeftConfig peft;

@@ -27,6 +27,10 @@ Tensor TpGroup::gather_rows(Tensor shard, Tensor buffer) const {
 void TpGroup::sum_scatter_rows(Tensor shard, Tensor full) const { comm->reduce_scatter_sum(shard, full); }
 
 void Linear::affine_fwd(const LinearFwd& a, Tensor bias) const {
+  if (fp8_) {  // linear_fp8.cpp (the resolver refuses FP8 with adapters)
+    fp8_affine_fwd(a, bias);
+    return;
+  }
   if (!lora_) {
     be_->linear_fwd({.out = a.out, .inp = a.inp, .weight = w_.w, .bias = bias, .pre_gelu = a.pre_gelu});
     return;
@@ -43,6 +47,10 @@ void Linear::affine_bwd(const LinearBwd& a) const {
     throw std::logic_error("Linear::bwd: rebuild_input needs gelu_pre (the input is rebuilt as gelu(gelu_pre))");
   const Tensor dbias = a.bias_grad_done ? Tensor() : grad_.b;
   const Tensor dinp_sum = a.dinp_is_output_grad_of ? a.dinp_is_output_grad_of->bias_grad() : Tensor();
+  if (fp8_) {
+    fp8_affine_bwd(a, dbias, dinp_sum);
+    return;
+  }
   if (lora_) {
     // The adapter's dx joins the base's before the dGELU, so the epilogues run as their own ops.
     // The base is frozen (no dweight, no bias gradients, hence no dinp_sum either).

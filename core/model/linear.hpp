@@ -5,7 +5,38 @@
 //
 // This is the one place LoRA adapters and FP8 scaling plug in: an adapter (A/B sharded with the
 // base weight) adds its low-rank path inside Linear::affine_fwd / affine_bwd, an FP8 linear
-// would quantize inp and weight there, and neither the block nor the TP reductions change.
+// quantizes its GEMM operands there, and neither the block nor the TP reductions change.
+//
+// FP8 (trainer.precision = fp8, the linears of fp8.linears; Transformer Engine's tensorwise
+// "current scaling"). Master weights, optimizer, norms, attention and the loss stay as they are;
+// only the three GEMMs of the linear read FP8 operands, with f32 accumulation and bf16 (dinp, out)
+// or f32 (dweight) results. Each operand T is cast with its own scale, computed just before the
+// cast from T's amax: scale = max / amax(T) (E4M3 max 448 for x and W, E5M2 57344 or E4M3 for dy;
+// amax 0 → scale 1), q(T) = fp8(T·scale), and the GEMM multiplies by 1/scale (cuBLASLt's A/B
+// scale pointers). On one rank, with x [N, in], W [out, in], dy [N, out]:
+//   forward   amax(x), amax(W)                      two reductions
+//             xq [N, in] = q(x), wq [out, in] = q(W) one cast each
+//             y = xq·wqᵀ (+ b, GELU epilogue)        FP8 GEMM, bf16 out
+//   backward  amax(dy); gq [N, out] and gtq [out, N] = q(dy), one pass writing both
+//             wtq [in, out] = q(W)ᵀ                  (same scale as the forward's: same W, same amax)
+//             dx = gq·wtqᵀ (dGELU, dinp_sum)         FP8 GEMM, bf16
+//             xtq [in, N] = q(x)ᵀ                    (same scale as the forward's)
+//             dW += gtq·xtqᵀ                         FP8 GEMM, f32; db from dy itself (not its FP8 copy)
+// The transposed copies exist because cuBLASLt's FP8 GEMMs take both operands K-major ("TN"):
+// y reads x and W as stored (K = in), dx needs W K-major over out (wtq), dW needs dy and x K-major
+// over N (gtq, xtq). Nothing FP8 is kept between forward and backward: the backward recasts x and
+// W from the bf16 tensors the block keeps anyway (same amax, same scale, same bytes; an input that
+// trainer.recompute rebuilds may differ from the forward's in its last bf16 bit, as on the bf16
+// path), so FP8 adds no per-layer memory. All FP8 linears share one Fp8Scratch, sized for the widest of them:
+//   x [N·max in] (xq, later xtq), w [max out·in] (wq, later wtq), g [N·max out], g_t [N·max out],
+//   stats f32 [16]: amax and inverse scale of x (0, 1), W (2, 3), dy (4, 5).
+// Under TP an operand sharded over the group (W always; x of a row-parallel linear; dy of a
+// column-parallel one) takes the amax of the whole tensor: its local amax is max-reduced over the
+// group (a one-float all-reduce) before the cast, so every rank uses the scale a single rank
+// would, and TP runs match the serial run up to summation order. (Transformer Engine scales the
+// weights per rank instead; the reduction is what makes TP parity testable, at one scalar
+// collective per sharded operand.) Replicated operands need no reduction: their amax is equal on
+// every rank.
 //
 // LoRA (peft.kind=lora): y = x·Wᵀ (+ b) + s·(d(x)·Aᵀ)·Bᵀ with A [r, in], B [out, r], s = alpha/r
 // (rsLoRA: alpha/sqrt(r)) and d the adapter dropout (PEFT's lora_dropout, peft.dropout = p):
@@ -131,6 +162,15 @@ struct SequenceParallelScratch {
   kernels::Tensor full_grad;  // a column-parallel input gradient before its reduce-scatter
 };
 
+// What the FP8 linears of a model share (see the top of the file): byte buffers for the quantized
+// operands of whichever linear runs now (typed views are taken per call), the amax and inverse
+// scales, and the formats.
+struct Fp8Scratch {
+  kernels::Tensor x, w, g, g_t;  // raw bytes (numel = capacity in elements of one byte)
+  kernels::Tensor stats;         // f32 [16]
+  kernels::DType fwd = kernels::DType::e4m3, bwd = kernels::DType::e5m2;
+};
+
 // The tensor-parallel group as a linear sees it. size 1 (comm may be null): no TP, every
 // reduction is skipped.
 struct TpGroup {
@@ -148,6 +188,8 @@ struct TpGroup {
   void sum_scatter_rows(kernels::Tensor shard, kernels::Tensor full) const;
   // The first `rows` rows of `buffer`, viewed [rows, width].
   static kernels::Tensor leading(kernels::Tensor buffer, int64_t rows, int64_t width);
+  // Element-wise max over the group, in place (FP8 amax of a sharded tensor).
+  void max(kernels::Tensor t) const;
 };
 
 // Row counts: N = all token rows of the micro-batch. Under sequence parallelism the column-
@@ -191,6 +233,8 @@ class Linear {
   kernels::Tensor bias_grad() const { return grad_.b; }
   const LinearTensors& weights() const { return w_; }
   const LinearTensors& grads() const { return grad_; }
+  // Runs this linear's GEMMs in FP8 through the shared scratch (null: bf16, the default).
+  void use_fp8(const Fp8Scratch* scratch) { fp8_ = scratch; }
 
  protected:
   // Sequence parallelism: the local affine map on whole rows, with the all-gathers and
@@ -226,6 +270,12 @@ class Linear {
   // dst (+)= src ⊙ keep/(1−p) with this linear's mask over the [n, in] rows of the input.
   void apply_dropout(kernels::Tensor dst, kernels::Tensor src, bool accumulate) const;
   bool dropout_now() const { return lora_->training && lora_->dropout > 0.f; }
+  // The FP8 forms of affine_fwd / affine_bwd (see the top of the file).
+  void fp8_affine_fwd(const LinearFwd& a, kernels::Tensor bias) const;
+  void fp8_affine_bwd(const LinearBwd& a, kernels::Tensor dbias, kernels::Tensor dinp_sum) const;
+  // amax of src (max-reduced over TP when `sharded`) into stats[slot], then src cast into out
+  // ([rows, cols]) and/or out_t ([cols, rows]) with the inverse scale into stats[slot + 1].
+  void fp8_cast(kernels::Tensor src, kernels::Tensor out, kernels::Tensor out_t, int slot, bool sharded) const;
 
   LinearTensors w_, grad_;
   kernels::Backend* be_;
@@ -233,6 +283,7 @@ class Linear {
   const LoraScratch* lora_;  // null: no adapter
   bool row_parallel_;
   uint64_t dropout_key_;
+  const Fp8Scratch* fp8_ = nullptr;  // null: bf16 GEMMs
 };
 
 class ColumnParallelLinear final : public Linear {

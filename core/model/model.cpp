@@ -97,6 +97,7 @@ Model::Model(const ModelShape& shape, int micro_batch, Recompute recompute, kern
     lora_.scale = s_.lora_scale;
     lora_.dropout = s_.lora_dropout;
   }
+  alloc_fp8_scratch();
   make_linears();
 
   // Attention's kernels are chosen (and the workspace they need sized) before the first step, so a
@@ -137,6 +138,39 @@ Model::Model(const ModelShape& shape, int micro_batch, Recompute recompute, kern
 Model::~Model() {
   be_.free(arena_);
   if (lora_buf_) be_.free(lora_buf_);
+  if (fp8_buf_) be_.free(fp8_buf_);
+}
+
+// One set of FP8 operand buffers for all FP8 linears of this rank, sized for the widest (the
+// layout is in linear.hpp and plan/fp8.cpp's fp8_scratch_bytes, which the memory estimate counts).
+void Model::alloc_fp8_scratch() {
+  if (!s_.fp8_linears || w_.layers.empty()) return;
+  int64_t in = 0, out = 0, w = 0;
+  const LayerParams& lp = w_.layers.front();
+  const std::pair<const LinearTensors*, unsigned> linears[] = {
+      {&lp.qkv, lora_qkv}, {&lp.proj, lora_proj}, {&lp.fc_in, lora_mlp_in}, {&lp.fc_out, lora_mlp_out}};
+  for (const auto& [t, bit] : linears) {
+    if (!(s_.fp8_linears & bit)) continue;
+    in = std::max(in, t->w.dim(1));
+    out = std::max(out, t->w.dim(0));
+    w = std::max(w, t->w.numel());
+  }
+  auto a = [](int64_t b) { return (b + 255) / 256 * 256; };
+  const int64_t x_bytes = a(N_ * in), w_bytes = a(w), g_bytes = a(N_ * out);
+  fp8_buf_ = be_.alloc(size_t(x_bytes + w_bytes + 2 * g_bytes + a(int64_t(16) * 4)));
+  char* p = static_cast<char*>(fp8_buf_);
+  auto bytes = [&](int64_t n) {
+    Tensor t(p, DType::e4m3, be_.device(), {n});
+    p += a(n);
+    return t;
+  };
+  fp8_.x = bytes(N_ * in);
+  fp8_.w = bytes(w);
+  fp8_.g = bytes(N_ * out);
+  fp8_.g_t = bytes(N_ * out);
+  fp8_.stats = Tensor(p, DType::f32, be_.device(), {16});
+  fp8_.fwd = DType::e4m3;
+  fp8_.bwd = s_.fp8_grad_e5m2 ? DType::e5m2 : DType::e4m3;
 }
 
 Model::Params Model::bind_params(bool grads, const LayerChunk& chunk) const {
@@ -206,6 +240,12 @@ void Model::make_linears() {
                         .proj = RowParallelLinear(w.proj, g.proj, be_, tp, &lora_, key(l, "proj")),
                         .fc_in = ColumnParallelLinear(w.fc_in, g.fc_in, be_, tp, &lora_, key(l, "fc_in")),
                         .fc_out = RowParallelLinear(w.fc_out, g.fc_out, be_, tp, &lora_, key(l, "fc_out"))});
+    if (!fp8_buf_) continue;
+    LayerLinears& ll = linears_.back();
+    const std::pair<Linear*, unsigned> fp8[] = {
+        {&ll.qkv, lora_qkv}, {&ll.proj, lora_proj}, {&ll.fc_in, lora_mlp_in}, {&ll.fc_out, lora_mlp_out}};
+    for (const auto& [linear, bit] : fp8)
+      if (s_.fp8_linears & bit) linear->use_fp8(&fp8_);
   }
 }
 

@@ -174,6 +174,7 @@ class Model {
   void residual_norm(kernels::Tensor residual, kernels::Tensor out, kernels::Tensor mean, kernels::Tensor rstd,
                      kernels::Tensor a, kernels::Tensor b, const Norm& n);
   // From a.ln1 to a.fc_act (everything but the MLP output projection).
+  void alloc_fp8_scratch();  // fp8_ and fp8_buf_ (trainer.precision = fp8)
   void layer_forward_body(Activations& A, int l, const LayerActs& a);
   // dres_summed: the column sum of d(layer output), fc_out's bias gradient, was already added by
   // the norm backward that produced it.
@@ -201,6 +202,8 @@ class Model {
   std::vector<LayerLinears> linears_;  // this stage's layers, local index
   LoraScratch lora_;                   // the adapters' [N, r] scratch (undefined without LoRA)
   void* lora_buf_ = nullptr;
+  Fp8Scratch fp8_;  // the FP8 linears' operand buffers (undefined without FP8)
+  void* fp8_buf_ = nullptr;
   std::vector<int64_t> first_rows_;  // per slot (set_first_token)
   void* arena_ = nullptr;
   size_t arena_bytes_ = 0;

@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 
+#include "plan/fp8.hpp"
 #include "plan/lora.hpp"
 
 namespace recipe::core {
@@ -49,6 +50,9 @@ ModelShape model_shape(const plan::Plan& plan) {
     s.lora_dropout = float(plan.peft.dropout);
     s.lora_dropout_seed = uint64_t(plan.trainer.seed);
   }
+
+  s.fp8_linears = plan::fp8_linears(plan).mask;
+  s.fp8_grad_e5m2 = plan.fp8.backward_format == plan::Fp8Format::e5m2;
 
   // The resolver checks all of this; these few are kept because buffer sizes and indexing depend on
   // them (a hand-built plan that skipped the derivations fails here instead of reading out of bounds).

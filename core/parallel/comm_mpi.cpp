@@ -33,6 +33,9 @@ MPI_Datatype mpi_transfer_type(DType dt) {
       return MPI_INT32_T;
     case DType::f64:
       return MPI_DOUBLE;
+    case DType::e4m3:
+    case DType::e5m2:
+      return MPI_UINT8_T;
   }
   throw std::invalid_argument("mpi_transfer_type: unknown dtype");
 }

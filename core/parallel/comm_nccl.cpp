@@ -30,6 +30,9 @@ ncclDataType_t nccl_type(DType dt) {
       return ncclInt32;
     case DType::f64:
       return ncclFloat64;
+    case DType::e4m3:
+    case DType::e5m2:
+      return ncclUint8;
   }
   throw std::invalid_argument("nccl_type: unknown dtype");
 }

@@ -42,6 +42,12 @@ class CpuBackend final : public Backend {
   void linear_fwd(const LinearFwdArgs& args) override;
   void linear_bwd(const LinearBwdArgs& args) override;
 
+  // fp8.cpp (emulated: FP8 operands decoded to f32, then the f32 linear ops)
+  void fp8_amax(Tensor amax, Tensor x) override;
+  void fp8_quantize(const Fp8QuantizeArgs& args) override;
+  void fp8_linear_fwd(const Fp8LinearFwdArgs& args) override;
+  void fp8_linear_bwd(const Fp8LinearBwdArgs& args) override;
+
   // embedding.cpp
   void embedding_fwd(const EmbeddingFwdArgs& args) override;
   void embedding_bwd(const EmbeddingBwdArgs& args) override;

@@ -32,6 +32,17 @@ bool epilogue_has_aux(cublasLtEpilogue_t e) {
 
 }  // namespace
 
+// FP8 operands carry their inverse scales (device pointers, like the bias: set on every call, as
+// the same key may see other scale buffers). bf16 GEMMs set none.
+void CublasLtLinear::set_scale_pointers(cublasLtMatmulDesc_t desc, const Gemm& g) {
+  if (g.a_scale)
+    RECIPE_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &g.a_scale, sizeof(g.a_scale)));
+  if (g.b_scale)
+    RECIPE_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &g.b_scale, sizeof(g.b_scale)));
+}
+
 CublasLtLinear::CublasLtLinear(cudaStream_t stream, void* workspace, size_t workspace_bytes, const Options& options)
     : stream_(stream), workspace_(workspace), workspace_bytes_(workspace_bytes), options_(options) {
   RECIPE_CUBLAS_CHECK(cublasLtCreate(&handle_));
@@ -63,7 +74,9 @@ CublasLtLinear::Key CublasLtLinear::key_of(const Gemm& g, bool beta_nonzero) {
              pointer_alignment(g.A),
              pointer_alignment(g.B),
              pointer_alignment(g.D),
-             int(beta_nonzero)};
+             int(beta_nonzero),
+             int(g.a_type),
+             int(g.b_type)};
 }
 
 CublasLtLinear::Plan& CublasLtLinear::plan_for(const Gemm& g) {
@@ -94,8 +107,9 @@ CublasLtLinear::Plan& CublasLtLinear::plan_for(const Gemm& g) {
     RECIPE_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g.aux, sizeof(g.aux)));
   }
-  RECIPE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_16BF, g.transA ? g.k : g.m, g.transA ? g.m : g.k, g.lda));
-  RECIPE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_16BF, g.transB ? g.n : g.k, g.transB ? g.k : g.n, g.ldb));
+  set_scale_pointers(p.desc, g);
+  RECIPE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, g.a_type, g.transA ? g.k : g.m, g.transA ? g.m : g.k, g.lda));
+  RECIPE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, g.b_type, g.transB ? g.n : g.k, g.transB ? g.k : g.n, g.ldb));
   RECIPE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.d, g.d_type, g.m, g.n, g.ldd));
 
   cublasLtMatmulPreference_t pref = nullptr;
@@ -132,6 +146,7 @@ bool CublasLtLinear::run(const Gemm& g, Workspace backup) {
   if (epilogue_has_aux(g.epilogue))
     RECIPE_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g.aux, sizeof(g.aux)));
+  set_scale_pointers(p.desc, g);
   if (!p.candidates.empty() && g.beta != 0.f) {
     // An accumulating GEMM (a later micro-batch or classifier chunk) takes the algorithm timed for
     // its overwriting sibling, which always runs first in a step (first writes overwrite), instead

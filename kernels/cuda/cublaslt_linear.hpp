@@ -60,6 +60,35 @@ class CublasLtLinear {
   void backward_weight(float* dweight, float* dbias, const void* dout, const void* inp, int64_t N, int64_t IC,
                        int64_t OC, Workspace scratch, bool overwrite_dweight = false, bool overwrite_dbias = false);
 
+  // FP8 GEMMs (cublaslt_fp8.cpp), through the same descriptor and algorithm cache. Row-major
+  //   D[M,N] (+)= (a.scale_inv·b.scale_inv) · A[M,K] · B[N,K]ᵀ (+ bias[N])
+  // with A and B FP8 (E4M3, or E5M2 for at most one of them), both K-major as cuBLASLt's FP8
+  // kernels require ("TN": the column-major view is D'[N,M] = B'ᵀ·A' with B' = [K,N], A' = [K,M]).
+  // D is bf16 (bias bf16; pre_gelu: pre_gelu = the affine result, D = gelu of it) or f32 (the
+  // weight gradient; no epilogue); accumulate: beta = 1. dgelu_aux (bf16 [M,N]): D ·= gelu'(aux).
+  // Where cuBLASLt has no algorithm for a fused epilogue, the plain GEMM runs and a kernel adds
+  // the bias / GELU / dGELU after it. M, N, K multiples of 16, 16-byte aligned pointers.
+  struct Fp8Operand {
+    const void* data;
+    cudaDataType_t type;     // CUDA_R_8F_E4M3 or CUDA_R_8F_E5M2
+    const float* scale_inv;  // device f32 [1]
+  };
+  struct Fp8Gemm {
+    void* d;
+    cudaDataType_t d_type;  // CUDA_R_16BF or CUDA_R_32F
+    Fp8Operand a, b;
+    int64_t M, N, K;
+    const void* bias = nullptr;
+    void* pre_gelu = nullptr;
+    const void* dgelu_aux = nullptr;
+    bool accumulate = false;
+    // Optional (bf16 D): column_sum[N] (f32) += Σ_rows D, the final D ("=" with overwrite_sum).
+    float* column_sum = nullptr;
+    bool overwrite_sum = false;
+  };
+  // scratch: the column sum's and, for an accumulating GEMM, the algorithm timing's backup of D.
+  void fp8_gemm(const Fp8Gemm& g, Workspace scratch);
+
   // Which epilogues ran fused (for tests and logs): counts of fused vs fallback calls.
   struct Stats {
     int64_t fused = 0, unfused = 0;
@@ -86,11 +115,16 @@ class CublasLtLinear {
     cudaDataType_t bias_type;
     void* aux;
     int64_t aux_ld;
+    // Operand types and scales: bf16 without scales, or FP8 with their inverse scales (fp8_gemm).
+    cudaDataType_t a_type = CUDA_R_16BF, b_type = CUDA_R_16BF;
+    const float* a_scale = nullptr;
+    const float* b_scale = nullptr;
   };
   // (m, n, k, lda, ldb, ldd, aux_ld, transA, transB, d_type, epilogue, bias_type, and the
-  // pointer alignments of A, B, D that the chosen algorithm may assume, and whether beta != 0)
+  // pointer alignments of A, B, D that the chosen algorithm may assume, whether beta != 0, and the
+  // operand types a_type, b_type)
   using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, int, int, int, int,
-                         int, int, int>;
+                         int, int, int, int, int>;
   struct Plan {
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
@@ -102,6 +136,7 @@ class CublasLtLinear {
   // (may be empty) is scratch where D is saved while candidates are timed when beta != 0.
   bool run(const Gemm& g, Workspace backup = {});
   static Key key_of(const Gemm& g, bool beta_nonzero);
+  static void set_scale_pointers(cublasLtMatmulDesc_t desc, const Gemm& g);
   Plan& plan_for(const Gemm& g);
   // Times p.candidates on g's operands, sets p.algo to the fastest, leaves D as it found it.
   void tune(Plan& p, const Gemm& g, Workspace backup);

@@ -65,6 +65,12 @@ class CudaBackend final : public Backend {
   void linear_bwd(const LinearBwdArgs& args) override;
   void gelu_rebuild_linear_bwd(const GeluRebuildLinearBwdArgs& args) override;
 
+  // fp8_backend.cpp
+  void fp8_amax(Tensor amax, Tensor x) override;
+  void fp8_quantize(const Fp8QuantizeArgs& args) override;
+  void fp8_linear_fwd(const Fp8LinearFwdArgs& args) override;
+  void fp8_linear_bwd(const Fp8LinearBwdArgs& args) override;
+
   void embedding_fwd(const EmbeddingFwdArgs& args) override;
   void embedding_bwd(const EmbeddingBwdArgs& args) override;
 

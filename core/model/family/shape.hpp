@@ -51,6 +51,10 @@ struct ModelShape {
   // keyed by (trainer.seed); see core/model/linear.hpp.
   float lora_dropout = 0.f;
   uint64_t lora_dropout_seed = 0;
+  // FP8 (trainer.precision = fp8): which linears run in FP8 (LoraTarget bits; 0 = none) and the
+  // gradients' format (E5M2, else E4M3; activations and weights are E4M3). See core/model/linear.hpp.
+  unsigned fp8_linears = 0;
+  bool fp8_grad_e5m2 = true;
 
   int64_t q_dim() const { return int64_t(heads) * head_dim; }
   int64_t kv_dim() const { return int64_t(kv_heads) * head_dim; }

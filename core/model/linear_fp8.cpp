@@ -1,0 +1,88 @@
+// The FP8 path of the linear seam: casts of the GEMM operands with tensorwise current scaling and
+// the FP8 GEMM ops, in the order and layout the top of linear.hpp describes.
+#include <stdexcept>
+
+#include "core/model/linear.hpp"
+
+namespace recipe::core {
+
+using kernels::DType;
+using kernels::Tensor;
+
+namespace {
+
+// Slots of Fp8Scratch::stats: amax at the even index, inverse scale after it.
+constexpr int kX = 0, kW = 2, kG = 4;
+
+// A [rows, cols] view of `dtype` at the start of a byte buffer.
+Tensor typed(const Tensor& bytes, DType dtype, int64_t rows, int64_t cols) {
+  if (rows * cols > bytes.numel())
+    throw std::logic_error("Fp8Scratch: [" + std::to_string(rows) + ", " + std::to_string(cols) +
+                           "] does not fit a buffer of " + std::to_string(bytes.numel()) + " bytes");
+  return Tensor(bytes.ptr, dtype, bytes.device, {rows, cols});
+}
+
+}  // namespace
+
+void TpGroup::max(Tensor t) const {
+  if (size > 1) comm->all_reduce_max(t);
+}
+
+void Linear::fp8_cast(Tensor src, Tensor out, Tensor out_t, int slot, bool sharded) const {
+  const Tensor amax = fp8_->stats.rows(slot, 1), scale_inv = fp8_->stats.rows(slot + 1, 1);
+  be_->fp8_amax(amax, src);
+  if (sharded) tp_.max(amax);
+  const int64_t cols = out.defined() ? out.dim(1) : out_t.dim(0);
+  be_->fp8_quantize({.out = out, .out_t = out_t, .scale_inv = scale_inv, .inp = src, .amax = amax, .cols = cols});
+}
+
+void Linear::fp8_affine_fwd(const LinearFwd& a, Tensor bias) const {
+  const Fp8Scratch& s = *fp8_;
+  const int64_t out = w_.w.dim(0), in = w_.w.dim(1), n = a.inp.numel() / in;
+  const Tensor xq = typed(s.x, s.fwd, n, in), wq = typed(s.w, s.fwd, out, in);
+  fp8_cast(a.inp, xq, Tensor(), kX, row_parallel_);  // a row-parallel input is sharded over its features
+  fp8_cast(w_.w, wq, Tensor(), kW, tp_.size > 1);
+  be_->fp8_linear_fwd({.out = a.out,
+                       .inp = xq,
+                       .inp_scale_inv = s.stats.rows(kX + 1, 1),
+                       .weight = wq,
+                       .weight_scale_inv = s.stats.rows(kW + 1, 1),
+                       .bias = bias,
+                       .pre_gelu = a.pre_gelu});
+}
+
+void Linear::fp8_affine_bwd(const LinearBwd& a, Tensor dbias, Tensor dinp_sum) const {
+  const Fp8Scratch& s = *fp8_;
+  const int64_t out = w_.w.dim(0), in = w_.w.dim(1), n = a.dout.numel() / out;
+  if (a.rebuild_input) be_->gelu_fwd(a.inp, a.gelu_pre);
+  const bool need_dinp = a.dinp.defined(), need_dw = grad_.w.defined();
+  if (!need_dinp && !need_dw && !dbias.defined()) return;
+  // dy: sharded over the output features in a column-parallel linear, replicated in a row-parallel one.
+  const Tensor gq = need_dinp ? typed(s.g, s.bwd, n, out) : Tensor();
+  const Tensor gtq = need_dw ? typed(s.g_t, s.bwd, out, n) : Tensor();
+  if (need_dinp || need_dw) fp8_cast(a.dout, gq, gtq, kG, !row_parallel_);
+  Tensor wtq, xtq;
+  if (need_dinp) {
+    wtq = typed(s.w, s.fwd, in, out);
+    fp8_cast(w_.w, Tensor(), wtq, kW, tp_.size > 1);
+  }
+  if (need_dw) {
+    xtq = typed(s.x, s.fwd, in, n);
+    fp8_cast(a.inp, Tensor(), xtq, kX, row_parallel_);
+  }
+  be_->fp8_linear_bwd({.dinp = a.dinp,
+                       .dweight = grad_.w,
+                       .dbias = dbias,
+                       .dinp_gelu_aux = need_dinp ? a.gelu_pre : Tensor(),
+                       .dinp_sum = dinp_sum,
+                       .dout = a.dout,
+                       .dout_fp8 = gq,
+                       .dout_t = gtq,
+                       .dout_scale_inv = s.stats.rows(kG + 1, 1),
+                       .weight_t = wtq,
+                       .weight_scale_inv = s.stats.rows(kW + 1, 1),
+                       .inp_t = xtq,
+                       .inp_scale_inv = s.stats.rows(kX + 1, 1)});
+}
+
+}  // namespace recipe::core

@@ -1,0 +1,26 @@
+// The FP8 kernels of the CUDA backend (fp8.cu): the amax reduction and the bf16 → FP8 casts with
+// tensorwise current scaling (the contract is Fp8QuantizeArgs in kernels/ops.hpp; the CPU twin is
+// kernels/cpu/fp8.cpp), and the bias add the FP8 GEMM needs where cuBLASLt has no BIAS epilogue.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace recipe::kernels::cuda {
+
+// amax[0] = max |x| over n bf16 values (NaN ignored); zeroes amax first. Order-independent, so
+// bitwise repeatable.
+void fp8_amax_bf16(float* amax, const void* x, int64_t n, cudaStream_t s);
+
+// From amax[0]: scale = fp8 max / amax (1 when amax is 0, not finite, or the quotient overflows),
+// scale_inv[0] = 1/scale; out[r, c] (if non-null) and out_t[c, r] (if non-null) = the FP8 byte
+// of inp[r, c]·scale (round to nearest even, saturating, NaN → NaN). One pass over inp: a 32×32
+// tile at a time through shared memory, so both outputs are written coalesced.
+void fp8_quantize_bf16(void* out, void* out_t, float* scale_inv, const void* inp, const float* amax, int64_t rows,
+                       int64_t cols, bool e5m2, cudaStream_t s);
+
+// out[r, c] += bias[c] over a bf16 [rows, cols] matrix.
+void add_bias_bf16(void* out, const void* bias, int64_t rows, int64_t cols, cudaStream_t s);
+
+}  // namespace recipe::kernels::cuda

@@ -1,0 +1,50 @@
+// FP8 plan vocabulary: which linears run in FP8, their per-rank shapes, the scratch size (fp8.hpp).
+#include "plan/fp8.hpp"
+
+#include <algorithm>
+
+#include "core/model/family/shape.hpp"
+#include "plan/lora.hpp"
+
+namespace recipe::plan {
+
+Fp8Linears fp8_linears(const Plan& plan) {
+  if (plan.trainer.precision != Precision::fp8) return {};
+  const LoraTargets t = lora_targets(plan.fp8.linears);
+  return {t.mask, t.problems};
+}
+
+std::vector<Fp8LinearShape> block_linear_shapes(const Plan& plan) {
+  const ModelConfig& m = plan.model;
+  const int64_t tp = std::max(1, plan.parallelism.tp);
+  const int64_t D = m.head_dim > 0 ? m.head_dim : m.hidden_size / std::max(1, m.num_attention_heads);
+  const int64_t C = m.hidden_size, q = m.num_attention_heads * D, kv = m.num_kv_heads * D;
+  const int64_t F = m.ffn_hidden_size, FI = m.activation == Activation::gelu ? F : 2 * F;
+  return {{"qkv", core::lora_qkv, C, (q + 2 * kv) / tp},
+          {"proj", core::lora_proj, q / tp, C},
+          {"fc1", core::lora_mlp_in, C, FI / tp},
+          {"fc2", core::lora_mlp_out, F / tp, C}};
+}
+
+// Layout (core/model/model.cpp carves it in this order, each part 256-byte aligned):
+//   x     [N, max in]  the input in the forward format (forward), its transpose [max in, N] (backward)
+//   w     [max out·in] the weight (forward) or its transpose (backward)
+//   g     [N, max out] the output gradient in the backward format
+//   g_t   [max out, N] its transpose
+//   stats f32 [16]     amax and inverse scale of x, w, g
+int64_t fp8_scratch_bytes(const Plan& plan) {
+  const unsigned mask = fp8_linears(plan).mask;
+  if (!mask) return 0;
+  const int64_t N = int64_t(plan.trainer.micro_batch_size) * plan.model.seq_length;
+  int64_t in = 0, out = 0, w = 0;
+  for (const Fp8LinearShape& s : block_linear_shapes(plan)) {
+    if (!(mask & s.bit)) continue;
+    in = std::max(in, s.in);
+    out = std::max(out, s.out);
+    w = std::max(w, s.in * s.out);
+  }
+  auto a = [](int64_t b) { return (b + 255) / 256 * 256; };
+  return a(N * in) + a(w) + 2 * a(N * out) + a(int64_t(16) * 4);
+}
+
+}  // namespace recipe::plan

@@ -1,0 +1,103 @@
+// trainer.precision = "fp8" in the resolver: what runs validates (CPU emulation, Hopper), what this
+// version cannot run is rejected with key and fix (delayed scaling, E5M2 forward, LoRA, a GPU below
+// compute capability 8.9, dimensions not multiples of 16, unknown linears), and the memory estimate
+// counts the FP8 scratch.
+#include "plan/fp8.hpp"
+#include "tests/dsl/helpers.hpp"
+
+using namespace recipe;
+using namespace recipe::dsl;
+using namespace recipe::dsl::test;
+
+TEST_SUITE_BEGIN("dsl");
+
+namespace {
+
+json fp8(const json& patch = json::object()) {
+  return with(with(tiny_gpt(), json::parse(R"({"trainer": {"precision": "fp8", "device": "cpu"}})")), patch);
+}
+
+ExecutorFacts visible_gpu(int compute_capability, const std::string& name) {
+  ExecutorFacts f = gpu_facts(1, 1, true, 80, name);
+  f.gpu_compute_capability = compute_capability;
+  return f;
+}
+
+}  // namespace
+
+TEST_CASE("fp8: a CPU plan validates (emulated, with a warning) and names the linears it runs in FP8") {
+  const auto r = resolve_json(fp8());
+  REQUIRE_MESSAGE(r.ok(), report(r));
+  CHECK(has_warning(r, "FP8 is emulated"));
+  CHECK(plan::fp8_linears(r.plan).mask == 0xF);  // all four block linears by default
+  const auto some = resolve_json(fp8(json::parse(R"({"fp8": {"linears": ["fc1", "fc2"]}})")));
+  REQUIRE_MESSAGE(some.ok(), report(some));
+  CHECK(plan::fp8_linears(some.plan).mask == 0xC);
+  // Under bf16 nothing runs in FP8, whatever the fp8 section says.
+  const auto bf16 = resolve_json(with(tiny_gpt(), json::parse(R"({"trainer": {"device": "cpu"}})")));
+  CHECK(plan::fp8_linears(bf16.plan).mask == 0);
+}
+
+TEST_CASE("fp8: what this version cannot run is rejected with key and fix") {
+  struct Case {
+    const char* patch;
+    const char* path;
+    const char* message;
+    const char* fix;
+  };
+  const Case cases[] = {
+      {R"({"fp8": {"scaling": "delayed"}})", "fp8.scaling", "not implemented in this version", "tensorwise"},
+      {R"({"fp8": {"forward_format": "e5m2"}})", "fp8.forward_format", "E4M3", "e4m3"},
+      {R"({"fp8": {"linears": ["fc3"]}})", "fp8.linears", "fc3", "qkv"},
+      {R"({"fp8": {"linears": []}})", "fp8.linears", "names no linear", "bf16"},
+      // hidden 72: every linear reads or writes 72 features
+      {R"({"model": {"hidden_size": 72}})", "fp8.linears", "not a multiple of 16", "multiples of 16"},
+      {R"({"trainer": {"micro_batch_size": 1}, "model": {"seq_length": 24}})", "trainer.micro_batch_size",
+       "not a multiple of 16", "multiple of 16"},
+      {R"({"mode": "finetune", "checkpoint": {"allow_random_init": true}, "peft": {"kind": "lora"}})",
+       "trainer.precision", "LoRA", "bf16"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.patch);
+    const auto r = resolve_json(fp8(json::parse(c.patch)));
+    const Violation* v = find_violation(r, c.path);
+    REQUIRE_MESSAGE(v, report(r));
+    CHECK_MESSAGE(v->message.find(c.message) != std::string::npos, v->message);
+    CHECK_MESSAGE(v->fix.find(c.fix) != std::string::npos, v->fix);
+  }
+  // The shape rule applies per TP rank: tp=2 halves qkv's outputs (3·64/2 = 96, fine) and fc1's
+  // (256/2 = 128), still multiples of 16; hidden 64 with 4 heads is fine at tp 1 and 2.
+  const auto tp2 = resolve_json(fp8(json::parse(R"({"parallelism": {"tp": 2}, "executor": {"cpu_ranks": 2}})")));
+  CHECK_MESSAGE(!find_violation(tp2, "fp8.linears"), report(tp2));
+}
+
+TEST_CASE("fp8: the GPU must have compute capability >= 8.9 (visible GPU or executor.gpu_model)") {
+  const json cuda = fp8(json::parse(R"({"trainer": {"device": "cuda"}})"));
+  const auto h100 = resolve_json(cuda, visible_gpu(90, "NVIDIA H100 80GB HBM3"));
+  CHECK_MESSAGE(!find_violation(h100, "trainer.precision"), report(h100));
+  const auto l4 = resolve_json(cuda, visible_gpu(89, "NVIDIA L4"));
+  CHECK_MESSAGE(!find_violation(l4, "trainer.precision"), report(l4));
+  const auto a100 = resolve_json(cuda, visible_gpu(80, "NVIDIA A100-SXM4-80GB"));
+  const Violation* v = find_violation(a100, "trainer.precision");
+  REQUIRE_MESSAGE(v, report(a100));
+  CHECK(v->message.find("compute capability 8.0") != std::string::npos);
+  CHECK(v->fix.find("bf16") != std::string::npos);
+  // A target named in the recipe beats the GPU visible here.
+  const auto planned = resolve_json(with(cuda, json::parse(R"({"executor": {"gpu_model": "A100-80GB"}})")),
+                                    visible_gpu(90, "NVIDIA H100 80GB HBM3"));
+  CHECK(find_violation(planned, "trainer.precision"));
+  const auto planned_h100 = resolve_json(with(cuda, json::parse(R"({"executor": {"gpu_model": "H100-80GB"}})")),
+                                         visible_gpu(80, "NVIDIA A100-SXM4-80GB"));
+  CHECK_MESSAGE(!find_violation(planned_h100, "trainer.precision"), report(planned_h100));
+}
+
+TEST_CASE("fp8: the memory estimate counts the FP8 operand scratch") {
+  const auto bf16 = resolve_json(with(tiny_gpt(), json::parse(R"({"trainer": {"device": "cpu"}})")));
+  const auto f = resolve_json(fp8());
+  REQUIRE(bf16.ok());
+  REQUIRE(f.ok());
+  const int64_t scratch = plan::fp8_scratch_bytes(f.plan);
+  // N = 2·32 tokens; widest in 256 (fc2), out 256 (fc1), weight 64·256: 64·256 + 64·256 + 2·64·256 + 256.
+  CHECK(scratch == 64 * 256 + 64 * 256 + 2 * 64 * 256 + 256);
+  CHECK(f.plan.memory.activations == bf16.plan.memory.activations + scratch);
+}

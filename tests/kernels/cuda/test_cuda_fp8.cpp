@@ -1,0 +1,242 @@
+// CUDA vs CPU: the FP8 ops. The amax and the casts must agree bit for bit with the CPU reference
+// (same scale arithmetic, same rounding: kernels/cpu/fp8_format.hpp), transposed copies included,
+// also where values saturate or fall into the subnormals; the cuBLASLt FP8 GEMMs must match the
+// emulated CPU GEMMs of the same FP8 bytes to bf16 tolerance (kBf16Tol = 1e-2 relative for bf16
+// outputs: both accumulate exact products in f32, only the summation order and the output rounding
+// differ; 1e-3 for the f32 weight gradient). Skipped where no GPU is visible, except the first
+// test, which checks the CPU encoding against cuda_fp8.h on the host.
+#include <vector>
+
+#include "tests/kernels/cuda/cuda_test_util.hpp"
+
+#ifdef RECIPE_WITH_CUDA
+#include <cuda_fp8.h>
+
+#include <cstring>
+
+#include "kernels/cpu/fp8_format.hpp"
+#include "kernels/cuda/cuda_backend.hpp"
+#endif
+
+TEST_SUITE_BEGIN("kernels/cuda");
+
+using namespace recipe::kernels;
+using namespace recipe::kernels::testing;
+
+namespace {
+
+// An FP8 tensor on both backends (bytes) and its inverse scale and amax (f32 [1] each).
+struct Fp8Dual {
+  Dual q, q_t, scale_inv, amax;
+};
+
+Dual bytes_dual(DType t, int64_t rows, int64_t cols) {
+  Dual d;
+  d.cb = &cpu_backend();
+  d.gb = &gpu_backend();
+  d.c = alloc_on(cpu_backend(), t, {rows, cols});
+  d.g = alloc_on(gpu_backend(), t, {rows, cols});
+  return d;
+}
+
+// amax and quantize on both backends; checks that they agree bit for bit. amax_override > 0 replaces
+// the measured amax (to push values into saturation).
+Fp8Dual quantize_both(const Dual& x, int64_t rows, int64_t cols, DType t, float amax_override = 0.f) {
+  Fp8Dual r;
+  r.q = bytes_dual(t, rows, cols);
+  r.q_t = bytes_dual(t, cols, rows);
+  r.scale_inv = make_dual(Kind::f32, {1}, {0.f});
+  r.amax = make_dual(Kind::f32, {1}, {0.f});
+  cpu_backend().fp8_amax(r.amax.c, x.c);
+  gpu_backend().fp8_amax(r.amax.g, x.g);
+  const std::vector<float> ac = read(cpu_backend(), r.amax.c), ag = read(gpu_backend(), r.amax.g);
+  CHECK(ac[0] == ag[0]);
+  if (amax_override > 0.f) {
+    cpu_backend().from_host(r.amax.c, &amax_override);
+    gpu_backend().from_host(r.amax.g, &amax_override);
+  }
+  for (auto [b, side] : {std::pair{&cpu_backend(), 0}, std::pair{&gpu_backend(), 1}})
+    b->fp8_quantize({.out = side ? r.q.g : r.q.c,
+                     .out_t = side ? r.q_t.g : r.q_t.c,
+                     .scale_inv = side ? r.scale_inv.g : r.scale_inv.c,
+                     .inp = side ? x.g : x.c,
+                     .amax = side ? r.amax.g : r.amax.c,
+                     .cols = cols});
+  CHECK(read(cpu_backend(), r.scale_inv.c)[0] == read(gpu_backend(), r.scale_inv.g)[0]);
+  const std::vector<uint8_t> qc = read_bytes(cpu_backend(), r.q.c), qg = read_bytes(gpu_backend(), r.q.g);
+  const std::vector<uint8_t> tc = read_bytes(cpu_backend(), r.q_t.c), tg = read_bytes(gpu_backend(), r.q_t.g);
+  int64_t differ = 0, differ_t = 0;
+  for (size_t i = 0; i < qc.size(); ++i) differ += qc[i] != qg[i], differ_t += tc[i] != tg[i];
+  CHECK(differ == 0);
+  CHECK(differ_t == 0);
+  return r;
+}
+
+}  // namespace
+
+#ifdef RECIPE_WITH_CUDA
+// No GPU needed: cuda_fp8.h's conversion has a host implementation of the same rounding, so the CPU
+// reference is checked against CUDA's definition in CI, over every midpoint between two FP8 values
+// (and its neighbours), NaN and ±inf, and a stride through all f32 bit patterns.
+TEST_CASE("cuda_fp8.h's satfinite conversion (host path) equals the CPU reference encoding") {
+  int64_t checked = 0, differ = 0;
+  auto check = [&](float x) {
+    for (const bool e5m2 : {false, true}) {
+      const uint8_t ours = fp8::encode(x, e5m2 ? fp8::kE5M2 : fp8::kE4M3);
+      const uint8_t theirs = __nv_cvt_float_to_fp8(x, __NV_SATFINITE, e5m2 ? __NV_E5M2 : __NV_E4M3);
+      ++checked;
+      if (ours != theirs && ++differ <= 5)
+        MESSAGE("x=" << x << (e5m2 ? " e5m2" : " e4m3") << ": " << int(ours) << " vs " << int(theirs));
+    }
+  };
+  for (uint64_t u = 0; u < (uint64_t(1) << 32); u += 9973) {
+    const uint32_t bits = uint32_t(u);
+    float x;
+    std::memcpy(&x, &bits, 4);
+    check(x);
+  }
+  for (const fp8::Format* f : {&fp8::kE4M3, &fp8::kE5M2})
+    for (int a = 0; a < 256; ++a)
+      for (int b = a; b < 256; ++b) {
+        const float va = fp8::decode(uint8_t(a), *f), vb = fp8::decode(uint8_t(b), *f);
+        if (!std::isfinite(va) || !std::isfinite(vb)) continue;
+        const float mid = 0.5f * (va + vb);
+        check(mid), check(std::nextafter(mid, INFINITY)), check(std::nextafter(mid, -INFINITY));
+      }
+  for (float x : {NAN, INFINITY, -INFINITY, 0.f, -0.f}) check(x);
+  CHECK(checked > 500000);
+  CHECK(differ == 0);
+}
+#endif
+
+TEST_CASE("cuda fp8 amax and casts equal the CPU reference bit for bit (E4M3, E5M2, transposed)" *
+          doctest::skip(!has_gpu())) {
+  struct Case {
+    int64_t rows, cols;
+    float amax_override;
+  };
+  // Tile edges (not multiples of 32), a large tensor, saturation (a quarter of the true amax), and
+  // the subnormals (values spread over 12 binades below the amax).
+  const Case cases[] = {{48, 80, 0.f}, {16, 16, 0.f}, {1024, 768, 0.f}, {64, 96, 0.5f}};
+  uint32_t seed = 100;
+  for (const Case& c : cases)
+    for (DType t : {DType::e4m3, DType::e5m2}) {
+      CAPTURE(c.rows);
+      CAPTURE(c.cols);
+      CAPTURE(dtype_name(t));
+      Rng r(seed++);
+      std::vector<float> v = r.normal(size_t(c.rows * c.cols));
+      for (size_t i = 0; i < v.size(); i += 7) v[i] *= std::ldexp(1.f, -int(i % 12));
+      auto x = make_dual(Kind::act, {c.rows, c.cols}, v);
+      quantize_both(x, c.rows, c.cols, t, c.amax_override);
+    }
+  // An all-zero tensor: amax 0, scale 1.
+  auto z = make_dual(Kind::act, {16, 32}, std::vector<float>(16 * 32, 0.f));
+  Fp8Dual q = quantize_both(z, 16, 32, DType::e4m3);
+  CHECK(read(gpu_backend(), q.scale_inv.g)[0] == 1.f);
+}
+
+TEST_CASE("cuda fp8 linear forward (cuBLASLt FP8, TN) matches the CPU emulation: plain, bias, GELU" *
+          doctest::skip(!has_gpu())) {
+  struct Case {
+    int64_t N, IC, OC;
+    bool bias, gelu;
+  };
+  const Case cases[] = {{64, 96, 160, false, false},
+                        {64, 96, 160, true, false},
+                        {128, 64, 256, true, true},
+                        {1024, 1024, 3072, true, true}};
+  uint32_t seed = 200;
+  for (const Case& lc : cases) {
+    CAPTURE(lc.N);
+    CAPTURE(lc.IC);
+    CAPTURE(lc.OC);
+    CAPTURE(lc.bias);
+    CAPTURE(lc.gelu);
+    Rng r(seed++);
+    auto x = make_dual(Kind::act, {lc.N, lc.IC}, r.normal(size_t(lc.N * lc.IC)));
+    auto w = make_dual(Kind::act, {lc.OC, lc.IC}, r.normal(size_t(lc.OC * lc.IC), 0.05f));
+    Fp8Dual qx = quantize_both(x, lc.N, lc.IC, DType::e4m3), qw = quantize_both(w, lc.OC, lc.IC, DType::e4m3);
+    Dual b, pre;
+    if (lc.bias) b = make_dual(Kind::act, {lc.OC}, r.normal(size_t(lc.OC), 0.5f));
+    if (lc.gelu) pre = make_dual(Kind::act, {lc.N, lc.OC}, std::vector<float>(size_t(lc.N * lc.OC), 7.f));
+    auto out = make_dual(Kind::act, {lc.N, lc.OC}, std::vector<float>(size_t(lc.N * lc.OC), 7.f));
+    cpu_backend().fp8_linear_fwd({.out = out.c,
+                                  .inp = qx.q.c,
+                                  .inp_scale_inv = qx.scale_inv.c,
+                                  .weight = qw.q.c,
+                                  .weight_scale_inv = qw.scale_inv.c,
+                                  .bias = b.c,
+                                  .pre_gelu = pre.c});
+    gpu_backend().fp8_linear_fwd({.out = out.g,
+                                  .inp = qx.q.g,
+                                  .inp_scale_inv = qx.scale_inv.g,
+                                  .weight = qw.q.g,
+                                  .weight_scale_inv = qw.scale_inv.g,
+                                  .bias = b.g,
+                                  .pre_gelu = pre.g});
+    CHECK_CLOSE(out, kBf16Tol);
+    if (lc.gelu) CHECK_CLOSE(pre, kBf16Tol);
+  }
+}
+
+TEST_CASE(
+    "cuda fp8 linear backward matches the CPU emulation: dinp (E5M2·E4M3, dGELU, dinp_sum), dweight +=, dbias +=" *
+    doctest::skip(!has_gpu())) {
+  struct Case {
+    int64_t N, IC, OC;
+    bool bias, gelu;
+    DType grad;
+  };
+  const Case cases[] = {{64, 96, 160, false, false, DType::e5m2},
+                        {128, 256, 64, true, true, DType::e5m2},
+                        {128, 256, 64, true, true, DType::e4m3},
+                        {1024, 3072, 1024, true, true, DType::e5m2}};
+  uint32_t seed = 300;
+  for (const Case& lc : cases) {
+    CAPTURE(lc.N);
+    CAPTURE(lc.IC);
+    CAPTURE(lc.OC);
+    CAPTURE(lc.bias);
+    CAPTURE(lc.gelu);
+    CAPTURE(dtype_name(lc.grad));
+    Rng r(seed++);
+    auto x = make_dual(Kind::act, {lc.N, lc.IC}, r.normal(size_t(lc.N * lc.IC)));
+    auto w = make_dual(Kind::act, {lc.OC, lc.IC}, r.normal(size_t(lc.OC * lc.IC), 0.05f));
+    auto dy = make_dual(Kind::act, {lc.N, lc.OC}, r.normal(size_t(lc.N * lc.OC), 1e-3f));  // gradients are small
+    Fp8Dual qx = quantize_both(x, lc.N, lc.IC, DType::e4m3), qw = quantize_both(w, lc.OC, lc.IC, DType::e4m3);
+    Fp8Dual qg = quantize_both(dy, lc.N, lc.OC, lc.grad);
+    auto dinp = make_dual(Kind::act, {lc.N, lc.IC}, std::vector<float>(size_t(lc.N * lc.IC), 3.f));
+    auto dw = make_dual(Kind::f32, {lc.OC, lc.IC}, r.normal(size_t(lc.OC * lc.IC), 1e-3f));  // accumulates
+    auto dsum = make_dual(Kind::f32, {lc.IC}, r.normal(size_t(lc.IC)));
+    Dual db, aux;
+    if (lc.bias) db = make_dual(Kind::f32, {lc.OC}, r.normal(size_t(lc.OC)));
+    if (lc.gelu) aux = make_dual(Kind::act, {lc.N, lc.IC}, r.normal(size_t(lc.N * lc.IC)));
+    for (int side = 0; side < 2; ++side) {
+      auto pick = [&](const Dual& d) { return side ? d.g : d.c; };
+      Backend& be = side ? gpu_backend() : cpu_backend();
+      be.fp8_linear_bwd({.dinp = pick(dinp),
+                         .dweight = pick(dw),
+                         .dbias = pick(db),
+                         .dinp_gelu_aux = pick(aux),
+                         .dinp_sum = pick(dsum),
+                         .dout = pick(dy),
+                         .dout_fp8 = pick(qg.q),
+                         .dout_t = pick(qg.q_t),
+                         .dout_scale_inv = pick(qg.scale_inv),
+                         .weight_t = pick(qw.q_t),
+                         .weight_scale_inv = pick(qw.scale_inv),
+                         .inp_t = pick(qx.q_t),
+                         .inp_scale_inv = pick(qx.scale_inv)});
+    }
+    CHECK_CLOSE(dinp, kBf16Tol);
+    CHECK_CLOSE(dw, 1e-3);
+    CHECK_CLOSE(dsum, 1e-2);
+    if (lc.bias) CHECK_CLOSE(db, 1e-3);
+  }
+#ifdef RECIPE_WITH_CUDA
+  auto& cb = dynamic_cast<cuda::CudaBackend&>(gpu_backend());
+  MESSAGE("cuBLASLt epilogues so far: fused " << cb.fused_epilogue_calls() << ", unfused (fallback) "
+                                              << cb.unfused_epilogue_calls());
+#endif
+}
