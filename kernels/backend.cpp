@@ -35,6 +35,14 @@ void Backend::gelu_rebuild_linear_bwd(const GeluRebuildLinearBwdArgs& a) {
               .dinp_sum = a.dinp_sum});
 }
 
+void Backend::attention_block_fwd(const AttentionBlockFwdArgs&) {
+  throw std::logic_error(name() + " backend: attention_block_fwd (ring attention, parallelism.cp > 1) is not implemented");
+}
+
+void Backend::attention_block_bwd(const AttentionBlockBwdArgs&) {
+  throw std::logic_error(name() + " backend: attention_block_bwd (ring attention, parallelism.cp > 1) is not implemented");
+}
+
 void Backend::grad_norm_clip(Tensor out, Tensor grads, float clip, Tensor losses, double loss_sum_limit) {
   if (out.dtype != DType::f32 || out.numel() != 2)
     throw std::invalid_argument("grad_norm_clip: out " + out.shape_str() + " must be f32 with 2 elements");

@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/model/ring_attention.hpp"
 #include "core/model/rng.hpp"
 #include "core/model/token_rows.hpp"
 
@@ -36,10 +37,10 @@ ModelShape local_shape(const ModelShape& g, const ParamLayout& L) {
 }
 
 Model::Model(const ModelShape& shape, int micro_batch, Recompute recompute, kernels::Backend& backend,
-             ParamStore& params, Comm* tp, int slots)
-    : s_(shape),
+             ParamStore& params, Comm* tp, int slots, Comm* cp)
+    : s_(cp_local_shape(shape, cp)),
       B_(micro_batch),
-      N_(int64_t(micro_batch) * shape.seq),
+      N_(int64_t(micro_batch) * s_.seq),
       recompute_(recompute),
       be_(backend),
       store_(params),
@@ -83,6 +84,7 @@ Model::Model(const ModelShape& shape, int micro_batch, Recompute recompute, kern
     lora_.dropout = s_.lora_dropout;
   }
   make_linears();
+  setup_context_parallel(cp);
 
   // Attention's kernels are chosen (and the workspace they need sized) before the first step, so a
   // slow path is said at start, not discovered by the first call.
@@ -117,6 +119,8 @@ Model::Model(const ModelShape& shape, int micro_batch, Recompute recompute, kern
 }
 
 Model::~Model() {
+  cp_.ring.reset();
+  if (cp_.buf) be_.free(cp_.buf);
   be_.free(arena_);
   if (lora_buf_) be_.free(lora_buf_);
 }
@@ -230,7 +234,7 @@ void Model::forward(int slot, bool with_grad, Tensor losses, float dloss) {
     be_.embedding_fwd({.out = first.residual,
                        .tokens = A.inputs,
                        .wte = w_.word,
-                       .wpe = tp_rank_ == 0 ? w_.position : Tensor(),
+                       .wpe = tp_rank_ == 0 ? position_table() : Tensor(),
                        .T = s_.seq,
                        .vocab_start = vocab_start_});
     tp_sum(first.residual);
@@ -280,13 +284,15 @@ void Model::backward(int slot) {
     dres_summed = fc_out_bias_grad_from_norm(l - 1).defined();
     if (phase_hook_) phase_hook_(1 + (nl - 1 - l));
   }
-  if (first_stage_ && (g_.word.defined() || g_.position.defined()))  // frozen under LoRA
+  if (first_stage_ && (g_.word.defined() || g_.position.defined())) {  // frozen under LoRA
     be_.embedding_bwd({.dwte = g_.word,
-                       .dwpe = g_.position,
+                       .dwpe = position_grad_begin(),
                        .dout = A.dresidual,
                        .tokens = A.inputs,
                        .T = s_.seq,
                        .vocab_start = vocab_start_});
+    position_grad_end();
+  }
 }
 
 }  // namespace recipe::core
