@@ -391,7 +391,8 @@ std::vector<FieldInfo> build_fields() {
   f.push_back(field(pa, "tp", &P::parallelism, &Par::tp, "tensor-parallel size"));
   f.push_back(field(pa, "pp", &P::parallelism, &Par::pp, "pipeline-parallel size (1F1B schedule)"));
   f.push_back(field(pa, "cp", &P::parallelism, &Par::cp,
-                    "context-parallel size (splits the sequence); only 1 runs in this version"));
+                    "context-parallel size: each sample's tokens are split over cp ranks (load-balanced causal "
+                    "chunks, ring attention); needs seq_length % (2·cp) == 0; CPU ranks only in this version"));
   f.push_back(field(pa, "dp", &P::parallelism, &Par::dp, "data-parallel size; 0 = world / (tp·pp·cp)"));
   f.push_back(field(pa, "sequence_parallel", &P::parallelism, &Par::sequence_parallel,
                     "shard norm/dropout activations over the TP group (needs tp > 1); not implemented in this version, "

@@ -24,20 +24,22 @@ void check_context_parallel(ResolveContext& ctx) {
                   "set parallelism.cp=1 (use parallelism.tp or parallelism.pp to spread a long sequence's memory)");
   if (p.data.kind == plan::DataKind::sft && p.data.pack)
     ctx.violation("data.pack",
-                  cps + " with data.pack=true: packed samples need attention restricted to each sample, which ring "
-                        "attention does not take in this version; available: data.pack=false (one conversation per "
-                        "sequence) with context parallelism, or cp=1 with packing",
+                  cps +
+                      " with data.pack=true: packed samples need attention restricted to each sample, which ring "
+                      "attention does not take in this version; available: data.pack=false (one conversation per "
+                      "sequence) with context parallelism, or cp=1 with packing",
                   "set data.pack=false or parallelism.cp=1");
   if (p.peft.kind == plan::PeftKind::lora && p.peft.dropout > 0)
     ctx.violation("peft.dropout",
-                  cps + " with peft.dropout=" + std::to_string(p.peft.dropout) +
+                  cps + " with peft.dropout=" + fmt_double(p.peft.dropout) +
                       ": the adapter dropout mask is keyed by a token's row in the sequence, which context "
                       "parallelism reorders; available: peft.dropout=0 with context parallelism",
                   "set peft.dropout=0 or parallelism.cp=1");
   if (p.parallelism.sequence_parallel)
     ctx.violation("parallelism.sequence_parallel",
-                  cps + " with parallelism.sequence_parallel=true: the two together are not implemented in this "
-                        "version; available: either one alone",
+                  cps +
+                      " with parallelism.sequence_parallel=true: the two together are not implemented in this "
+                      "version; available: either one alone",
                   "set parallelism.sequence_parallel=false or parallelism.cp=1");
 }
 

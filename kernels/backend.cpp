@@ -36,11 +36,13 @@ void Backend::gelu_rebuild_linear_bwd(const GeluRebuildLinearBwdArgs& a) {
 }
 
 void Backend::attention_block_fwd(const AttentionBlockFwdArgs&) {
-  throw std::logic_error(name() + " backend: attention_block_fwd (ring attention, parallelism.cp > 1) is not implemented");
+  throw std::logic_error(name() +
+                         " backend: attention_block_fwd (ring attention, parallelism.cp > 1) is not implemented");
 }
 
 void Backend::attention_block_bwd(const AttentionBlockBwdArgs&) {
-  throw std::logic_error(name() + " backend: attention_block_bwd (ring attention, parallelism.cp > 1) is not implemented");
+  throw std::logic_error(name() +
+                         " backend: attention_block_bwd (ring attention, parallelism.cp > 1) is not implemented");
 }
 
 void Backend::grad_norm_clip(Tensor out, Tensor grads, float clip, Tensor losses, double loss_sum_limit) {

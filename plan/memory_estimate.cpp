@@ -12,7 +12,6 @@ namespace {
 // Tokens of one sample on one rank: context parallelism splits every sample over its cp ranks.
 int64_t local_seq(const Plan& p) { return p.model.seq_length / std::max(1, p.parallelism.cp); }
 
-
 constexpr double kMiB = 1024.0 * 1024.0;
 // What every CUDA rank allocates besides parameters, activations and the backend's workspace
 // (cuda_workspace_bytes): the cuBLASLt workspace (32 MiB). NCCL buffers and the CUDA context are
@@ -86,7 +85,8 @@ int64_t arena_bytes(const Plan& p, int layers, int slots, bool last_stage) {
   // local rows and their f32 gradient (core/model/model_context_parallel.cpp).
   int64_t ring = 0;
   if (p.parallelism.cp > 1 && layers > 0)
-    ring = 4 * N * qkv * es + align256(N * 4) + (m.position_embedding == PositionEmbedding::learned ? T * C * (es + 4) : 0);
+    ring = 4 * N * qkv * es + align256(N * 4) +
+           (m.position_embedding == PositionEmbedding::learned ? T * C * (es + 4) : 0);
   return shared + slots * (layers * per_layer + per_slot + loss_scratch) + ring;
 }
 

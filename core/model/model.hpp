@@ -182,9 +182,9 @@ class Model {
   kernels::Tensor rope_positions(const Activations& A) const;
   void attention_fwd(const Activations& A, const LayerActs& a, const kernels::AttentionShape& att);
   void attention_bwd(const Activations& A, const LayerActs& a, const kernels::AttentionShape& att);
-  kernels::Tensor position_table();                     // the wpe rows embedding_fwd reads
-  kernels::Tensor position_grad_begin();                // the dwpe embedding_bwd adds into
-  void position_grad_end();                             // CP: the local rows into the global table
+  kernels::Tensor position_table();       // the wpe rows embedding_fwd reads
+  kernels::Tensor position_grad_begin();  // the dwpe embedding_bwd adds into
+  void position_grad_end();               // CP: the local rows into the global table
 
   ModelShape s_, ls_;
   ContextParallel cp_;

@@ -10,7 +10,12 @@
 namespace recipe::core {
 
 TokenLoader::TokenLoader(int micro_batch, int seq, int vocab, int cp, int cp_rank)
-    : B_(micro_batch), T_(seq), vocab_(vocab), cp_(cp), cp_rank_(cp_rank), rows_(size_t(micro_batch) * size_t(seq + 1)) {}
+    : B_(micro_batch),
+      T_(seq),
+      vocab_(vocab),
+      cp_(cp),
+      cp_rank_(cp_rank),
+      rows_(size_t(micro_batch) * size_t(seq + 1)) {}
 
 // Local row t of sample b is global position g (cp_global_position): input = the sample's token g,
 // target = token g + 1 (unmasked rows), or the split inputs / targets at g (masked streams).

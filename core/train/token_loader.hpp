@@ -42,11 +42,11 @@ class TokenLoader {
   int B_, T_, vocab_;
   int cp_ = 1, cp_rank_ = 0;
   std::vector<int32_t> local_inputs_, local_targets_;  // [B·T/cp] CP only
-  bool masked_ = false;             // the last micro-batch came from a masked stream
-  std::vector<int32_t> rows_;       // [B, T+1], the micro-batch read last (unmasked streams)
-  std::vector<int32_t> inputs_;     // [B·T] masked streams: inputs of the micro-batch read last
-  std::vector<int32_t> targets_;    // [B·T] and its targets
-  std::vector<int32_t> positions_;  // [B·T] and each token's position in its sample
+  bool masked_ = false;                                // the last micro-batch came from a masked stream
+  std::vector<int32_t> rows_;                          // [B, T+1], the micro-batch read last (unmasked streams)
+  std::vector<int32_t> inputs_;                        // [B·T] masked streams: inputs of the micro-batch read last
+  std::vector<int32_t> targets_;                       // [B·T] and its targets
+  std::vector<int32_t> positions_;                     // [B·T] and each token's position in its sample
   std::vector<data::Sequence> sequences_;
 };
 

@@ -186,7 +186,6 @@ TEST_CASE("settings this version cannot execute fail validate and train with exi
     const char* key;
     const char* fix;
   } cases[] = {
-      {{"gpt_tiny", "parallelism.cp=2"}, "parallelism.cp", "set parallelism.cp=1"},
       {{"gpt_tiny", "parallelism.tp=2", "executor.cpu_ranks=2", "parallelism.sequence_parallel=true"},
        "parallelism.sequence_parallel",
        "set parallelism.sequence_parallel=false"},

@@ -65,8 +65,8 @@ void check_ring(const Case& c, int cp) {
   std::vector<float> qkv = randn(size_t(B) * T * row, 11), dout = randn(size_t(B) * T * orow, 12);
   std::vector<float> out(size_t(B) * T * orow), lse(size_t(B) * c.Hq * T), dqkv(qkv.size());
   const AttentionShape full{.B = B, .T = T, .Hq = c.Hq, .Hkv = c.Hkv, .D = c.D};
-  be->attention_fwd({.out = view(out, {B, T, orow}), .lse = view(lse, {B, c.Hq, T}), .qkv = view(qkv, {B, T, row}),
-                     .shape = full});
+  be->attention_fwd(
+      {.out = view(out, {B, T, orow}), .lse = view(lse, {B, c.Hq, T}), .qkv = view(qkv, {B, T, row}), .shape = full});
   be->attention_bwd({.dqkv = view(dqkv, {B, T, row}),
                      .dout = view(dout, {B, T, orow}),
                      .qkv = view(qkv, {B, T, row}),
@@ -160,8 +160,8 @@ TEST_CASE("the diagonal block alone is attention_fwd / attention_bwd bit for bit
   std::vector<float> qkv = randn(size_t(B) * T * row, 3), dout = randn(size_t(B) * T * orow, 4);
   std::vector<float> o1(size_t(B) * T * orow), l1(size_t(B) * Hq * T), o2 = o1, l2 = l1;
   std::vector<float> d1(qkv.size()), d2(qkv.size(), 0.f);
-  be->attention_fwd({.out = view(o1, {B, T, orow}), .lse = view(l1, {B, Hq, T}), .qkv = view(qkv, {B, T, row}),
-                     .shape = sh});
+  be->attention_fwd(
+      {.out = view(o1, {B, T, orow}), .lse = view(l1, {B, Hq, T}), .qkv = view(qkv, {B, T, row}), .shape = sh});
   be->attention_block_fwd({.out = view(o2, {B, T, orow}),
                            .lse = view(l2, {B, Hq, T}),
                            .qkv = view(qkv, {B, T, row}),

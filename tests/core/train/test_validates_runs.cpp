@@ -214,13 +214,12 @@ TEST_CASE("LoRA validates and constructs a Trainer: every target spelling, rsLoR
   CHECK(r.violations[0].message.find("missing k_proj") != std::string::npos);
 }
 
-TEST_CASE("context parallelism and sequence parallelism are rejected, with the key") {
+TEST_CASE("sequence parallelism is rejected, with the key") {
   const struct {
     const char* patch;
     const char* path;
     const char* needle;
   } cases[] = {
-      {R"({"parallelism": {"cp": 2}, "executor": {"cpu_ranks": 2}})", "parallelism.cp", "cp=1"},
       {R"({"parallelism": {"tp": 2, "sequence_parallel": true}, "executor": {"cpu_ranks": 2}})",
        "parallelism.sequence_parallel", "false"},
   };
