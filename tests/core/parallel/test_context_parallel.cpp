@@ -1,7 +1,7 @@
 // Context parallelism trains like one process: gpt_tiny (learned positions, LayerNorm, tied) and
-// llama_tiny (RoPE, GQA) trained 20 steps as CP2, CP2×DP2, CP2×TP2 and CP2×PP2 (CPU ranks under
-// Open MPI, recipe_train_probe) give the single-process loss curve and final parameters within
-// 1e-5 relative, as test_training_parity.cpp requires of the other layouts, and every CP replica
+// llama_tiny (RoPE, GQA) trained 20 steps as CP2, CP2×DP2, CP2×TP2, CP2×PP2, CP2×DP2 + ZeRO-1 and
+// CP4 (CPU ranks under Open MPI, recipe_train_probe) give the single-process loss curve and final
+// parameters within 1e-5 relative, as test_training_parity.cpp requires of the other layouts, and every CP replica
 // of a parameter holds the same values. Each CP rank sees only its two chunks of every sample, so
 // equal curves need the chunking, the global positions, ring attention (forward and backward, over
 // the ring's sends), the gradient sum over the CP group and the loss over all tokens to be right.
@@ -87,6 +87,8 @@ void cp_parity_for(const std::string& recipe) {
       {"CP2xDP2", 4, {"parallelism.cp=2"}},
       {"CP2xTP2", 4, {"parallelism.cp=2", "parallelism.tp=2"}},
       {"CP2xPP2", 4, {"parallelism.cp=2", "parallelism.pp=2"}},
+      {"CP2xDP2+ZeRO-1", 4, {"parallelism.cp=2", "parallelism.zero1=true"}},
+      {"CP4", 4, {"parallelism.cp=4"}},
   };
   for (const auto& l : layouts) {
     const Trained par = train_cp(recipe, l.world, l.overrides, recipe + "-" + l.name);
