@@ -75,8 +75,8 @@ void check_ring(const Case& c, int cp) {
                      .shape = full});
 
   const AttentionShape local{.B = B, .T = Tl, .Hq = c.Hq, .Hkv = c.Hkv, .D = c.D};
-  std::vector<std::vector<float>> lq(size_t(cp)), lo(size_t(cp)), ll(size_t(cp)), ld(size_t(cp)), ldq(size_t(cp)),
-      ldkv(size_t(cp));
+  const size_t ranks = size_t(cp);
+  std::vector<std::vector<float>> lq(ranks), lo(ranks), ll(ranks), ld(ranks), ldq(ranks), ldkv(ranks);
   for (int r = 0; r < cp; ++r) {
     lq[size_t(r)] = local_rows(qkv, B, T, row, cp, r);
     ld[size_t(r)] = local_rows(dout, B, T, orow, cp, r);
