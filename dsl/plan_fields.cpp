@@ -417,7 +417,8 @@ std::vector<FieldInfo> build_fields() {
                     "needs pp ≥ 2, num_micro_batches divisible by pp and num_layers by pp·virtual_pp (or "
                     "layers_per_stage)"));
   f.push_back(field(pa, "cp", &P::parallelism, &Par::cp,
-                    "context-parallel size (splits the sequence); only 1 runs in this version"));
+                    "context-parallel size: each sample's tokens are split over cp ranks (load-balanced causal "
+                    "chunks, ring attention); needs seq_length % (2·cp) == 0; CPU ranks only in this version"));
   f.push_back(field(pa, "dp", &P::parallelism, &Par::dp, "data-parallel size; 0 = world / (tp·pp·cp)"));
   f.push_back(field(pa, "sequence_parallel", &P::parallelism, &Par::sequence_parallel,
                     "Megatron sequence parallelism: the residual stream, norms and stage tensors hold N/tp token rows "

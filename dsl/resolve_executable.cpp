@@ -6,15 +6,55 @@
 
 namespace recipe::dsl::detail {
 
+namespace {
+
+// Context parallelism (ring attention, core/model/ring_attention.hpp) runs on CPU ranks, with TP,
+// DP, PP and ZeRO-1. What it does not take yet is rejected here, one violation per conflict.
+void check_context_parallel(ResolveContext& ctx) {
+  const plan::Plan& p = ctx.plan();
+  const int cp = p.parallelism.cp;
+  if (cp <= 1 || ctx.bad_paths.count("parallelism.cp")) return;
+  const std::string cps = "parallelism.cp=" + std::to_string(cp);
+  if (p.trainer.device != plan::Device::cpu)
+    ctx.violation("parallelism.cp",
+                  cps + " with trainer.device=\"" + std::string(plan::to_string(p.trainer.device)) +
+                      "\": ring attention is not implemented on CUDA in this version (the CUDA backend has no "
+                      "attention_block ops yet); available: context parallelism on CPU ranks (trainer.device=\"cpu\"), "
+                      "or cp=1 with tensor, pipeline and data parallelism on GPUs",
+                  "set parallelism.cp=1 (use parallelism.tp or parallelism.pp to spread a long sequence's memory)");
+  if (p.data.kind == plan::DataKind::sft && p.data.pack)
+    ctx.violation("data.pack",
+                  cps +
+                      " with data.pack=true: packed samples need attention restricted to each sample, which ring "
+                      "attention does not take in this version; available: data.pack=false (one conversation per "
+                      "sequence) with context parallelism, or cp=1 with packing",
+                  "set data.pack=false or parallelism.cp=1");
+  if (p.peft.kind == plan::PeftKind::lora && p.peft.dropout > 0)
+    ctx.violation("peft.dropout",
+                  cps + " with peft.dropout=" + fmt_double(p.peft.dropout) +
+                      ": the adapter dropout mask is keyed by a token's row in the sequence, which context "
+                      "parallelism reorders; available: peft.dropout=0 with context parallelism",
+                  "set peft.dropout=0 or parallelism.cp=1");
+  if (p.parallelism.sequence_parallel)
+    ctx.violation("parallelism.sequence_parallel",
+                  cps +
+                      " with parallelism.sequence_parallel=true: the two together are not implemented in this "
+                      "version; available: either one alone",
+                  "set parallelism.sequence_parallel=false or parallelism.cp=1");
+  if (p.parallelism.virtual_pp > 1)
+    ctx.violation("parallelism.virtual_pp",
+                  cps + " with parallelism.virtual_pp=" + std::to_string(p.parallelism.virtual_pp) +
+                      ": context parallelism with interleaved pipeline stages is not implemented in this version; "
+                      "available: either one alone (cp with the plain 1F1B pipeline runs)",
+                  "set parallelism.virtual_pp=1 or parallelism.cp=1");
+}
+
+}  // namespace
+
 void check_executable(ResolveContext& ctx) {
   const plan::Plan& p = ctx.plan();
   const plan::ParallelismConfig& par = p.parallelism;
-  if (par.cp > 1 && !ctx.bad_paths.count("parallelism.cp"))
-    ctx.violation("parallelism.cp",
-                  "parallelism.cp=" + std::to_string(par.cp) +
-                      ": context parallelism is not implemented in this version; available: cp=1 (tensor, pipeline "
-                      "and data parallelism are)",
-                  "set parallelism.cp=1");
+  check_context_parallel(ctx);
   // Packing (several conversations per sequence) gives RoPE and attention each token's position in
   // its sample (ModelShape::packed). Learned position embeddings do not take them yet, and on CUDA
   // packed attention runs the own kernels (head_dim <= 128), not cuDNN.

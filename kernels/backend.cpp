@@ -46,6 +46,16 @@ void Backend::fp8_quantize(const Fp8QuantizeArgs&) { no_fp8(*this, "fp8_quantize
 void Backend::fp8_linear_fwd(const Fp8LinearFwdArgs&) { no_fp8(*this, "fp8_linear_fwd"); }
 void Backend::fp8_linear_bwd(const Fp8LinearBwdArgs&) { no_fp8(*this, "fp8_linear_bwd"); }
 
+void Backend::attention_block_fwd(const AttentionBlockFwdArgs&) {
+  throw std::logic_error(name() +
+                         " backend: attention_block_fwd (ring attention, parallelism.cp > 1) is not implemented");
+}
+
+void Backend::attention_block_bwd(const AttentionBlockBwdArgs&) {
+  throw std::logic_error(name() +
+                         " backend: attention_block_bwd (ring attention, parallelism.cp > 1) is not implemented");
+}
+
 void Backend::grad_norm_clip(Tensor out, Tensor grads, float clip, Tensor losses, double loss_sum_limit) {
   if (out.dtype != DType::f32 || out.numel() != 2)
     throw std::invalid_argument("grad_norm_clip: out " + out.shape_str() + " must be f32 with 2 elements");

@@ -150,8 +150,36 @@ struct AttentionBwdArgs {
   Tensor dqkv{}, dout{}, qkv{}, out{}, lse{}, positions{};
   AttentionShape shape{};
 };
+// Ring attention (context parallelism, core/model/ring_attention.hpp): one block of attention,
+// the queries of rows [q_begin, q_begin + q_len) of `qkv` against the keys and values of rows
+// [k_begin, k_begin + k_len) of `kv`. Both are packed qkv [B, T, (Hq + 2·Hkv)·D] of one shape
+// (`kv` may be `qkv` itself, or a copy of another rank's qkv; only its k and v heads are read).
+// Rows are the block's own indexing: causal = query i (row q_begin + i) sees keys 0..i of the
+// block (needs q_len == k_len, the diagonal block), otherwise every key of the block is seen.
+// out [B, T, Hq·D] and lse [B, Hq, T] f32 hold the queries' running result: merge = false writes
+// the block's result into the query rows; merge = true combines it with what they hold,
+//   lse' = log(exp(lse) + exp(lse_b)),   out' = exp(lse − lse')·out + exp(lse_b − lse')·out_b,
+// so blocks merged in any order give the attention over their union. Other rows are untouched.
+struct AttentionBlockFwdArgs {
+  Tensor out{}, lse{}, qkv{}, kv{};
+  AttentionShape shape{};
+  int q_begin = 0, q_len = 0, k_begin = 0, k_len = 0;
+  bool causal = false;
+  bool merge = false;
+};
+// The backward of one block given the FINAL (all blocks merged) out and lse of the queries: the
+// block's share of the gradients ACCUMULATES, the q heads of the query rows into dq and the k and
+// v heads of the key rows into dkv (both packed-qkv shaped, act dtype; they may be one tensor).
+struct AttentionBlockBwdArgs {
+  Tensor dq{}, dkv{}, dout{}, qkv{}, kv{}, out{}, lse{};
+  AttentionShape shape{};
+  int q_begin = 0, q_len = 0, k_begin = 0, k_len = 0;
+  bool causal = false;
+};
 // qkv: the packed qkv (rope_fwd) or its gradient (rope_bwd), rotated in place; positions
-// (optional): per-sample positions i32 [B, T] (see above), else t.
+// (optional): per-sample positions i32 [B, T] (see above), else t. RoPE reads a position only as
+// its angle, so any non-negative positions are taken: context parallelism passes each token's
+// position in the whole sample (a rank holds two separated chunks of it).
 struct RopeArgs {
   Tensor qkv{}, positions{};
   AttentionShape shape{};
@@ -348,6 +376,11 @@ class Backend {
   virtual void attention_fwd(const AttentionFwdArgs& a) = 0;
   // dqkv (overwritten) from dout, the forward's qkv, out and lse.
   virtual void attention_bwd(const AttentionBwdArgs& a) = 0;
+  // One block of ring attention (AttentionBlockFwdArgs / AttentionBlockBwdArgs above). The
+  // defaults throw: a backend without them cannot run context parallelism (the resolver rejects
+  // parallelism.cp > 1 where they are missing).
+  virtual void attention_block_fwd(const AttentionBlockFwdArgs& a);
+  virtual void attention_block_bwd(const AttentionBlockBwdArgs& a);
   // Generation with a KV cache (the arguments above): append n new tokens' K/V (after RoPE), then
   // attend their queries over everything cached.
   virtual void kv_cache_append(const KvCacheAppendArgs& a) = 0;

@@ -11,6 +11,9 @@ namespace recipe::plan {
 
 namespace {
 
+// Tokens of one sample on one rank: context parallelism splits every sample over its cp ranks.
+int64_t local_seq(const Plan& p) { return p.model.seq_length / std::max(1, p.parallelism.cp); }
+
 constexpr double kMiB = 1024.0 * 1024.0;
 // What every CUDA rank allocates besides parameters, activations and the backend's workspace
 // (cuda_workspace_bytes): the cuBLASLt workspace (32 MiB). NCCL buffers and the CUDA context are
@@ -20,10 +23,10 @@ constexpr int64_t kCublasWorkspace = 32LL * 1024 * 1024;
 int64_t div_ceil(int64_t a, int64_t b) { return b > 0 ? (a + b - 1) / b : a; }
 int64_t align256(int64_t n) { return (n + 255) / 256 * 256; }
 
-// This rank's rows of the residual stream: all N = micro_batch · seq, or N/tp under sequence
+// This rank's rows of the residual stream: all N = micro_batch · seq / cp, or N/tp under sequence
 // parallelism (the residual, norms and stage tensors; core/model/linear.hpp).
 int64_t residual_rows(const Plan& p) {
-  const int64_t N = int64_t(p.trainer.micro_batch_size) * p.model.seq_length;
+  const int64_t N = int64_t(p.trainer.micro_batch_size) * local_seq(p);
   const int tp = std::max(1, p.parallelism.tp);
   return p.parallelism.sequence_parallel && tp > 1 ? N / tp : N;
 }
@@ -33,7 +36,7 @@ int64_t residual_rows(const Plan& p) {
 int64_t layers_transient_bytes(const Plan& p, int64_t es) {
   const ModelConfig& m = p.model;
   const int tp = std::max(1, p.parallelism.tp);
-  const int64_t N = int64_t(p.trainer.micro_batch_size) * m.seq_length, R = residual_rows(p), C = m.hidden_size;
+  const int64_t N = int64_t(p.trainer.micro_batch_size) * local_seq(p), R = residual_rows(p), C = m.hidden_size;
   const int64_t D = m.head_dim > 0 ? m.head_dim : C / std::max(1, m.num_attention_heads);
   const int64_t heads = m.num_attention_heads / tp;
   const int64_t kv = m.num_kv_heads % tp == 0 ? m.num_kv_heads / tp : 1;
@@ -50,16 +53,16 @@ int64_t layers_transient_bytes(const Plan& p, int64_t es) {
 // The engine's activation arena on one rank, buffer for buffer (core/activations.cpp carves it;
 // tests/core/test_recompute.cpp checks the two agree): `layers` saved layer sets, one shared
 // transient region, per-slot final-norm/gradient buffers, `slots` micro-batches in flight.
-// N = micro_batch · seq tokens, R = this rank's rows of the residual stream (N, or N/tp with
-// sequence parallelism: residual, norm outputs and statistics, stage tensors; plus two [N, C]
-// whole-row buffers for its gathers and reduce-scatters); TP splits heads, KV heads, FFN and
-// vocabulary.
+// N = micro_batch · seq / cp tokens (context parallelism splits every sample), R = this rank's rows
+// of the residual stream (N, or N/tp with sequence parallelism: residual, norm outputs and
+// statistics, stage tensors; plus two [N, C] whole-row buffers for its gathers and reduce-scatters);
+// TP splits heads, KV heads, FFN and vocabulary.
 int64_t arena_bytes(const Plan& p, int layers, int slots, bool last_stage) {
   const ModelConfig& m = p.model;
   const int tp = std::max(1, p.parallelism.tp);
   const Recompute level = p.trainer.recompute;
   const int64_t es = (p.trainer.precision == plan::Precision::fp32 || p.trainer.device == plan::Device::cpu) ? 4 : 2;
-  const int64_t B = p.trainer.micro_batch_size, T = m.seq_length, N = B * T, R = residual_rows(p), C = m.hidden_size;
+  const int64_t B = p.trainer.micro_batch_size, T = local_seq(p), N = B * T, R = residual_rows(p), C = m.hidden_size;
   const int64_t D = m.head_dim > 0 ? m.head_dim : C / std::max(1, m.num_attention_heads);
   const int64_t heads = m.num_attention_heads / tp;
   const int64_t kv = m.num_kv_heads / tp;  // whole KV heads per rank (the resolver checks kv % tp)
@@ -90,7 +93,14 @@ int64_t arena_bytes(const Plan& p, int layers, int slots, bool last_stage) {
   const int64_t per_slot = 4 * nc + (layernorm ? 2 : 1) * stat + 2 * align256(N * 4);
   int64_t loss_scratch = 0;
   if (tp > 1 && last_stage) loss_scratch = align256(chunk * 4) + align256(2 * chunk * 4);
-  return shared + slots * (layers * per_layer + per_slot + loss_scratch);
+  // Context parallelism: ring attention's two K/V blocks in flight and two dK/dV blocks
+  // (core/model/ring_attention.hpp), each [N, qkv]; RoPE's global positions, learned positions'
+  // local rows and their f32 gradient (core/model/model_context_parallel.cpp).
+  int64_t ring = 0;
+  if (p.parallelism.cp > 1 && layers > 0)
+    ring = 4 * N * qkv * es + align256(N * 4) +
+           (m.position_embedding == PositionEmbedding::learned ? T * C * (es + 4) : 0);
+  return shared + slots * (layers * per_layer + per_slot + loss_scratch) + ring;
 }
 
 }  // namespace
@@ -98,7 +108,7 @@ int64_t arena_bytes(const Plan& p, int layers, int slots, bool last_stage) {
 int64_t cuda_workspace_bytes(const Plan& plan) {
   const ModelConfig& m = plan.model;
   const int tp = std::max(1, plan.parallelism.tp);
-  const int64_t N = int64_t(plan.trainer.micro_batch_size) * m.seq_length;
+  const int64_t N = int64_t(plan.trainer.micro_batch_size) * local_seq(plan);
   const int64_t D = m.head_dim > 0 ? m.head_dim : m.hidden_size / std::max(1, m.num_attention_heads);
   const int64_t heads = m.num_attention_heads / tp;
   const int64_t kv = m.num_kv_heads / tp;  // whole KV heads per rank (the resolver checks kv % tp)
@@ -112,7 +122,7 @@ int64_t cuda_workspace_bytes(const Plan& plan) {
   // at head dim 64, T/256 at 128 (gpt3_345m: 8 × 16 MiB; the Llama 3 8B layer at seq 8192:
   // 33 × 32 MiB). The backend grows its workspace at start if a plan ever wants more.
   const int64_t dq_accum = N * heads * D * 4;
-  const int64_t T = m.seq_length, key_tile = D <= 64 ? 128 : 256;
+  const int64_t T = local_seq(plan), key_tile = D <= 64 ? 128 : 256;
   const int64_t partials = plan.trainer.deterministic ? std::max<int64_t>(1, (T + key_tile - 1) / key_tile) : 1;
   const int64_t cudnn = (partials + (kv < heads ? 1 : 0)) * dq_accum + N * heads * 4 + mib;
   const int64_t need = std::max(own, cudnn);
@@ -129,7 +139,7 @@ int64_t classifier_chunk_rows(int64_t rows, int64_t padded_vocab, int64_t elem_b
 
 int64_t classifier_chunk_rows(const Plan& plan) {
   const int64_t es = plan.trainer.device == plan::Device::cpu ? 4 : 2;  // the backend's act_dtype(): CPU f32, CUDA bf16
-  const int64_t rows = int64_t(plan.trainer.micro_batch_size) * plan.model.seq_length;
+  const int64_t rows = int64_t(plan.trainer.micro_batch_size) * local_seq(plan);
   const int64_t local_vocab = plan.model.padded_vocab_size / std::max(1, plan.parallelism.tp);
   return classifier_chunk_rows(rows, local_vocab, es, layers_transient_bytes(plan, es));
 }
@@ -210,7 +220,7 @@ MemoryEstimate estimate_stage_memory(const Plan& plan, int stage) {
   // dropped input, in = the widest adapted input on this rank (hidden for q|k|v and fc1 / gate|up,
   // q_dim/tp for proj, ffn/tp for fc2 / down), shared by every linear.
   if (lora && layers > 0) {
-    const int64_t rows = int64_t(plan.trainer.micro_batch_size) * m.seq_length;
+    const int64_t rows = int64_t(plan.trainer.micro_batch_size) * local_seq(plan);
     const int64_t es = plan.trainer.device == plan::Device::cpu ? 4 : 2;
     e.activations += 2 * rows * plan.peft.rank * es;
     if (plan.peft.dropout > 0) e.activations += rows * lora_widest_input(plan, tp) * es;
@@ -223,7 +233,7 @@ MemoryEstimate estimate_stage_memory(const Plan& plan, int stage) {
       m.position_embedding == PositionEmbedding::rope ? int64_t(m.seq_length) * m.head_dim * 4 : 0;
   e.workspace = cuda_workspace_bytes(plan) + kCublasWorkspace + rope_table +
                 static_cast<int64_t>(std::max(1, plan.trainer.num_micro_batches)) * plan.trainer.micro_batch_size *
-                    m.seq_length * 4;
+                    local_seq(plan) * 4;
   e.total = e.weights + e.gradients + e.optimizer + e.activations + e.workspace;
   return e;
 }

@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/model/ring_attention.hpp"
 #include "core/model/rng.hpp"
 #include "core/model/token_rows.hpp"
 
@@ -36,10 +37,10 @@ ModelShape local_shape(const ModelShape& g, const ParamLayout& L, int chunk) {
 }
 
 Model::Model(const ModelShape& shape, int micro_batch, Recompute recompute, kernels::Backend& backend,
-             ParamStore& params, Comm* tp, int slots, int chunk, const Model* share_transient)
-    : s_(shape),
+             ParamStore& params, Comm* tp, int slots, int chunk, const Model* share_transient, Comm* cp)
+    : s_(cp_local_shape(shape, cp)),
       B_(micro_batch),
-      N_(int64_t(micro_batch) * shape.seq),
+      N_(int64_t(micro_batch) * s_.seq),
       R_(N_),
       recompute_(recompute),
       be_(backend),
@@ -99,6 +100,7 @@ Model::Model(const ModelShape& shape, int micro_batch, Recompute recompute, kern
   }
   alloc_fp8_scratch();
   make_linears();
+  setup_context_parallel(cp);
 
   // Attention's kernels are chosen (and the workspace they need sized) before the first step, so a
   // slow path is said at start, not discovered by the first call.
@@ -136,6 +138,8 @@ Model::Model(const ModelShape& shape, int micro_batch, Recompute recompute, kern
 }
 
 Model::~Model() {
+  cp_.ring.reset();
+  if (cp_.buf) be_.free(cp_.buf);
   be_.free(arena_);
   if (lora_buf_) be_.free(lora_buf_);
   if (fp8_buf_) be_.free(fp8_buf_);
@@ -305,7 +309,7 @@ void Model::forward(int slot, bool with_grad, Tensor losses, float dloss) {
     be_.embedding_fwd({.out = embedded,
                        .tokens = A.inputs,
                        .wte = w_.word,
-                       .wpe = tp_rank_ == 0 ? w_.position : Tensor(),
+                       .wpe = tp_rank_ == 0 ? position_table() : Tensor(),
                        .T = s_.seq,
                        .vocab_start = vocab_start_});
     if (sp_)
@@ -363,15 +367,17 @@ void Model::backward(int slot) {
     if (sp_sums) sum_sequence_parallel_grads(l);
     if (phase_hook_) phase_hook_(1 + phase_above_ + (nl - 1 - l));
   }
-  if (first_stage_ && (g_.word.defined() || g_.position.defined()))  // frozen under LoRA
+  if (first_stage_ && (g_.word.defined() || g_.position.defined())) {  // frozen under LoRA
     // Sequence parallel: every row's gradient (gathered), so the vocabulary shard's and the
     // position table's gradients are complete on every rank.
     be_.embedding_bwd({.dwte = g_.word,
-                       .dwpe = g_.position,
+                       .dwpe = position_grad_begin(),
                        .dout = sp_ ? tp_group_.gather_rows(A.dresidual, sp_scratch_.full) : A.dresidual,
                        .tokens = A.inputs,
                        .T = s_.seq,
                        .vocab_start = vocab_start_});
+    position_grad_end();
+  }
 }
 
 }  // namespace recipe::core

@@ -34,10 +34,15 @@
 //   stages a rank holds several model chunks (ParamLayout::chunks): one Model per chunk, binding
 //   that chunk's layers from the rank's one ParamStore; the chunks share the transient region of
 //   their arenas (only one of them computes at a time), each keeps its own slots.
+// - Context parallel: this rank holds seq / cp tokens of every sample, an early and a late chunk
+//   (ring_attention.hpp); token-wise layers run on them, RoPE and learned positions use their
+//   global positions, attention is ring attention over the CP group. shape().seq is the local
+//   length. Parameter gradients are this rank's share; the trainer sums them over the CP group.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "core/model/activations.hpp"
@@ -48,6 +53,8 @@
 #include "kernels/ops.hpp"
 
 namespace recipe::core {
+
+class RingAttention;
 
 // "none" | "gelu" | "norm" | "full" (see core/activations.hpp); throws std::invalid_argument
 // naming trainer.recompute otherwise.
@@ -67,8 +74,9 @@ class Model {
   // tp_size. `slots`: activation sets (micro-batches in flight at once), ≥ 1. `chunk`: which of the
   // layout's model chunks this model runs. `share_transient`: another chunk's model on this rank
   // whose transient region (and full-recompute scratch) this one reuses; it must outlive this one.
+  // `cp`: the context-parallel group (nullptr or a group of one: none); seq % (2·cp) == 0.
   Model(const ModelShape& shape, int micro_batch, Recompute recompute, kernels::Backend& backend, ParamStore& params,
-        Comm* tp = nullptr, int slots = 1, int chunk = 0, const Model* share_transient = nullptr);
+        Comm* tp = nullptr, int slots = 1, int chunk = 0, const Model* share_transient = nullptr, Comm* cp = nullptr);
   ~Model();
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
@@ -183,7 +191,26 @@ class Model {
   void cross_entropy(const LossScratch& ls, kernels::Tensor losses, kernels::Tensor logits, kernels::Tensor targets,
                      bool with_grad, float dloss);
 
+  // model_context_parallel.cpp: the CP pieces (ring_attention.hpp). Without CP they are the
+  // plain ops (attention_fwd/bwd, RoPE by t or the packed positions, wpe as stored).
+  struct ContextParallel {
+    int size = 1, rank = 0;
+    std::unique_ptr<RingAttention> ring;
+    void* buf = nullptr;
+    kernels::Tensor positions;  // i32 [B, T]: each local row's global position (RoPE)
+    kernels::Tensor wpe, dwpe;  // [T, C] the local rows' position embeddings and their gradient
+  };
+  static ModelShape cp_local_shape(const ModelShape& global, const Comm* cp);
+  void setup_context_parallel(Comm* cp);
+  kernels::Tensor rope_positions(const Activations& A) const;
+  void attention_fwd(const Activations& A, const LayerActs& a, const kernels::AttentionShape& att);
+  void attention_bwd(const Activations& A, const LayerActs& a, const kernels::AttentionShape& att);
+  kernels::Tensor position_table();       // the wpe rows embedding_fwd reads
+  kernels::Tensor position_grad_begin();  // the dwpe embedding_bwd adds into
+  void position_grad_end();               // CP: the local rows into the global table
+
   ModelShape s_, ls_;
+  ContextParallel cp_;
   int B_;
   int64_t N_, R_;  // token rows of a micro-batch; this rank's rows of the residual stream
   Recompute recompute_;

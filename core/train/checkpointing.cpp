@@ -171,7 +171,8 @@ void write_checkpoint(Trainer& trainer, const std::string& final_dir, Contents c
     const bool write_frozen = contents != Contents::trainable, write_trainable = contents != Contents::frozen_only;
     std::vector<ckpt::SavePiece> pieces;
     std::vector<float> master, m, v, frozen;
-    if (zero1 || rc.dp == 0) {
+    // CP replicas hold the same parameters and moments as their CP rank 0, which writes them.
+    if (rc.cp == 0 && (zero1 || rc.dp == 0)) {
       kernels::Backend& be = store.backend();
       if (write_trainable) {
         master = download(be, store.master());

@@ -20,7 +20,10 @@ namespace recipe::core {
 
 class TokenLoader {
  public:
-  TokenLoader(int micro_batch, int seq, int vocab);
+  // cp > 1 (context parallelism): the samples are read whole (every CP rank of a DP rank reads the
+  // same ones), and this rank keeps its two chunks of each (ring_attention.hpp): the model sees
+  // B rows of seq / cp inputs and targets, each target the token after its input in the sample.
+  TokenLoader(int micro_batch, int seq, int vocab, int cp = 1, int cp_rank = 0);
 
   // Samples [first, first + B) into the model's slot `slot` (inputs on the first stage, targets
   // on the last; the upload waits for the copy).
@@ -34,12 +37,16 @@ class TokenLoader {
 
  private:
   void read(const data::SampleSource& src, int64_t first);
+  // CP: this rank's chunks of the micro-batch read last into local_inputs_ / local_targets_.
+  void take_chunks();
   int B_, T_, vocab_;
-  bool masked_ = false;             // the last micro-batch came from a masked stream
-  std::vector<int32_t> rows_;       // [B, T+1], the micro-batch read last (unmasked streams)
-  std::vector<int32_t> inputs_;     // [B·T] masked streams: inputs of the micro-batch read last
-  std::vector<int32_t> targets_;    // [B·T] and its targets
-  std::vector<int32_t> positions_;  // [B·T] and each token's position in its sample
+  int cp_ = 1, cp_rank_ = 0;
+  std::vector<int32_t> local_inputs_, local_targets_;  // [B·T/cp] CP only
+  bool masked_ = false;                                // the last micro-batch came from a masked stream
+  std::vector<int32_t> rows_;                          // [B, T+1], the micro-batch read last (unmasked streams)
+  std::vector<int32_t> inputs_;                        // [B·T] masked streams: inputs of the micro-batch read last
+  std::vector<int32_t> targets_;                       // [B·T] and its targets
+  std::vector<int32_t> positions_;                     // [B·T] and each token's position in its sample
   std::vector<data::Sequence> sequences_;
 };
 

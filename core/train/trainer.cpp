@@ -30,9 +30,10 @@ Trainer::Trainer(const plan::Plan& plan, kernels::Backend& backend, ParallelStat
     owned_parallel_ = std::make_unique<ParallelState>(ParallelState::single_process());
     parallel_ = owned_parallel_.get();
   }
-  // The plan is resolved (dsl/resolve_*): cp = 1, sequence parallelism only with tp > 1 and rows
-  // divisible by tp, the batch divides micro × dp, tp divides the heads and KV heads, and every
-  // stage has layers. Nothing is re-checked.
+  // The plan is resolved (dsl/resolve_*): seq % (2·cp) == 0 (cp only without sequence parallelism
+  // or virtual stages), sequence parallelism only with tp > 1 and rows divisible by tp, the batch
+  // divides micro × dp, tp divides the heads and KV heads, and every stage has layers. Nothing is
+  // re-checked.
   const ParallelSizes& ps = parallel_->sizes();
   if (!train_) throw std::invalid_argument("Trainer: no training data stream");
   if (train_->seq_plus_one() != shape_.seq + 1)
@@ -91,12 +92,12 @@ Trainer::Trainer(const plan::Plan& plan, kernels::Backend& backend, ParallelStat
   for (int c = 0; c < vpp; ++c) {
     chunks_.push_back(std::make_unique<Model>(shape_, micro_, checked_recompute(plan_.trainer.recompute), backend_,
                                               *params_, &parallel_->tp(), slots[size_t(c)], c,
-                                              c ? chunks_[0].get() : nullptr));
+                                              c ? chunks_[0].get() : nullptr, &parallel_->cp()));
     models.push_back(chunks_.back().get());
   }
   model_ = chunks_[0].get();
   schedule_ = std::make_unique<PipelineSchedule>(models, parallel_->pp(), pp_, pp_rank_);
-  loader_ = std::make_unique<TokenLoader>(micro_, shape_.seq, shape_.vocab);
+  loader_ = std::make_unique<TokenLoader>(micro_, shape_.seq, shape_.vocab, ps.cp, parallel_->coords().cp);
   optimizer_ = std::make_unique<Optimizer>(Optimizer::from_plan(plan_));
   loss_holder_ = parallel_->last_stage() && parallel_->coords().tp == 0;
 
@@ -310,6 +311,7 @@ void Trainer::enqueue_micro_batches(const data::SampleSource& src, const std::fu
     if (pp_ > 1 && shape_.tied && !shape_.lora() && (parallel_->first_stage() || parallel_->last_stage()))
       parallel_->embedding().all_reduce_sum(params_->grad(word_embedding_name()));
     grad_sync_->finish(*params_);
+    sum_over_context_parallel();
   }
 }
 
@@ -336,9 +338,18 @@ double Trainer::sum_losses(int64_t count) {
 
 double Trainer::world_loss_sum(double local) { return parallel_->world().all_reduce_sum(local); }
 
+// Context parallelism: each CP rank's gradients are its tokens' share; every parameter's gradient is
+// their sum (Megatron reduces over dp × cp). After the DP reduction one sum over the CP group gives
+// it (under ZeRO-1 the owned chunks are the ones that count: the CP ranks of a DP rank own the same).
+void Trainer::sum_over_context_parallel() {
+  if (parallel_->sizes().cp > 1) parallel_->cp().all_reduce_sum(params_->grads());
+}
+
 double Trainer::global_grad_norm() {
   double sq = 0;
-  for (const auto& [a, b] : norm_ranges_) sq += backend_.sum_squares(params_->grad_span(a, b - a));
+  // CP replicas hold equal gradients (sum_over_context_parallel): count them on CP rank 0 only.
+  if (parallel_->coords().cp == 0)
+    for (const auto& [a, b] : norm_ranges_) sq += backend_.sum_squares(params_->grad_span(a, b - a));
   return std::sqrt(parallel_->world().all_reduce_sum(sq));
 }
 
@@ -352,7 +363,8 @@ double Trainer::evaluate() {
     sum += run_micro_batches(
         *valid_, [&](int) { return int64_t(i) * micro_ * dp_ + int64_t(dp_rank_) * micro_; }, false, 1, 1.0);
   sum = world_loss_sum(sum);
-  if (!valid_->loss_masked()) return sum / (double(iters) * double(N) * double(dp_));
+  // N is this rank's tokens: the CP ranks of a DP rank together hold cp·N of each micro-batch.
+  if (!valid_->loss_masked()) return sum / (double(iters) * double(N) * double(dp_) * double(parallel_->sizes().cp));
   // Masked validation: the mean over the trained targets of every sample read (all DP ranks').
   int64_t trained = 0;
   for (int64_t i = 0; i < int64_t(iters) * micro_ * dp_; ++i) trained += valid_->trained_tokens(i);

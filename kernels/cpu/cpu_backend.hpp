@@ -75,6 +75,9 @@ class CpuBackend final : public Backend {
   // attention.cpp
   void attention_fwd(const AttentionFwdArgs& args) override;
   void attention_bwd(const AttentionBwdArgs& args) override;
+  // attention_block.cpp (ring attention)
+  void attention_block_fwd(const AttentionBlockFwdArgs& args) override;
+  void attention_block_bwd(const AttentionBlockBwdArgs& args) override;
 
   // kv_cache.cpp
   void kv_cache_append(const KvCacheAppendArgs& args) override;

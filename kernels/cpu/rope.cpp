@@ -2,7 +2,8 @@
 // v heads are untouched. "rotate_half" pairing as HF Llama: element i pairs with i + D/2 and is
 // rotated by angle t·θ^(-2i/D), t the 0-based position in the sequence:
 //   y[i] = x[i]·cos − x[i+D/2]·sin,   y[i+D/2] = x[i+D/2]·cos + x[i]·sin.
-// With positions (packed samples, ops.hpp) the angle uses positions[b, t] instead of t.
+// With positions (packed samples, or positions in the whole sample under context parallelism;
+// ops.hpp) the angle uses positions[b, t] instead of t.
 // The backward applies the inverse (transposed) rotation to the gradient, also in place.
 // Angles, cos and sin are computed in double for a reference-quality result.
 #include <cmath>
@@ -33,9 +34,10 @@ void rope_apply(const char* op, const RopeArgs& a, float sign) {
     cpu::require_numel(a.positions, int64_t(B) * T, op, "positions");
     const int32_t* pos = a.positions.as<int32_t>();
     for (int64_t bt = 0; bt < int64_t(B) * T; ++bt) {
-      cpu::require(pos[bt] >= 0 && pos[bt] < T, op,
-                   "positions[" + std::to_string(bt) + "] = " + std::to_string(pos[bt]) + " is outside 0.." +
-                       std::to_string(T - 1));
+      // Any non-negative position is an angle (ops.hpp: context parallelism passes positions in the
+      // whole sample, beyond this call's T).
+      cpu::require(pos[bt] >= 0, op,
+                   "positions[" + std::to_string(bt) + "] = " + std::to_string(pos[bt]) + " is negative");
       rope.at(pos[bt], sign);
       rope.rotate(base + bt * row, Hq + Hkv, D);  // q heads then k heads are contiguous
     }

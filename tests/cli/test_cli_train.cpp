@@ -186,7 +186,9 @@ TEST_CASE("settings this version cannot execute fail validate and train with exi
     const char* key;
     const char* fix;
   } cases[] = {
-      {{"gpt_tiny", "parallelism.cp=2"}, "parallelism.cp", "set parallelism.cp=1"},
+      {{"gpt_tiny", "parallelism.tp=2", "parallelism.cp=2", "executor.cpu_ranks=4", "parallelism.sequence_parallel=true"},
+       "parallelism.sequence_parallel",
+       "set parallelism.sequence_parallel=false or parallelism.cp=1"},
   };
   for (const auto& c : cases) {
     CAPTURE(c.recipe[0]);

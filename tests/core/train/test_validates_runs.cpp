@@ -215,11 +215,12 @@ TEST_CASE("LoRA validates and constructs a Trainer: every target spelling, rsLoR
   CHECK(r.violations[0].message.find("missing k_proj") != std::string::npos);
 }
 
-TEST_CASE("context parallelism is rejected, with the key; sequence parallelism with tp = 2 validates") {
-  {
+TEST_CASE("context parallelism with sequence parallelism is rejected, with the key; either alone validates") {
+  for (const char* alone : {R"({"parallelism": {"tp": 2, "sequence_parallel": true}, "executor": {"cpu_ranks": 2}})",
+                            R"({"parallelism": {"cp": 2}, "executor": {"cpu_ranks": 2}})"}) {
+    CAPTURE(alone);
     json root = tiny_base(false);
-    root.merge_patch(
-        json::parse(R"({"parallelism": {"tp": 2, "sequence_parallel": true}, "executor": {"cpu_ranks": 2}})"));
+    root.merge_patch(json::parse(alone));
     recipe::dsl::ConfigTree tree;
     tree.root = root;
     const auto r = recipe::dsl::resolve(tree, recipe::dsl::ExecutorFacts{});
@@ -230,7 +231,8 @@ TEST_CASE("context parallelism is rejected, with the key; sequence parallelism w
     const char* path;
     const char* needle;
   } cases[] = {
-      {R"({"parallelism": {"cp": 2}, "executor": {"cpu_ranks": 2}})", "parallelism.cp", "cp=1"},
+      {R"({"parallelism": {"tp": 2, "cp": 2, "sequence_parallel": true}, "executor": {"cpu_ranks": 4}})",
+       "parallelism.sequence_parallel", "cp=1"},
   };
   for (const auto& c : cases) {
     CAPTURE(c.patch);

@@ -1,0 +1,67 @@
+// The resolver on context parallelism: cp > 1 on CPU ranks validates (with seq % (2·cp) == 0); what
+// this version cannot run with it (CUDA, packed SFT samples, LoRA adapter dropout, sequence
+// parallelism) is a violation naming the key, the value and the fix; the memory estimate counts
+// seq/cp tokens of activations plus the ring's K/V buffers.
+#include "helpers.hpp"
+#include "plan/memory_estimate.hpp"
+
+TEST_SUITE_BEGIN("dsl");
+
+using namespace recipe::dsl;
+using namespace recipe::dsl::test;
+
+TEST_CASE("parallelism.cp=2 on CPU ranks validates, with the world counting cp") {
+  const auto r =
+      resolve_json(with(tiny_gpt(), json::parse(R"({"parallelism": {"cp": 2}, "executor": {"cpu_ranks": 4}})")));
+  INFO(report(r));
+  REQUIRE(r.ok());
+  CHECK(r.plan.parallelism.cp == 2);
+  CHECK(r.plan.parallelism.dp == 2);
+  CHECK(r.plan.parallelism.world_size == 4);
+}
+
+TEST_CASE("what context parallelism does not run with is rejected with key, value and fix") {
+  const struct {
+    const char* patch;
+    const char* path;
+    const char* says;
+    const char* fix;
+  } cases[] = {
+      {R"({"parallelism": {"cp": 2}, "trainer": {"device": "cuda"}, "executor": {"cpu_ranks": 2}})", "parallelism.cp",
+       "not implemented on CUDA", "set parallelism.cp=1"},
+      {R"({"mode": "finetune", "parallelism": {"cp": 2}, "executor": {"cpu_ranks": 2},
+           "peft": {"kind": "lora", "target_modules": ["qkv"], "dropout": 0.1}})",
+       "peft.dropout", "peft.dropout=0.1", "set peft.dropout=0"},
+      {R"({"parallelism": {"cp": 2, "tp": 2, "sequence_parallel": true}, "executor": {"cpu_ranks": 4}})",
+       "parallelism.sequence_parallel", "parallelism.cp=2 with parallelism.sequence_parallel=true", "parallelism.cp=1"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.patch);
+    const auto r = resolve_json(with(tiny_gpt(), json::parse(c.patch)), gpu_facts(1, 2, true, 80));
+    INFO(report(r));
+    bool found = false;
+    for (const auto& v : r.violations)
+      if (v.path == c.path && v.message.find(c.says) != std::string::npos) {
+        found = true;
+        CHECK(v.fix.find(c.fix) != std::string::npos);
+      }
+    CHECK(found);
+  }
+}
+
+TEST_CASE("the memory estimate holds seq/cp tokens of activations plus the ring's buffers") {
+  const json base =
+      with(tiny_gpt(), json::parse(R"({"model": {"seq_length": 2048, "max_position_embeddings": 2048}})"));
+  const auto one = resolve_json(base);
+  const auto two = resolve_json(with(base, json::parse(R"({"parallelism": {"cp": 2}, "executor": {"cpu_ranks": 2}})")));
+  INFO(report(one) << report(two));
+  REQUIRE(one.ok());
+  REQUIRE(two.ok());
+  const auto e1 = recipe::plan::estimate_memory(one.plan), e2 = recipe::plan::estimate_memory(two.plan);
+  CHECK(e2.activations < e1.activations);
+  // Half the tokens of every per-layer buffer, plus four [micro·seq/2, qkv] ring blocks.
+  const int64_t qkv = 3 * 64, ring = 4 * int64_t(2) * 1024 * qkv * 4;
+  CHECK(e2.activations > e1.activations / 2);
+  CHECK(e2.activations >= ring);
+  CHECK(e2.weights == e1.weights);
+}
