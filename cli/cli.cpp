@@ -189,8 +189,10 @@ int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err) {
     }
     if (*sweep) {
       if (auto bad = bad_override(sweep_cmd.flags))
-        return usage_error("unexpected argument '" + *bad + "': after the recipe, only key=v1,v2 axes and key=value "
-                           "overrides are accepted", err);
+        return usage_error("unexpected argument '" + *bad +
+                               "': after the recipe, only key=v1,v2 axes and key=value "
+                               "overrides are accepted",
+                           err);
       return run_sweep(sweep_cmd, out, err);
     }
     if (*worker) return run_worker(run_dir, out, err);

@@ -332,8 +332,8 @@ void add_dir_option(CLI::App* cmd, RunsArgs& a) {
 }  // namespace
 
 CLI::App* add_runs_verb(CLI::App& app, RunsArgs& a) {
-  a.cmd =
-      app.add_subcommand("runs", "Inspect the experiment record: list, show, diff, plot, status, logs, cancel, resume, "
+  a.cmd = app.add_subcommand("runs",
+                             "Inspect the experiment record: list, show, diff, plot, status, logs, cancel, resume, "
                              "envelope");
   a.cmd->require_subcommand(1);
   const char* ref_help =
@@ -368,7 +368,8 @@ CLI::App* add_runs_verb(CLI::App& app, RunsArgs& a) {
   add_dir_option(a.resume, a);
   a.envelope = a.cmd->add_subcommand(
       "envelope", "A sweep's envelope: tokens/s, step time, MFU and peak memory per point, the memory line, a chart");
-  a.envelope->add_option("experiment", a.experiment, "The sweep's experiment: a name under --experiments-dir, or its folder")
+  a.envelope
+      ->add_option("experiment", a.experiment, "The sweep's experiment: a name under --experiments-dir, or its folder")
       ->required();
   a.envelope->add_option("-o,--output", a.output, "Also draw the chart: .svg, or .png (needs a build with Cairo)");
   a.envelope->add_option("--warmup", a.warmup, "Steps at the start of each point left out of the means (default 5)")

@@ -192,8 +192,8 @@ int run_sweep(const SweepCommand& a, std::ostream& out, std::ostream& err) {
                                         exec::flatten_toml_text(dsl::to_toml(r.resolved.plan), "the new plan"));
       if (!diff.empty()) {
         const auto& d = diff.front();
-        err << "error: " << dir << " holds a run of another plan (" << d.key << ": "
-            << (d.a ? *d.a : "(absent)") << " there, " << (d.b ? *d.b : "(absent)") << " now"
+        err << "error: " << dir << " holds a run of another plan (" << d.key << ": " << (d.a ? *d.a : "(absent)")
+            << " there, " << (d.b ? *d.b : "(absent)") << " now"
             << (diff.size() > 1 ? ", and " + std::to_string(diff.size() - 1) + " more keys" : std::string()) << ")\n"
             << "  fix: give this sweep its own --name, or remove that folder to run the point again\n";
         return kExitUsage;
@@ -223,8 +223,7 @@ int run_sweep(const SweepCommand& a, std::ostream& out, std::ostream& err) {
   }
   if (to_run.empty()) {
     out << "nothing to run\n";
-    return first.executor.kind == plan::ExecutorKind::slurm ? kExitOk
-                                                            : report_envelope(root, a.warmup, out, err);
+    return first.executor.kind == plan::ExecutorKind::slurm ? kExitOk : report_envelope(root, a.warmup, out, err);
   }
   if (int code = check_runnable(to_run.front()->resolved.plan, gpu, err); code != kExitOk) return code;
 
@@ -262,8 +261,8 @@ int run_sweep(const SweepCommand& a, std::ostream& out, std::ostream& err) {
       err << "error: " << sub.message << "\n";
       return sub.message.rfind("sbatch not found", 0) == 0 ? kExitEnvironment : kExitRuntime;
     }
-    out << "submitted slurm array job " << sub.job_id << " (" << dirs.size() << " task"
-        << (dirs.size() == 1 ? "" : "s") << ", " << script << ")\n";
+    out << "submitted slurm array job " << sub.job_id << " (" << dirs.size() << " task" << (dirs.size() == 1 ? "" : "s")
+        << ", " << script << ")\n";
     for (size_t i = 0; i < dirs.size(); ++i)
       out << "  task " << sub.job_id << "_" << i << ": " << to_run[i]->point.name << "\n";
     out << "  envelope when done: recipe runs envelope " << root << "\n";
@@ -300,8 +299,7 @@ int run_sweep(const SweepCommand& a, std::ostream& out, std::ostream& err) {
   return failed > 0 ? kExitRuntime : kExitOk;
 }
 
-int run_envelope(const std::string& root, int warmup, const std::string& output, std::ostream& out,
-                 std::ostream& err) {
+int run_envelope(const std::string& root, int warmup, const std::string& output, std::ostream& out, std::ostream& err) {
   exec::Envelope env;
   try {
     env = exec::read_envelope(root, warmup);

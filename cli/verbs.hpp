@@ -25,8 +25,8 @@ int run_prepared(const plan::Plan& plan, const std::string& run_dir, std::ostrea
 
 // `recipe sweep` (cli/verb_sweep.cpp): the grid of `key=v1,v2` arguments as one experiment.
 struct SweepCommand {
-  PlanFlags flags;     // the recipe, the axes and plain overrides (positional), the pretrain flags
-  int warmup = 5;      // steps left out of the envelope's means
+  PlanFlags flags;  // the recipe, the axes and plain overrides (positional), the pretrain flags
+  int warmup = 5;   // steps left out of the envelope's means
   bool dry_run = false;
 };
 int run_sweep(const SweepCommand& args, std::ostream& out, std::ostream& err);

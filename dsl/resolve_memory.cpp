@@ -110,10 +110,9 @@ void derive_and_check_memory(ResolveContext& ctx) {
     gib = usable_memory_gib(g, available);
     device = g.name;
     if (g.unified_memory)
-      device += available > 0
-                    ? " (unified memory: " + plan::format_bytes(gib * kGiB) + " available on this host)"
-                    : " (unified memory: " + std::to_string(std::lround(kUnifiedMemoryUsableFraction * 100)) +
-                          "% of " + plan::format_bytes(g.memory_gib * kGiB) + " shared with the CPU)";
+      device += available > 0 ? " (unified memory: " + plan::format_bytes(gib * kGiB) + " available on this host)"
+                              : " (unified memory: " + std::to_string(std::lround(kUnifiedMemoryUsableFraction * 100)) +
+                                    "% of " + plan::format_bytes(g.memory_gib * kGiB) + " shared with the CPU)";
   };
   // An explicit size or model in the recipe beats detection: the run may target other machines
   // than the one resolving it.

@@ -90,8 +90,8 @@ SweepArgs parse_sweep_args(const std::vector<std::string>& args) {
       continue;
     }
     for (const auto& v : values)
-      if (v.empty()) throw RecipeError("sweep `" + arg + "`: an empty value; write key=v1,v2,... (e.g. " +
-                                       key + "=2,4)");
+      if (v.empty())
+        throw RecipeError("sweep `" + arg + "`: an empty value; write key=v1,v2,... (e.g. " + key + "=2,4)");
     if (!seen.insert(key).second)
       throw RecipeError("sweep: " + key + " is swept twice; give all its values in one argument (" + key +
                         "=v1,v2,...)");
@@ -109,15 +109,17 @@ std::vector<std::string> SweepPoint::overrides() const {
 
 std::string point_name_part(const std::string& key, const std::string& value) {
   static const std::map<std::string, std::string> words = {
-      {"trainer.micro_batch_size", "mb"}, {"trainer.global_batch_size", "gb"}, {"model.seq_length", "seq"},
-      {"parallelism.tp", "tp"},           {"parallelism.pp", "pp"},            {"parallelism.cp", "cp"},
-      {"parallelism.dp", "dp"},           {"model.num_layers", "layers"},      {"model.hidden_size", "hidden"},
-      {"optimizer.lr", "lr"},             {"executor.cpu_ranks", "ranks"},     {"executor.gpus_per_node", "gpus"},
+      {"trainer.micro_batch_size", "mb"}, {"trainer.global_batch_size", "gb"},
+      {"model.seq_length", "seq"},        {"parallelism.tp", "tp"},
+      {"parallelism.pp", "pp"},           {"parallelism.cp", "cp"},
+      {"parallelism.dp", "dp"},           {"model.num_layers", "layers"},
+      {"model.hidden_size", "hidden"},    {"optimizer.lr", "lr"},
+      {"executor.cpu_ranks", "ranks"},    {"executor.gpus_per_node", "gpus"},
       {"executor.nodes", "nodes"},
   };
   // Enum keys whose values name themselves: "bf16" needs no "precision" in front.
   static const std::set<std::string> value_alone = {"trainer.precision", "trainer.recompute", "trainer.device",
-                                                    "kernels.attention", "model.arch", "optimizer.kind"};
+                                                    "kernels.attention", "model.arch",        "optimizer.kind"};
   const std::string v = sanitize(value);
   if (value_alone.count(key)) return v;
   if (auto it = words.find(key); it != words.end()) return it->second + v;
@@ -160,8 +162,8 @@ std::string memory_verdict(const plan::Plan& p, const ExecutorFacts& facts) {
       device = g->name;
     else
       device = facts.gpu_name.empty() ? "the device" : facts.gpu_name;
-    return "predicted " + plan::format_bytes(total) + " per rank > " +
-           plan::format_bytes(ex.device_memory_gib * kGiB) + " on " + device;
+    return "predicted " + plan::format_bytes(total) + " per rank > " + plan::format_bytes(ex.device_memory_gib * kGiB) +
+           " on " + device;
   }
   const int ranks = std::max(1, p.parallelism.world_size);
   return "predicted " + std::to_string(ranks) + " CPU rank" + (ranks == 1 ? "" : "s") + " × " +

@@ -52,9 +52,9 @@ std::string point_name_part(const std::string& key, const std::string& value);
 
 // What the resolver says of one point.
 enum class PointVerdict {
-  fits,          // valid: launch it
-  too_big,       // the only violations are the memory prediction: report and skip
-  invalid,       // any other violation: the sweep is refused before anything runs
+  fits,     // valid: launch it
+  too_big,  // the only violations are the memory prediction: report and skip
+  invalid,  // any other violation: the sweep is refused before anything runs
 };
 
 struct ResolvedPoint {

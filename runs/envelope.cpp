@@ -106,8 +106,7 @@ std::optional<MemoryLine> fit_memory_line(const std::vector<std::pair<double, do
 
 Envelope read_envelope(const std::string& experiment_root, int warmup_steps) {
   const auto record = read_sweep_record(experiment_root);
-  if (!record)
-    throw std::runtime_error(experiment_root + " holds no sweep.json: not a sweep made by `recipe sweep`");
+  if (!record) throw std::runtime_error(experiment_root + " holds no sweep.json: not a sweep made by `recipe sweep`");
   Envelope env;
   env.experiment = fs::path(experiment_root).lexically_normal().filename().string();
   env.axes = record->axes;
@@ -154,8 +153,7 @@ std::string format_envelope(const Envelope& env) {
     grid[{r, c}] = &p;
   }
   std::string s = "Envelope of " + env.experiment + ": " + std::to_string(env.points.size()) +
-                  " points; means over the steps after the first " + std::to_string(env.warmup_steps) +
-                  " (warm-up)\n";
+                  " points; means over the steps after the first " + std::to_string(env.warmup_steps) + " (warm-up)\n";
   size_t width = 10;
   for (const auto& c : cols) width = std::max(width, c.size() + 2);
   size_t row_width = 8;

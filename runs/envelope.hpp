@@ -17,8 +17,8 @@ namespace recipe::exec {
 struct EnvelopePoint {
   std::string name;                                           // run-dir name, "mb4-seq2048-bf16"
   std::vector<std::pair<std::string, std::string>> settings;  // swept key, value
-  std::string state;   // a run's status ("completed", "failed", ...), "skipped", or "not run"
-  std::string reason;  // skipped: the memory verdict; failed: the status message
+  std::string state;            // a run's status ("completed", "failed", ...), "skipped", or "not run"
+  std::string reason;           // skipped: the memory verdict; failed: the status message
   int64_t tokens_per_step = 0;  // trainer.micro_batch_size × model.seq_length of resolved.toml
   int steps = 0;                // steps in timing.jsonl
   int steps_measured = 0;       // of those, after the warm-up

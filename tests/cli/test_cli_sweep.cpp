@@ -79,8 +79,8 @@ TEST_CASE("sweep: a 2x2 grid gives four run dirs and the envelope; a re-run resu
 
   // The envelope at any time, with the chart.
   const fs::path svg = tmp.path() / "envelope.svg";
-  const auto env = run_binary("runs envelope gpt_tiny --warmup 1 -o " + svg.string() + " --experiments-dir " +
-                              exp.string());
+  const auto env =
+      run_binary("runs envelope gpt_tiny --warmup 1 -o " + svg.string() + " --experiments-dir " + exp.string());
   REQUIRE_MESSAGE(env.code == 0, env.out);
   CHECK(env.out.find("mb2") != std::string::npos);
   CHECK(read_text(svg).find("peak memory (GiB)") != std::string::npos);
@@ -90,8 +90,10 @@ TEST_CASE("sweep: a point predicted too big is reported and not launched; a mist
   TempDir tmp;
   const fs::path exp = tmp.path() / "exp";
   // hidden 262144 puts ~1.6e12 parameters on one CPU rank: tens of TB, more than any host has.
-  const auto r = run_binary("sweep gpt_tiny model.hidden_size=64,262144 --device cpu --max-steps 2 --warmup 0 --name "
-                            "big --experiments-dir " + exp.string());
+  const auto r = run_binary(
+      "sweep gpt_tiny model.hidden_size=64,262144 --device cpu --max-steps 2 --warmup 0 --name "
+      "big --experiments-dir " +
+      exp.string());
   REQUIRE_MESSAGE(r.code == 0, r.out);
   CHECK(r.out.find("hidden262144: not launched, predicted 1 CPU rank ×") != std::string::npos);
   CHECK(r.out.find("available on this host") != std::string::npos);

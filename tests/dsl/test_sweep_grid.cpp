@@ -10,8 +10,8 @@ using namespace recipe::dsl;
 using namespace recipe::dsl::test;
 
 TEST_CASE("sweep args: axes, plain overrides, bracketed lists and list-typed keys") {
-  const SweepArgs a = parse_sweep_args({"trainer.micro_batch_size=2,4,8", "model.seq_length=1024", "trainer.max_steps+=1",
-                                        "executor.mpirun_args=--oversubscribe,--tag-output",
+  const SweepArgs a = parse_sweep_args({"trainer.micro_batch_size=2,4,8", "model.seq_length=1024",
+                                        "trainer.max_steps+=1", "executor.mpirun_args=--oversubscribe,--tag-output",
                                         "executor.mpirun_args2=[1,2],[3]", "experiment.name=\"a,b\""});
   REQUIRE(a.axes.size() == 2);
   CHECK(a.axes[0].key == "trainer.micro_batch_size");

@@ -42,9 +42,9 @@ namespace {
 // gpt3_345m as the seed ran it: one GB10, bf16, global batch = micro batch.
 ResolveResult gb10_point(int micro_batch, int seq, const ExecutorFacts& facts) {
   ConfigTree tree = load_recipe("gpt3_345m");
-  apply_overrides(tree, {"trainer.device=cuda", "executor.gpus_per_node=1", "executor.gpu_model=GB10",
-                         "trainer.micro_batch_size=" + std::to_string(micro_batch),
-                         "model.seq_length=" + std::to_string(seq)});
+  apply_overrides(
+      tree, {"trainer.device=cuda", "executor.gpus_per_node=1", "executor.gpu_model=GB10",
+             "trainer.micro_batch_size=" + std::to_string(micro_batch), "model.seq_length=" + std::to_string(seq)});
   return resolve(tree, facts);
 }
 
@@ -75,8 +75,9 @@ TEST_CASE("unified memory: planning for a GB10 elsewhere checks 85% of its 119.2
   CHECK(resolve(detected, spark).plan.executor.device_memory_gib == doctest::Approx(20.0));
 }
 
-TEST_CASE("unified memory: gpt3_345m at mb {2,4,8,16} x seq {1024,2048} bf16 on GB10 is the engine's estimate, "
-          "linear in tokens per step") {
+TEST_CASE(
+    "unified memory: gpt3_345m at mb {2,4,8,16} x seq {1024,2048} bf16 on GB10 is the engine's estimate, "
+    "linear in tokens per step") {
   ExecutorFacts facts = gpu_facts(1, 1);
   facts.planning = true;
   std::vector<std::pair<double, double>> points;  // tokens per step, estimated bytes

@@ -25,11 +25,11 @@ TEST_CASE("the sweep array script: shared resources, one task per point, each po
   plan.experiment.name = "sweep1";
   const std::string s =
       sweep_array_script({plan, plan, plan}, {"/e/sweep1/mb2", "/e/sweep1/mb4", "/e/sweep1/mb 8"}, "/e/sweep1/logs");
-  for (const char* line : {"#!/bin/bash\n", "#SBATCH --job-name=sweep1\n", "#SBATCH --partition=gpu\n",
-                           "#SBATCH --gpus-per-node=1\n", "#SBATCH --array=0-2\n",
-                           "#SBATCH --output=/e/sweep1/logs/slurm-%A_%a.out\n", "  0) run=/e/sweep1/mb2 ;;\n",
-                           "  1) run=/e/sweep1/mb4 ;;\n", "  2) run='/e/sweep1/mb 8' ;;\n",
-                           "exec bash \"$run/launch.sh\" >>\"$run/logs/slurm-$SLURM_JOB_ID.out\" 2>&1\n"}) {
+  for (const char* line :
+       {"#!/bin/bash\n", "#SBATCH --job-name=sweep1\n", "#SBATCH --partition=gpu\n", "#SBATCH --gpus-per-node=1\n",
+        "#SBATCH --array=0-2\n", "#SBATCH --output=/e/sweep1/logs/slurm-%A_%a.out\n", "  0) run=/e/sweep1/mb2 ;;\n",
+        "  1) run=/e/sweep1/mb4 ;;\n", "  2) run='/e/sweep1/mb 8' ;;\n",
+        "exec bash \"$run/launch.sh\" >>\"$run/logs/slurm-$SLURM_JOB_ID.out\" 2>&1\n"}) {
     CAPTURE(line);
     CHECK(s.find(line) != std::string::npos);
   }
@@ -48,10 +48,11 @@ TEST_CASE("a real single-node Slurm: a 2-point sweep is one array job whose task
     return;
   }
   const fs::path exp = tmp.path() / "exp";
-  const auto sub = run_binary("sweep gpt_tiny trainer.micro_batch_size=1,2 trainer.global_batch_size=2 --device cpu "
-                              "--max-steps 3 --warmup 1 --executor slurm executor.time=00:05:00 "
-                              "executor.exclusive=false --experiments-dir " +
-                              exp.string());
+  const auto sub = run_binary(
+      "sweep gpt_tiny trainer.micro_batch_size=1,2 trainer.global_batch_size=2 --device cpu "
+      "--max-steps 3 --warmup 1 --executor slurm executor.time=00:05:00 "
+      "executor.exclusive=false --experiments-dir " +
+      exp.string());
   REQUIRE_MESSAGE(sub.code == 0, sub.out);
   CHECK(sub.out.find("submitted slurm array job") != std::string::npos);
   const fs::path root = exp / "gpt_tiny";
@@ -69,10 +70,11 @@ TEST_CASE("a real single-node Slurm: a 2-point sweep is one array job whose task
                   read_text(root / point / "logs" / "rank-0.log"));
   }
   // A re-run finds both finished and submits nothing; the envelope reads them.
-  const auto again = run_binary("sweep gpt_tiny trainer.micro_batch_size=1,2 trainer.global_batch_size=2 --device cpu "
-                                "--max-steps 3 --warmup 1 --executor slurm executor.time=00:05:00 "
-                                "executor.exclusive=false --experiments-dir " +
-                                exp.string());
+  const auto again = run_binary(
+      "sweep gpt_tiny trainer.micro_batch_size=1,2 trainer.global_batch_size=2 --device cpu "
+      "--max-steps 3 --warmup 1 --executor slurm executor.time=00:05:00 "
+      "executor.exclusive=false --experiments-dir " +
+      exp.string());
   CHECK(again.code == 0);
   CHECK(again.out.find("nothing to run") != std::string::npos);
   const auto env = run_binary("runs envelope gpt_tiny --warmup 1 --experiments-dir " + exp.string());

@@ -29,8 +29,8 @@ void write_point(const std::filesystem::path& root, const std::string& name, int
   for (int s = 1; s <= steps; ++s) {
     const bool warm = s <= 2;
     timing += "{\"step\":" + std::to_string(s) + ",\"step_ms\":" + std::to_string(warm ? 1000.0 : 50.0) +
-              ",\"tokens_per_sec\":" + std::to_string(warm ? 1.0 : tps) + ",\"tflops\":1,\"mfu\":" +
-              (warm ? std::string("0.01") : std::string("0.25")) +
+              ",\"tokens_per_sec\":" + std::to_string(warm ? 1.0 : tps) +
+              ",\"tflops\":1,\"mfu\":" + (warm ? std::string("0.01") : std::string("0.25")) +
               ",\"peak_memory_bytes\":" + std::to_string(static_cast<long long>(warm ? peak / 2 : peak)) + "}\n";
   }
   write_text(dir / "timing.jsonl", timing);
