@@ -177,7 +177,7 @@ std::string format_envelope(const Envelope& env) {
          if (!p.peak_memory_bytes) return std::nullopt;
          return *p.peak_memory_bytes / kGiB;
        },
-       "%.2f"},
+       "%.3g"},
   };
   for (const auto& m : metrics) {
     s += std::string("\n") + m.title + "\n" + pad("", row_width);
@@ -215,8 +215,12 @@ std::string format_envelope(const Envelope& env) {
   if (!notes.empty()) s += "\n" + notes;
   if (env.memory_line) {
     const MemoryLine& l = *env.memory_line;
-    s += "\npeak memory ≈ " + fmt("%.2f", l.per_token_bytes / 1024.0) + " KiB per token per step + " +
-         fmt("%.2f", l.intercept_bytes / kGiB) + " GiB (least squares over " + std::to_string(l.points) +
+    // GiB at GPU scale; a small model's fixed part reads better in MiB.
+    const std::string fixed = std::fabs(l.intercept_bytes) >= 0.1 * kGiB
+                                  ? fmt("%.2f", l.intercept_bytes / kGiB) + " GiB"
+                                  : fmt("%.2f", l.intercept_bytes / (1024.0 * 1024.0)) + " MiB";
+    s += "\npeak memory ≈ " + fmt("%.2f", l.per_token_bytes / 1024.0) + " KiB per token per step + " + fixed +
+         " (least squares over " + std::to_string(l.points) +
          " points; tokens per step = trainer.micro_batch_size × model.seq_length)\n";
   } else {
     s += "\npeak memory line: needs two completed points with different tokens per step\n";
