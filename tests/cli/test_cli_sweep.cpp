@@ -17,10 +17,10 @@ using namespace recipe::cli::testing;
 
 namespace {
 
-std::string sweep_2x2(const fs::path& exp) {
+std::string sweep_2x2(const fs::path& exp, int steps = 4) {
   return "sweep gpt_tiny trainer.micro_batch_size=1,2 model.seq_length=32,64 trainer.global_batch_size=2 "
-         "--device cpu --max-steps 4 --warmup 1 --experiments-dir " +
-         exp.string();
+         "--device cpu --max-steps " +
+         std::to_string(steps) + " --warmup 1 --experiments-dir " + exp.string();
 }
 
 }  // namespace
@@ -73,9 +73,9 @@ TEST_CASE("sweep: a 2x2 grid gives four run dirs and the envelope; a re-run resu
   CHECK(done.out.find("tokens/s\n") != std::string::npos);
 
   // A changed plan in the same folders is another sweep: refused before anything runs.
-  const auto changed = run_binary(sweep_2x2(exp) + " --max-steps 5");
+  const auto changed = run_binary(sweep_2x2(exp, 5));
   CHECK(changed.code == 2);
-  CHECK(changed.out.find("holds a run of another plan (") != std::string::npos);
+  CHECK(changed.out.find("holds a run of another plan (trainer.max_steps: 4 there, 5 now)") != std::string::npos);
 
   // The envelope at any time, with the chart.
   const fs::path svg = tmp.path() / "envelope.svg";

@@ -53,7 +53,7 @@ TEST_CASE("sweep grid: first axis outermost, names that say the point, clashes m
 
 TEST_CASE("sweep resolve: a point over the host's memory is too big, the others fit; a mistyped key is invalid") {
   ConfigTree base = tree_of(with(tiny_gpt(), {{"trainer", {{"device", "cpu"}, {"global_batch_size", 0}}}}));
-  const auto points = expand_grid({{"trainer.micro_batch_size", {"1", "64"}}});
+  const auto points = expand_grid({{"trainer.micro_batch_size", {"1", "4096"}}});
   ExecutorFacts facts;
   facts.gpus_per_node = 0;
   // Measure both estimates, then give the host room for the small one only.
