@@ -87,6 +87,12 @@ std::string pad(const std::string& s, size_t width) {
   return s.size() >= width ? s + " " : s + std::string(width - s.size(), ' ');
 }
 
+// The memory line's fixed part: GiB at GPU scale; a small model's reads better in MiB.
+std::string fixed_part(double bytes) {
+  return std::fabs(bytes) >= 0.1 * kGiB ? fmt("%.2f", bytes / kGiB) + " GiB"
+                                        : fmt("%.2f", bytes / (1024.0 * 1024.0)) + " MiB";
+}
+
 }  // namespace
 
 std::optional<MemoryLine> fit_memory_line(const std::vector<std::pair<double, double>>& xy) {
@@ -215,10 +221,7 @@ std::string format_envelope(const Envelope& env) {
   if (!notes.empty()) s += "\n" + notes;
   if (env.memory_line) {
     const MemoryLine& l = *env.memory_line;
-    // GiB at GPU scale; a small model's fixed part reads better in MiB.
-    const std::string fixed = std::fabs(l.intercept_bytes) >= 0.1 * kGiB
-                                  ? fmt("%.2f", l.intercept_bytes / kGiB) + " GiB"
-                                  : fmt("%.2f", l.intercept_bytes / (1024.0 * 1024.0)) + " MiB";
+    const std::string fixed = fixed_part(l.intercept_bytes);
     s += "\npeak memory ≈ " + fmt("%.2f", l.per_token_bytes / 1024.0) + " KiB per token per step + " + fixed +
          " (least squares over " + std::to_string(l.points) +
          " points; tokens per step = trainer.micro_batch_size × model.seq_length)\n";
@@ -261,7 +264,7 @@ PlotLayout layout_envelope_plot(const Envelope& env) {
     throughput.curves.push_back(&none);
     memory.curves.push_back(&fit);
     legend.push_back("fit: " + fmt("%.2f", l.per_token_bytes / 1024.0) + " KiB/token + " +
-                     fmt("%.2f", l.intercept_bytes / kGiB) + " GiB");
+                     fixed_part(l.intercept_bytes));
   }
   return layout_panels({throughput, memory}, "tokens per step (micro_batch_size × seq_length)", legend);
 }
