@@ -1,5 +1,6 @@
-// The geometry of `recipe runs plot`, computed once for every output format: three stacked panels
-// (loss, learning rate, tokens/s) sharing the step axis, "nice" ticks, one colour per run, a legend.
+// The geometry of `recipe runs plot` and `recipe runs envelope`'s chart, computed once for every
+// output format: stacked panels sharing the x axis (loss, learning rate, tokens/s over steps; or
+// tokens/s and peak memory over tokens per step), "nice" ticks, one colour per series, a legend.
 // The result is a small display list in pixel coordinates (origin top left, y down, text y is the
 // baseline) that the SVG writer (plot_svg) and the PNG writer (plot_png) only draw.
 #pragma once
