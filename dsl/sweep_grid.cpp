@@ -120,7 +120,7 @@ std::string point_name_part(const std::string& key, const std::string& value) {
   // Enum keys whose values name themselves: "bf16" needs no "precision" in front.
   static const std::set<std::string> value_alone = {"trainer.precision", "trainer.recompute", "trainer.device",
                                                     "kernels.attention", "model.arch",        "optimizer.kind"};
-  const std::string v = sanitize(value);
+  std::string v = sanitize(value);
   if (value_alone.count(key)) return v;
   if (auto it = words.find(key); it != words.end()) return it->second + v;
   const auto dot = key.rfind('.');
