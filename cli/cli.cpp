@@ -22,6 +22,7 @@ constexpr const char* kDescription =
     "  recipe pretrain gpt_tiny --device cpu --max-steps 20\n"
     "  recipe pretrain llama3_8b parallelism.tp=2 --nodes 4 --gpus-per-node 8 --dry-run\n"
     "  recipe validate llama3_70b --nodes 8 --gpus-per-node 8\n"
+    "  recipe sweep gpt3_345m trainer.micro_batch_size=2,4,8,16 model.seq_length=1024,2048 --max-steps 30\n"
     "  recipe generate experiments/gpt_tiny/run-1 --prompt \"Once upon a time\"\n"
     "  recipe show gpt3_345m --format lua\n";
 
@@ -78,6 +79,17 @@ int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err) {
                                       "Fine-tune (mode=finetune: PEFT/LoRA settings are checked) from a preset "
                                       "or recipe file",
                                       finetune_flags, finetune_dry);
+
+  SweepCommand sweep_cmd;
+  CLI::App* sweep = app.add_subcommand(
+      "sweep",
+      "Run a grid of recipe key values as one experiment (key=v1,v2 ...): one run dir per point, points "
+      "predicted not to fit skipped, finished points skipped on a re-run, an envelope report at the end");
+  add_plan_flags(*sweep, sweep_cmd.flags);
+  sweep->add_option("--warmup", sweep_cmd.warmup, "Steps at the start of each point left out of the report (default 5)")
+      ->check(CLI::NonNegativeNumber);
+  sweep->add_flag("--dry-run", sweep_cmd.dry_run, "Resolve every point and say what would run; create nothing");
+  sweep->footer(kExitCodeHelp);
 
   std::string run_dir;
   CLI::App* worker = app.add_subcommand("worker", "Run one rank of a prepared run directory");
@@ -175,6 +187,14 @@ int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err) {
             "unexpected argument '" + *bad + "': after the recipe, only key=value overrides are accepted", err);
       return run_train(flags, is_pretrain ? "" : "finetune", is_pretrain ? pretrain_dry : finetune_dry, out, err);
     }
+    if (*sweep) {
+      if (auto bad = bad_override(sweep_cmd.flags))
+        return usage_error("unexpected argument '" + *bad +
+                               "': after the recipe, only key=v1,v2 axes and key=value "
+                               "overrides are accepted",
+                           err);
+      return run_sweep(sweep_cmd, out, err);
+    }
     if (*worker) return run_worker(run_dir, out, err);
     if (*job_state)
       return run_job_state(job_run_dir, job_id, job_begin,
@@ -217,8 +237,8 @@ int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err) {
     return kExitRuntime;
   }
   err << app.help();
-  err << "error: a verb is required (pretrain, finetune, generate, list, show, validate, keys, data prepare, runs, "
-         "ckpt, version)\n";
+  err << "error: a verb is required (pretrain, finetune, sweep, generate, list, show, validate, keys, data prepare, "
+         "runs, ckpt, version)\n";
   return kExitUsage;
 }
 

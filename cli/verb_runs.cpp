@@ -1,4 +1,4 @@
-// runs list / show / diff / plot / status / logs / cancel / resume.
+// runs list / show / diff / plot / status / logs / cancel / resume / envelope (cli/verb_sweep.cpp).
 #include "cli/verb_runs.hpp"
 
 #include <signal.h>
@@ -332,8 +332,9 @@ void add_dir_option(CLI::App* cmd, RunsArgs& a) {
 }  // namespace
 
 CLI::App* add_runs_verb(CLI::App& app, RunsArgs& a) {
-  a.cmd =
-      app.add_subcommand("runs", "Inspect the experiment record: list, show, diff, plot, status, logs, cancel, resume");
+  a.cmd = app.add_subcommand("runs",
+                             "Inspect the experiment record: list, show, diff, plot, status, logs, cancel, resume, "
+                             "envelope");
   a.cmd->require_subcommand(1);
   const char* ref_help =
       "Run: a run dir path, or <name>/<run-id> (or <name> for its latest run) under --experiments-dir";
@@ -365,11 +366,26 @@ CLI::App* add_runs_verb(CLI::App& app, RunsArgs& a) {
       "resume", "Run a stopped, failed or interrupted run again in its run dir, from its newest checkpoint");
   a.resume->add_option("run", a.runs, ref_help)->required()->expected(1);
   add_dir_option(a.resume, a);
+  a.envelope = a.cmd->add_subcommand(
+      "envelope", "A sweep's envelope: tokens/s, step time, MFU and peak memory per point, the memory line, a chart");
+  a.envelope
+      ->add_option("experiment", a.experiment, "The sweep's experiment: a name under --experiments-dir, or its folder")
+      ->required();
+  a.envelope->add_option("-o,--output", a.output, "Also draw the chart: .svg, or .png (needs a build with Cairo)");
+  a.envelope->add_option("--warmup", a.warmup, "Steps at the start of each point left out of the means (default 5)")
+      ->check(CLI::NonNegativeNumber);
+  add_dir_option(a.envelope, a);
   return a.cmd;
 }
 
 int run_runs(const RunsArgs& a, std::ostream& out, std::ostream& err) {
   if (*a.list) return cmd_list(a, out);
+  if (*a.envelope) {
+    std::error_code ec;
+    const fs::path given(a.experiment);
+    const fs::path root = fs::is_regular_file(given / "sweep.json", ec) ? given : fs::path(a.experiments_dir) / given;
+    return run_envelope(fs::absolute(root).lexically_normal().string(), a.warmup, a.output, out, err);
+  }
   std::vector<std::string> runs;
   try {
     for (const auto& r : a.runs) runs.push_back(exec::resolve_run(r, a.experiments_dir));
@@ -410,7 +426,7 @@ int run_runs(const RunsArgs& a, std::ostream& out, std::ostream& err) {
     }
     return run_resume(runs[0], out, err);
   }
-  err << "error: runs needs a subcommand (list, show, diff, plot, status, logs, cancel, resume)\n";
+  err << "error: runs needs a subcommand (list, show, diff, plot, status, logs, cancel, resume, envelope)\n";
   return kExitUsage;
 }
 

@@ -1,4 +1,4 @@
-// `recipe runs list|show|diff|plot|status|logs|cancel`: the experiment record, read back.
+// `recipe runs list|show|diff|plot|status|logs|cancel|resume|envelope`: the experiment record, read back.
 #pragma once
 
 #include <ostream>
@@ -15,9 +15,11 @@ struct RunsArgs {
   std::string output;             // plot: -o file.svg
   bool follow = false;            // logs -f
   int rank = -1;                  // logs --rank R (-1 = every rank)
+  std::string experiment;         // envelope: an experiment name under experiments_dir, or its folder
+  int warmup = 5;                 // envelope --warmup N: steps left out of the means
   CLI::App* cmd = nullptr;
   CLI::App *list = nullptr, *show = nullptr, *diff = nullptr, *plot = nullptr, *status = nullptr, *logs = nullptr,
-           *cancel = nullptr, *resume = nullptr;
+           *cancel = nullptr, *resume = nullptr, *envelope = nullptr;
 };
 
 // Adds the `runs` verb and its subcommands to `app`, bound to `args`.

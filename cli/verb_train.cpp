@@ -138,6 +138,25 @@ int run_in_dir(const plan::Plan& plan, const std::string& run_dir, std::ostream&
 
 }  // namespace
 
+int check_runnable(const plan::Plan& plan, const kernels::GpuInfo& gpu, std::ostream& err) {
+  return check_runnable_here(plan, gpu, err);
+}
+
+int run_prepared(const plan::Plan& plan, const std::string& run_dir, std::ostream& out, std::ostream& err) {
+  return run_in_dir(plan, run_dir, out, err);
+}
+
+void write_run_dir(const plan::Plan& plan, const std::string& spec, const std::vector<std::string>& command_line,
+                   const std::string& run_dir) {
+  exec::RunDirContents contents;
+  contents.recipe_file = recipe_source_file(spec);
+  contents.command_line = command_line;
+  contents.resolved_toml = dsl::to_toml(plan);
+  contents.launch_script = exec::launch_command(plan, run_dir, recipe_executable()).script;
+  contents.host = exec::host_info_json(exec::collect_host_info(version_string()));
+  exec::populate_run_dir(run_dir, contents);
+}
+
 int run_train(const PlanFlags& flags, const std::string& mode, bool dry_run, std::ostream& out, std::ostream& err) {
   kernels::GpuInfo gpu = kernels::query_gpus();
   dsl::ExecutorFacts facts = make_facts(flags, gpu, dry_run);
@@ -182,13 +201,7 @@ int run_train(const PlanFlags& flags, const std::string& mode, bool dry_run, std
   std::string run_dir;
   try {
     run_dir = exec::allocate_run_dir(root);
-    exec::RunDirContents contents;
-    contents.recipe_file = recipe_source_file(flags.spec);
-    contents.command_line = command_line_record(flags);
-    contents.resolved_toml = dsl::to_toml(plan);
-    contents.launch_script = exec::launch_command(plan, run_dir, recipe_executable()).script;
-    contents.host = exec::host_info_json(exec::collect_host_info(version_string()));
-    exec::populate_run_dir(run_dir, contents);
+    write_run_dir(plan, flags.spec, command_line_record(flags), run_dir);
   } catch (const std::exception& e) {
     err << "error: cannot set up the run directory: " << e.what() << "\n";
     return kExitEnvironment;

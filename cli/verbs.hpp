@@ -13,6 +13,27 @@ namespace recipe::cli {
 
 // pretrain / finetune (mode "pretrain" | "finetune"): resolve, then --dry-run report or run.
 int run_train(const PlanFlags& flags, const std::string& mode, bool dry_run, std::ostream& out, std::ostream& err);
+// The steps of `pretrain` that `sweep` repeats per point (cli/verb_train.cpp):
+// exit 4 (with the reason on err) unless this build and host can run or launch the plan;
+int check_runnable(const plan::Plan& plan, const kernels::GpuInfo& gpu, std::ostream& err);
+// fills an allocated run dir (recipe, overrides, resolved.toml, git, host, launch.sh, status "created");
+// throws std::runtime_error;
+void write_run_dir(const plan::Plan& plan, const std::string& spec, const std::vector<std::string>& command_line,
+                   const std::string& run_dir);
+// runs a filled run dir with the plan's executor (Slurm: submits its launch.sh). Exit code as pretrain's.
+int run_prepared(const plan::Plan& plan, const std::string& run_dir, std::ostream& out, std::ostream& err);
+
+// `recipe sweep` (cli/verb_sweep.cpp): the grid of `key=v1,v2` arguments as one experiment.
+struct SweepCommand {
+  PlanFlags flags;  // the recipe, the axes and plain overrides (positional), the pretrain flags
+  int warmup = 5;   // steps left out of the envelope's means
+  bool dry_run = false;
+};
+int run_sweep(const SweepCommand& args, std::ostream& out, std::ostream& err);
+// `recipe runs envelope EXPERIMENT [-o chart.svg|png] [--warmup N]`.
+int run_envelope(const std::string& experiment_root, int warmup, const std::string& output, std::ostream& out,
+                 std::ostream& err);
+
 // `runs resume`: runs a run dir's resolved.toml again with its executor (a Slurm run is
 // resubmitted); training continues from the run's newest checkpoint.
 int run_resume(const std::string& run_dir, std::ostream& out, std::ostream& err);

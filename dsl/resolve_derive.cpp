@@ -39,9 +39,10 @@ void derive_execution(ResolveContext& ctx) {
   }
   if (p.trainer.device == plan::Device::auto_) {
     ctx.auto_device = true;
-    // gpus_per_node=0 from the facts means "CPU ranks"; a recipe asking for GPUs per node means a
-    // GPU cluster even when validated on a machine without one.
-    const bool cuda = f.gpus_per_node != 0 && (f.has_gpu || ex.gpus_per_node > 0);
+    // gpus_per_node=0 from the facts means "CPU ranks"; a recipe asking for GPUs per node, or
+    // naming the GPU model (`recipe validate gpt3_345m --gpu-model GB10`), means a GPU target even
+    // when validated on a machine without one.
+    const bool cuda = f.gpus_per_node != 0 && (f.has_gpu || ex.gpus_per_node > 0 || !ex.gpu_model.empty());
     p.trainer.device = cuda ? plan::Device::cuda : plan::Device::cpu;
   }
 

@@ -110,6 +110,18 @@ void derive_and_check_memory(ResolveContext& ctx) {
   const ExecutorFacts& facts = ctx.facts;
   double gib = 0;
   std::string device;
+  // A catalog GPU. A unified-memory one (GB10) shares its memory with the operating system and the
+  // CPU: the check takes the host's available memory when the plan runs on this host's GPU, else
+  // the documented share of the total (kUnifiedMemoryUsableFraction, dsl/gpu_catalog.hpp).
+  auto set_device = [&](const GpuSpec& g, bool on_this_host) {
+    const double available = on_this_host ? facts.host_memory_gib : 0;
+    gib = usable_memory_gib(g, available);
+    device = g.name;
+    if (g.unified_memory)
+      device += available > 0 ? " (unified memory: " + plan::format_bytes(gib * kGiB) + " available on this host)"
+                              : " (unified memory: " + std::to_string(std::lround(kUnifiedMemoryUsableFraction * 100)) +
+                                    "% of " + plan::format_bytes(g.memory_gib * kGiB) + " shared with the CPU)";
+  };
   // An explicit size or model in the recipe beats detection: the run may target other machines
   // than the one resolving it.
   if (!ex.device_memory.empty()) {
@@ -128,14 +140,16 @@ void derive_and_check_memory(ResolveContext& ctx) {
           "use one of " + join_or(names) + ", or state the size with executor.device_memory=\"80GiB\"");
       return;
     }
-    gib = gpu->memory_gib;
-    device = gpu->name;
+    // A unified-memory GPU that is also the one visible here: what this host has available.
+    const auto here = find_gpu(facts.gpu_name);
+    set_device(*gpu, here && here->name == gpu->name);
+  } else if (const auto gpu = find_gpu(facts.gpu_name); gpu && gpu->unified_memory) {
+    set_device(*gpu, true);
   } else if (facts.gpu_memory_gib > 0) {
     gib = facts.gpu_memory_gib;
     device = facts.gpu_name.empty() ? "the visible GPU" : facts.gpu_name;
-  } else if (const auto gpu = find_gpu(facts.gpu_name)) {
-    gib = gpu->memory_gib;
-    device = gpu->name;
+  } else if (gpu) {
+    set_device(*gpu, false);
   } else {
     const auto h100 = find_gpu("H100-80GB");
     gib = h100->memory_gib;

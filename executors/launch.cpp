@@ -72,27 +72,11 @@ std::string shell_script(const plan::Plan& plan, const std::vector<std::string>&
 
 std::string sbatch_script(const plan::Plan& plan, const std::string& run_dir, const std::string& exe, int nodes,
                           int per_node) {
-  const auto& ex = plan.executor;
-  std::string name = plan.experiment.name.empty() ? "recipe" : plan.experiment.name;
   std::ostringstream s;
   s << "#!/bin/bash\n";
-  s << sbatch_line("experiment.name", "--job-name=" + name);
-  s << sbatch_line("executor.nodes", "--nodes=" + std::to_string(nodes));
-  s << sbatch_line("executor.gpus_per_node", "--ntasks-per-node=" + std::to_string(per_node));
-  if (is_gpu_plan(plan)) s << sbatch_line("executor.gpus_per_node", "--gpus-per-node=" + std::to_string(per_node));
-  if (!ex.time.empty()) s << sbatch_line("executor.time", "--time=" + ex.time);
-  if (!ex.partition.empty()) s << sbatch_line("executor.partition", "--partition=" + ex.partition);
-  if (!ex.account.empty()) s << sbatch_line("executor.account", "--account=" + ex.account);
-  if (!ex.qos.empty()) s << sbatch_line("executor.qos", "--qos=" + ex.qos);
-  if (ex.exclusive) s << "#SBATCH --exclusive\n";
+  s << sbatch_resource_lines(plan);
   s << sbatch_line("run dir", "--output=" + run_dir + "/logs/slurm-%j.out");
   s << "#SBATCH --open-mode=append\n";
-  // (slurm executor) USR1 120 s before the time limit, to the batch shell (B:), which forwards it
-  // to the ranks (they stop; saving a checkpoint first arrives with checkpoint support) and
-  // requeues the job, which then runs the plan again in the same run dir.
-  s << "#SBATCH --signal=B:USR1@120\n";
-  s << "#SBATCH --requeue\n";
-  for (const auto& d : ex.sbatch_directives) s << sbatch_line("executor.sbatch_directives", d);
   s << "# Written by `recipe`: starts one worker per task from this run's resolved.toml.\n";
   s << env_exports(plan);
   // srun options as its input environment variables, so the srun line itself stays minimal:
@@ -154,6 +138,31 @@ int ranks_per_node(const plan::Plan& plan) {
   int needed = (world + nodes - 1) / nodes;
   if (per_node <= 0 || per_node * nodes < world) per_node = needed;
   return std::max(1, per_node);
+}
+
+std::string sbatch_resource_lines(const plan::Plan& plan) {
+  const auto& ex = plan.executor;
+  const int world = world_of(plan);
+  const int per_node = ranks_per_node(plan);
+  const int nodes = std::max(1, (world + per_node - 1) / per_node);
+  std::string name = plan.experiment.name.empty() ? "recipe" : plan.experiment.name;
+  std::ostringstream s;
+  s << sbatch_line("experiment.name", "--job-name=" + name);
+  s << sbatch_line("executor.nodes", "--nodes=" + std::to_string(nodes));
+  s << sbatch_line("executor.gpus_per_node", "--ntasks-per-node=" + std::to_string(per_node));
+  if (is_gpu_plan(plan)) s << sbatch_line("executor.gpus_per_node", "--gpus-per-node=" + std::to_string(per_node));
+  if (!ex.time.empty()) s << sbatch_line("executor.time", "--time=" + ex.time);
+  if (!ex.partition.empty()) s << sbatch_line("executor.partition", "--partition=" + ex.partition);
+  if (!ex.account.empty()) s << sbatch_line("executor.account", "--account=" + ex.account);
+  if (!ex.qos.empty()) s << sbatch_line("executor.qos", "--qos=" + ex.qos);
+  if (ex.exclusive) s << "#SBATCH --exclusive\n";
+  // (slurm executor) USR1 120 s before the time limit, to the batch shell (B:), which forwards it
+  // to the ranks (they stop; saving a checkpoint first arrives with checkpoint support) and
+  // requeues the job, which then runs the plan again in the same run dir.
+  s << "#SBATCH --signal=B:USR1@120\n";
+  s << "#SBATCH --requeue\n";
+  for (const auto& d : ex.sbatch_directives) s << sbatch_line("executor.sbatch_directives", d);
+  return s.str();
 }
 
 RankPlacement place_rank(int rank, const plan::ParallelismConfig& par, int per_node, bool gpu) {

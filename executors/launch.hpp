@@ -42,6 +42,11 @@ struct LaunchCommand {
 };
 LaunchCommand launch_command(const plan::Plan& plan, const std::string& run_dir, const std::string& recipe_exe);
 
+// The #SBATCH lines of a plan's resources and Slurm behaviour: job name, nodes, tasks and GPUs per
+// node, time, partition, account, qos, exclusive, the time-limit signal, requeue and the recipe's
+// extra directives (everything but --output). The run's launch.sh and a sweep's array script share them.
+std::string sbatch_resource_lines(const plan::Plan& plan);
+
 // Single-quotes `s` for a POSIX shell when it contains anything but [A-Za-z0-9_./=:,+@%-].
 std::string shell_quote(const std::string& s);
 std::string shell_join(const std::vector<std::string>& argv);

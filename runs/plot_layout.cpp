@@ -102,45 +102,50 @@ std::vector<double> nice_ticks(double lo, double hi, int max_ticks) {
   return ticks;
 }
 
-PlotLayout layout_runs_plot(const std::vector<PlotSeries>& series) {
-  struct PanelCurves {
-    const char* title;
-    std::vector<const std::vector<MetricPoint>*> curves;  // one per series
-  };
-  PanelCurves panels[] = {{"loss", {}}, {"learning rate", {}}, {"throughput (tokens/s)", {}}};
+PlotLayout layout_panels(const std::vector<PlotPanel>& panels, const std::string& x_label,
+                         const std::vector<std::string>& legend) {
   double x_lo = std::numeric_limits<double>::infinity(), x_hi = -x_lo;
-  for (const auto& sr : series) {
-    panels[0].curves.push_back(&sr.curves.loss);
-    panels[1].curves.push_back(&sr.curves.lr);
-    panels[2].curves.push_back(&sr.curves.tokens_per_sec);
-    for (const auto* c : {&sr.curves.loss, &sr.curves.lr, &sr.curves.tokens_per_sec})
+  for (const auto& panel : panels)
+    for (const auto* c : panel.curves)
       for (const auto& pt : *c) {
         x_lo = std::min<double>(x_lo, pt.step);
         x_hi = std::max<double>(x_hi, pt.step);
       }
-  }
   if (!std::isfinite(x_lo)) x_lo = 0, x_hi = 1;
   if (x_hi <= x_lo) x_hi = x_lo + 1;
 
+  const double n = static_cast<double>(panels.size());
   PlotLayout out;
   out.width = kWidth;
-  out.height = kTop + 3 * kPanelHeight + 2 * kGap + kBottom;
+  out.height = kTop + n * kPanelHeight + std::max(0.0, n - 1) * kGap + kBottom;
   out.groups.push_back({"", "", {PlotRect{0, 0, out.width, out.height, kWhite, std::nullopt}}});
-  for (int i = 0; i < 3; ++i) {
-    const double y0 = kTop + i * (kPanelHeight + kGap);
-    out.groups.push_back(layout_panel(panels[i].title, panels[i].curves, y0, x_lo, x_hi));
+  for (size_t i = 0; i < panels.size(); ++i) {
+    const double y0 = kTop + static_cast<double>(i) * (kPanelHeight + kGap);
+    out.groups.push_back(layout_panel(panels[i].title.c_str(), panels[i].curves, y0, x_lo, x_hi));
     out.panels.push_back(PlotRect{kLeft, y0, kRightPlot - kLeft, kPanelHeight, std::nullopt, kFrame});
   }
   out.groups.push_back(
-      {"", "", {PlotText{(kLeft + kRightPlot) / 2, out.height - 12, "step", 12, TextAnchor::middle, false, kBlack}}});
-  PlotGroup legend{"legend", "", {}};
-  for (size_t i = 0; i < series.size(); ++i) {
-    const double y = kTop + 10 + i * 20.0;
-    legend.items.push_back(PlotLine{kLegendX, y, kLegendX + 24, y, plot_series_color(i), 3});
-    legend.items.push_back(PlotText{kLegendX + 30, y + 4, series[i].label, 12, TextAnchor::start, false, kBlack});
+      {"", "", {PlotText{(kLeft + kRightPlot) / 2, out.height - 12, x_label, 12, TextAnchor::middle, false, kBlack}}});
+  PlotGroup legend_group{"legend", "", {}};
+  for (size_t i = 0; i < legend.size(); ++i) {
+    const double y = kTop + 10 + static_cast<double>(i) * 20.0;
+    legend_group.items.push_back(PlotLine{kLegendX, y, kLegendX + 24, y, plot_series_color(i), 3});
+    legend_group.items.push_back(PlotText{kLegendX + 30, y + 4, legend[i], 12, TextAnchor::start, false, kBlack});
   }
-  out.groups.push_back(std::move(legend));
+  out.groups.push_back(std::move(legend_group));
   return out;
+}
+
+PlotLayout layout_runs_plot(const std::vector<PlotSeries>& series) {
+  std::vector<PlotPanel> panels = {{"loss", {}}, {"learning rate", {}}, {"throughput (tokens/s)", {}}};
+  std::vector<std::string> legend;
+  for (const auto& sr : series) {
+    panels[0].curves.push_back(&sr.curves.loss);
+    panels[1].curves.push_back(&sr.curves.lr);
+    panels[2].curves.push_back(&sr.curves.tokens_per_sec);
+    legend.push_back(sr.label);
+  }
+  return layout_panels(panels, "step", legend);
 }
 
 }  // namespace recipe::exec

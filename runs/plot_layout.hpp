@@ -1,5 +1,6 @@
-// The geometry of `recipe runs plot`, computed once for every output format: three stacked panels
-// (loss, learning rate, tokens/s) sharing the step axis, "nice" ticks, one colour per run, a legend.
+// The geometry of `recipe runs plot` and `recipe runs envelope`'s chart, computed once for every
+// output format: stacked panels sharing the x axis (loss, learning rate, tokens/s over steps; or
+// tokens/s and peak memory over tokens per step), "nice" ticks, one colour per series, a legend.
 // The result is a small display list in pixel coordinates (origin top left, y down, text y is the
 // baseline) that the SVG writer (plot_svg) and the PNG writer (plot_png) only draw.
 #pragma once
@@ -70,7 +71,19 @@ struct PlotLayout {
   std::vector<PlotRect> panels;   // the frames of loss, learning rate, throughput (in that order)
 };
 
-// The whole figure. Empty curves draw an empty panel with a "no data" note.
+// One panel of stacked panels that share the x axis: a title and one curve per series (x is the
+// MetricPoint's `step`: the step for `runs plot`, tokens per step for `runs envelope`).
+struct PlotPanel {
+  std::string title;
+  std::vector<const std::vector<MetricPoint>*> curves;  // series i has colour plot_series_color(i)
+};
+
+// Panels stacked top to bottom, the x axis labelled `x_label`, a legend of the series (one label
+// per series index). Empty curves draw an empty panel with a "no data" note.
+PlotLayout layout_panels(const std::vector<PlotPanel>& panels, const std::string& x_label,
+                         const std::vector<std::string>& legend);
+
+// The whole figure of `recipe runs plot`: loss, learning rate and tokens/s over steps.
 PlotLayout layout_runs_plot(const std::vector<PlotSeries>& series);
 
 // "Nice" axis ticks covering [lo, hi] (1, 2, 5 × 10^k steps), at most about `max_ticks`.

@@ -88,6 +88,16 @@ std::string allocate_run_dir(const std::string& root) {
   throw std::runtime_error("no free run-<N> folder under " + root);
 }
 
+std::string named_run_dir(const std::string& root, const std::string& name) {
+  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos)
+    throw std::runtime_error("\"" + name + "\" cannot name a run folder");
+  const fs::path dir = fs::path(root) / name;
+  std::error_code ec;
+  fs::create_directories(dir / "logs", ec);
+  if (ec) throw std::runtime_error("cannot create " + (dir / "logs").string() + ": " + ec.message());
+  return dir.string();
+}
+
 void populate_run_dir(const std::string& run_dir, const RunDirContents& c) {
   fs::path dir(run_dir);
   std::error_code ec;

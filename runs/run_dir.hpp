@@ -40,6 +40,11 @@ std::string next_run_path(const std::string& experiment_root);
 // try N+1. Throws std::runtime_error naming the path on failure.
 std::string allocate_run_dir(const std::string& experiment_root);
 
+// `<experiment_root>/<name>` (and its logs/ folder), created when missing: a sweep point's run dir,
+// named for its settings ("mb4-seq2048-bf16"), which a resumed sweep finds again by that name.
+// Throws std::runtime_error naming the path on failure or for a name that is not one folder.
+std::string named_run_dir(const std::string& experiment_root, const std::string& name);
+
 // Writes recipe.<ext>, overrides.txt, resolved.toml, git.json (+ git.patch), host.json, launch.sh
 // (executable) and status.json ("created") into an allocated run dir. Throws std::runtime_error.
 void populate_run_dir(const std::string& run_dir, const RunDirContents& contents);
