@@ -115,6 +115,7 @@ dsl::ExecutorFacts detected_facts(const kernels::GpuInfo& gpu) {
   facts.visible_gpus = gpu.count;
   facts.gpu_name = gpu.name;
   facts.gpu_memory_gib = static_cast<double>(gpu.memory_bytes) / double(1ull << 30);
+  facts.gpu_compute_capability = gpu.sm_major * 10 + gpu.sm_minor;
   return facts;
 }
 

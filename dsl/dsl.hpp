@@ -65,6 +65,8 @@ struct ExecutorFacts {
                                // so a GPU plan is not refused for lack of a GPU here
   double host_memory_gib = 0;  // memory available on the launching host (MemAvailable), where the local
                                // executor's CPU ranks run; 0 = unknown, not checked
+
+  int gpu_compute_capability = 0;  // of the visible GPU, major·10 + minor (90 = 9.0); 0 = unknown
 };
 
 struct Violation {

@@ -42,29 +42,30 @@ bool names_family(const std::string& word, const std::string& family) {
 }  // namespace
 
 // Memory figures are the totals nvidia-smi reports (MiB / 1024), which sit a little below the
-// marketing size; peak figures are NVIDIA's dense bf16 numbers (SXM parts unless named otherwise).
+// marketing size; peak figures are NVIDIA's dense bf16 numbers (SXM parts unless named otherwise);
+// compute capabilities are NVIDIA's (the resolver refuses GPUs below 8.0: no bf16 tensor cores).
 const std::vector<GpuSpec>& gpu_catalog() {
   static const std::vector<GpuSpec> catalog = {
-      {"B200", 179.1, 2250.0},        // 0
-      {"H200", 140.4, 989.4},         // 1
-      {"GH200", 95.6, 989.4},         // 2
-      {"H100-NVL", 93.6, 835.0},      // 3
-      {"H100-PCIe", 79.6, 756.0},     // 4
-      {"H100-80GB", 79.6, 989.4},     // 5
-      {"H20", 95.6, 148.0},           // 6
-      {"A100-80GB", 80.0, 312.0},     // 7
-      {"A100-40GB", 40.0, 312.0},     // 8
-      {"L40S", 45.0, 362.1},          // 9
-      {"L40", 45.0, 181.0},           // 10
-      {"L4", 22.5, 121.0},            // 11
-      {"A10G", 22.5, 70.0},           // 12
-      {"A10", 22.5, 125.0},           // 13
-      {"RTX-A6000", 48.0, 154.8},     // 14
-      {"RTX-6000-Ada", 48.0, 364.2},  // 15
-      {"RTX-4090", 24.0, 165.2},      // 16
-      {"RTX-3090", 24.0, 71.0},       // 17
-      {"V100-32GB", 32.0, 125.0},     // 18
-      {"V100-16GB", 16.0, 125.0},     // 19
+      {"B200", 179.1, 2250.0, 100},       // 0
+      {"H200", 140.4, 989.4, 90},         // 1
+      {"GH200", 95.6, 989.4, 90},         // 2
+      {"H100-NVL", 93.6, 835.0, 90},      // 3
+      {"H100-PCIe", 79.6, 756.0, 90},     // 4
+      {"H100-80GB", 79.6, 989.4, 90},     // 5
+      {"H20", 95.6, 148.0, 90},           // 6
+      {"A100-80GB", 80.0, 312.0, 80},     // 7
+      {"A100-40GB", 40.0, 312.0, 80},     // 8
+      {"L40S", 45.0, 362.1, 89},          // 9
+      {"L40", 45.0, 181.0, 89},           // 10
+      {"L4", 22.5, 121.0, 89},            // 11
+      {"A10G", 22.5, 70.0, 86},           // 12
+      {"A10", 22.5, 125.0, 86},           // 13
+      {"RTX-A6000", 48.0, 154.8, 86},     // 14
+      {"RTX-6000-Ada", 48.0, 364.2, 89},  // 15
+      {"RTX-4090", 24.0, 165.2, 89},      // 16
+      {"RTX-3090", 24.0, 71.0, 86},       // 17
+      {"V100-32GB", 32.0, 125.0, 70},     // 18
+      {"V100-16GB", 16.0, 125.0, 70},     // 19
   };
   return catalog;
 }

@@ -14,6 +14,8 @@ struct GpuSpec {
   std::string name;         // canonical model name, e.g. "H100-80GB"
   double memory_gib;        // total device memory as the driver reports it
   double peak_bf16_tflops;  // dense (no sparsity) tensor-core bf16/fp16 peak
+
+  int compute_capability = 0;  // major·10 + minor (90 = 9.0); 0 = unknown. bf16 needs ≥ 80
 };
 
 const std::vector<GpuSpec>& gpu_catalog();
