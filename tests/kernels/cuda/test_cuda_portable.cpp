@@ -24,6 +24,7 @@ TEST_SUITE_BEGIN("kernels/cuda");
 using namespace recipe;
 using recipe::kernels::testing::has_gpu;
 
+#ifdef RECIPE_WITH_CUDA
 namespace {
 
 std::vector<double> losses(const plan::Plan& plan, kernels::Backend& be, int steps) {
@@ -38,6 +39,7 @@ std::vector<double> losses(const plan::Plan& plan, kernels::Backend& be, int ste
 }
 
 }  // namespace
+#endif
 
 TEST_CASE("cuda kernels.portable: no Hopper-only kernel runs and the losses follow the default path" *
           doctest::skip(!has_gpu())) {
