@@ -1,9 +1,11 @@
 # Finds the Debian-packaged dependencies, in system paths or in the offline prefix
 # (RECIPE_DEPS_PREFIX/usr, laid out by dpkg -x). pkg-config files of a dpkg -x prefix point at /usr,
 # so plain find_path/find_library are used instead.
+# Debian's multiarch triplet (x86_64-linux-gnu, aarch64-linux-gnu): CMake derives it from the
+# compiler, a cross toolchain included (cmake/toolchains/).
 set(_multiarch "${CMAKE_LIBRARY_ARCHITECTURE}")
 if(NOT _multiarch)
-  set(_multiarch x86_64-linux-gnu)
+  set(_multiarch ${CMAKE_SYSTEM_PROCESSOR}-linux-gnu)
 endif()
 
 find_package(Threads REQUIRED)

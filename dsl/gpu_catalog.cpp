@@ -55,6 +55,8 @@ bool names_family(const std::string& word, const std::string& family) {
 // at the part's highest power limit. 30-series laptop GPUs are left out: NVIDIA gives no per-part
 // tensor figure and their memory differs by model (8 or 16 GB for a "3080 Laptop").
 //
+// Compute capabilities are NVIDIA's (the resolver refuses GPUs below 8.0: no bf16 tensor cores).
+//
 // GB10 (DGX Spark, compute capability 12.1): NVIDIA's DGX Spark page gives 128 GB of coherent
 // unified LPDDR5x shared with the 20-core Grace CPU and "up to 1 PFLOP FP4 with sparsity"
 // (1000 AI TOPS); the Blackwell GeForce ratio above gives 1000 / 16 = 62.5 TFLOPS dense bf16 with
@@ -62,37 +64,37 @@ bool names_family(const std::string& word, const std::string& family) {
 // 128 GB = 119.2 GiB, all of it shared with the operating system (unified_memory).
 const std::vector<GpuSpec>& gpu_catalog() {
   static const std::vector<GpuSpec> catalog = {
-      {"B200", 179.1, 2250.0},           // 0
-      {"H200", 140.4, 989.4},            // 1
-      {"GH200", 95.6, 989.4},            // 2
-      {"H100-NVL", 93.6, 835.0},         // 3
-      {"H100-PCIe", 79.6, 756.0},        // 4
-      {"H100-80GB", 79.6, 989.4},        // 5
-      {"H20", 95.6, 148.0},              // 6
-      {"A100-80GB", 80.0, 312.0},        // 7
-      {"A100-40GB", 40.0, 312.0},        // 8
-      {"L40S", 45.0, 362.1},             // 9
-      {"L40", 45.0, 181.0},              // 10
-      {"L4", 22.5, 121.0},               // 11
-      {"A10G", 22.5, 70.0},              // 12
-      {"A10", 22.5, 125.0},              // 13
-      {"RTX-A6000", 48.0, 154.8},        // 14
-      {"RTX-6000-Ada", 48.0, 364.2},     // 15
-      {"RTX-4090", 24.0, 165.2},         // 16
-      {"RTX-3090", 24.0, 35.6},          // 17
-      {"V100-32GB", 32.0, 125.0},        // 18
-      {"V100-16GB", 16.0, 125.0},        // 19
-      {"GB10", 119.2, 62.5, true},       // 20
-      {"RTX-5090", 31.8, 209.5},         // 21
-      {"RTX-5080", 16.0, 112.6},         // 22
-      {"RTX-4080", 16.0, 97.5},          // 23
-      {"RTX-4070", 12.0, 58.3},          // 24
-      {"RTX-3080", 10.0, 29.8},          // 25
-      {"RTX-5090-Laptop", 24.0, 114.0},  // 26: 1824 AI TOPS / 16
-      {"RTX-5080-Laptop", 16.0, 83.4},   // 27: 1334 AI TOPS / 16
-      {"RTX-4090-Laptop", 16.0, 85.8},   // 28: 686 AI TOPS / 8
-      {"RTX-4080-Laptop", 12.0, 67.8},   // 29: 542 AI TOPS / 8
-      {"RTX-4070-Laptop", 8.0, 40.1},    // 30: 321 AI TOPS / 8
+      {"B200", 179.1, 2250.0, 100},           // 0
+      {"H200", 140.4, 989.4, 90},             // 1
+      {"GH200", 95.6, 989.4, 90},             // 2
+      {"H100-NVL", 93.6, 835.0, 90},          // 3
+      {"H100-PCIe", 79.6, 756.0, 90},         // 4
+      {"H100-80GB", 79.6, 989.4, 90},         // 5
+      {"H20", 95.6, 148.0, 90},               // 6
+      {"A100-80GB", 80.0, 312.0, 80},         // 7
+      {"A100-40GB", 40.0, 312.0, 80},         // 8
+      {"L40S", 45.0, 362.1, 89},              // 9
+      {"L40", 45.0, 181.0, 89},               // 10
+      {"L4", 22.5, 121.0, 89},                // 11
+      {"A10G", 22.5, 70.0, 86},               // 12
+      {"A10", 22.5, 125.0, 86},               // 13
+      {"RTX-A6000", 48.0, 154.8, 86},         // 14
+      {"RTX-6000-Ada", 48.0, 364.2, 89},      // 15
+      {"RTX-4090", 24.0, 165.2, 89},          // 16
+      {"RTX-3090", 24.0, 35.6, 86},           // 17
+      {"V100-32GB", 32.0, 125.0, 70},         // 18
+      {"V100-16GB", 16.0, 125.0, 70},         // 19
+      {"GB10", 119.2, 62.5, 121, true},       // 20
+      {"RTX-5090", 31.8, 209.5, 120},         // 21
+      {"RTX-5080", 16.0, 112.6, 120},         // 22
+      {"RTX-4080", 16.0, 97.5, 89},           // 23
+      {"RTX-4070", 12.0, 58.3, 89},           // 24
+      {"RTX-3080", 10.0, 29.8, 86},           // 25
+      {"RTX-5090-Laptop", 24.0, 114.0, 120},  // 26: 1824 AI TOPS / 16
+      {"RTX-5080-Laptop", 16.0, 83.4, 120},   // 27: 1334 AI TOPS / 16
+      {"RTX-4090-Laptop", 16.0, 85.8, 89},    // 28: 686 AI TOPS / 8
+      {"RTX-4080-Laptop", 12.0, 67.8, 89},    // 29: 542 AI TOPS / 8
+      {"RTX-4070-Laptop", 8.0, 40.1, 89},     // 30: 321 AI TOPS / 8
   };
   return catalog;
 }

@@ -11,9 +11,10 @@
 namespace recipe::dsl {
 
 struct GpuSpec {
-  std::string name;         // canonical model name, e.g. "H100-80GB"
-  double memory_gib;        // total device memory as the driver reports it (unified: the system's)
-  double peak_bf16_tflops;  // dense (no sparsity) tensor-core bf16 peak with fp32 accumulation
+  std::string name;            // canonical model name, e.g. "H100-80GB"
+  double memory_gib;           // total device memory as the driver reports it (unified: the system's)
+  double peak_bf16_tflops;     // dense (no sparsity) tensor-core bf16 peak with fp32 accumulation
+  int compute_capability = 0;  // major·10 + minor (90 = 9.0); 0 = unknown. bf16 needs ≥ 80
   // The GPU shares one memory with the CPU (GB10, the DGX Spark): the operating system, the CPU
   // side of the process and every other program live in `memory_gib` too, so the memory check
   // uses what is available to the process (usable_memory_gib), not the total.

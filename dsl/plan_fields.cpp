@@ -503,6 +503,10 @@ std::vector<FieldInfo> build_fields() {
   f.push_back(field(k, "fused_mlp", &P::kernels, &K::fused_mlp,
                     "fc2's backward as one fused sm_90a kernel (GELU models on Hopper); false runs cuBLASLt's dGELU "
                     "GEMM + GELU rebuild + column sum"));
+  f.push_back(field(k, "portable", &P::kernels, &K::portable,
+                    "only the kernels every supported GPU (compute capability 8.0 or newer) runs, also on Hopper: "
+                    "no Hopper-only kernel (the fused fc2 backward, whatever kernels.fused_mlp says). Other GPUs "
+                    "always run these; true tests that path on an H100"));
   f.push_back(field(k, "bias_grad", &P::kernels, &K::bias_grad,
                     "bias gradients by the column-sum kernel or by cuBLASLt's BGRADB epilogue"));
   f.push_back(field(k, "grad_memset", &P::kernels, &K::grad_memset,

@@ -59,6 +59,7 @@ ResolveResult resolve(const ConfigTree& tree, const ExecutorFacts& facts) {
   detail::check_files(ctx);       // reads the files the plan names (dsl/resolve_files.cpp)
   detail::check_executable(ctx);  // after the rules, so a key's own rule is reported first
   detail::check_fp8(ctx);
+  detail::check_gpu_capability(ctx);
   detail::derive_and_check_memory(ctx);
   detail::check_host_memory(ctx);
   return result;

@@ -52,6 +52,7 @@ void check_relations(ResolveContext& ctx);          // rules across keys (tp | h
 void derive_and_check_memory(ResolveContext& ctx);  // device memory, per-rank estimate, fit
 void check_files(ResolveContext& ctx);              // data, tokenizer and checkpoint files; paths made absolute
 void check_host_memory(ResolveContext& ctx);        // local CPU ranks × per-rank estimate fit this host
+void check_gpu_capability(ResolveContext& ctx);     // the target GPU can run the bf16 CUDA kernels
 
 // Helpers shared by the check files.
 std::string fmt_double(double v);  // shortest text that reads back as v: 0.0003, 1e-08

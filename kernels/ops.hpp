@@ -58,6 +58,9 @@ struct BackendOptions {
   bool attention_tune = true;       // time cuDNN's attention plans
   bool attention_fallback = false;  // always the own attention kernels instead of cuDNN
   bool fused_mlp = true;            // fc2's backward as the fused sm_90a kernel where it fits
+  // CUDA: only the kernels every supported GPU (compute capability ≥ 8.0) runs, even on Hopper:
+  // the Hopper-only kernels (the fused fc2 backward) are not used. Tests the non-Hopper path on an H100.
+  bool portable_kernels = false;
   bool bias_grad_epilogue = false;  // bias gradients by cuBLASLt's BGRADB epilogue, not the column sum
   bool grad_memset = false;         // zero gradients at step start instead of first-write overwrite
 };

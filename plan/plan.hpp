@@ -200,6 +200,7 @@ struct KernelsConfig {
   bool cudnn_tune = true;            // time cuDNN's attention plans
   Attention attention = Attention::cudnn;
   bool fused_mlp = true;  // fc2's backward as the fused sm_90a kernel
+  bool portable = false;  // only kernels every GPU of compute capability ≥ 8.0 runs, also on Hopper
   BiasGrad bias_grad = BiasGrad::kernel;
   bool grad_memset = false;   // zero every gradient at step start instead of first-write overwrite
   bool host_clip = false;     // grad norm and clip on the host instead of the device step

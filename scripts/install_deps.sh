@@ -3,6 +3,8 @@
 #   scripts/install_deps.sh            # system packages (apt as root; otherwise prints the command)
 #   scripts/install_deps.sh --offline  # no network: use .deps/prefix made by scripts/setup_offline.sh
 # With nvcc present it also fetches the cudnn-frontend headers (pip wheel nvidia-cudnn-frontend).
+# The same on amd64 and arm64 (DGX Spark, Grace): every package of deps.list exists for both, and
+# nvidia-cudnn-frontend has aarch64 wheels.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
@@ -12,10 +14,14 @@ if [[ "${1:-}" == "--offline" || -f "$root/.deps/prefix/.complete" ]]; then
   exit 0
 fi
 
+# Installed for this machine's architecture (amd64, arm64) or architecture-independent: on a
+# multiarch host a library of another architecture (for a cross build) does not count.
+native=$(dpkg --print-architecture)
 missing=()
 while read -r pkg; do
   [[ -z "$pkg" || "$pkg" == \#* ]] && continue
-  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+  dpkg-query -W -f='${Status} ${Architecture}\n' "$pkg" 2>/dev/null | grep -Eq "install ok installed ($native|all)$" ||
+    missing+=("$pkg")
 done < "$here/deps.list"
 
 if ((${#missing[@]})); then

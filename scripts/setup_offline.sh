@@ -2,6 +2,8 @@
 # Unpacks a bundle made by scripts/bundle_deps.sh into a local prefix without root:
 #   scripts/setup_offline.sh BUNDLE_DIR [PREFIX]      (PREFIX defaults to .deps/prefix)
 # CMake searches .deps/prefix/usr automatically; source PREFIX/env.sh before running the binaries.
+# Works for a bundle of any Debian architecture (amd64, arm64): a foreign one makes a prefix for a
+# cross build (scripts/cross_build_aarch64.sh), a native one for the host itself.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 bundle=${1:?usage: scripts/setup_offline.sh BUNDLE_DIR [PREFIX]}
@@ -27,7 +29,18 @@ with zipfile.ZipFile(sys.argv[1]) as z:
     z.extractall(sys.argv[2], [n for n in z.namelist() if n.startswith("include/")])
 PY
 done
-arch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || echo x86_64-linux-gnu)
+# The multiarch folder the libraries unpacked into (usr/lib/aarch64-linux-gnu for an arm64 bundle):
+# from the packages' own architecture, which is not this machine's when the bundle is for a cross build.
+deb_arch=
+for deb in "${debs[@]}"; do
+  deb_arch=$(dpkg-deb -f "$deb" Architecture)
+  [[ "$deb_arch" != all ]] && break
+done
+case "$deb_arch" in
+  amd64) arch=x86_64-linux-gnu ;;
+  arm64) arch=aarch64-linux-gnu ;;
+  *) arch=$(dpkg-architecture -A "$deb_arch" -qDEB_HOST_MULTIARCH 2>/dev/null || echo "$(uname -m)-linux-gnu") ;;
+esac
 cat > "$prefix/env.sh" <<ENV
 # Source this before building or running recipe against the offline prefix.
 export CMAKE_PREFIX_PATH="$prefix/usr\${CMAKE_PREFIX_PATH:+:\$CMAKE_PREFIX_PATH}"

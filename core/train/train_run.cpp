@@ -103,8 +103,7 @@ StartPoint start_point(const plan::Plan& plan, const std::string& own_dir) {
 
 }  // namespace
 
-TrainResult train(const plan::Plan& plan, const TrainOptions& opts) {
-  const kernels::Device device = pick_device(plan.trainer.device);
+kernels::BackendOptions backend_options(const plan::Plan& plan) {
   kernels::BackendOptions bo;
   bo.deterministic = plan.trainer.deterministic;
   bo.cpu_threads = plan.trainer.cpu_threads;
@@ -117,9 +116,15 @@ TrainResult train(const plan::Plan& plan, const TrainOptions& opts) {
   bo.attention_tune = k.cudnn_tune;
   bo.attention_fallback = k.attention == plan::Attention::fallback;
   bo.fused_mlp = k.fused_mlp;
+  bo.portable_kernels = k.portable;
   bo.bias_grad_epilogue = k.bias_grad == plan::BiasGrad::epilogue;
   bo.grad_memset = k.grad_memset;
-  std::unique_ptr<kernels::Backend> backend = kernels::make_backend(device, bo);
+  return bo;
+}
+
+TrainResult train(const plan::Plan& plan, const TrainOptions& opts) {
+  const kernels::Device device = pick_device(plan.trainer.device);
+  std::unique_ptr<kernels::Backend> backend = kernels::make_backend(device, backend_options(plan));
   // The backend's notices (a fast path that cannot run, and why) reach err on every rank as they
   // come: after the backend and the trainer are built, after each step (first uses choose kernels).
   std::ostream& err = opts.err ? *opts.err : std::cerr;

@@ -67,6 +67,10 @@ struct TrainResult {
 // returns with diverged = true and the reason in `message`.
 TrainResult train(const plan::Plan& plan, const TrainOptions& opts);
 
+// The backend options train() builds its backend with: the plan's `kernels` section,
+// trainer.deterministic and trainer.cpu_threads.
+kernels::BackendOptions backend_options(const plan::Plan& plan);
+
 struct StepResult {
   int step = 0;     // 1-based number of the step just taken
   double loss = 0;  // mean loss over the global batch

@@ -42,6 +42,23 @@ CudaBackend::CudaBackend(const BackendOptions& opts) : device_(opts.device_index
     throw std::runtime_error("CUDA backend: device index " + std::to_string(device_) +
                              " is out of range: " + std::to_string(count) + " device(s) visible");
   RECIPE_CUDA_CHECK(cudaSetDevice(device_));
+  // Run-time dispatch: the Hopper-only kernels exist in sm_90a machine code alone (which runs on
+  // compute capability 9.0 only); every other GPU, and a portable_kernels run, takes the kernels
+  // built for all targets (RECIPE_CUDA_ARCHITECTURES).
+  int major = 0, minor = 0;
+  RECIPE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device_));
+  RECIPE_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device_));
+  compute_capability_ = major * 10 + minor;
+  if (compute_capability_ < 80)
+    throw std::runtime_error("CUDA backend: device " + std::to_string(device_) + " has compute capability " +
+                             std::to_string(major) + "." + std::to_string(minor) +
+                             "; recipe's bf16 kernels need 8.0 or newer (A100, RTX 30xx, L4, H100, ...): "
+                             "use another GPU or --device cpu");
+  hopper_kernels_ = sm90a_built() && compute_capability_ == 90 && !opts.portable_kernels;
+  if (!sm90a_built() && compute_capability_ == 90 && !opts.portable_kernels)
+    notice(
+        "recipe: this build has no sm_90a machine code (RECIPE_CUDA_ARCHITECTURES lacks 90a-real): the "
+        "Hopper-only kernels (fused fc2 backward) do not run; rebuild with 90a-real for them");
   RECIPE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   cublas_workspace_bytes_ = kCublasWorkspaceBytes;
   cublas_workspace_ = device_alloc(cublas_workspace_bytes_, "cuBLASLt workspace");
@@ -54,7 +71,7 @@ CudaBackend::CudaBackend(const BackendOptions& opts) : device_(opts.device_index
   // grad_memset: zero every gradient at the start of a step instead of letting its first write
   // overwrite (an A/B switch for the benchmark).
   memset_grads_ = opts.grad_memset;
-  fused_mlp_ = opts.fused_mlp;
+  fused_mlp_ = opts.fused_mlp && hopper_kernels_;
   if (opts.gemm_tune_candidates < 1 || opts.gemm_tune_candidates > 256)
     bad_arg("options", "gemm_tune_candidates=" + std::to_string(opts.gemm_tune_candidates) + " must be from 1 to 256");
   lo.tune = !deterministic_ && opts.gemm_tune;
@@ -74,6 +91,14 @@ CudaBackend::CudaBackend(const BackendOptions& opts) : device_(opts.device_index
       notice(std::string("recipe: cuDNN unavailable (") + e.what() + "); attention uses the own CUDA kernels");
     }
   }
+#endif
+}
+
+bool CudaBackend::sm90a_built() {
+#ifdef RECIPE_CUDA_SM90A
+  return true;
+#else
+  return false;
 #endif
 }
 

@@ -46,6 +46,14 @@ class CudaBackend final : public Backend {
   int64_t tuned_gemm_keys_changed() const;
   // gelu_rebuild_linear_bwd calls that ran the fused sm_90a kernel.
   int64_t fused_mlp_backward_calls() const { return fused_mlp_backward_calls_; }
+  // The device's compute capability as major·10 + minor (90 for an H100), asked once at start.
+  int compute_capability() const { return compute_capability_; }
+  // True when the Hopper-only kernels may run: this build holds sm_90a machine code, the device is
+  // compute capability 9.0 and BackendOptions::portable_kernels is off. Otherwise every op takes
+  // the kernels all GPUs from compute capability 8.0 run.
+  bool hopper_kernels() const { return hopper_kernels_; }
+  // True when this build holds sm_90a machine code (RECIPE_CUDA_ARCHITECTURES names 90a).
+  static bool sm90a_built();
 
   Device device() const override { return Device::cuda; }
   DType act_dtype() const override { return DType::bf16; }
@@ -140,7 +148,9 @@ class CudaBackend final : public Backend {
   bool deterministic_ = false;
   bool recording_ = false;
   bool memset_grads_ = false;
-  bool fused_mlp_ = true;  // BackendOptions::fused_mlp
+  int compute_capability_ = 0;
+  bool hopper_kernels_ = false;
+  bool fused_mlp_ = true;  // BackendOptions::fused_mlp, and only with hopper_kernels_
   int64_t fused_mlp_backward_calls_ = 0;
   cudaStream_t stream_ = nullptr;
   void* cublas_workspace_ = nullptr;

@@ -24,7 +24,8 @@ struct Workspace {
 // dh = (dy·W2) ⊙ gelu'(pre), g = gelu(pre), dbias (=|+=) Σ_rows dh (if dbias is not null), for
 // dy [N,C], W2 [C,H], pre/dh/g [N,H], all bf16 row-major. `fits` says whether it can run here:
 // compute capability 9.0, N % 128, H % 128 (H ≤ 128·2048), C % 64, 16-byte aligned pointers,
-// room in ws for the per-tile dbias partials (the backend asks only with BackendOptions::fused_mlp). The launch
+// room in ws for the per-tile dbias partials. The backend asks only with BackendOptions::fused_mlp
+// and CudaBackend::hopper_kernels() (a build without sm_90a holds a stub that traps). The launch
 // requires it. One launch; calls must not overlap one another (they share the dbias tickets).
 bool gelu_fc2_dgrad_fused_fits(const void* dh, const void* g, const void* dy, const void* w2, const void* pre,
                                int64_t N, int64_t C, int64_t H, Workspace ws);

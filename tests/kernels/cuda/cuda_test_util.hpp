@@ -22,12 +22,30 @@ inline bool has_gpu() {
   return gpu;
 }
 
+// RECIPE_TEST_PORTABLE_KERNELS=1 (the ctest `kernels/cuda/portable` sets it) runs every CUDA backend
+// of these tests with BackendOptions::portable_kernels: the whole suite then proves the kernels a
+// non-Hopper GPU runs, on an H100. Only the tests read it; the product takes kernels.portable from
+// the recipe.
+inline bool portable_test_mode() {
+  static const bool on = [] {
+    const char* v = std::getenv("RECIPE_TEST_PORTABLE_KERNELS");
+    return v != nullptr && std::strcmp(v, "1") == 0;
+  }();
+  return on;
+}
+// The options every CUDA backend of the tests starts from.
+inline BackendOptions cuda_options() {
+  BackendOptions o;
+  o.portable_kernels = portable_test_mode();
+  return o;
+}
+
 inline Backend& cpu_backend() {
   static std::unique_ptr<Backend> b = make_cpu_backend();
   return *b;
 }
 inline Backend& gpu_backend() {
-  static std::unique_ptr<Backend> b = make_cuda_backend();
+  static std::unique_ptr<Backend> b = make_cuda_backend(cuda_options());
   return *b;
 }
 

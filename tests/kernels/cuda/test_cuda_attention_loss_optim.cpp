@@ -24,7 +24,7 @@ struct AttnCase {
 // A CUDA backend whose attention always takes the own kernels.
 Backend& fallback_backend() {
   static std::unique_ptr<Backend> b = [] {
-    BackendOptions o;
+    BackendOptions o = recipe::kernels::testing::cuda_options();
     o.attention_fallback = true;  // the plan's kernels.attention="fallback"
     return make_cuda_backend(o);
   }();
@@ -32,7 +32,7 @@ Backend& fallback_backend() {
 }
 Backend& deterministic_backend() {
   static std::unique_ptr<Backend> b = [] {
-    BackendOptions o;
+    BackendOptions o = recipe::kernels::testing::cuda_options();
     o.deterministic = true;
     return make_cuda_backend(o);
   }();
@@ -158,7 +158,7 @@ TEST_CASE("cuda packed attention (per-sample positions) vs CPU: cuDNN ragged, de
     const auto pos = random_packing(a.B, a.T, std::max(2, a.T / 3), uint32_t(a.T + a.D));
     const int most = max_samples_per_row(pos, a.B, a.T);
     // A fresh default backend, so its kernel paths say what these calls ran: cuDNN, ragged.
-    std::unique_ptr<Backend> ragged = make_cuda_backend(BackendOptions{});
+    std::unique_ptr<Backend> ragged = make_cuda_backend(recipe::kernels::testing::cuda_options());
     check_attention(*ragged, a, uint32_t(a.T * 5 + a.D), &pos, most);
 #ifdef RECIPE_WITH_CUDNN
     CHECK(ragged->kernel_paths().attention == "cudnn");

@@ -71,7 +71,7 @@ TEST_CASE("kernels/cuda: every preset's attention runs on cuDNN within the plann
       const AttentionShape& s = a.shape;
       CAPTURE(preset);
       CAPTURE(deterministic);
-      BackendOptions o;
+      BackendOptions o = recipe::kernels::testing::cuda_options();
       o.deterministic = deterministic;
       o.workspace_bytes = size_t(a.planned_workspace);
       auto be = make_cuda_backend(o);
@@ -101,7 +101,7 @@ TEST_CASE("kernels/cuda: a workspace too small for cuDNN grows to its plans' siz
 #ifdef RECIPE_WITH_CUDA
   // The Llama-3.2-1B shape at micro-batch 2 (issue 16): cuDNN's GQA backward wanted 64.5 MiB.
   const AttentionShape s{.B = 2, .T = 2048, .Hq = 32, .Hkv = 8, .D = 64};
-  BackendOptions o;
+  BackendOptions o = recipe::kernels::testing::cuda_options();
   o.workspace_bytes = size_t(1) << 20;
   auto be = make_cuda_backend(o);
   const AttentionPlan plan = be->prepare_attention(s);

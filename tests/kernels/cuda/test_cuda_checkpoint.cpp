@@ -34,7 +34,7 @@ void check_cuda_resume(plan::Plan plan) {
   plan.trainer.max_steps = 12;
   plan.trainer.deterministic = true;
   plan.optimizer.weight_decay = 0.1;
-  kernels::BackendOptions o;
+  kernels::BackendOptions o = recipe::kernels::testing::cuda_options();
   o.deterministic = true;
   auto be = kernels::make_cuda_backend(o);
   TempDir dir;

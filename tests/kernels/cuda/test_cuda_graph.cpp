@@ -32,7 +32,7 @@ struct Run {
 };
 
 Run train_steps(const plan::Plan& plan, int steps) {
-  kernels::BackendOptions o;
+  kernels::BackendOptions o = recipe::kernels::testing::cuda_options();
   o.deterministic = true;
   auto be = kernels::make_cuda_backend(o);
   Run run;
@@ -102,7 +102,7 @@ TEST_CASE("cuda graph: recorded work re-reads its page-locked upload source at e
           doctest::skip(!has_gpu())) {
   using kernels::DType;
   using kernels::Tensor;
-  auto be = kernels::make_cuda_backend();
+  auto be = kernels::make_cuda_backend(recipe::kernels::testing::cuda_options());
   const int64_t n = 4096;
   Tensor x(be->alloc(n * sizeof(float)), DType::f32, kernels::Device::cuda, {n});
   Tensor y(be->alloc(n * sizeof(float)), DType::f32, kernels::Device::cuda, {n});
@@ -137,7 +137,7 @@ TEST_CASE("cuda graph: a body that waits for the host or throws is refused with 
           doctest::skip(!has_gpu())) {
   using kernels::DType;
   using kernels::Tensor;
-  auto be = kernels::make_cuda_backend();
+  auto be = kernels::make_cuda_backend(recipe::kernels::testing::cuda_options());
   Tensor x(be->alloc(16 * sizeof(float)), DType::f32, kernels::Device::cuda, {16});
   std::string why;
   auto waits = be->record(
@@ -213,7 +213,7 @@ TEST_CASE("adamw schedule_device: lr and bias corrections from backend memory ma
     CHECK(mem[i] != 0.0f);
   }
   if (has_gpu()) {
-    auto gpu = kernels::make_cuda_backend();
+    auto gpu = kernels::make_cuda_backend(recipe::kernels::testing::cuda_options());
     CHECK(run(*gpu, true) == run(*gpu, false));  // the CUDA launcher uses the same expressions
   }
 }

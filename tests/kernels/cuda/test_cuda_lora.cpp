@@ -53,7 +53,7 @@ TEST_CASE("cuda lora: the LoRA step follows the CPU reference; the bf16 base sta
     core::Trainer ref(plan, *cpu, nullptr, test::random_tokens(plan, 3, 8), nullptr);
     const std::vector<double> want = train(ref, steps);
 
-    kernels::BackendOptions o;
+    kernels::BackendOptions o = recipe::kernels::testing::cuda_options();
     o.deterministic = true;
     auto gpu = kernels::make_cuda_backend(o);
     core::Trainer tr(plan, *gpu, nullptr, test::random_tokens(plan, 3, 8), nullptr);
@@ -90,7 +90,7 @@ TEST_CASE("cuda lora: with adapter dropout the step follows the CPU reference (t
     auto cpu = test::cpu_backend();
     core::Trainer ref(plan, *cpu, nullptr, test::random_tokens(plan, 3, 8), nullptr);
     const std::vector<double> want = train(ref, steps);
-    kernels::BackendOptions o;
+    kernels::BackendOptions o = recipe::kernels::testing::cuda_options();
     o.deterministic = true;
     auto gpu = kernels::make_cuda_backend(o);
     core::Trainer tr(plan, *gpu, nullptr, test::random_tokens(plan, 3, 8), nullptr);

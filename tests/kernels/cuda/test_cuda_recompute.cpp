@@ -29,7 +29,7 @@ struct Run {
 
 Run run(plan::Plan plan, const char* level, int steps) {
   plan.trainer.recompute = *plan::from_string<plan::Recompute>(level);
-  kernels::BackendOptions o;
+  kernels::BackendOptions o = recipe::kernels::testing::cuda_options();
   o.deterministic = true;
   auto be = kernels::make_cuda_backend(o);
   core::Trainer tr(plan, *be, nullptr, test::random_tokens(plan, 3, plan.trainer.global_batch_size), nullptr);

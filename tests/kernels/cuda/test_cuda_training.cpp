@@ -38,7 +38,7 @@ Curve run_steps(const plan::Plan& plan, kernels::Backend& be, int steps) {
 }
 
 std::unique_ptr<kernels::Backend> cuda_backend(bool deterministic) {
-  kernels::BackendOptions o;
+  kernels::BackendOptions o = recipe::kernels::testing::cuda_options();
   o.deterministic = deterministic;
   return kernels::make_cuda_backend(o);
 }
