@@ -23,6 +23,7 @@ constexpr const char* kDescription =
     "  recipe pretrain llama3_8b parallelism.tp=2 --nodes 4 --gpus-per-node 8 --dry-run\n"
     "  recipe validate llama3_70b --nodes 8 --gpus-per-node 8\n"
     "  recipe generate experiments/gpt_tiny/run-1 --prompt \"Once upon a time\"\n"
+    "  recipe eval experiments/gpt_tiny/run-1          # validation loss of its newest checkpoint\n"
     "  recipe show gpt3_345m --format lua\n";
 
 std::string footer() {
@@ -150,6 +151,9 @@ int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   GenerateArgs generate_args;  // `recipe generate ...` (cli/verb_generate.cpp)
   add_generate_verb(app, generate_args);
 
+  EvalArgs eval_args;  // `recipe eval ...` (cli/verb_eval.cpp)
+  add_eval_verb(app, eval_args);
+
   CLI::App* version = app.add_subcommand("version", "Print version, build features (CUDA, cuDNN) and GPU");
 
   std::string keys_format = "text";
@@ -196,6 +200,7 @@ int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err) {
       generate_args.prompt_given = generate_args.prompt_opt->count() > 0;
       return run_generate(generate_args, out, err);
     }
+    if (*eval_args.cmd) return run_eval(eval_args, out, err);
     if (*list) return run_list(out, err);
     if (*show) {
       if (auto bad = bad_override(show_flags))
@@ -217,8 +222,8 @@ int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err) {
     return kExitRuntime;
   }
   err << app.help();
-  err << "error: a verb is required (pretrain, finetune, generate, list, show, validate, keys, data prepare, runs, "
-         "ckpt, version)\n";
+  err << "error: a verb is required (pretrain, finetune, generate, eval, list, show, validate, keys, data prepare, "
+         "runs, ckpt, version)\n";
   return kExitUsage;
 }
 

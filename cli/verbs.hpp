@@ -76,6 +76,19 @@ CLI::App* add_generate_verb(CLI::App& app, GenerateArgs& args);
 // failed, 4 --device cuda without a usable GPU.
 int run_generate(const GenerateArgs& args, std::ostream& out, std::ostream& err);
 
+// `recipe eval` (cli/verb_eval.cpp).
+struct EvalArgs {
+  std::string path;                    // checkpoint, checkpoints dir or run dir
+  std::vector<std::string> overrides;  // key=value on the checkpoint's plan (e.g. trainer.eval_samples=256)
+  std::string device = "auto";
+  CLI::App* cmd = nullptr;
+};
+CLI::App* add_eval_verb(CLI::App& app, EvalArgs& args);
+// Prints "val_loss <x>" on stdout (what it read on stderr). Exit codes: 0 ok, 1 the checkpoint's
+// plan (with the overrides) does not resolve or has no validation split, 2 usage (no checkpoint
+// there, bad arguments), 3 loading or evaluating failed, 4 --device cuda without a usable GPU.
+int run_eval(const EvalArgs& args, std::ostream& out, std::ostream& err);
+
 // "0.1.0" (the CMake project version).
 std::string version_string();
 

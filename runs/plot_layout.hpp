@@ -1,5 +1,5 @@
 // The geometry of `recipe runs plot`, computed once for every output format: three stacked panels
-// (loss, learning rate, tokens/s) sharing the step axis, "nice" ticks, one colour per run, a legend.
+// (loss with validation loss dashed, learning rate, tokens/s) sharing the step axis, "nice" ticks, one colour per run, a legend.
 // The result is a small display list in pixel coordinates (origin top left, y down, text y is the
 // baseline) that the SVG writer (plot_svg) and the PNG writer (plot_png) only draw.
 #pragma once
@@ -44,7 +44,8 @@ struct PlotPolyline {
   std::vector<std::pair<double, double>> points;
   PlotColor color;
   double width = 1.5;
-  int series = 0;  // index into the PlotSeries list
+  int series = 0;       // index into the PlotSeries list
+  bool dashed = false;  // the validation loss, drawn over the training loss in the run's colour
 };
 struct PlotText {
   double x = 0, y = 0;
