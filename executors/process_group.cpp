@@ -259,12 +259,12 @@ class LineRouter {
 
 using Clock = std::chrono::steady_clock;
 
-// Every descendant of `root` on this host, from /proc/<pid>/stat. mpirun puts each rank into a
-// process group of its own, so a signal to our group reaches mpirun but not the ranks: a stop at
-// once must reach them directly (mpirun would relay SIGINT as SIGTERM, which a rank reads as
-// "stop after this step with a checkpoint").
-std::vector<pid_t> descendants(pid_t root) {
-  std::multimap<pid_t, pid_t> children_of;
+// Every descendant of `root` on this host outside process group `pgid`, from /proc/<pid>/stat.
+// mpirun puts each rank into a process group of its own, so a signal to our group reaches mpirun
+// but not the ranks: a stop at once must reach them directly (mpirun would relay SIGINT as SIGTERM,
+// which a rank reads as "stop after this step with a checkpoint").
+std::vector<pid_t> descendants_outside(pid_t root, pid_t pgid) {
+  std::multimap<pid_t, std::pair<pid_t, pid_t>> children_of;  // parent → (pid, its process group)
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
     const std::string name = e.path().filename().string();
@@ -276,8 +276,10 @@ std::vector<pid_t> descendants(pid_t root) {
     if (close == std::string::npos) continue;
     std::istringstream rest(stat.substr(close + 1));
     std::string state;
-    long ppid = 0;
-    if (rest >> state >> ppid) children_of.emplace(static_cast<pid_t>(ppid), static_cast<pid_t>(std::stol(name)));
+    long ppid = 0, pgrp = 0;
+    if (rest >> state >> ppid >> pgrp)
+      children_of.emplace(static_cast<pid_t>(ppid),
+                          std::make_pair(static_cast<pid_t>(std::stol(name)), static_cast<pid_t>(pgrp)));
   }
   std::vector<pid_t> out;
   std::vector<pid_t> todo = {root};
@@ -285,8 +287,8 @@ std::vector<pid_t> descendants(pid_t root) {
     const pid_t p = todo.back();
     todo.pop_back();
     for (auto [it, end] = children_of.equal_range(p); it != end; ++it) {
-      out.push_back(it->second);
-      todo.push_back(it->second);
+      if (it->second.second != pgid) out.push_back(it->second.first);
+      todo.push_back(it->second.first);
     }
   }
   return out;
@@ -326,12 +328,13 @@ ProcessGroupResult run_process_group(const std::vector<ChildSpec>& specs, const 
   auto stop_group = [&](int sig) {
     if (pgid > 0) ::kill(-pgid, sig);
   };
-  // The group and every process below its children (ranks in process groups of their own).
+  // The group and the processes below its children that left it (ranks in process groups of
+  // their own).
   auto stop_all = [&](int sig) {
+    stop_group(sig);
     for (const Child& c : children)
       if (c.pid > 0 && !c.reaped)
-        for (pid_t d : descendants(c.pid)) ::kill(d, sig);
-    stop_group(sig);
+        for (pid_t d : descendants_outside(c.pid, pgid)) ::kill(d, sig);
   };
 
   // Spawn. Environments are built before fork so the child makes no allocations.

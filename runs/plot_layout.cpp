@@ -41,8 +41,8 @@ PlotGroup layout_panel(const char* title, const std::vector<const std::vector<Me
   g.items.push_back(PlotRect{kLeft, y0, kRightPlot - kLeft, kPanelHeight, std::nullopt, kFrame});
 
   double lo = std::numeric_limits<double>::infinity(), hi = -lo;
-  for (const auto& set : {curves, dashed})
-    for (const auto* c : set)
+  for (const auto* set : {&curves, &dashed})
+    for (const auto* c : *set)
       for (const auto& pt : *c)
         if (std::isfinite(pt.value)) {
           lo = std::min(lo, pt.value);
@@ -70,11 +70,11 @@ PlotGroup layout_panel(const char* title, const std::vector<const std::vector<Me
     g.items.push_back(PlotLine{sx(t), y1, sx(t), y1 + 4, kFrame, 1});
     g.items.push_back(PlotText{sx(t), y1 + 16, tick_label(t), 11, TextAnchor::middle, false, kBlack});
   }
-  for (const auto& set : {curves, dashed})
-    for (size_t i = 0; i < set.size(); ++i) {
-      if (set[i]->empty()) continue;
-      PlotPolyline line{{}, plot_series_color(i), 1.5, static_cast<int>(i), &set == &dashed};
-      for (const auto& pt : *set[i])
+  for (const auto* set : {&curves, &dashed})
+    for (size_t i = 0; i < set->size(); ++i) {
+      if ((*set)[i]->empty()) continue;
+      PlotPolyline line{{}, plot_series_color(i), 1.5, static_cast<int>(i), set == &dashed};
+      for (const auto& pt : *(*set)[i])
         if (std::isfinite(pt.value)) line.points.emplace_back(sx(pt.step), sy(pt.value));
       g.items.push_back(std::move(line));
     }
@@ -119,7 +119,7 @@ PlotLayout layout_runs_plot(const std::vector<PlotSeries>& series) {
     val_loss.push_back(&sr.curves.val_loss);
     panels[1].curves.push_back(&sr.curves.lr);
     panels[2].curves.push_back(&sr.curves.tokens_per_sec);
-    for (const auto* c : {&sr.curves.loss, &sr.curves.lr, &sr.curves.tokens_per_sec})
+    for (const auto* c : {&sr.curves.loss, &sr.curves.val_loss, &sr.curves.lr, &sr.curves.tokens_per_sec})
       for (const auto& pt : *c) {
         x_lo = std::min<double>(x_lo, pt.step);
         x_hi = std::max<double>(x_hi, pt.step);
