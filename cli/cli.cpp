@@ -24,6 +24,7 @@ constexpr const char* kDescription =
     "  recipe validate llama3_70b --nodes 8 --gpus-per-node 8\n"
     "  recipe sweep gpt3_345m trainer.micro_batch_size=2,4,8,16 model.seq_length=1024,2048 --max-steps 30\n"
     "  recipe generate experiments/gpt_tiny/run-1 --prompt \"Once upon a time\"\n"
+    "  recipe eval experiments/gpt_tiny/run-1          # validation loss of its newest checkpoint\n"
     "  recipe show gpt3_345m --format lua\n";
 
 std::string footer() {
@@ -162,6 +163,9 @@ int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   GenerateArgs generate_args;  // `recipe generate ...` (cli/verb_generate.cpp)
   add_generate_verb(app, generate_args);
 
+  EvalArgs eval_args;  // `recipe eval ...` (cli/verb_eval.cpp)
+  add_eval_verb(app, eval_args);
+
   CLI::App* version = app.add_subcommand("version", "Print version, build features (CUDA, cuDNN) and GPU");
 
   std::string keys_format = "text";
@@ -216,6 +220,7 @@ int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err) {
       generate_args.prompt_given = generate_args.prompt_opt->count() > 0;
       return run_generate(generate_args, out, err);
     }
+    if (*eval_args.cmd) return run_eval(eval_args, out, err);
     if (*list) return run_list(out, err);
     if (*show) {
       if (auto bad = bad_override(show_flags))
@@ -237,7 +242,8 @@ int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err) {
     return kExitRuntime;
   }
   err << app.help();
-  err << "error: a verb is required (pretrain, finetune, sweep, generate, list, show, validate, keys, data prepare, "
+  err << "error: a verb is required (pretrain, finetune, sweep, generate, eval, list, show, validate, keys, data "
+         "prepare, "
          "runs, ckpt, version)\n";
   return kExitUsage;
 }

@@ -94,11 +94,11 @@ int cmd_list(const RunsArgs& a, std::ostream& out) {
     out << "no runs under " << fs::absolute(a.experiments_dir).lexically_normal().string() << "\n";
     return kExitOk;
   }
-  out << pad("NAME", 20) << pad("RUN", 9) << pad("STATUS", 12) << pad("STEPS", 7) << pad("LOSS", 9) << pad("TOK/S", 9)
-      << "EXECUTOR\n";
+  out << pad("NAME", 20) << pad("RUN", 9) << pad("STATUS", 12) << pad("STEPS", 7) << pad("LOSS", 9)
+      << pad("VAL LOSS", 9) << pad("TOK/S", 9) << "EXECUTOR\n";
   for (const auto& r : runs) {
     out << pad(r.name, 20) << pad(r.id, 9) << pad(launcher_vanished(r) ? "failed" : r.status.state, 12)
-        << pad(std::to_string(r.steps), 7) << pad(num(r.last_loss), 9)
+        << pad(std::to_string(r.steps), 7) << pad(num(r.last_loss), 9) << pad(num(r.last_val_loss), 9)
         << pad(r.tokens_per_sec ? exec::human_count(*r.tokens_per_sec) : "-", 9)
         << (r.executor.empty() ? "-" : r.executor) << (r.slurm_job_id.empty() ? "" : " (job " + r.slurm_job_id + ")")
         << "\n";
@@ -123,6 +123,7 @@ int cmd_show(const std::string& run, std::ostream& out, std::ostream& err) {
   if (!live.detail.empty()) out << "          " << live.detail << "\n";
   if (!s.status.start_time.empty()) out << "started:  " << s.status.start_time << "\n";
   if (!s.status.end_time.empty()) out << "ended:    " << s.status.end_time << "\n";
+  if (!s.device.empty()) out << "device:   " << s.device << "\n";
 
   std::map<std::string, std::string> cfg;
   try {
@@ -228,6 +229,8 @@ int cmd_status(const std::string& run, std::ostream& out) {
   if (s.status.exit_code && live.state == s.status.state) out << " (exit " << *s.status.exit_code << ")";
   out << ", step " << s.steps;
   if (s.last_loss) out << ", loss " << num(s.last_loss);
+  if (s.last_val_loss) out << ", val loss " << num(s.last_val_loss);
+  if (!s.device.empty()) out << ", on " << s.device;
   out << "\n";
   if (!live.detail.empty())
     out << "  " << live.detail << "\n";
@@ -338,7 +341,8 @@ CLI::App* add_runs_verb(CLI::App& app, RunsArgs& a) {
   a.cmd->require_subcommand(1);
   const char* ref_help =
       "Run: a run dir path, or <name>/<run-id> (or <name> for its latest run) under --experiments-dir";
-  a.list = a.cmd->add_subcommand("list", "Table of runs: name, id, status, steps, last loss, tok/s");
+  a.list =
+      a.cmd->add_subcommand("list", "Table of runs: name, id, status, steps, last loss, last validation loss, tok/s");
   add_dir_option(a.list, a);
   a.show = a.cmd->add_subcommand("show", "Status, plan summary, final metrics and files of one run");
   a.show->add_option("run", a.runs, ref_help)->required()->expected(1);

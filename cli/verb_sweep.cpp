@@ -235,7 +235,7 @@ int run_sweep(const SweepCommand& a, std::ostream& out, std::ostream& err) {
       PlanFlags f = plain;
       for (const auto& o : r->point.overrides()) f.overrides.push_back(o);
       const std::string dir = exec::named_run_dir(root, r->point.name);
-      write_run_dir(r->resolved.plan, flags.spec, command_line_record(f), dir);
+      write_run_dir(r->resolved.plan, flags.spec, command_line_record(f), dir, gpu);
       dirs.push_back(dir);
       plans.push_back(r->resolved.plan);
     }

@@ -108,7 +108,7 @@ int run_in_dir(const plan::Plan& plan, const std::string& run_dir, std::ostream&
     mopts.err = &err;
     exec::MultiRankResult r = exec::run_mpirun(plan, run_dir, recipe_executable(), mopts);
     if (r.exit_code == kExitOk) return kExitOk;
-    if (r.exit_code == kExitStopped) return kExitStopped;
+    if (r.exit_code == kExitStopped || r.exit_code == kExitHung) return r.exit_code;
     return r.interrupted ? kExitInterrupted : kExitRuntime;
   }
   // This process is the whole world (the driver's one local rank), even inside a batch script.
@@ -133,7 +133,10 @@ int run_in_dir(const plan::Plan& plan, const std::string& run_dir, std::ostream&
     err.flush();
     core::abort_world(kExitRuntime);
   }
-  return r.stopped ? kExitStopped : r.ok ? kExitOk : kExitRuntime;
+  // A graceful stop is a normal end for a rank under a launcher (exit 0: mpirun prints no abort
+  // report); rank 0's status.json says "stopped" and the launcher turns that into kExitStopped.
+  if (r.stopped) return role.under_launcher ? kExitOk : kExitStopped;
+  return r.ok ? kExitOk : kExitRuntime;
 }
 
 }  // namespace
@@ -147,13 +150,15 @@ int run_prepared(const plan::Plan& plan, const std::string& run_dir, std::ostrea
 }
 
 void write_run_dir(const plan::Plan& plan, const std::string& spec, const std::vector<std::string>& command_line,
-                   const std::string& run_dir) {
+                   const std::string& run_dir, const kernels::GpuInfo& gpu) {
   exec::RunDirContents contents;
   contents.recipe_file = recipe_source_file(spec);
   contents.command_line = command_line;
   contents.resolved_toml = dsl::to_toml(plan);
   contents.launch_script = exec::launch_command(plan, run_dir, recipe_executable()).script;
   contents.host = exec::host_info_json(exec::collect_host_info(version_string()));
+  contents.host["device"] =
+      exec::resolved_device_json(plan.trainer.device, gpu, std::max(1, plan.parallelism.world_size));
   exec::populate_run_dir(run_dir, contents);
 }
 
@@ -201,7 +206,7 @@ int run_train(const PlanFlags& flags, const std::string& mode, bool dry_run, std
   std::string run_dir;
   try {
     run_dir = exec::allocate_run_dir(root);
-    write_run_dir(plan, flags.spec, command_line_record(flags), run_dir);
+    write_run_dir(plan, flags.spec, command_line_record(flags), run_dir, gpu);
   } catch (const std::exception& e) {
     err << "error: cannot set up the run directory: " << e.what() << "\n";
     return kExitEnvironment;

@@ -16,10 +16,10 @@ int run_train(const PlanFlags& flags, const std::string& mode, bool dry_run, std
 // The steps of `pretrain` that `sweep` repeats per point (cli/verb_train.cpp):
 // exit 4 (with the reason on err) unless this build and host can run or launch the plan;
 int check_runnable(const plan::Plan& plan, const kernels::GpuInfo& gpu, std::ostream& err);
-// fills an allocated run dir (recipe, overrides, resolved.toml, git, host, launch.sh, status "created");
-// throws std::runtime_error;
+// fills an allocated run dir (recipe, overrides, resolved.toml, git, host with the resolved device
+// from `gpu`, launch.sh, status "created"); throws std::runtime_error;
 void write_run_dir(const plan::Plan& plan, const std::string& spec, const std::vector<std::string>& command_line,
-                   const std::string& run_dir);
+                   const std::string& run_dir, const kernels::GpuInfo& gpu);
 // runs a filled run dir with the plan's executor (Slurm: submits its launch.sh). Exit code as pretrain's.
 int run_prepared(const plan::Plan& plan, const std::string& run_dir, std::ostream& out, std::ostream& err);
 
@@ -96,6 +96,19 @@ CLI::App* add_generate_verb(CLI::App& app, GenerateArgs& args);
 // tokenizer, 2 usage (no checkpoint there, bad flags, prompt too long), 3 loading or generating
 // failed, 4 --device cuda without a usable GPU.
 int run_generate(const GenerateArgs& args, std::ostream& out, std::ostream& err);
+
+// `recipe eval` (cli/verb_eval.cpp).
+struct EvalArgs {
+  std::string path;                    // checkpoint, checkpoints dir or run dir
+  std::vector<std::string> overrides;  // key=value on the checkpoint's plan (e.g. trainer.eval_samples=256)
+  std::string device = "auto";
+  CLI::App* cmd = nullptr;
+};
+CLI::App* add_eval_verb(CLI::App& app, EvalArgs& args);
+// Prints "val_loss <x>" on stdout (what it read on stderr). Exit codes: 0 ok, 1 the checkpoint's
+// plan (with the overrides) does not resolve or has no validation split, 2 usage (no checkpoint
+// there, bad arguments), 3 loading or evaluating failed, 4 --device cuda without a usable GPU.
+int run_eval(const EvalArgs& args, std::ostream& out, std::ostream& err);
 
 // "0.1.0" (the CMake project version).
 std::string version_string();

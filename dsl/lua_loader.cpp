@@ -509,6 +509,13 @@ ConfigTree run(Sandbox& s, const LuaLimits& limits) {
     Origin where = converter.bad_path.empty() ? Origin{s.top_label, 0} : locate(converter.bad_path);
     throw RecipeError(where.str() + ": " + shown + " " + converter.problem);
   }
+  // An empty recipe is a mistake (a truncated file, a forgotten preset), not a request for the
+  // built-in defaults: the same rule as an empty TOML file (toml_loader.cpp).
+  if (tree.root.empty())
+    throw RecipeError(s.top_label +
+                      ": the recipe is empty (it returns an empty table); return a preset and the keys to change, "
+                      "e.g. return preset \"gpt_tiny\" { trainer = { max_steps = 100 } } (`recipe list` shows the "
+                      "presets)");
   if (!tree.root.is_object())
     throw RecipeError(s.top_label +
                       ": a recipe returns a table of sections, e.g. { model = { ... }, "

@@ -372,8 +372,17 @@ std::vector<FieldInfo> build_fields() {
             "FP8 (E4M3/E5M2, the fp8 section; Ada/Hopper GPUs, or emulated on CPU)"));
   f.push_back(field(t, "seed", &P::trainer, &T::seed, "seed of parameter init"));
   f.push_back(field(t, "log_interval", &P::trainer, &T::log_interval, "steps between progress lines"));
-  f.push_back(field(t, "eval_interval", &P::trainer, &T::eval_interval, "steps between validations; 0 = none"));
-  f.push_back(field(t, "eval_iters", &P::trainer, &T::eval_iters, "batches per validation"));
+  f.push_back(field(t, "eval_interval", &P::trainer, &T::eval_interval,
+                    "steps between validations (and one after the last step); 0 = none; when not set: 1000 where "
+                    "the data has a validation split (mock data always; indexed and sft data when data.split gives "
+                    "validation at least one sample), else none"));
+  f.push_back(field(t, "eval_iters", &P::trainer, &T::eval_iters,
+                    "global batches per validation (eval_iters × global_batch_size samples, as Megatron counts), "
+                    "unless eval_samples is set"));
+  f.push_back(field(t, "eval_samples", &P::trainer, &T::eval_samples,
+                    "samples per validation: the first eval_samples sequences of the validation split, the same at "
+                    "every layout (micro-batch size, dp), so runs with different layouts report comparable "
+                    "validation loss; a multiple of micro_batch_size × dp; 0 = eval_iters × global_batch_size"));
   f.push_back(
       field(t, "recompute", &P::trainer, &T::recompute,
             "activation recomputation, trading memory for speed: none keeps every layer's activations; "
@@ -389,6 +398,11 @@ std::vector<FieldInfo> build_fields() {
             "kernels.phase_timing, peft.dropout > 0 or data.kind=sft (the log says which); a step that cannot be "
             "captured runs uncaptured, with one log line saying why"));
   f.push_back(field(t, "cpu_threads", &P::trainer, &T::cpu_threads, "OpenBLAS threads per rank; 0 = its default"));
+  f.push_back(field(t, "step_timeout_s", &P::trainer, &T::step_timeout_s,
+                    "step watchdog: seconds without training progress (a rank stopped, or hung in a kernel or a "
+                    "collective) after which every rank reports its step and phase and the run ends with exit code "
+                    "6; the limit is the larger of this and 10 × the slowest step after the first; checkpoint saves "
+                    "and loads are not watched; 0 = off"));
 
   const char* f8 = "fp8";
   using F8 = plan::Fp8Config;
@@ -560,6 +574,8 @@ const std::vector<DerivedFieldInfo>& derived_fields() {
        "parameter (no weight gradient) + 6 per adapter parameter"},
       {"trainer.num_micro_batches", "trainer.global_batch_size / (trainer.micro_batch_size × parallelism.dp)"},
       {"trainer.tokens_per_step", "trainer.global_batch_size × model.seq_length"},
+      {"trainer.eval_micro_batches",
+       "trainer.eval_samples / (trainer.micro_batch_size × parallelism.dp): micro-batches per validation per DP rank"},
       {"trainer.classifier_chunk_rows",
        "rows of one classifier chunk on a rank: as few equal chunks of micro_batch_size × seq_length rows as fit "
        "logits in max(the layers' transient buffers, 256 MiB)"},

@@ -150,7 +150,11 @@ void check_ranges(ResolveContext& ctx) {
           "must not be negative (0 = no validation)");
   if (t.eval_interval > 0)
     require(ctx, "trainer.eval_iters", t.eval_iters, t.eval_iters >= 1, "must be at least 1 when eval_interval > 0");
+  require(ctx, "trainer.eval_samples", t.eval_samples, t.eval_samples >= 0,
+          "must not be negative (0 = eval_iters × global_batch_size)");
   require(ctx, "trainer.cpu_threads", t.cpu_threads, t.cpu_threads >= 0, "must not be negative (0 = OpenBLAS default)");
+  require(ctx, "trainer.step_timeout_s", t.step_timeout_s, t.step_timeout_s >= 0 && std::isfinite(t.step_timeout_s),
+          "must not be negative (0 = no step watchdog)", "the default is 600");
 
   const plan::ParallelismConfig& par = p.parallelism;
   shape(require(ctx, "parallelism.tp", par.tp, par.tp >= 1, "must be at least 1"));
@@ -229,6 +233,21 @@ void check_relations(ResolveContext& ctx) {
   const plan::TrainerConfig& t = p.trainer;
   const plan::ExecutorConfig& ex = p.executor;
   const ExecutorFacts& facts = ctx.facts;
+
+  // Validation reads the first eval_samples sequences, whole micro-batches per DP rank.
+  if (t.eval_interval > 0 && t.eval_samples > 0 && par.dp > 0) {
+    const int64_t per_step = int64_t(t.micro_batch_size) * par.dp;
+    if (t.eval_samples % per_step != 0) {
+      const int64_t down = std::max<int64_t>(per_step, t.eval_samples / per_step * per_step);
+      ctx.violation("trainer.eval_samples",
+                    "trainer.eval_samples=" + str(t.eval_samples) +
+                        " is not a multiple of trainer.micro_batch_size × parallelism.dp = " + str(t.micro_batch_size) +
+                        " × " + str(par.dp) + " = " + std::to_string(per_step) +
+                        " (each DP rank reads whole micro-batches of the validation split)",
+                    "set trainer.eval_samples=" + std::to_string(down) + " or " + std::to_string(down + per_step) +
+                        " (a multiple of " + std::to_string(per_step) + " at every layout you compare)");
+    }
+  }
 
   // Device and executor.
   if (t.device == plan::Device::cuda) {

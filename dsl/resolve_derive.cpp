@@ -12,6 +12,9 @@ namespace recipe::dsl::detail {
 
 namespace {
 
+// trainer.eval_interval when a recipe does not set it and the data has a validation split.
+constexpr int kDefaultEvalInterval = 1000;
+
 int64_t round_up(int64_t value, int64_t multiple) { return (value + multiple - 1) / multiple * multiple; }
 
 // Experiment name from the recipe source: "preset:gpt3_345m" / "recipes/wiki.lua" → "gpt3_345m" / "wiki".
@@ -110,6 +113,18 @@ void derive_model(ResolveContext& ctx) {
     t.global_batch_size = static_cast<int>(per_step);
   if (per_step > 0) t.num_micro_batches = static_cast<int>(t.global_batch_size / per_step);
   t.tokens_per_step = static_cast<int64_t>(t.global_batch_size) * m.seq_length;
+  // Validation is on by default (Megatron's interval; train() also validates after the last step,
+  // so a run of any length reports it); check_files turns it off where the data has no
+  // validation split, instead of reporting the split as too small.
+  if (!ctx.was_set("trainer.eval_interval") && t.eval_interval == 0) {
+    ctx.eval_auto = true;
+    t.eval_interval = kDefaultEvalInterval;
+  }
+  // Validation reads a fixed number of samples, whatever the layout (resolve_checks: a multiple of
+  // micro × dp); the default is Megatron's eval_iters global batches.
+  if (t.eval_samples == 0 && int64_t(t.eval_iters) * t.global_batch_size <= INT32_MAX)
+    t.eval_samples = t.eval_iters * t.global_batch_size;
+  if (per_step > 0) t.eval_micro_batches = static_cast<int>(t.eval_samples / per_step);
 
   // Never shorter than warmup: a short run of a long-warmup preset ends inside warmup, and the
   // written-out resolved.toml (which states decay_steps explicitly) must still resolve.

@@ -235,7 +235,9 @@ void check_datasets(ResolveContext& ctx) {
                     fix);
     if (sft ? sum->documents[1] >= 1 : sum->tokens[1] >= sample_tokens) any_valid = true;
   }
-  if (eval && all_read && !any_valid)
+  if (ctx.eval_auto && (split[1] <= 0 || (all_read && !any_valid))) {
+    ctx.plan().trainer.eval_interval = 0;  // validation is on by default only where there is validation data
+  } else if (eval && all_read && !any_valid) {
     ctx.violation("data.split",
                   "trainer.eval_interval=" + std::to_string(p.trainer.eval_interval) + " but data.split=\"" + d.split +
                       (sft ? "\" gives validation no conversation in any dataset"
@@ -243,6 +245,7 @@ void check_datasets(ResolveContext& ctx) {
                                  " tokens in every dataset"),
                   "give validation a larger share (e.g. data.split=\"90,10,0\"), add data, or set "
                   "trainer.eval_interval=0");
+  }
 }
 
 std::string read_head(const std::string& path, size_t n) {

@@ -24,6 +24,7 @@ struct ResolveContext {
   bool auto_device = false;                    // trainer.device was "auto" and the resolver chose
   bool world_ok = true;                        // tp·pp·cp·dp = world
   bool dp_auto = false;                        // parallelism.dp was 0 and the resolver derived it
+  bool eval_auto = false;                      // trainer.eval_interval was not set: on where there is validation data
   int world = 1;                               // ranks the executor will start
   int unknown_keys = 0;                        // keys of the tree that are no recipe key
 

@@ -33,6 +33,7 @@ json derived_json(const plan::Plan& p) {
   d["pipeline_bubble"] = p.parallelism.pipeline_bubble;
   d["workspace_bytes"] = p.kernels.workspace_bytes;
   d["num_micro_batches"] = p.trainer.num_micro_batches;
+  d["eval_micro_batches"] = p.trainer.eval_micro_batches;
   d["tokens_per_step"] = p.trainer.tokens_per_step;
   d["classifier_chunk_rows"] = p.trainer.classifier_chunk_rows;
   d["device_memory_gib"] = p.executor.device_memory_gib;

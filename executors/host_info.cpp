@@ -71,4 +71,11 @@ nlohmann::ordered_json host_info_json(const HostInfo& h) {
           {"libraries", {{"lua", h.lua_version}, {"openblas", h.openblas_config}, {"nlohmann_json", h.json_version}}}};
 }
 
+nlohmann::ordered_json resolved_device_json(plan::Device device, const kernels::GpuInfo& gpu, int ranks) {
+  const bool cuda = device == plan::Device::cuda || (device == plan::Device::auto_ && gpu.count > 0);
+  nlohmann::ordered_json gpu_name = nullptr;
+  if (cuda && !gpu.name.empty()) gpu_name = gpu.name;
+  return {{"kind", cuda ? "cuda" : "cpu"}, {"gpu", gpu_name}, {"ranks", ranks}};
+}
+
 }  // namespace recipe::exec

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/ops.hpp"
+#include "plan/enums.hpp"
 
 namespace recipe::exec {
 
@@ -26,5 +27,10 @@ struct HostInfo {
 
 HostInfo collect_host_info(const std::string& recipe_version);
 nlohmann::ordered_json host_info_json(const HostInfo& info);
+
+// What the run trains on, as resolved at launch (resolved.toml may keep trainer.device = "auto",
+// which stays portable): {"kind": "cuda", "gpu": "NVIDIA H100 80GB HBM3", "ranks": 8} or
+// {"kind": "cpu", "gpu": null, "ranks": 2}. Stored in host.json as "device".
+nlohmann::ordered_json resolved_device_json(plan::Device device, const kernels::GpuInfo& gpu, int ranks);
 
 }  // namespace recipe::exec

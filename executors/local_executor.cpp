@@ -15,6 +15,7 @@
 #include "plan/exit_codes.hpp"
 #include "runs/run_dir.hpp"
 #include "executors/tee_stream.hpp"
+#include "executors/watchdog_reports.hpp"
 #include "runs/tensorboard_writer.hpp"
 
 namespace fs = std::filesystem;
@@ -29,23 +30,24 @@ struct InterruptRecord {
   std::string status_path;
   std::string tmp_path;
   std::string interrupted_json;   // "" = this process does not write status.json
-  std::string message[3];         // what to print for SIGINT, SIGTERM, SIGUSR1 when stopping at once
-  std::string graceful[2];        // what to print for a first SIGTERM, SIGUSR1 (stop after the step)
+  std::string message[4];         // what to print for SIGINT, SIGTERM, SIGUSR1, SIGHUP when stopping at once
+  std::string graceful[4];        // what to print for a first SIGTERM, SIGUSR1, SIGHUP (stop after the step)
   bool exit_with_signal = false;  // exit 128 + signal (a rank) instead of 130 (the whole run)
-  struct sigaction old_int {
-  }, old_term{}, old_usr1{};
+  struct sigaction old[4] = {};
 };
+constexpr int kHandled[4] = {SIGINT, SIGTERM, SIGUSR1, SIGHUP};
+constexpr const char* kHandledNames[4] = {"SIGINT", "SIGTERM", "SIGUSR1", "SIGHUP"};
 InterruptRecord* g_interrupt = nullptr;
 
-int signal_slot(int sig) { return sig == SIGINT ? 0 : sig == SIGTERM ? 1 : 2; }
+int signal_slot(int sig) { return sig == SIGINT ? 0 : sig == SIGTERM ? 1 : sig == SIGUSR1 ? 2 : 3; }
 
 extern "C" void on_interrupt(int sig) {
   InterruptRecord* rec = g_interrupt;
   if (!rec) ::_exit(exit_code_for_signal(sig));
-  // The first SIGUSR1/SIGTERM: stop after this step with a checkpoint (the training loop polls).
+  // The first SIGUSR1/SIGTERM/SIGHUP: stop after this step with a checkpoint (the loop polls).
   if (sig != SIGINT && core::stop_signal() == 0) {
     core::request_stop(sig);
-    const std::string& graceful = rec->graceful[signal_slot(sig) - 1];
+    const std::string& graceful = rec->graceful[signal_slot(sig)];
     ssize_t ignored = ::write(STDERR_FILENO, graceful.data(), graceful.size());
     (void)ignored;
     return;
@@ -80,30 +82,24 @@ class SignalGuard {
     rec_.status_path = (fs::path(run_dir) / "status.json").string();
     rec_.tmp_path = rec_.status_path + ".interrupted." + std::to_string(::getpid()) + ".tmp";
     rec_.exit_with_signal = rank_signals_;
-    const char* names[3] = {"SIGINT", "SIGTERM", "SIGUSR1"};
     const std::string who = rank_signals_ ? "rank " + std::to_string(opts.rank) + " " : "";
-    for (int i = 0; i < 3; ++i) {
+    for (int i = 0; i < 4; ++i) {
       if (rank_signals_)
-        rec_.message[i] = "recipe: " + who + "received " + names[i] + "; stopping now\n";
+        rec_.message[i] = "recipe: " + who + "received " + kHandledNames[i] + "; stopping now\n";
       else
         rec_.message[i] = "\nrecipe: interrupted; run marked \"interrupted\" in status.json\n";
+      rec_.graceful[i] = "\nrecipe: " + who + "received " + kHandledNames[i] +
+                         ": stopping after this step with a checkpoint (send it again, or Ctrl-C, to stop at once)\n";
     }
-    for (int i = 0; i < 2; ++i)
-      rec_.graceful[i] = "\nrecipe: " + who + "received " + names[i + 1] +
-                         ": stopping after this step with a checkpoint (send it again to stop at once)\n";
     g_interrupt = &rec_;
     struct sigaction sa {};
     sa.sa_handler = on_interrupt;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &rec_.old_int);
-    sigaction(SIGTERM, &sa, &rec_.old_term);
-    sigaction(SIGUSR1, &sa, &rec_.old_usr1);
+    for (int i = 0; i < 4; ++i) sigaction(kHandled[i], &sa, &rec_.old[i]);
   }
   ~SignalGuard() {
     if (!enabled_) return;
-    sigaction(SIGINT, &rec_.old_int, nullptr);
-    sigaction(SIGTERM, &rec_.old_term, nullptr);
-    sigaction(SIGUSR1, &rec_.old_usr1, nullptr);
+    for (int i = 0; i < 4; ++i) sigaction(kHandled[i], &rec_.old[i], nullptr);
     g_interrupt = nullptr;
   }
   SignalGuard(const SignalGuard&) = delete;
@@ -158,6 +154,8 @@ LocalRunResult run_local(const plan::Plan& plan, const std::string& run_dir, con
   status.exit_code.reset();
   status.end_time = "";
   if (writes_status) write_status(run_dir, status);
+  // A launcher clears them before it starts the ranks; the one process of a run does it here.
+  if (opts.status_role == StatusRole::owner) clear_watchdog_files(run_dir);
 
   fs::path log_path = fs::path(run_dir) / "logs" / ("rank-" + std::to_string(opts.rank) + ".log");
   std::error_code ec;
@@ -173,6 +171,25 @@ LocalRunResult run_local(const plan::Plan& plan, const std::string& run_dir, con
     train_opts.log = &log;
     train_opts.err = &err;
     train_opts.interactive = opts.interactive;
+    // The step watchdog fired: the training thread is stuck (in a collective, a kernel), so record
+    // the outcome from the watchdog's thread and end the process; a launcher then stops the others.
+    train_opts.on_hang = [&](const std::string& report) {
+      write_watchdog_report(run_dir, opts.rank, report);
+      if (writes_status) {
+        RunStatus hung = status;
+        hung.state = "failed";
+        hung.exit_code = kExitHung;
+        hung.end_time = now_iso8601();
+        hung.message = report;
+        try {
+          write_status(run_dir, hung);
+        } catch (const std::exception&) {}
+      }
+      err << "error: rank " << opts.rank << ": " << report << "\n  run dir: " << run_dir << "\n";
+      err.flush();
+      log.flush();
+      ::_exit(kExitHung);
+    };
     try {
       result.train = core::train(plan, train_opts);
       result.ok = !result.train.diverged;

@@ -23,11 +23,12 @@ struct LocalRunOptions {
   std::ostream* out = nullptr;  // progress and summary (nullptr = std::cout); also teed to logs/rank-<rank>.log
   std::ostream* err = nullptr;  // failure messages (nullptr = std::cerr)
   bool interactive = false;     // redraw the progress line in place (a terminal)
-  // Install signal handlers. SIGUSR1 and SIGTERM ask training to stop after the current step
-  // with a checkpoint (core/stop_request.hpp): the run ends "stopped", exit 5, and resumes when
-  // rerun. SIGINT, or a second SIGUSR1/SIGTERM, stops at once: status.json "interrupted" (owner,
-  // reporter) and exit 130 for the owner, 128 + signal for a rank under a launcher, so the
-  // launcher sees which signal stopped it.
+  // Install signal handlers. SIGUSR1, SIGTERM and SIGHUP ask training to stop after the current
+  // step with a checkpoint (core/stop_request.hpp): the run ends "stopped" and resumes when rerun
+  // (exit 5 for the owner; a rank under a launcher exits 0, so mpirun/srun see a normal end, and
+  // the launcher reports 5 from rank 0's "stopped"). SIGINT, or a second such signal, stops at
+  // once: status.json "interrupted" (owner, reporter) and exit 130 for the owner, 128 + signal for
+  // a rank under a launcher, so the launcher sees which signal stopped it.
   bool handle_signals = true;
   StatusRole status_role = StatusRole::owner;
   int rank = 0;  // world rank, for messages

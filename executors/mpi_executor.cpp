@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <csignal>
+
 #include <filesystem>
 #include <iostream>
 
@@ -9,6 +11,7 @@
 #include "executors/launcher_failure.hpp"
 #include "executors/local_executor.hpp"
 #include "executors/process_group.hpp"
+#include "executors/watchdog_reports.hpp"
 #include "plan/exit_codes.hpp"
 #include "runs/run_dir.hpp"
 #include "runs/tensorboard_writer.hpp"
@@ -43,6 +46,7 @@ MultiRankResult run_mpirun(const plan::Plan& plan, const std::string& run_dir, c
   status.end_time = "";
   status.exit_code.reset();
   write_status(run_dir, status);
+  clear_watchdog_files(run_dir);
 
   ChildSpec spec;
   spec.argv = mpirun_argv(plan, run_dir, recipe_exe);
@@ -60,6 +64,9 @@ MultiRankResult run_mpirun(const plan::Plan& plan, const std::string& run_dir, c
   pg.log_ranks = plan.parallelism.world_size > 0 ? plan.parallelism.world_size : 1;
   pg.kill_grace_ms = opts.kill_grace_ms;
   pg.forward_signals = opts.forward_signals;
+  // One meaning per signal at any world size (docs/user-guide.md, "Signals"): SIGUSR1, SIGTERM and
+  // SIGHUP ask the ranks to stop after the step with a checkpoint, as they do a single process.
+  pg.graceful_signals = {SIGUSR1, SIGTERM, SIGHUP};
   LauncherFailureParser failure;
   pg.on_line = [&failure](int, const std::string& text) { failure.line(text); };
 
@@ -70,10 +77,15 @@ MultiRankResult run_mpirun(const plan::Plan& plan, const std::string& run_dir, c
     r.exit_code = kExitExecFailed;
     r.message = e.what();
   }
-  result.exit_code = r.exit_code;
+  result.exit_code = r.interrupted ? kExitInterrupted : r.exit_code;
   result.interrupted = r.interrupted;
+  const std::string hang = r.exit_code != 0 && !r.interrupted ? first_watchdog_report(run_dir) : "";
   if (r.interrupted) {
     result.message = r.message;
+  } else if (!hang.empty()) {
+    // A rank's step watchdog ended the run (it exited kExitHung; mpirun stopped the others).
+    result.exit_code = kExitHung;
+    result.message = hang;
   } else if (r.exit_code != 0) {
     if (const auto& f = failure.failure()) {
       result.failed_rank = f->rank;
@@ -93,9 +105,11 @@ MultiRankResult run_mpirun(const plan::Plan& plan, const std::string& run_dir, c
     status = read_status(run_dir);
   } catch (const std::exception&) {}
   const std::string rank0_error = status.state == "failed" ? status.message : "";
-  // Rank 0 recorded "stopped": the ranks agreed to stop on SIGUSR1/SIGTERM and saved a checkpoint
-  // (each then exited with kExitStopped, which mpirun reports as a failing rank).
-  const bool stopped = !r.interrupted && status.state == "stopped" && result.exit_code != 0;
+  // Rank 0 recorded "stopped": the ranks agreed to stop on a signal and saved a checkpoint. Each
+  // then exited 0 (a rank under a launcher does), so mpirun ended normally, without its abort
+  // report; the run's code is kExitStopped, as for one process.
+  const bool stopped =
+      !r.interrupted && status.state == "stopped" && (result.exit_code == 0 || result.exit_code == kExitStopped);
   if (stopped) {
     result.exit_code = kExitStopped;
     result.message = status.message;
@@ -109,7 +123,7 @@ MultiRankResult run_mpirun(const plan::Plan& plan, const std::string& run_dir, c
     // rank 0's message: where the checkpoint is and how to resume
   } else if (result.exit_code != 0) {
     status.message = result.message;
-    if (!r.interrupted && !rank0_error.empty()) status.message += "; rank 0: " + rank0_error;
+    if (!r.interrupted && hang.empty() && !rank0_error.empty()) status.message += "; rank 0: " + rank0_error;
   } else if (status.message.empty()) {
     status.message = result.message;
   }

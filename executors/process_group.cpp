@@ -8,12 +8,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
+#include <sstream>
 #include <stdexcept>
 
 #include "plan/exit_codes.hpp"
@@ -47,12 +50,14 @@ class SignalForwarder {
     sigaction(SIGINT, &sa, &old_int_);
     sigaction(SIGTERM, &sa, &old_term_);
     sigaction(SIGUSR1, &sa, &old_usr1_);
+    sigaction(SIGHUP, &sa, &old_hup_);
   }
   ~SignalForwarder() {
     if (!enabled_) return;
     sigaction(SIGINT, &old_int_, nullptr);
     sigaction(SIGTERM, &old_term_, nullptr);
     sigaction(SIGUSR1, &old_usr1_, nullptr);
+    sigaction(SIGHUP, &old_hup_, nullptr);
     ::close(g_signal_pipe[0]);
     ::close(g_signal_pipe[1]);
     g_signal_pipe[0] = g_signal_pipe[1] = -1;
@@ -64,7 +69,7 @@ class SignalForwarder {
  private:
   bool enabled_;
   struct sigaction old_int_ {
-  }, old_term_{}, old_usr1_{};
+  }, old_term_{}, old_usr1_{}, old_hup_{};
 };
 
 struct Child {
@@ -97,6 +102,8 @@ int decode_status(int wstatus) {
   sigemptyset(&dfl.sa_mask);
   sigaction(SIGINT, &dfl, nullptr);
   sigaction(SIGTERM, &dfl, nullptr);
+  sigaction(SIGHUP, &dfl, nullptr);
+  sigaction(SIGUSR1, &dfl, nullptr);
   sigaction(SIGPIPE, &dfl, nullptr);
   sigset_t none;
   sigemptyset(&none);
@@ -252,6 +259,56 @@ class LineRouter {
 
 using Clock = std::chrono::steady_clock;
 
+// Every descendant of `root` on this host outside process group `pgid`, from /proc/<pid>/stat.
+// mpirun puts each rank into a process group of its own, so a signal to our group reaches mpirun
+// but not the ranks: a stop at once must reach them directly (mpirun would relay SIGINT as SIGTERM,
+// which a rank reads as "stop after this step with a checkpoint").
+std::vector<pid_t> descendants_outside(pid_t root, pid_t pgid) {
+  std::multimap<pid_t, std::pair<pid_t, pid_t>> children_of;  // parent → (pid, its process group)
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(e.path() / "stat");
+    std::string stat;
+    std::getline(in, stat);
+    const auto close = stat.rfind(')');  // the command name may hold spaces and parentheses
+    if (close == std::string::npos) continue;
+    std::istringstream rest(stat.substr(close + 1));
+    std::string state;
+    long ppid = 0, pgrp = 0;
+    if (rest >> state >> ppid >> pgrp)
+      children_of.emplace(static_cast<pid_t>(ppid),
+                          std::make_pair(static_cast<pid_t>(std::stol(name)), static_cast<pid_t>(pgrp)));
+  }
+  std::vector<pid_t> out;
+  std::vector<pid_t> todo = {root};
+  while (!todo.empty()) {
+    const pid_t p = todo.back();
+    todo.pop_back();
+    for (auto [it, end] = children_of.equal_range(p); it != end; ++it) {
+      if (it->second.second != pgid) out.push_back(it->second.first);
+      todo.push_back(it->second.first);
+    }
+  }
+  return out;
+}
+
+std::string signal_name(int sig) {
+  switch (sig) {
+    case SIGINT:
+      return "SIGINT";
+    case SIGTERM:
+      return "SIGTERM";
+    case SIGHUP:
+      return "SIGHUP";
+    case SIGUSR1:
+      return "SIGUSR1";
+    default:
+      return "signal " + std::to_string(sig);
+  }
+}
+
 }  // namespace
 
 std::optional<std::pair<int, std::string>> parse_mpi_tag(const std::string& line) {
@@ -270,6 +327,14 @@ ProcessGroupResult run_process_group(const std::vector<ChildSpec>& specs, const 
 
   auto stop_group = [&](int sig) {
     if (pgid > 0) ::kill(-pgid, sig);
+  };
+  // The group and the processes below its children that left it (ranks in process groups of
+  // their own).
+  auto stop_all = [&](int sig) {
+    stop_group(sig);
+    for (const Child& c : children)
+      if (c.pid > 0 && !c.reaped)
+        for (pid_t d : descendants_outside(c.pid, pgid)) ::kill(d, sig);
   };
 
   // Spawn. Environments are built before fork so the child makes no allocations.
@@ -340,26 +405,31 @@ ProcessGroupResult run_process_group(const std::vector<ChildSpec>& specs, const 
       if (owner[k] < 0) {
         unsigned char sig;
         while (::read(fds[k].fd, &sig, 1) == 1) {
-          if (sig == SIGUSR1) {
-            // "Checkpoint and stop" goes to the direct children only (mpirun relays it to its
-            // ranks): the whole group would deliver it twice, which a rank reads as "stop now".
+          const bool graceful =
+              std::find(opts.graceful_signals.begin(), opts.graceful_signals.end(), sig) != opts.graceful_signals.end();
+          if (graceful && result.stop_signal == 0 && !result.interrupted) {
+            // "Checkpoint and stop" goes to the direct children only (see graceful_signals).
+            result.stop_signal = sig;
             if (opts.terminal)
-              *opts.terminal << "recipe: SIGUSR1 received; ranks stop after this step with a checkpoint\n";
+              *opts.terminal << "recipe: " << signal_name(sig)
+                             << " received: the ranks stop after this step with a checkpoint (send it again, or "
+                                "Ctrl-C, to stop at once)\n";
             for (auto& c : children)
               if (c.pid > 0 && !c.reaped) ::kill(c.pid, SIGUSR1);
             continue;
           }
           // A second interrupt while stopping means "now": skip the grace period.
           if (result.interrupted) {
-            stop_group(SIGKILL);
+            stop_all(SIGKILL);
             killed = true;
           } else {
             result.interrupted = true;
             result.interrupt_signal = sig;
             if (opts.terminal)
-              *opts.terminal << "recipe: " << (sig == SIGINT ? "SIGINT" : "SIGTERM")
-                             << " received; forwarding to all ranks\n";
-            begin_stop(sig);
+              *opts.terminal << "recipe: " << signal_name(sig) << " received; stopping all ranks now\n";
+            const int now = sig == SIGINT ? SIGINT : SIGTERM;
+            stop_all(now);
+            begin_stop(now);
           }
         }
         continue;
@@ -399,7 +469,7 @@ ProcessGroupResult run_process_group(const std::vector<ChildSpec>& specs, const 
       }
     }
     if (stopping && !killed && !all_reaped && Clock::now() >= kill_deadline) {
-      stop_group(SIGKILL);
+      stop_all(SIGKILL);
       killed = true;
     }
     if (all_reaped) {
@@ -426,8 +496,7 @@ ProcessGroupResult run_process_group(const std::vector<ChildSpec>& specs, const 
   for (auto& c : children) result.child_status.push_back(c.status);
   if (result.interrupted) {
     result.exit_code = exit_code_for_signal(result.interrupt_signal.value_or(SIGINT));
-    result.message = std::string("interrupted by ") + (result.interrupt_signal == SIGTERM ? "SIGTERM" : "SIGINT") +
-                     "; all ranks stopped";
+    result.message = "interrupted by " + signal_name(result.interrupt_signal.value_or(SIGINT)) + "; all ranks stopped";
   }
   return result;
 }

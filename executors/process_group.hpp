@@ -10,6 +10,7 @@
 //   SIGKILL after `kill_grace_ms`; every child is reaped before run() returns.
 #pragma once
 
+#include <csignal>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -33,7 +34,12 @@ struct ProcessGroupOptions {
   bool parse_mpi_tags = false;       // route "[jobid,rank]<stdout>:" lines by their rank
   int log_ranks = 0;                 // create logs/rank-0..N-1.log at start, so a quiet rank has one too
   int kill_grace_ms = 3000;          // SIGTERM → SIGKILL delay when stopping the group
-  bool forward_signals = true;       // catch SIGINT/SIGTERM while running and forward them
+  bool forward_signals = true;       // catch SIGINT/SIGTERM/SIGHUP/SIGUSR1 while running and forward them
+  // Signals that ask for a graceful stop: the first of them is relayed as SIGUSR1 to the direct
+  // children only (mpirun relays it to its ranks; the whole group would get it twice, which a rank
+  // reads as "stop now"). Any later signal, and every signal not listed, stops the group at once:
+  // SIGINT is forwarded as SIGINT, the others as SIGTERM.
+  std::vector<int> graceful_signals = {SIGUSR1};
   // Called with every routed line (rank, text without the mpirun tag), after it is written; the
   // multi-rank executor reads mpirun's failure report from these.
   std::function<void(int rank, const std::string& text)> on_line;
@@ -42,8 +48,9 @@ struct ProcessGroupOptions {
 struct ProcessGroupResult {
   int exit_code = 0;         // 0 when every child exited 0; else the first failure's code
                              // (128+signal for a signalled child; 130/143 when interrupted)
-  bool interrupted = false;  // a SIGINT/SIGTERM arrived and was forwarded
+  bool interrupted = false;  // a signal asked to stop at once and was forwarded
   std::optional<int> interrupt_signal;
+  int stop_signal = 0;            // the graceful stop request relayed as SIGUSR1 (0 = none)
   int first_failed_child = -1;    // index into the spec list, -1 = none
   std::string message;            // "rank 1 exited with status 1; stopped the other ranks"
   std::vector<int> child_status;  // per child: exit status, or 128+signal

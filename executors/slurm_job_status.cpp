@@ -6,6 +6,7 @@
 
 #include "executors/launcher_failure.hpp"
 #include "executors/local_executor.hpp"
+#include "executors/watchdog_reports.hpp"
 #include "plan/exit_codes.hpp"
 #include "runs/tensorboard_writer.hpp"
 
@@ -49,6 +50,7 @@ RunStatus record_job_start(const std::string& run_dir, const std::string& job_id
   st.pid = 0;  // the job is cancelled through Slurm (scancel), not by a local pid
   st.message = "slurm job " + job_id;
   write_status(run_dir, st);
+  clear_watchdog_files(run_dir);
   out << job_start_marker(job_id) << " at " << st.start_time << "\n";
   out.flush();
   return st;
@@ -67,7 +69,10 @@ RunStatus record_job_end(const std::string& run_dir, const std::string& job_id, 
         (checkpointed ? "the ranks saved a checkpoint (" + st.message + ") and the requeued job resumes from it"
                       : "the ranks were stopped (exit status " + std::to_string(step_exit) +
                             ") before a checkpoint and the requeued job resumes from the newest one, if any");
-  } else if (checkpointed && step_exit == kExitStopped) {
+  } else if (checkpointed && (step_exit == 0 || step_exit == kExitStopped)) {
+    // The ranks stopped on a signal after a checkpoint; they exit 0 under srun/mpirun (a normal
+    // end for the launcher), and the run's code is kExitStopped as for one process.
+    st.exit_code = kExitStopped;
     st.message = "slurm job " + job_id + " stopped on a signal after saving a checkpoint: " + st.message;
   } else if (step_exit == 0) {
     st.state = "completed";
@@ -76,7 +81,10 @@ RunStatus record_job_end(const std::string& run_dir, const std::string& job_id, 
     st.state = "failed";
     LauncherFailureParser parser;
     parser.text(latest_job_output(run_dir, job_id));
-    if (const auto& f = parser.failure())
+    if (std::string hang = first_watchdog_report(run_dir); !hang.empty()) {
+      st.exit_code = kExitHung;  // a rank's step watchdog ended the job step
+      st.message = hang + " (slurm job " + job_id + ")";
+    } else if (const auto& f = parser.failure())
       st.message = describe_rank_failure(*f) + "; the job step stopped the other ranks (slurm job " + job_id +
                    ", see logs/rank-" + std::to_string(f->rank) + ".log)";
     else

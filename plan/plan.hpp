@@ -94,14 +94,17 @@ struct TrainerConfig {
   Precision precision = Precision::bf16;  // bf16 compute with fp32 master weights
   int seed = 1234;
   int log_interval = 1;
-  int eval_interval = 0;  // 0 = no validation
-  int eval_iters = 10;
+  int eval_interval = 0;                  // 0 = no validation
+  int eval_iters = 10;                    // global batches per validation (when eval_samples = 0)
+  int eval_samples = 0;                   // samples per validation; 0 = eval_iters × global_batch_size
   Recompute recompute = Recompute::gelu;  // what backward rebuilds
   bool deterministic = false;
   bool cuda_graph = true;
-  int cpu_threads = 0;  // 0 = leave OpenBLAS default
+  int cpu_threads = 0;          // 0 = leave OpenBLAS default
+  double step_timeout_s = 600;  // step watchdog floor (core/train/step_watchdog.hpp); 0 = off
   // derived
-  int num_micro_batches = 0;  // global / (micro × dp)
+  int num_micro_batches = 0;   // global / (micro × dp)
+  int eval_micro_batches = 0;  // eval_samples / (micro × dp): the micro-batches of one validation per DP rank
   int64_t tokens_per_step = 0;
   // Rows per classifier chunk on one rank (of micro_batch_size × seq_length; see
   // plan::classifier_chunk_rows): the logits chunk core's activation arena carves.

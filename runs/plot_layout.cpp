@@ -31,20 +31,23 @@ std::string tick_label(double v) {
   return buf;
 }
 
-PlotGroup layout_panel(const char* title, const std::vector<const std::vector<MetricPoint>*>& curves, double y0,
-                       double x_lo, double x_hi) {
+// `dashed`: curves drawn dashed in the same colours (one per series, or none), scaled with `curves`.
+PlotGroup layout_panel(const char* title, const std::vector<const std::vector<MetricPoint>*>& curves,
+                       const std::vector<const std::vector<MetricPoint>*>& dashed, double y0, double x_lo,
+                       double x_hi) {
   const double y1 = y0 + kPanelHeight;
   PlotGroup g{"panel", title, {}};
   g.items.push_back(PlotText{kLeft, y0 - 8, title, 14, TextAnchor::start, true, kBlack});
   g.items.push_back(PlotRect{kLeft, y0, kRightPlot - kLeft, kPanelHeight, std::nullopt, kFrame});
 
   double lo = std::numeric_limits<double>::infinity(), hi = -lo;
-  for (const auto* c : curves)
-    for (const auto& pt : *c)
-      if (std::isfinite(pt.value)) {
-        lo = std::min(lo, pt.value);
-        hi = std::max(hi, pt.value);
-      }
+  for (const auto* set : {&curves, &dashed})
+    for (const auto* c : *set)
+      for (const auto& pt : *c)
+        if (std::isfinite(pt.value)) {
+          lo = std::min(lo, pt.value);
+          hi = std::max(hi, pt.value);
+        }
   if (!std::isfinite(lo)) {
     g.items.push_back(
         PlotText{(kLeft + kRightPlot) / 2, y0 + kPanelHeight / 2, "no data", 14, TextAnchor::middle, false, kNote});
@@ -67,13 +70,14 @@ PlotGroup layout_panel(const char* title, const std::vector<const std::vector<Me
     g.items.push_back(PlotLine{sx(t), y1, sx(t), y1 + 4, kFrame, 1});
     g.items.push_back(PlotText{sx(t), y1 + 16, tick_label(t), 11, TextAnchor::middle, false, kBlack});
   }
-  for (size_t i = 0; i < curves.size(); ++i) {
-    if (curves[i]->empty()) continue;
-    PlotPolyline line{{}, plot_series_color(i), 1.5, static_cast<int>(i)};
-    for (const auto& pt : *curves[i])
-      if (std::isfinite(pt.value)) line.points.emplace_back(sx(pt.step), sy(pt.value));
-    g.items.push_back(std::move(line));
-  }
+  for (const auto* set : {&curves, &dashed})
+    for (size_t i = 0; i < set->size(); ++i) {
+      if ((*set)[i]->empty()) continue;
+      PlotPolyline line{{}, plot_series_color(i), 1.5, static_cast<int>(i), set == &dashed};
+      for (const auto& pt : *(*set)[i])
+        if (std::isfinite(pt.value)) line.points.emplace_back(sx(pt.step), sy(pt.value));
+      g.items.push_back(std::move(line));
+    }
   return g;
 }
 
@@ -105,11 +109,15 @@ std::vector<double> nice_ticks(double lo, double hi, int max_ticks) {
 PlotLayout layout_panels(const std::vector<PlotPanel>& panels, const std::string& x_label,
                          const std::vector<std::string>& legend) {
   double x_lo = std::numeric_limits<double>::infinity(), x_hi = -x_lo;
+  bool any_dashed = false;
   for (const auto& panel : panels)
-    for (const auto* c : panel.curves)
-      for (const auto& pt : *c) {
-        x_lo = std::min<double>(x_lo, pt.step);
-        x_hi = std::max<double>(x_hi, pt.step);
+    for (const auto* set : {&panel.curves, &panel.dashed})
+      for (const auto* c : *set) {
+        if (set == &panel.dashed && !c->empty()) any_dashed = true;
+        for (const auto& pt : *c) {
+          x_lo = std::min<double>(x_lo, pt.step);
+          x_hi = std::max<double>(x_hi, pt.step);
+        }
       }
   if (!std::isfinite(x_lo)) x_lo = 0, x_hi = 1;
   if (x_hi <= x_lo) x_hi = x_lo + 1;
@@ -121,7 +129,7 @@ PlotLayout layout_panels(const std::vector<PlotPanel>& panels, const std::string
   out.groups.push_back({"", "", {PlotRect{0, 0, out.width, out.height, kWhite, std::nullopt}}});
   for (size_t i = 0; i < panels.size(); ++i) {
     const double y0 = kTop + static_cast<double>(i) * (kPanelHeight + kGap);
-    out.groups.push_back(layout_panel(panels[i].title.c_str(), panels[i].curves, y0, x_lo, x_hi));
+    out.groups.push_back(layout_panel(panels[i].title.c_str(), panels[i].curves, panels[i].dashed, y0, x_lo, x_hi));
     out.panels.push_back(PlotRect{kLeft, y0, kRightPlot - kLeft, kPanelHeight, std::nullopt, kFrame});
   }
   out.groups.push_back(
@@ -132,6 +140,13 @@ PlotLayout layout_panels(const std::vector<PlotPanel>& panels, const std::string
     legend_group.items.push_back(PlotLine{kLegendX, y, kLegendX + 24, y, plot_series_color(i), 3});
     legend_group.items.push_back(PlotText{kLegendX + 30, y + 4, legend[i], 12, TextAnchor::start, false, kBlack});
   }
+  if (any_dashed) {  // the key of the dashed curves (validation loss)
+    const double y = kTop + 10 + static_cast<double>(legend.size()) * 20.0;
+    PlotPolyline key{{{kLegendX, y}, {kLegendX + 24, y}}, kBlack, 1.5, -1, true};
+    legend_group.items.push_back(std::move(key));
+    legend_group.items.push_back(
+        PlotText{kLegendX + 30, y + 4, "validation loss", 12, TextAnchor::start, false, kBlack});
+  }
   out.groups.push_back(std::move(legend_group));
   return out;
 }
@@ -141,6 +156,7 @@ PlotLayout layout_runs_plot(const std::vector<PlotSeries>& series) {
   std::vector<std::string> legend;
   for (const auto& sr : series) {
     panels[0].curves.push_back(&sr.curves.loss);
+    panels[0].dashed.push_back(&sr.curves.val_loss);
     panels[1].curves.push_back(&sr.curves.lr);
     panels[2].curves.push_back(&sr.curves.tokens_per_sec);
     legend.push_back(sr.label);

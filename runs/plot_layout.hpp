@@ -1,6 +1,7 @@
 // The geometry of `recipe runs plot` and `recipe runs envelope`'s chart, computed once for every
-// output format: stacked panels sharing the x axis (loss, learning rate, tokens/s over steps; or
-// tokens/s and peak memory over tokens per step), "nice" ticks, one colour per series, a legend.
+// output format: stacked panels sharing the x axis (loss with validation loss dashed, learning
+// rate, tokens/s over steps; or tokens/s and peak memory over tokens per step), "nice" ticks, one
+// colour per series, a legend.
 // The result is a small display list in pixel coordinates (origin top left, y down, text y is the
 // baseline) that the SVG writer (plot_svg) and the PNG writer (plot_png) only draw.
 #pragma once
@@ -45,7 +46,8 @@ struct PlotPolyline {
   std::vector<std::pair<double, double>> points;
   PlotColor color;
   double width = 1.5;
-  int series = 0;  // index into the PlotSeries list
+  int series = 0;       // index into the PlotSeries list
+  bool dashed = false;  // the validation loss, drawn over the training loss in the run's colour
 };
 struct PlotText {
   double x = 0, y = 0;
@@ -76,6 +78,9 @@ struct PlotLayout {
 struct PlotPanel {
   std::string title;
   std::vector<const std::vector<MetricPoint>*> curves;  // series i has colour plot_series_color(i)
+  // Drawn dashed in the same colours and scaled with `curves` (one per series, or none): the
+  // validation loss over the training loss.
+  std::vector<const std::vector<MetricPoint>*> dashed;
 };
 
 // Panels stacked top to bottom, the x axis labelled `x_label`, a legend of the series (one label

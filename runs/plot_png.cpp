@@ -52,12 +52,15 @@ struct ItemPainter {
     if (p.points.empty()) return;
     set_color(cr, p.color);
     cairo_set_line_width(cr, p.width);
+    const double dash[2] = {6, 4};
+    cairo_set_dash(cr, dash, p.dashed ? 2 : 0, 0);
     cairo_set_line_join(cr, CAIRO_LINE_JOIN_ROUND);
     cairo_set_line_cap(cr, CAIRO_LINE_CAP_ROUND);  // a one-point curve still shows as a dot
     cairo_move_to(cr, p.points[0].first, p.points[0].second);
     for (size_t i = 1; i < p.points.size(); ++i) cairo_line_to(cr, p.points[i].first, p.points[i].second);
     if (p.points.size() == 1) cairo_line_to(cr, p.points[0].first, p.points[0].second);
     cairo_stroke(cr);
+    cairo_set_dash(cr, nullptr, 0, 0);
     cairo_set_line_cap(cr, CAIRO_LINE_CAP_BUTT);
     cairo_set_line_join(cr, CAIRO_LINE_JOIN_MITER);
   }

@@ -64,8 +64,10 @@ struct ItemWriter {
     s << " stroke=\"" << l.color.hex() << "\"/>\n";
   }
   void operator()(const PlotPolyline& p) const {
-    s << "<polyline class=\"series\" data-series=\"" << p.series << "\" fill=\"none\" stroke-width=\"" << p.width
-      << "\" stroke=\"" << p.color.hex() << "\" points=\"";
+    s << "<polyline class=\"" << (p.dashed ? "series validation" : "series") << "\" data-series=\"" << p.series
+      << "\" fill=\"none\" stroke-width=\"" << p.width << "\" stroke=\"" << p.color.hex() << "\"";
+    if (p.dashed) s << " stroke-dasharray=\"6,4\"";
+    s << " points=\"";
     for (const auto& [x, y] : p.points) s << fmt(x) << "," << fmt(y) << " ";
     s << "\"/>\n";
   }

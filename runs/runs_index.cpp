@@ -74,6 +74,24 @@ RunCurves read_run_curves(const std::string& run_dir) {
   return c;
 }
 
+namespace {
+
+// host.json's "device" (written at launch) as one phrase; "" for older run dirs without it.
+std::string recorded_device(const fs::path& dir) {
+  std::ifstream in(dir / "host.json");
+  if (!in) return "";
+  const nlohmann::json host = nlohmann::json::parse(in, nullptr, false);
+  if (host.is_discarded() || !host.is_object() || !host.contains("device") || !host["device"].is_object()) return "";
+  const nlohmann::json& d = host["device"];
+  std::string text = d.value("kind", "");
+  if (d.contains("gpu") && d["gpu"].is_string()) text += " (" + d["gpu"].get<std::string>() + ")";
+  if (d.contains("ranks") && d["ranks"].is_number_integer() && d["ranks"].get<int>() > 1)
+    text += ", " + std::to_string(d["ranks"].get<int>()) + " ranks";
+  return text;
+}
+
+}  // namespace
+
 RunSummary summarize_run(const std::string& run_dir) {
   RunSummary s;
   fs::path dir = fs::absolute(run_dir).lexically_normal();
@@ -108,6 +126,7 @@ RunSummary summarize_run(const std::string& run_dir) {
     if (auto kind = t["executor"]["kind"].value<std::string>()) s.executor = *kind;
   } catch (const std::exception&) {}
   s.slurm_job_id = recorded_slurm_job(s.path);
+  s.device = recorded_device(s.path);
   return s;
 }
 

@@ -32,6 +32,7 @@ struct RunSummary {
   std::optional<double> tokens_per_sec;  // mean over the logged steps after the first (warm-up)
   std::string executor;                  // "local" | "mpi" | "slurm" (from resolved.toml; "" unknown)
   std::string slurm_job_id;              // from slurm_job.json, "" when none
+  std::string device;  // host.json's resolved device: "cuda (NVIDIA H100 80GB HBM3)", "cpu"; "" unknown
 };
 RunSummary summarize_run(const std::string& run_dir);
 

@@ -5,6 +5,8 @@
 #include <csignal>
 #include <filesystem>
 #include <iostream>
+#include <memory>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 
@@ -13,6 +15,7 @@
 #include "core/train/metrics.hpp"
 #include "core/parallel/parallel_bootstrap.hpp"
 #include "core/train/progress.hpp"
+#include "core/train/step_watchdog.hpp"
 #include "core/train/stop_request.hpp"
 #include "core/train/trainer.hpp"
 #include "plan/memory_estimate.hpp"
@@ -65,6 +68,8 @@ std::string signal_name(int sig) {
       return "SIGTERM";
     case SIGINT:
       return "SIGINT";
+    case SIGHUP:
+      return "SIGHUP";
     default:
       return "signal " + std::to_string(sig);
   }
@@ -179,6 +184,14 @@ TrainResult train(const plan::Plan& plan, const TrainOptions& opts) {
   const auto own_step = [&](const std::string& path) {
     return std::filesystem::path(path).parent_path() == std::filesystem::absolute(ckpt_dir).lexically_normal();
   };
+  // Started after setup and loading: from here on, a stall of trainer.step_timeout_s ends the run.
+  std::unique_ptr<StepWatchdog> watchdog;
+  if (plan.trainer.step_timeout_s > 0)
+    watchdog = std::make_unique<StepWatchdog>(plan.trainer.step_timeout_s, parallel->world_rank(),
+                                              parallel->world_size(), StepWatchdog::dir_in(opts.run_dir), opts.on_hang);
+  auto phase = [&](int step, const char* what) {
+    if (watchdog) watchdog->enter(step, what);
+  };
   bool base_due = (!save_opts.base || own_step(save_opts.base->path)) && !ckpt_dir.empty() &&
                   trainer.params().layout().frozen_numel > 0;
   auto save = [&](const std::string& why) {
@@ -190,6 +203,8 @@ TrainResult train(const plan::Plan& plan, const TrainOptions& opts) {
     }
     using sclock = std::chrono::steady_clock;
     const auto t0 = sclock::now();
+    std::optional<StepWatchdog::Paused> unwatched;
+    if (watchdog) unwatched.emplace(*watchdog);  // a save may take longer than any step
     res.last_checkpoint = save_checkpoint(trainer, save_opts);
     const double secs = std::chrono::duration<double>(sclock::now() - t0).count();
     progress.message("saved checkpoint " + res.last_checkpoint + " (" + why + ", " + fmt("%.1f s", secs) + ")");
@@ -220,9 +235,13 @@ TrainResult train(const plan::Plan& plan, const TrainOptions& opts) {
   int saved_step = start_step;  // the newest step with a checkpoint (the start counts: nothing new to save)
   for (int i = start_step; i < max_steps; ++i) {
     const auto t0 = clock::now();
+    phase(i + 1, "training step (forward, backward, gradient reduction, update)");
     StepResult r = trainer.step();
+    phase(i + 1, "waiting for the device to finish the step");
     backend->synchronize();
     const double secs = std::chrono::duration<double>(clock::now() - t0).count();
+    if (watchdog) watchdog->step_done(secs);
+    phase(i + 1, "metrics and progress");
     print_notices();
     all_seconds += secs;
     const double tps = double(trainer.tokens_per_step()) / std::max(secs, 1e-12);
@@ -252,6 +271,7 @@ TrainResult train(const plan::Plan& plan, const TrainOptions& opts) {
 
     const bool eval_now = can_eval && (r.step % eval_every == 0 || r.step == max_steps);
     if (eval_now) {
+      phase(r.step, "validation");
       m.val_loss = trainer.evaluate();
       res.last_val_loss = *m.val_loss;
     }
@@ -290,6 +310,7 @@ TrainResult train(const plan::Plan& plan, const TrainOptions& opts) {
     }
     // Every rank stops after the same step: a signal reaches the ranks at different moments.
     int stop = stop_signal();
+    phase(r.step, "agreeing with the other ranks whether to stop (all-reduce)");
     if (multi_rank) stop = int(parallel->world().all_reduce_max(double(stop)));
     if (stop != 0 && r.step < max_steps) {
       res.stop_signal = stop;
@@ -309,7 +330,8 @@ TrainResult train(const plan::Plan& plan, const TrainOptions& opts) {
     saved_step = max_steps;
   }
 
-  print_notices();  // from the last evaluation
+  watchdog.reset();  // nothing after this point waits on another rank
+  print_notices();   // from the last evaluation
   const double wall = std::chrono::duration<double>(clock::now() - run_start).count();
   const int ran = res.steps_done - start_step;  // steps taken by this invocation
   if (timed_steps == 0 && ran > 0) {            // a single step: use it

@@ -356,8 +356,9 @@ double Trainer::global_grad_norm() {
 double Trainer::evaluate() {
   if (!valid_) throw std::logic_error("Trainer::evaluate: this plan has no validation data");
   const int64_t N = model_->rows();
-  const int iters = plan_.trainer.eval_iters;  // ≥ 1 when validation runs (resolver)
-  // The same samples at every evaluation: iteration i reads micro·dp of them, this DP rank its part.
+  // The first trainer.eval_samples samples of the split at every evaluation and every layout:
+  // iteration i reads micro·dp of them, this DP rank its part (eval_micro_batches ≥ 1: resolver).
+  const int iters = plan_.trainer.eval_micro_batches;
   double sum = 0;
   for (int i = 0; i < iters; ++i)
     sum += run_micro_batches(

@@ -39,6 +39,10 @@ struct TrainOptions {
   ParallelState* parallel = nullptr;
   // The resolved plan as TOML (the run dir's resolved.toml), stored in every checkpoint.
   std::string plan_toml;
+  // The step watchdog's report when training made no progress for trainer.step_timeout_s (called
+  // on the watchdog's thread; must end the process, e.g. record the run's status and _exit with
+  // kExitHung). Empty: the report goes to stderr and the process exits with kExitHung.
+  std::function<void(const std::string& report)> on_hang;
 };
 
 struct TrainResult {
@@ -104,8 +108,9 @@ class Trainer {
   double compute_gradients(int s);
   // Mean loss over the global batch of step `s`, forward only (gradients untouched).
   double compute_loss(int s);
-  // Mean loss over trainer.eval_iters micro-batches of the validation stream (the same samples at
-  // every evaluation). Throws std::logic_error when there is no validation stream.
+  // Mean loss over the first trainer.eval_samples samples of the validation stream (the same
+  // samples at every evaluation and at every layout). Throws std::logic_error when there is no
+  // validation stream.
   double evaluate();
   bool has_validation() const { return valid_ != nullptr; }
 

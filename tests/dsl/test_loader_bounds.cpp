@@ -118,7 +118,7 @@ TEST_CASE("messages: invalid UTF-8 in a Lua value or key names the key and the f
   CHECK(contains(recipe_error_of([&] { load_recipe(toml); }), toml + ":2:"));
 }
 
-TEST_CASE("messages: preset in a Lua table, an empty TOML file and a directory are errors") {
+TEST_CASE("messages: preset in a Lua table, an empty TOML file or Lua table and a directory are errors") {
   TempRecipes dir;
   const std::string lua = dir.write("preset.lua", "return { preset = \"no_such_preset\" }\n");
   const ResolveResult r = resolve(load_recipe(lua), ExecutorFacts{});
@@ -131,6 +131,11 @@ TEST_CASE("messages: preset in a Lua table, an empty TOML file and a directory a
   CHECK(contains(recipe_error_of([&] { load_recipe(empty); }), empty + ": the recipe is empty"));
   const std::string comments = dir.write("comments.toml", "# nothing but a comment\n\n");
   CHECK(contains(recipe_error_of([&] { load_recipe(comments); }), "the recipe is empty"));
+
+  // The same for Lua (issue 18): `return {}` resolved to the built-in 124.5M defaults.
+  const std::string empty_lua = dir.write("empty.lua", "return {}\n");
+  CHECK(contains(recipe_error_of([&] { load_recipe(empty_lua); }), empty_lua + ": the recipe is empty"));
+  CHECK(contains(recipe_error_of([&] { load_recipe(empty_lua); }), "return preset \"gpt_tiny\""));
 
   const std::string folder = dir.dir() + "/folder.lua";
   std::filesystem::create_directories(folder);

@@ -348,6 +348,9 @@ void stop_and_resume(const fs::path& tmp, const fs::path& recipe, const std::str
   CHECK(stopped.exit_code == 5);
   CHECK_MESSAGE(stopped.message.find("recipe runs resume") != std::string::npos, stopped.message);
   CHECK(out.find("stopping after this step with a checkpoint") != std::string::npos);
+  // A graceful stop looks normal: the ranks exit 0, so mpirun prints no abort report.
+  CHECK_MESSAGE(out.find("aborted") == std::string::npos, out);
+  CHECK_MESSAGE(out.find("non-zero") == std::string::npos, out);
   const int stopped_at = stopped.steps;
   CHECK(stopped_at < kLongSteps);
   CHECK(fs::exists(run / "checkpoints" / ("step-" + std::to_string(stopped_at)) / "metadata.json"));
@@ -389,6 +392,165 @@ TEST_CASE("SIGUSR1 stops a local run with a checkpoint; `runs resume` finishes i
   SUBCASE("two data-parallel ranks under mpirun") {
     stop_and_resume(tmp.path(), write_tiny_dp2_recipe(tmp.path()), "tiny_dp2", true);
   }
+}
+
+namespace {
+
+// A gpt_tiny recipe for `ranks` data-parallel CPU ranks that trains until stopped.
+fs::path write_endless_recipe(const fs::path& dir, int ranks) {
+  const std::string name = "endless" + std::to_string(ranks);
+  auto path = dir / (name + ".toml");
+  write_text(path,
+             "preset = \"gpt_tiny\"\n\n[trainer]\nmax_steps = 100000\nglobal_batch_size = 16\ndevice = \"cpu\"\n"
+             "\n[data]\nkind = \"mock\"\n\n[parallelism]\ndp = " +
+                 std::to_string(ranks) + "\n\n[executor]\ncpu_ranks = " + std::to_string(ranks) +
+                 "\n\n[experiment]\nname = \"" + name + "\"\n");
+  return path;
+}
+
+struct SignalledRun {
+  int code = -1;
+  std::string out;
+  fs::path run;
+};
+
+// Starts the endless recipe, waits for 3 steps, sends `sig` to `recipe` and waits for its exit.
+SignalledRun signal_run(const fs::path& tmp, int ranks, int sig, const std::vector<std::string>& extra = {}) {
+  SignalledRun res;
+  const fs::path exp = tmp / ("exp-" + std::to_string(ranks) + "-" + std::to_string(sig));
+  const fs::path out_path = exp.string() + ".out";
+  std::vector<std::string> args = {write_endless_recipe(tmp, ranks).string(), "--experiments-dir", exp.string()};
+  args.insert(args.end(), extra.begin(), extra.end());
+  const pid_t driver = start_pretrain(args, out_path);
+  REQUIRE(driver > 0);
+  res.run = exp / ("endless" + std::to_string(ranks)) / "run-1";
+  const bool started = until([&] { return count_lines(read_text(res.run / "metrics.jsonl")) >= 3; }, 60);
+  if (!started) ::kill(driver, SIGKILL);
+  REQUIRE_MESSAGE(started, read_text(out_path));
+  REQUIRE(::kill(driver, sig) == 0);
+  res.code = wait_exit(driver, 60);
+  res.out = read_text(out_path);
+  return res;
+}
+
+}  // namespace
+
+// Issue 18: SIGTERM to two ranks used to end "interrupted" (130) while the ranks still saved a
+// checkpoint, and one rank "stopped" (5). Each signal has one meaning at any world size.
+TEST_CASE("every signal means the same at world size 1 and 2: SIGTERM/SIGHUP stop with a checkpoint, SIGINT at once") {
+  TempDir tmp;
+  for (int ranks : {1, 2}) {
+    for (int sig : {SIGTERM, SIGHUP}) {
+      CAPTURE(ranks);
+      CAPTURE(sig);
+      SignalledRun r = signal_run(tmp.path(), ranks, sig);
+      CHECK_MESSAGE(r.code == 5, r.out);
+      const RunStatus st = read_status(r.run.string());
+      CHECK(st.state == "stopped");
+      CHECK(st.exit_code == 5);
+      CHECK(fs::exists(r.run / "checkpoints" / ("step-" + std::to_string(st.steps)) / "metadata.json"));
+      CHECK_MESSAGE(r.out.find("aborted") == std::string::npos, r.out);  // no mpirun abort report
+      CHECK(pids_with_cmdline(r.run.string()).empty());
+    }
+    CAPTURE(ranks);
+    SignalledRun r = signal_run(tmp.path(), ranks, SIGINT);
+    CHECK_MESSAGE(r.code == 130, r.out);
+    const RunStatus st = read_status(r.run.string());
+    CHECK(st.state == "interrupted");
+    CHECK(st.exit_code == 130);
+    CHECK_FALSE(fs::exists(r.run / "checkpoints" / "latest"));  // at once: no checkpoint
+    CHECK(pids_with_cmdline(r.run.string()).empty());
+  }
+}
+
+// Issue 18: a stopped rank stalled a 2-rank run forever. The step watchdog (a short
+// trainer.step_timeout_s here) ends it, names the rank and leaves nothing running.
+TEST_CASE("step watchdog: a 2-rank run with one rank stopped (SIGSTOP) ends with exit 6, naming the rank") {
+  TempDir tmp;
+  const fs::path exp = tmp.path() / "exp";
+  const fs::path out_path = tmp.path() / "hung.out";
+  const pid_t driver = start_pretrain(
+      {write_endless_recipe(tmp.path(), 2).string(), "--experiments-dir", exp.string(), "trainer.step_timeout_s=3"},
+      out_path);
+  REQUIRE(driver > 0);
+  const fs::path run = exp / "endless2" / "run-1";
+  const std::string needle = "worker --run-dir " + run.string();
+  long rank1 = 0;
+  until(
+      [&] {
+        if (count_lines(read_text(run / "metrics.jsonl")) < 3) return false;
+        for (long pid : pids_with_cmdline(needle))
+          if (environ_value(pid, "OMPI_COMM_WORLD_RANK") == "1") rank1 = pid;
+        return rank1 != 0;
+      },
+      60);
+  if (rank1 == 0) ::kill(driver, SIGKILL);
+  REQUIRE_MESSAGE(rank1 != 0, read_text(out_path));
+  REQUIRE(::kill(static_cast<pid_t>(rank1), SIGSTOP) == 0);
+  const int code = wait_exit(driver, 90);  // -1: still running after 90 s (killed then)
+  const std::string out = read_text(out_path);
+  REQUIRE_MESSAGE(code == 6, out);
+  const RunStatus st = read_status(run.string());
+  CHECK(st.state == "failed");
+  CHECK(st.exit_code == 6);
+  CHECK_MESSAGE(st.message.find("step watchdog") != std::string::npos, st.message);
+  CHECK_MESSAGE(st.message.find("rank 1 stopped responding") != std::string::npos, st.message);
+  CHECK(out.find("step watchdog") != std::string::npos);
+  CHECK_FALSE(process_running(rank1));
+  CHECK(pids_with_cmdline(run.string()).empty());
+}
+
+// Issue 17: trainer.eval_iters counted micro-batches, so the validation loss of the same weights
+// changed with the micro-batch and DP size. Validation now reads trainer.eval_samples samples.
+TEST_CASE("validation reads trainer.eval_samples samples: dp1 and dp2 report the same validation loss") {
+  TempDir tmp;
+  const fs::path exp = tmp.path() / "exp";
+  std::map<int, std::vector<double>> val;  // dp → val_loss per step
+  for (int dp : {1, 2}) {
+    CAPTURE(dp);
+    const std::string name = "val" + std::to_string(dp);
+    const fs::path recipe = tmp.path() / (name + ".toml");
+    write_text(recipe,
+               "preset = \"gpt_tiny\"\n\n[trainer]\nmax_steps = 3\nmicro_batch_size = 2\nglobal_batch_size = 8\n"
+               "eval_interval = 1\neval_samples = 12\ndevice = \"cpu\"\n\n[data]\nkind = \"mock\"\n"
+               "\n[parallelism]\ndp = " +
+                   std::to_string(dp) + "\n\n[executor]\ncpu_ranks = " + std::to_string(dp) +
+                   "\n\n[experiment]\nname = \"" + name + "\"\n");
+    auto r = run_binary("pretrain " + recipe.string() + " --experiments-dir " + exp.string());
+    REQUIRE_MESSAGE(r.code == 0, r.out);
+    std::ifstream in(exp / name / "run-1" / "metrics.jsonl");
+    for (std::string line; std::getline(in, line);)
+      if (!line.empty()) val[dp].push_back(nlohmann::json::parse(line).at("val_loss").get<double>());
+    // The device the run resolved, for `runs status` (trainer.device may be "auto").
+    const auto host = nlohmann::json::parse(read_text(exp / name / "run-1" / "host.json"));
+    CHECK(host.at("device").at("kind") == "cpu");
+    CHECK(host.at("device").at("ranks") == dp);
+  }
+  REQUIRE(val[1].size() == 3);
+  REQUIRE(val[2].size() == 3);
+  for (size_t i = 0; i < 3; ++i) CHECK(val[2][i] == doctest::Approx(val[1][i]).epsilon(1e-5));
+
+  auto list = run_binary("runs list --experiments-dir " + exp.string());
+  CHECK(list.out.find("VAL LOSS") != std::string::npos);
+  char last[16];
+  std::snprintf(last, sizeof last, "%.4f", val[1][2]);
+  CHECK_MESSAGE(list.out.find(last) != std::string::npos, list.out);
+
+  // `recipe eval` of each run's newest checkpoint (step 3, saved at the end), as one process:
+  // the loss the run logged after step 3.
+  for (int dp : {1, 2}) {
+    CAPTURE(dp);
+    auto ev = run_binary("eval " + (exp / ("val" + std::to_string(dp)) / "run-1").string() + " --device cpu");
+    REQUIRE_MESSAGE(ev.code == 0, ev.out);
+    const auto at = ev.out.find("val_loss ");
+    REQUIRE_MESSAGE(at != std::string::npos, ev.out);
+    CHECK(std::stod(ev.out.substr(at + 9)) == doctest::Approx(val[dp][2]).epsilon(1e-5));
+  }
+
+  // 12 samples are not whole micro-batches of 2 × dp 4: refused before anything runs.
+  auto bad = run_binary("validate " + (tmp.path() / "val2.toml").string() + " parallelism.dp=4 executor.cpu_ranks=4");
+  CHECK(bad.code == 1);
+  CHECK_MESSAGE(bad.out.find("trainer.eval_samples=12 is not a multiple of") != std::string::npos, bad.out);
 }
 
 TEST_SUITE_END();

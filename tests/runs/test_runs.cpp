@@ -83,6 +83,41 @@ TEST_CASE("list, resolve and summarize runs") {
   CHECK(missing.err.find("no run 'nope/run-1'") != std::string::npos);
 }
 
+// Issue 17: `runs list` had no validation-loss column; the device a run resolved (trainer.device
+// may stay "auto" in resolved.toml) is recorded in host.json and shown by `runs status`/`show`.
+TEST_CASE("runs list shows the last validation loss; runs status and show the device from host.json") {
+  TempDir tmp;
+  auto exp = tmp.path() / "experiments";
+  auto dir = make_run(exp, "val", "run-1", plan_toml(1e-3), 3, 3.0);
+  write_text(dir / "metrics.jsonl", read_text(dir / "metrics.jsonl") +
+                                        "{\"step\":4,\"loss\":2.5,\"lr\":0.001,\"grad_norm\":1.0,"
+                                        "\"consumed_samples\":32,\"val_loss\":2.7182}\n");
+  write_text(dir / "host.json",
+             "{\"hostname\": \"h\", \"device\": {\"kind\": \"cuda\", \"gpu\": \"NVIDIA H100 80GB HBM3\", "
+             "\"ranks\": 8}}\n");
+  make_run(exp, "val", "run-2", plan_toml(1e-3), 3, 3.0);  // no validation, no host.json
+
+  auto list = run({"runs", "list", "--experiments-dir", exp.string()});
+  CHECK(list.out.find("VAL LOSS") != std::string::npos);
+  CHECK_MESSAGE(list.out.find("2.5000   2.7182") != std::string::npos, list.out);
+  auto status = run({"runs", "status", "val/run-1", "--experiments-dir", exp.string()});
+  CHECK_MESSAGE(status.out.find("val loss 2.7182, on cuda (NVIDIA H100 80GB HBM3), 8 ranks") != std::string::npos,
+                status.out);
+  auto show = run({"runs", "show", "val/run-1", "--experiments-dir", exp.string()});
+  CHECK_MESSAGE(show.out.find("device:   cuda (NVIDIA H100 80GB HBM3), 8 ranks") != std::string::npos, show.out);
+  auto older = run({"runs", "status", "val/run-2", "--experiments-dir", exp.string()});
+  CHECK(older.out.find(" on ") == std::string::npos);
+
+  // runs plot draws the validation loss dashed in the loss panel, with a legend key.
+  const auto svg = tmp.path() / "val.svg";
+  auto plot = run({"runs", "plot", "val/run-1", "val/run-2", "-o", svg.string(), "--experiments-dir", exp.string()});
+  REQUIRE_MESSAGE(plot.code == 0, plot.err);
+  const std::string text = read_text(svg);
+  CHECK(count(text, "<polyline class=\"series validation\" data-series=\"0\"") == 1);  // run-1's curve
+  CHECK(count(text, "stroke-dasharray") == 2);                                         // and the legend key
+  CHECK(text.find(">validation loss<") != std::string::npos);
+}
+
 TEST_CASE("runs diff of two runs differing in one override shows exactly that key") {
   TempDir tmp;
   auto exp = tmp.path() / "experiments";

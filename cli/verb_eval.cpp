@@ -1,0 +1,150 @@
+// `recipe eval <checkpoint | run dir> [key=value ...]`: the validation loss of a checkpoint on its
+// plan's validation split, as training reports it (core::Trainer::evaluate: the mean loss over the
+// first trainer.eval_samples sequences). It runs as one process on the chosen device, whatever
+// layout the checkpoint was saved with (loading reshards); the samples do not depend on the layout,
+// so the result equals the run's logged val_loss to rounding. Overrides change the plan before it
+// is resolved: another dataset (data.path=..., data.split=...) or trainer.eval_samples=N.
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+
+#include "cli/verbs.hpp"
+#include "core/parallel/parallel_bootstrap.hpp"
+#include "core/train/checkpointing.hpp"
+#include "core/train/trainer.hpp"
+#include "plan/exit_codes.hpp"
+
+namespace fs = std::filesystem;
+
+namespace recipe::cli {
+
+namespace {
+
+// The checkpoint's plan.toml as one local process that validates (TP, PP and DP of 1; validation
+// on), with the user's overrides last; nullopt after printing why. Violations of keys evaluation
+// does not read (the executor's cluster, checkpoint.load of the run) are left out.
+std::optional<plan::Plan> eval_plan(const std::string& dir, const EvalArgs& a, std::ostream& err) {
+  const fs::path plan_toml = fs::path(dir) / "plan.toml";
+  if (!fs::exists(plan_toml) || fs::file_size(plan_toml) == 0) {
+    err << "error: " << plan_toml.string() << " is missing, so the model and its data are unknown (a checkpoint "
+        << "written by `recipe pretrain`/`finetune` has it)\n";
+    return std::nullopt;
+  }
+  std::vector<std::string> overrides = {"parallelism.tp=1",
+                                        "parallelism.pp=1",
+                                        "parallelism.dp=1",
+                                        "parallelism.zero1=false",
+                                        "parallelism.layers_per_stage=[]",
+                                        "executor.kind=local",
+                                        "executor.nodes=1",
+                                        "executor.cpu_ranks=1",
+                                        "executor.gpus_per_node=1"};
+  if (a.device != "auto") overrides.push_back("trainer.device=" + a.device);
+  overrides.insert(overrides.end(), a.overrides.begin(), a.overrides.end());
+  dsl::ResolveResult resolved;
+  try {
+    dsl::ConfigTree tree = dsl::load_recipe(plan_toml.string());
+    dsl::apply_overrides(tree, overrides);
+    // Validation on, unless an override turned it off (then refused below).
+    if (!std::any_of(a.overrides.begin(), a.overrides.end(),
+                     [](const std::string& o) { return o.rfind("trainer.eval_interval=", 0) == 0; }))
+      dsl::apply_overrides(tree, {"trainer.eval_interval=1"});
+    dsl::ExecutorFacts facts;
+    facts.planning = true;
+    resolved = dsl::resolve(tree, facts);
+  } catch (const std::exception& e) {
+    err << "error: " << plan_toml.string() << ": " << e.what() << "\n";
+    return std::nullopt;
+  }
+  std::vector<dsl::Violation> relevant;
+  for (const dsl::Violation& v : resolved.violations)
+    if (v.path.rfind("executor.", 0) != 0 && v.path.rfind("checkpoint.", 0) != 0) relevant.push_back(v);
+  if (!relevant.empty()) {
+    err << dsl::format_violations(relevant);
+    return std::nullopt;
+  }
+  if (resolved.plan.trainer.eval_interval <= 0) {
+    err << "error: trainer.eval_interval=" << resolved.plan.trainer.eval_interval
+        << ": evaluation needs validation on\n  fix: leave trainer.eval_interval out of the overrides\n";
+    return std::nullopt;
+  }
+  return resolved.plan;
+}
+
+}  // namespace
+
+CLI::App* add_eval_verb(CLI::App& app, EvalArgs& a) {
+  a.cmd = app.add_subcommand("eval", "Validation loss of a checkpoint on its plan's validation split");
+  a.cmd->add_option("checkpoint", a.path, "A checkpoint step-<N>/, a checkpoints directory or a run directory")
+      ->required();
+  a.cmd->add_option("overrides", a.overrides,
+                    "key=value on the checkpoint's plan, e.g. trainer.eval_samples=256 or data.path=data/other");
+  a.cmd->add_option("--device", a.device, "auto (a GPU when one is usable), cpu or cuda")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  a.cmd->footer(kExitCodeHelp);
+  return a.cmd;
+}
+
+int run_eval(const EvalArgs& a, std::ostream& out, std::ostream& err) {
+  if (auto bad = std::find_if(a.overrides.begin(), a.overrides.end(),
+                              [](const std::string& o) { return o.find('=') == std::string::npos; });
+      bad != a.overrides.end()) {
+    err << "error: unexpected argument '" << *bad << "': after the checkpoint, only key=value overrides are accepted\n";
+    return kExitUsage;
+  }
+  int code = kExitOk;
+  std::string dir;
+  try {
+    dir = resolve_checkpoint(a.path, err, code);
+  } catch (const std::exception& e) {
+    err << "error: " << e.what() << "\n";
+    return kExitRuntime;
+  }
+  if (dir.empty()) return code;
+  const auto plan = eval_plan(dir, a, err);
+  if (!plan) return kExitInvalidRecipe;
+
+  const bool gpu = kernels::built_with_cuda() && kernels::query_gpus().count > 0;
+  if (a.device == "cuda" && !gpu) {
+    err << "error: --device cuda but "
+        << (kernels::built_with_cuda() ? "no CUDA GPU is visible on this host" : "this binary was built without CUDA")
+        << "\n  fix: --device cpu, or --device auto to use a GPU only when one is found\n";
+    return kExitEnvironment;
+  }
+  const kernels::Device device =
+      plan->trainer.device == plan::Device::cpu || !gpu ? kernels::Device::cpu : kernels::Device::cuda;
+  kernels::BackendOptions bo;
+  bo.deterministic = plan->trainer.deterministic;
+  bo.cpu_threads = plan->trainer.cpu_threads;
+  bo.workspace_bytes = size_t(plan->kernels.workspace_bytes);
+  bo.attention_fallback = plan->kernels.attention == plan::Attention::fallback;
+  double loss = 0;
+  int64_t step = 0;
+  try {
+    std::unique_ptr<kernels::Backend> backend = kernels::make_backend(device, bo);
+    std::unique_ptr<core::ParallelState> parallel = core::bootstrap_parallel(core::parallel_sizes(*plan), *backend);
+    core::Trainer trainer(*plan, *backend, parallel.get());
+    for (const std::string& line : backend->take_notices()) err << line << "\n";
+    if (!trainer.has_validation()) {
+      err << "error: the plan's data has no validation split (data.split=\"" << plan->data.split << "\")\n"
+          << "  fix: give validation a share, e.g. data.split=\"90,10,0\", or name other data with data.path=...\n";
+      return kExitInvalidRecipe;
+    }
+    step = core::load_checkpoint(trainer, dir, core::LoadMode::weights_only).step;
+    loss = trainer.evaluate();
+  } catch (const std::invalid_argument& e) {
+    err << "error: " << e.what() << "\n";
+    return kExitUsage;
+  } catch (const std::exception& e) {
+    err << "error: " << e.what() << "\n";
+    return kExitRuntime;
+  }
+  char text[32];
+  std::snprintf(text, sizeof text, "%.6f", loss);
+  out << "val_loss " << text << "\n";
+  err << "eval: checkpoint " << dir << " (step " << step << "), " << plan->trainer.eval_samples
+      << " samples of the validation split, on " << (device == kernels::Device::cuda ? "cuda" : "cpu") << "\n";
+  return kExitOk;
+}
+
+}  // namespace recipe::cli
