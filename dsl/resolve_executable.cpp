@@ -53,7 +53,6 @@ void check_context_parallel(ResolveContext& ctx) {
 
 void check_executable(ResolveContext& ctx) {
   const plan::Plan& p = ctx.plan();
-  const plan::ParallelismConfig& par = p.parallelism;
   check_context_parallel(ctx);
   // Packing (several conversations per sequence) gives RoPE and attention each token's position in
   // its sample (ModelShape::packed). Learned position embeddings do not take them yet, and on CUDA
