@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# One device call on a host of ≥ 2 GPUs over the whole tree (results in $OUT):
+#   Release build; on GPU 0, in the background: the CUDA op suite, the same suite on the portable
+#   kernels (kernels.portable), and the FP8 / bf16 A/B (bench/llama_bench.sh engine + gpt, label fp8);
+#   on the other GPUs: the NCCL parity tests (every layout, sequence parallel, interleaved 1F1B);
+#   then on all GPUs: the scaling runs (TP with and without sequence parallelism, PP with virtual
+#   stages, DP with ZeRO-1).
+#   OUT=/tmp/out bench/final_gpu_check.sh
+set -uo pipefail
+out=$OUT
+export PATH="$PATH:/usr/local/cuda/bin"
+[[ -d .deps/bundle && ! -f .deps/prefix/.complete ]] && scripts/setup_offline.sh .deps/bundle >"$out/setup.log" 2>&1
+[[ -f .deps/prefix/env.sh ]] && source .deps/prefix/env.sh
+B=/tmp/dev/build
+G=$(nvidia-smi -L | wc -l)
+nvidia-smi -L >"$out/gpus.txt"
+t0=$SECONDS; mkdir -p $B
+cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DRECIPE_CUDA_ARCHITECTURES="90a-real" >$out/cmake.log 2>&1 &&
+  cmake --build $B -j"$(nproc)" --target recipe recipe_tests recipe_train_probe >$out/build.log 2>&1
+echo "build rc=$? in $((SECONDS-t0)) s"; grep -E "error" $out/build.log | head -20
+(
+  export CUDA_VISIBLE_DEVICES=0
+  t0=$SECONDS; timeout 300 $B/tests/recipe_tests -ts="kernels/cuda" >$out/cuda_tests.log 2>&1
+  echo "kernels/cuda exit $? in $((SECONDS-t0)) s"
+  t0=$SECONDS; RECIPE_TEST_PORTABLE_KERNELS=1 timeout 300 $B/tests/recipe_tests -ts="kernels/cuda" >$out/cuda_tests_portable.log 2>&1
+  echo "kernels/cuda portable exit $? in $((SECONDS-t0)) s"
+  for v in bf16 fp8; do
+    lab=""; ov=""; [[ $v == fp8 ]] && lab=fp8 && ov="trainer.precision=fp8"
+    BUILD=$B OUT=$out/ab STEPS=25 BATCHES_1B=4 LABEL=$lab RECIPE_OVERRIDES=$ov bench/llama_bench.sh engine gpt >$out/ab-$v.log 2>&1
+  done
+) >$out/gpu0.log 2>&1 &
+g0=$!
+others=$(seq -s, 1 $((G-1)))
+t0=$SECONDS
+CUDA_VISIBLE_DEVICES=$others timeout 330 $B/tests/recipe_tests -tc="CUDA:*" -ts="core/parallel" >$out/parity.log 2>&1
+echo "CUDA parity (GPUs $others) exit $? in $((SECONDS-t0)) s"
+grep -E "ERROR|test cases|assertions|skipped" $out/parity.log | head -30
+wait $g0; cat $out/gpu0.log; grep -E "ERROR" $out/cuda_tests.log $out/cuda_tests_portable.log | head -20
+grep -hE "test cases|assertions" $out/cuda_tests.log $out/cuda_tests_portable.log
+python3 - "$out/ab/llama_rows.jsonl" <<'PY'
+import json, sys
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    print({k: r.get(k) for k in ("workload", "impl", "micro_batch", "tokens_per_sec", "mfu", "peak_gib", "first_loss", "last_loss", "ok")})
+PY
+L1B="model.num_layers=16 model.hidden_size=2048 model.num_attention_heads=16 model.num_kv_heads=8 model.ffn_hidden_size=5632 model.vocab_size=32000 model.seq_length=1024 trainer.recompute=none"
+run() { # label gpus overrides...
+  local label=$1 n=$2; shift 2
+  [[ $n -gt $G ]] && return
+  $B/bin/recipe pretrain llama3_8b $L1B "$@" --device cuda --gpus-per-node $n --max-steps 25 trainer.log_interval=5 \
+    checkpoint.save_final=false --experiments-dir /tmp/dev/scal --name "$label" >$out/scal-$label.log 2>&1
+  python3 - "/tmp/dev/scal/$label" "$label" "$n" <<'PY'
+import json, sys, glob, os
+d = sorted(glob.glob(os.path.join(sys.argv[1], "run-*")))
+t = [json.loads(l) for l in open(os.path.join(d[-1], "timing.jsonl"))][5:] if d and os.path.exists(os.path.join(d[-1], "timing.jsonl")) else []
+if not t: print(f"| {sys.argv[2]} | {sys.argv[3]} | failed |"); sys.exit()
+tps = sum(x["tokens_per_sec"] for x in t) / len(t)
+print(f"| {sys.argv[2]} | {sys.argv[3]} | {tps:,.0f} | {tps/int(sys.argv[3]):,.0f} | {sum(x['step_ms'] for x in t)/len(t):.1f} | {max(x['peak_memory_bytes'] for x in t)/2**30:.2f} |")
+PY
+}
+echo "| run | GPUs | tok/s | tok/s per GPU | step ms | peak GiB |"
+run tp1 1 trainer.micro_batch_size=2 trainer.global_batch_size=16
+run tp2 2 parallelism.tp=2 trainer.micro_batch_size=2 trainer.global_batch_size=16
+run tp2-sp 2 parallelism.tp=2 parallelism.sequence_parallel=true trainer.micro_batch_size=2 trainer.global_batch_size=16
+run tp4 4 parallelism.tp=4 trainer.micro_batch_size=2 trainer.global_batch_size=16
+run tp4-sp 4 parallelism.tp=4 parallelism.sequence_parallel=true trainer.micro_batch_size=2 trainer.global_batch_size=16
+run pp4 4 parallelism.tp=1 parallelism.pp=4 trainer.micro_batch_size=2 trainer.global_batch_size=16
+run pp4-v2 4 parallelism.tp=1 parallelism.pp=4 parallelism.virtual_pp=2 trainer.micro_batch_size=2 trainer.global_batch_size=16
+run pp4-v4 4 parallelism.tp=1 parallelism.pp=4 parallelism.virtual_pp=4 trainer.micro_batch_size=2 trainer.global_batch_size=16
