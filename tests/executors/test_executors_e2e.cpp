@@ -308,6 +308,7 @@ pid_t start_pretrain(const std::vector<std::string>& args, const fs::path& out_p
     std::vector<std::string> all = {"recipe", "pretrain"};
     all.insert(all.end(), args.begin(), args.end());
     std::vector<char*> argv;
+    argv.reserve(all.size() + 1);
     for (auto& a : all) argv.push_back(a.data());
     argv.push_back(nullptr);
     ::execv(recipe_binary().c_str(), argv.data());
