@@ -54,6 +54,14 @@ void check_context_parallel(ResolveContext& ctx) {
 void check_executable(ResolveContext& ctx) {
   const plan::Plan& p = ctx.plan();
   check_context_parallel(ctx);
+  // Sequence parallelism and interleaved stages were each proven against one process, not together.
+  if (p.parallelism.sequence_parallel && p.parallelism.virtual_pp > 1 &&
+      !ctx.bad_paths.count("parallelism.virtual_pp"))
+    ctx.violation("parallelism.virtual_pp",
+                  "parallelism.virtual_pp=" + std::to_string(p.parallelism.virtual_pp) +
+                      " with parallelism.sequence_parallel=true: the two together are not implemented in this "
+                      "version; available: either one alone",
+                  "set parallelism.virtual_pp=1 or parallelism.sequence_parallel=false");
   // Packing (several conversations per sequence) gives RoPE and attention each token's position in
   // its sample (ModelShape::packed). Learned position embeddings do not take them yet, and on CUDA
   // packed attention runs the own kernels (head_dim <= 128), not cuDNN.

@@ -35,6 +35,9 @@ inline void fill_derived(plan::Plan& p) {
   if (t.global_batch_size == 0) t.global_batch_size = t.micro_batch_size * par.dp;
   t.num_micro_batches = t.global_batch_size / (t.micro_batch_size * par.dp);
   t.tokens_per_step = int64_t(t.global_batch_size) * m.seq_length;
+  // As dsl/resolve_derive.cpp: validation reads eval_iters global batches unless eval_samples says.
+  if (t.eval_samples == 0) t.eval_samples = t.eval_iters * t.global_batch_size;
+  t.eval_micro_batches = static_cast<int>(t.eval_samples / (int64_t(t.micro_batch_size) * par.dp));
   if (p.schedule.decay_steps == 0) p.schedule.decay_steps = t.max_steps;
   auto& d = p.data;  // data.path is a blend of one; weights sum to 1
   if (d.blend.empty() && !d.path.empty()) d.blend = {{1.0, d.path}};

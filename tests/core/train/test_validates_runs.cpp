@@ -133,6 +133,10 @@ TEST_CASE("the walk covers every enum key: the field table lists exactly the spe
       {"executor.kind", plan::enum_names<plan::ExecutorKind>()},
       {"kernels.attention", plan::enum_names<plan::Attention>()},
       {"kernels.bias_grad", plan::enum_names<plan::BiasGrad>()},
+      {"fp8.scaling", plan::enum_names<plan::Fp8Scaling>()},
+      {"fp8.forward_format", plan::enum_names<plan::Fp8Format>()},
+      {"fp8.backward_format", plan::enum_names<plan::Fp8Format>()},
+      {"fp8.amax_compute", plan::enum_names<plan::Fp8AmaxCompute>()},
   };
   int enum_fields = 0;
   for (const auto& f : recipe::dsl::plan_fields()) enum_fields += f.allowed.empty() ? 0 : 1;
@@ -232,7 +236,7 @@ TEST_CASE("context parallelism with sequence parallelism is rejected, with the k
     const char* needle;
   } cases[] = {
       {R"({"parallelism": {"tp": 2, "cp": 2, "sequence_parallel": true}, "executor": {"cpu_ranks": 4}})",
-       "parallelism.sequence_parallel", "cp=1"},
+       "parallelism.sequence_parallel", "cp=2"},
   };
   for (const auto& c : cases) {
     CAPTURE(c.patch);
