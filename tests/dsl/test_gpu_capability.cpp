@@ -30,13 +30,17 @@ TEST_CASE("dsl_resolve: a detected GPU below compute capability 8.0 is refused w
 }
 
 TEST_CASE("dsl_resolve: GPUs of compute capability 8.0 and newer pass; an unknown one is not checked") {
-  for (const auto& [name, cc] : std::vector<std::pair<std::string, int>>{{"NVIDIA A100-SXM4-40GB", 80},
-                                                                         {"NVIDIA GeForce RTX 3080 Laptop GPU", 86},
-                                                                         {"NVIDIA H100 80GB HBM3", 90},
-                                                                         {"NVIDIA GB10", 121},
-                                                                         {"a GPU the driver did not describe", 0}}) {
-    CAPTURE(name);
-    const auto r = resolve_json(tiny_gpt(), detected(name, cc));
+  struct Gpu {
+    std::string name;
+    int cc;
+  };
+  for (const Gpu& gpu : std::vector<Gpu>{{"NVIDIA A100-SXM4-40GB", 80},
+                                         {"NVIDIA GeForce RTX 3080 Laptop GPU", 86},
+                                         {"NVIDIA H100 80GB HBM3", 90},
+                                         {"NVIDIA GB10", 121},
+                                         {"a GPU the driver did not describe", 0}}) {
+    CAPTURE(gpu.name);
+    const auto r = resolve_json(tiny_gpt(), detected(gpu.name, gpu.cc));
     CHECK_MESSAGE(r.ok(), report(r));
     CHECK(r.plan.trainer.device == recipe::plan::Device::cuda);
   }

@@ -2,6 +2,8 @@
 // samples with per-sample positions, and RoPE at those positions),
 // embeddings (deterministic backward), cross-entropy, AdamW, sum_squares, memory ops.
 #include <algorithm>
+#include <bit>
+#include <cstdint>
 #include <cstdlib>
 
 #include "tests/kernels/cuda/cuda_test_util.hpp"
@@ -226,8 +228,8 @@ TEST_CASE("cuda embedding forward/backward, sharded vocab, deterministic dwte" *
   const int64_t N = int64_t(B) * T;
   Rng r(21);
   auto tokens = make_dual(Kind::i32, {N}, r.uniform_int(N, 0, V - 1));  // many repeats, some out of shard
-  auto wte = make_dual(Kind::act, {rows, C}, r.normal(rows * C));
-  auto wpe = make_dual(Kind::act, {T, C}, r.normal(T * C));
+  auto wte = make_dual(Kind::act, {rows, C}, r.normal(size_t(rows) * C));
+  auto wpe = make_dual(Kind::act, {T, C}, r.normal(size_t(T) * C));
   auto out = make_dual(Kind::act, {N, C}, std::vector<float>(N * C, 4.f));
   cpu_backend().embedding_fwd(
       {.out = out.c, .tokens = tokens.c, .wte = wte.c, .wpe = wpe.c, .T = T, .vocab_start = vocab_start});
@@ -236,7 +238,7 @@ TEST_CASE("cuda embedding forward/backward, sharded vocab, deterministic dwte" *
   CHECK_CLOSE(out, kBf16Tol);
 
   auto dout = make_dual(Kind::act, {N, C}, r.normal(N * C));
-  std::vector<float> dwte0 = r.normal(rows * C), dwpe0 = r.normal(T * C);
+  std::vector<float> dwte0 = r.normal(size_t(rows) * C), dwpe0 = r.normal(size_t(T) * C);
   auto dwte = make_dual(Kind::f32, {rows, C}, dwte0);
   auto dwpe = make_dual(Kind::f32, {T, C}, dwpe0);
   cpu_backend().embedding_bwd(
@@ -318,7 +320,7 @@ TEST_CASE("cuda sum_squares matches the CPU and is bitwise repeatable" * doctest
     CHECK(std::abs(g - c) <= 1e-9 * std::abs(c));
     for (int rep = 0; rep < 3; ++rep) {
       double g2 = gpu_backend().sum_squares(x.g);
-      CHECK(std::memcmp(&g, &g2, sizeof g) == 0);
+      CHECK(std::bit_cast<uint64_t>(g) == std::bit_cast<uint64_t>(g2));  // the same bits
     }
   }
 }
