@@ -84,7 +84,9 @@ StepWatchdog::~StepWatchdog() {
 void StepWatchdog::mark() {
   marked_at_.store(steady_seconds());
   marked_wall_.store(wall_seconds());
-  marks_.fetch_add(1);
+  // The first mark writes this rank's file at once: the poll thread writes it only every
+  // poll_seconds_, and a rank stopped before its first poll must still be found by its peers.
+  if (marks_.fetch_add(1) == 0) write_progress(marked_wall_.load(), 0);
 }
 
 void StepWatchdog::enter(int step, const char* phase) {
@@ -100,10 +102,10 @@ void StepWatchdog::step_done(double seconds) {
   limit_.store(std::max(limit_.load(), 10 * seconds));
 }
 
-void StepWatchdog::write_progress(double now_wall) const {
+void StepWatchdog::write_progress(double now_wall, int writer) const {
   if (dir_.empty()) return;
   const auto path = std::filesystem::path(dir_) / ("rank-" + std::to_string(rank_));
-  const auto tmp = path.string() + ".tmp";
+  const auto tmp = path.string() + ".tmp" + std::to_string(writer);
   {
     std::ofstream out(tmp, std::ios::trunc);
     char buf[96];
@@ -126,7 +128,10 @@ std::string StepWatchdog::report(double stalled_seconds, double now_wall) const 
   for (int r = 0; r < world_ && !dir_.empty(); ++r) {
     if (r == rank_) continue;
     const auto p = read_rank_file(std::filesystem::path(dir_) / ("rank-" + std::to_string(r)));
-    if (!p) continue;
+    if (!p) {  // no file: the rank never reached its first training mark
+      silent += "; rank " + std::to_string(r) + " never reported progress (not started, stopped, frozen or dead)";
+      continue;
+    }
     std::ostringstream line;
     line << "; rank " << r;
     if (now_wall - p->alive_wall > silent_after)

@@ -68,7 +68,9 @@ class StepWatchdog {
  private:
   void mark();
   void loop();
-  void write_progress(double now_wall) const;
+  // `writer`: a distinct temporary-file suffix per writing thread (0 training, 1 poll), so two
+  // threads never write one temporary file; the rename makes each version whole.
+  void write_progress(double now_wall, int writer = 1) const;
   std::string report(double stalled_seconds, double now_wall) const;
 
   const double floor_;
