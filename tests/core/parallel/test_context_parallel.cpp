@@ -12,36 +12,20 @@
 #include <vector>
 
 #include "tests/core/parallel/mpi_test_util.hpp"
+#include "tests/core/parallel/probe_run.hpp"
 #include "tests/core/parallel/trained_result.hpp"
 
 TEST_SUITE_BEGIN("core/parallel");
 
-using recipe::testing::MpiRun;
-using recipe::testing::read_result;
 using recipe::testing::rel_l2;
-using recipe::testing::run_mpi;
 using recipe::testing::TempOut;
-using recipe::testing::tool_path;
 using recipe::testing::Trained;
 
 namespace {
 
 Trained train_cp(const std::string& recipe, int world, const std::vector<std::string>& layout, const std::string& tag) {
   TempOut out(tag);
-  std::vector<std::string> argv = {tool_path("train_probe"),
-                                   recipe,
-                                   out.path.string(),
-                                   "trainer.max_steps=20",
-                                   "trainer.micro_batch_size=2",
-                                   "trainer.global_batch_size=8",
-                                   "optimizer.weight_decay=0.1",
-                                   "optimizer.clip_grad=1.0",
-                                   "executor.cpu_ranks=" + std::to_string(world)};
-  argv.insert(argv.end(), layout.begin(), layout.end());
-  MpiRun r = run_mpi(world, argv, {}, 180);
-  INFO("mpirun output:\n" << r.output);
-  REQUIRE(r.exit_code == 0);
-  return read_result(out.path, world);
+  return recipe::testing::run_train_probe(recipe, world, out.path, layout);
 }
 
 void check_same_training(const Trained& serial, const Trained& par, const std::string& what) {

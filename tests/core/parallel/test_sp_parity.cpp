@@ -19,17 +19,14 @@
 #include "core/data/prepare.hpp"
 #include "kernels/ops.hpp"
 #include "tests/core/parallel/mpi_test_util.hpp"
+#include "tests/core/parallel/probe_run.hpp"
 #include "tests/core/parallel/trained_result.hpp"
 
 TEST_SUITE_BEGIN("core/parallel");
 
 namespace fs = std::filesystem;
-using recipe::testing::MpiRun;
-using recipe::testing::read_result;
 using recipe::testing::rel_l2;
-using recipe::testing::run_mpi;
 using recipe::testing::TempOut;
-using recipe::testing::tool_path;
 using recipe::testing::Trained;
 
 namespace {
@@ -45,22 +42,7 @@ std::vector<std::string> with(std::vector<std::string> a, const std::vector<std:
 // first `stop_after` of them, optionally resumed from `load` and saved into `save`.
 Trained probe(const std::string& recipe, int world, const std::vector<std::string>& overrides, const fs::path& out,
               const std::vector<std::string>& probe_args = {}) {
-  fs::create_directories(out);
-  std::vector<std::string> argv = {tool_path("train_probe"),
-                                   recipe,
-                                   out.string(),
-                                   "trainer.max_steps=20",
-                                   "trainer.micro_batch_size=2",
-                                   "trainer.global_batch_size=8",
-                                   "optimizer.weight_decay=0.1",
-                                   "optimizer.clip_grad=1.0",
-                                   "executor.cpu_ranks=" + std::to_string(world)};
-  argv.insert(argv.end(), overrides.begin(), overrides.end());
-  argv.insert(argv.end(), probe_args.begin(), probe_args.end());
-  MpiRun r = run_mpi(world, argv, {}, 180);
-  INFO("mpirun output:\n" << r.output);
-  REQUIRE(r.exit_code == 0);
-  return read_result(out, world);
+  return recipe::testing::run_train_probe(recipe, world, out, with(overrides, probe_args));
 }
 
 // par ran steps [from, 20) of serial's 20.

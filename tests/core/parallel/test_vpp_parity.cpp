@@ -15,17 +15,14 @@
 
 #include "kernels/ops.hpp"
 #include "tests/core/parallel/mpi_test_util.hpp"
+#include "tests/core/parallel/probe_run.hpp"
 #include "tests/core/parallel/trained_result.hpp"
 
 TEST_SUITE_BEGIN("core/parallel");
 
 namespace fs = std::filesystem;
-using recipe::testing::MpiRun;
-using recipe::testing::read_result;
 using recipe::testing::rel_l2;
-using recipe::testing::run_mpi;
 using recipe::testing::TempOut;
-using recipe::testing::tool_path;
 using recipe::testing::Trained;
 
 namespace {
@@ -41,26 +38,13 @@ struct Layout {
 Trained probe(const std::string& recipe, const Layout& l, const fs::path& out,
               const std::vector<std::string>& extra = {}, const std::string& load = "", int stop_after = -1,
               const std::string& save = "") {
-  fs::create_directories(out);
-  std::vector<std::string> argv = {tool_path("train_probe"),
-                                   recipe,
-                                   out.string(),
-                                   "trainer.max_steps=20",
-                                   "trainer.micro_batch_size=2",
-                                   "trainer.global_batch_size=8",
-                                   "optimizer.weight_decay=0.1",
-                                   "optimizer.clip_grad=1.0",
-                                   "model.num_layers=4",
-                                   "executor.cpu_ranks=" + std::to_string(l.world)};
-  if (!load.empty()) argv.insert(argv.end(), {"--load", load});
-  if (stop_after >= 0) argv.insert(argv.end(), {"--stop-after", std::to_string(stop_after)});
-  if (!save.empty()) argv.insert(argv.end(), {"--save", save});
-  argv.insert(argv.end(), l.overrides.begin(), l.overrides.end());
-  argv.insert(argv.end(), extra.begin(), extra.end());
-  MpiRun r = run_mpi(l.world, argv, {}, 180);
-  INFO(l.name << " mpirun output:\n" << r.output);
-  REQUIRE(r.exit_code == 0);
-  return read_result(out, l.world);
+  std::vector<std::string> args = {"model.num_layers=4"};
+  if (!load.empty()) args.insert(args.end(), {"--load", load});
+  if (stop_after >= 0) args.insert(args.end(), {"--stop-after", std::to_string(stop_after)});
+  if (!save.empty()) args.insert(args.end(), {"--save", save});
+  args.insert(args.end(), l.overrides.begin(), l.overrides.end());
+  args.insert(args.end(), extra.begin(), extra.end());
+  return recipe::testing::run_train_probe(recipe, l.world, out, args, l.name);
 }
 
 // Worst relative difference of the losses `got` against `ref` from ref's step `offset` on.
