@@ -42,7 +42,9 @@ void check_same_training(const Trained& serial, const Trained& par, const std::s
   REQUIRE(par.params.size() == serial.params.size());
   double worst = 0;
   std::string worst_name;
-  for (const auto& [name, ref] : serial.params) {
+  for (const auto& named : serial.params) {
+    const std::string& name = named.first;
+    const auto& ref = named.second;
     auto it = par.params.find(name);
     REQUIRE_MESSAGE(it != par.params.end(), name);
     REQUIRE(it->second.size() == ref.size());

@@ -59,7 +59,9 @@ void check_params(const Trained& got, const Trained& ref, double tol) {
   REQUIRE(got.params.size() == ref.params.size());
   double worst = 0;
   std::string worst_name;
-  for (const auto& [name, values] : ref.params) {
+  for (const auto& named : ref.params) {
+    const std::string& name = named.first;
+    const auto& values = named.second;
     // The key bias: an exact zero gradient, so rounding noise only (see test_training_parity.cpp).
     if (name.find("attention.k.bias") != std::string::npos) continue;
     auto it = got.params.find(name);
