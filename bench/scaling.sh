@@ -2,10 +2,12 @@
 # Multi-GPU scaling benchmark (issue #5), one host:
 #   gpt3_345m at DP1 → DP2 → DP4 (weak scaling: micro-batch 8 per GPU), efficiency per GPU;
 #   a ~1B Llama-style model (16 layers, d 2048, 16 heads / 8 KV heads, FFN 5632, vocab 32000,
-#   seq 1024) alone at TP1/TP2/TP4 and PP1/PP2/PP4 (global batch 16, micro-batch 2), tok/s per GPU.
+#   seq 1024) alone at TP1/TP2/TP4 and PP1/PP2/PP4 (global batch 16, micro-batch 2), tok/s per GPU;
+#   set tpsp: TP2/TP4 with sequence parallelism, set tpov: the same with parallelism.tp_comm_overlap
+#   (their efficiency is against the TP1 run of set tp, so run SETS="tp tpsp tpov" to compare).
 # Every run is `recipe pretrain ... --gpus-per-node N` through the local executor (mpirun + NCCL).
 # Env: RECIPE (binary, default build/bin/recipe), OUT_DIR (default bench/results), STEPS (default 30),
-# GPUS (max GPUs to use, default: all visible), SETS (which groups to run, default "dp tp pp"),
+# GPUS (max GPUs to use, default: all visible), SETS (which groups to run, default "dp tp pp"; also tpsp, tpov),
 # MIN_GPUS (skip runs on fewer GPUs, default 1), EXTRA (overrides appended to every run, e.g. "kernels.host_clip=true" for an A/B).
 # Writes $OUT_DIR/scaling.jsonl (one line per run) and $OUT_DIR/scaling.md.
 set -uo pipefail
@@ -58,6 +60,14 @@ for set in $SETS; do
         done ;;
     tp) for t in 1 2 4; do
           run "llama-1B TP$t" "$t" llama3_8b "${LLAMA_1B[@]}" parallelism.tp=$t trainer.micro_batch_size=2 trainer.global_batch_size=16
+        done ;;
+    tpsp) for t in 2 4; do
+          run "llama-1B TP$t+SP" "$t" llama3_8b "${LLAMA_1B[@]}" parallelism.tp=$t parallelism.sequence_parallel=true \
+              trainer.micro_batch_size=2 trainer.global_batch_size=16
+        done ;;
+    tpov) for t in 2 4; do
+          run "llama-1B TP$t+SP+overlap" "$t" llama3_8b "${LLAMA_1B[@]}" parallelism.tp=$t parallelism.sequence_parallel=true \
+              parallelism.tp_comm_overlap=true trainer.micro_batch_size=2 trainer.global_batch_size=16
         done ;;
     pp) for p in 2 4; do
           run "llama-1B PP$p" "$p" llama3_8b "${LLAMA_1B[@]}" parallelism.tp=1 parallelism.pp=$p trainer.micro_batch_size=2 trainer.global_batch_size=16

@@ -438,6 +438,11 @@ std::vector<FieldInfo> build_fields() {
                     "Megatron sequence parallelism: the residual stream, norms and stage tensors hold N/tp token rows "
                     "per TP rank (all-gather / reduce-scatter replace TP's all-reduces; less activation memory); needs "
                     "tp > 1 and micro_batch_size × seq_length divisible by tp"));
+  f.push_back(field(pa, "tp_comm_overlap", &P::parallelism, &Par::tp_comm_overlap,
+                    "overlap tensor parallelism's communication with the linears' GEMMs (Megatron/Transformer "
+                    "Engine's TP comm overlap, torchtitan's async TP): each sequence-parallel all-gather and "
+                    "reduce-scatter becomes a ring of tp row-block exchanges on the comm stream, pipelined with the "
+                    "GEMM of the block at hand; needs sequence_parallel=true; not with LoRA or FP8 in this version"));
   f.push_back(field(pa, "zero1", &P::parallelism, &Par::zero1, "shard the Adam state over DP ranks"));
   f.push_back(field(pa, "layers_per_stage", &P::parallelism, &Par::layers_per_stage,
                     "explicit pipeline split, one entry per stage (per model chunk in model order with "

@@ -328,6 +328,17 @@ void check_relations(ResolveContext& ctx) {
             str(p.trainer.micro_batch_size) + " × " + str(m.seq_length) + " = " + std::to_string(sp_rows) +
             " token rows over parallelism.tp=" + str(tp) + " ranks, which does not divide them",
         "make micro_batch_size × seq_length a multiple of tp=" + str(tp) + ", or set sequence_parallel=false");
+  // The communication overlap pipelines sequence parallelism's all-gathers / reduce-scatters, which
+  // split into the TP ranks' row blocks; plain TP's all-reduce of a whole output has no row blocks
+  // to pipeline with its GEMM.
+  if (par.tp_comm_overlap && !par.sequence_parallel)
+    ctx.violation("parallelism.tp_comm_overlap",
+                  "parallelism.tp_comm_overlap=true needs parallelism.sequence_parallel=true (it overlaps sequence "
+                  "parallelism's all-gathers and reduce-scatters with the GEMMs, one TP rank's token rows at a time; "
+                  "tensor parallelism without it all-reduces whole outputs), got sequence_parallel=false with tp=" +
+                      str(tp),
+                  tp > 1 ? "set parallelism.sequence_parallel=true, or tp_comm_overlap=false"
+                         : "set parallelism.tp ≥ 2 and sequence_parallel=true, or tp_comm_overlap=false");
 
   // Context parallelism: each rank holds two mirrored chunks of the sequence (load balance with causal masking).
   if (par.cp > 1 && m.seq_length % (2 * par.cp) != 0)

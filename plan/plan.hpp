@@ -138,6 +138,9 @@ struct ParallelismConfig {
   int cp = 1;
   int dp = 0;  // 0 = world / (tp·pp·cp)
   bool sequence_parallel = false;
+  // Pipeline the sequence-parallel all-gathers / reduce-scatters with the linears' GEMMs, one TP
+  // rank's row block at a time (core/model/linear.hpp); needs sequence_parallel.
+  bool tp_comm_overlap = false;
   bool zero1 = false;                 // distributed optimizer (shard Adam state over DP)
   std::vector<int> layers_per_stage;  // explicit PP split (pp·virtual_pp entries); empty = even split
   double grad_bucket_mb = 128.0;      // DP gradient bucket size (f32 MiB); 0 = one per layer

@@ -144,12 +144,14 @@ void Linear::adapter_bwd(Tensor dx, Tensor dy, Tensor x) const {
 // ---- sequence parallelism (linear.hpp): whole rows inside, this rank's rows outside ----
 
 void Linear::sp_column_fwd(const LinearFwd& a) const {
+  if (tp_.overlap) return ring_column_fwd(a);
   LinearFwd whole = a;
   whole.inp = tp_.gather_rows(a.inp, tp_.sp->full);
   affine_fwd(whole, w_.b);
 }
 
 void Linear::sp_column_bwd(const LinearBwd& a) const {
+  if (tp_.overlap && a.dinp.defined()) return ring_column_bwd(a);
   // The input is gathered again rather than kept from the forward: the saved per-layer tensor is
   // this rank's rows only.
   LinearBwd whole = a;
@@ -160,6 +162,7 @@ void Linear::sp_column_bwd(const LinearBwd& a) const {
 }
 
 void Linear::sp_row_fwd(const LinearFwd& a) const {
+  if (tp_.overlap) return ring_row_fwd(a);
   const int64_t width = w_.w.dim(0), rows = a.out.numel() / width * tp_.size;
   LinearFwd whole = a;
   whole.out = TpGroup::leading(tp_.sp->full, rows, width);
@@ -168,6 +171,7 @@ void Linear::sp_row_fwd(const LinearFwd& a) const {
 }
 
 void Linear::sp_row_bwd(const LinearBwd& a) const {
+  if (tp_.overlap) return ring_row_bwd(a);
   LinearBwd whole = a;
   whole.dout = tp_.gather_rows(a.dout, tp_.sp->full);
   whole.bias_grad_done = true;  // summed below, over this rank's rows

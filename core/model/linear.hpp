@@ -122,6 +122,28 @@
 // outputs (proj, fc2, down). LoRA needs nothing of its own: the adapter sees the gathered input
 // and the whole-row output gradient, so the TP rules above hold unchanged (its dropout mask is
 // keyed by the whole-row token index).
+//
+// Communication overlap (parallelism.tp_comm_overlap, with sequence parallelism; Megatron's /
+// Transformer Engine's ring-exchange "TP comm overlap", torchtitan's async TP): the collectives
+// above no longer block the compute stream before or after the GEMM; each is split into the t row
+// blocks of the TP ranks and pipelined with the GEMM of the block at hand (linear_overlap.cpp).
+// One ring step (send one block to rank+1, receive one from rank-1, on the comm stream) runs while
+// the GEMM of the block already here runs on the compute stream; the compute stream waits,
+// device-side, for exactly the block it needs next. So t blocks cost t GEMMs of N/t rows and t-1
+// exchanges of N/t rows (the bytes of the collective), and only one block's time is not hidden.
+// - Column-parallel forward (all-gather + GEMM): the own block first, straight from the shard;
+//   output rows land where the whole-row GEMM writes them.
+// - Row-parallel forward (GEMM + reduce-scatter): block b's partial sum travels the ring
+//   b+1 → … → b, each rank adding its partial (the add kernel) before passing it on.
+// - Column-parallel backward: the dinp GEMM per block with the reduce-scatter ring as above, while
+//   the input is regathered (one all_gather_start, not kept from the forward: the gathered input is
+//   the shared buffer, not a per-layer tensor); the weight gradient runs during the last exchange.
+// - Row-parallel backward: dout's blocks arrive around the ring while each held block's dinp
+//   (with its dGELU epilogue and bias-sum) is computed; then the weight gradient on the whole dout.
+// Same math as the blocking path per row, with two differences in rounding: a reduce-scatter sums
+// in ring order (one add per step) and the fused bias-sum of dinp accumulates block by block. The
+// resolver refuses the overlap with LoRA adapters and FP8 (their per-call state, the adapter
+// dropout's first row and FP8's per-tensor amax, would change with the blocks).
 #pragma once
 
 #include <cstdint>
@@ -178,6 +200,9 @@ struct TpGroup {
   int rank = 0, size = 1;
   // Sequence parallelism's buffers; null: sequence parallelism is off.
   const SequenceParallelScratch* sp = nullptr;
+  // parallelism.tp_comm_overlap: the sequence-parallel collectives run as rings pipelined with the
+  // GEMMs (see the top of the file).
+  bool overlap = false;
   // Sums t in place over the group (nothing to do for a group of one).
   void sum(kernels::Tensor t) const;
   bool sequence_parallel() const { return sp != nullptr && size > 1; }
@@ -243,6 +268,11 @@ class Linear {
   void sp_column_bwd(const LinearBwd& a) const;
   void sp_row_fwd(const LinearFwd& a) const;
   void sp_row_bwd(const LinearBwd& a) const;
+  // Their ring forms with communication overlap (linear_overlap.cpp).
+  void ring_column_fwd(const LinearFwd& a) const;
+  void ring_column_bwd(const LinearBwd& a) const;
+  void ring_row_fwd(const LinearFwd& a) const;
+  void ring_row_bwd(const LinearBwd& a) const;
 
   // row_parallel: the input features are split over the TP group (which also decides how the
   // adapter reduces). dropout_key: the stream of this linear's adapter dropout mask.

@@ -229,7 +229,11 @@ Model::Params Model::bind_params(bool grads, const LayerChunk& chunk) const {
 }
 
 void Model::make_linears() {
-  tp_group_ = {.comm = tp_, .rank = tp_rank_, .size = tp_size_, .sp = sp_ ? &sp_scratch_ : nullptr};
+  tp_group_ = {.comm = tp_,
+               .rank = tp_rank_,
+               .size = tp_size_,
+               .sp = sp_ ? &sp_scratch_ : nullptr,
+               .overlap = sp_ && s_.tp_comm_overlap};
   const TpGroup& tp = tp_group_;
   // Each adapter's dropout mask has its own stream, keyed by the seed and the linear's global
   // layer and name (the same on every TP rank, stage and DP rank).

@@ -3,12 +3,19 @@
 // only through it; comm_mpi.* and comm_nccl.* implement it, parallel_state.* owns the instances.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <utility>
 
 #include "kernels/tensor.hpp"
 
 namespace recipe::core {
+
+// The handle of one started operation (Comm::*_start below); id 0: already complete (the blocking
+// defaults), waiting on it does nothing.
+struct CommOp {
+  int64_t id = 0;
+};
 
 // A communicator over one group of ranks. Tensor collectives work in place on f32 or bf16
 // tensors of the trainer's device; scalar collectives are for norms, losses and flags.
@@ -44,6 +51,32 @@ class Comm {
   virtual void all_reduce_sum_start(kernels::Tensor t) { all_reduce_sum(t); }
   virtual void reduce_scatter_sum_start(kernels::Tensor out, kernels::Tensor in) { reduce_scatter_sum(out, in); }
   virtual void wait_all() {}
+
+  // ---- Chunk operations with per-operation waits (tensor-parallel communication overlap,
+  // parallelism.tp_comm_overlap; their user is core/model/linear_overlap.cpp) ----
+  // A *_start here enqueues one operation and returns its handle; wait(op) then orders that one
+  // operation before what follows, without waiting for anything started after it:
+  //   NCCL: device-side only. The operation runs on the communicator's comm stream after the work
+  //         already issued on the compute stream; wait(op) makes the compute stream's later work
+  //         wait on the operation's event (no host synchronization; legal inside CUDA-graph
+  //         capture, where every started operation must be waited before the capture ends).
+  //         Operations of one communicator run in start order, so waiting on one also completes
+  //         every operation started before it.
+  //   MPI:  non-blocking MPI calls; wait(op) completes that request on the host.
+  // The tensors must stay untouched until the wait; wait_all() completes these too. The defaults
+  // run the blocking form at once and return a handle that needs no wait.
+  // all_gather_start: all_gather's contract (ZeRO-1's parameter all-gather uses the same name).
+  virtual CommOp all_gather_start(kernels::Tensor out, kernels::Tensor in) {
+    all_gather(out, in);
+    return {};
+  }
+  // send_recv's contract: the ring steps of the chunked all-gather / reduce-scatter.
+  virtual CommOp send_recv_start(kernels::Tensor send, int dst, kernels::Tensor recv, int src) {
+    send_recv(send, dst, recv, src);
+    return {};
+  }
+  virtual void wait(CommOp /*op*/) {}
+  // ---- end of the chunk operations ----
 };
 
 // The group of one: every collective is the identity.

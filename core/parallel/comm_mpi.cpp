@@ -257,7 +257,10 @@ void MpiComm::wait_all() {
   if (pending_.empty()) return;
   std::vector<MPI_Request> requests;
   requests.reserve(pending_.size());
-  for (auto& p : pending_) requests.push_back(p.request);
+  for (auto& p : pending_) {
+    requests.push_back(p.request);
+    requests.push_back(p.request2);
+  }
   const int rc = MPI_Waitall(int(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
   if (rc != MPI_SUCCESS) {
     // The requests are unusable now; drop them so the destructor does not treat them as live.
@@ -281,37 +284,83 @@ void MpiComm::all_gather(Tensor out, Tensor in) {
     check(MPI_Allgather(in.ptr, n, type, out.ptr, n, type, comm_), "MPI_Allgather");
 }
 
-void MpiComm::send_recv(Tensor send, int dst, Tensor recv, int src) {
+void MpiComm::post_send_recv(Tensor send, int dst, Tensor recv, int src, MPI_Request* requests, const char* op) {
   // One tag for all pipeline traffic: MPI keeps messages between one pair of ranks in order, and
   // program order matches sends with receives.
   constexpr int kTag = 7301;
-  MPI_Request requests[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
   auto peer_ok = [&](int peer, const char* what) {
     if (peer < 0 || peer >= size_)
-      throw std::invalid_argument(name_ + ".send_recv: " + what + " rank " + std::to_string(peer) +
+      throw std::invalid_argument(name_ + "." + op + ": " + what + " rank " + std::to_string(peer) +
                                   " outside the group of " + std::to_string(size_));
   };
   if (send.defined()) {
-    require_host(send, name_, "send_recv", "send");
+    require_host(send, name_, op, "send");
     peer_ok(dst, "destination");
   }
   if (recv.defined()) {
-    require_host(recv, name_, "send_recv", "recv");
+    require_host(recv, name_, op, "recv");
     peer_ok(src, "source");
   }
-  int k = 0;
   if (recv.defined())
-    check(MPI_Irecv(recv.ptr, count_of(recv, name_, "send_recv"), mpi_transfer_type(recv.dtype), src, kTag, comm_,
-                    &requests[k++]),
+    check(MPI_Irecv(recv.ptr, count_of(recv, name_, op), mpi_transfer_type(recv.dtype), src, kTag, comm_, &requests[0]),
           "MPI_Irecv");
   if (send.defined()) {
-    const int rc = MPI_Isend(send.ptr, count_of(send, name_, "send_recv"), mpi_transfer_type(send.dtype), dst, kTag,
-                             comm_, &requests[k]);
-    if (rc != MPI_SUCCESS && k) MPI_Cancel(&requests[0]);
+    const int rc =
+        MPI_Isend(send.ptr, count_of(send, name_, op), mpi_transfer_type(send.dtype), dst, kTag, comm_, &requests[1]);
+    if (rc != MPI_SUCCESS && requests[0] != MPI_REQUEST_NULL) MPI_Cancel(&requests[0]);
     check(rc, "MPI_Isend");
-    ++k;
   }
-  if (k) check(MPI_Waitall(k, requests, MPI_STATUSES_IGNORE), "MPI_Waitall(send_recv)");
+}
+
+void MpiComm::send_recv(Tensor send, int dst, Tensor recv, int src) {
+  MPI_Request requests[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  post_send_recv(send, dst, recv, src, requests, "send_recv");
+  check(MPI_Waitall(2, requests, MPI_STATUSES_IGNORE), "MPI_Waitall(send_recv)");
+}
+
+// ---- the chunk operations (comm.hpp) ----
+
+CommOp MpiComm::send_recv_start(Tensor send, int dst, Tensor recv, int src) {
+  MPI_Request requests[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  post_send_recv(send, dst, recv, src, requests, "send_recv_start");
+  Pending& p = pending_.emplace_back();
+  p.request = requests[0];
+  p.request2 = requests[1];
+  p.id = ++ops_;
+  return {p.id};
+}
+
+CommOp MpiComm::all_gather_start(Tensor out, Tensor in) {
+  require_host(out, name_, "all_gather_start", "out");
+  require_host(in, name_, "all_gather_start", "in");
+  require_chunks(in, out, size_, name_, "all_gather_start");
+  const int n = count_of(in, name_, "all_gather_start");
+  count_of(out, name_, "all_gather_start");
+  const MPI_Datatype type = mpi_transfer_type(in.dtype);
+  MPI_Request request = MPI_REQUEST_NULL;
+  if (chunk_alias(in, out, rank_, name_, "all_gather_start"))
+    check(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, out.ptr, n, type, comm_, &request), "MPI_Iallgather");
+  else
+    check(MPI_Iallgather(in.ptr, n, type, out.ptr, n, type, comm_, &request), "MPI_Iallgather");
+  Pending& p = pending_.emplace_back();
+  p.request = request;
+  p.id = ++ops_;
+  return {p.id};
+}
+
+void MpiComm::wait(CommOp op) {
+  if (op.id <= 0) return;
+  for (auto it = pending_.begin(); it != pending_.end(); ++it) {
+    if (it->id != op.id) continue;
+    MPI_Request requests[2] = {it->request, it->request2};
+    const int rc = MPI_Waitall(2, requests, MPI_STATUSES_IGNORE);
+    Pending done = std::move(*it);
+    pending_.erase(it);  // completed or unusable either way
+    check(rc, "MPI_Waitall");
+    finish(done);
+    return;
+  }
+  // Not pending: completed by wait_all() or an earlier wait(op).
 }
 
 }  // namespace recipe::core

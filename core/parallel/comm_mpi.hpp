@@ -54,15 +54,22 @@ class MpiComm final : public Comm {
   void all_reduce_sum_start(kernels::Tensor t) override;
   void reduce_scatter_sum_start(kernels::Tensor out, kernels::Tensor in) override;
   void wait_all() override;
+  // The chunk operations (comm.hpp): MPI_Iallgather, and MPI_Irecv + MPI_Isend; wait(op) completes
+  // that operation's requests on the host.
+  CommOp all_gather_start(kernels::Tensor out, kernels::Tensor in) override;
+  CommOp send_recv_start(kernels::Tensor send, int dst, kernels::Tensor recv, int src) override;
+  void wait(CommOp op) override;
 
  private:
   // A started operation: its request, and the host staging that must outlive it (the f32 widening
   // of a bf16 tensor, or the reduce-scatter result before it is moved into `out`).
   struct Pending {
     MPI_Request request = MPI_REQUEST_NULL;
-    kernels::Tensor dst;            // where the result goes at completion
-    std::vector<float> staging;     // f32 result (bf16 dst: rounded back; f32 dst: copied)
-    std::vector<float> staging_in;  // bf16 input widened to f32 (reduce-scatter)
+    MPI_Request request2 = MPI_REQUEST_NULL;  // send_recv_start's send (request: its receive)
+    int64_t id = 0;                           // the CommOp handle of a chunk operation; 0 otherwise
+    kernels::Tensor dst;                      // where the result goes at completion
+    std::vector<float> staging;               // f32 result (bf16 dst: rounded back; f32 dst: copied)
+    std::vector<float> staging_in;            // bf16 input widened to f32 (reduce-scatter)
     bool copy_back = false;
   };
 
@@ -70,11 +77,15 @@ class MpiComm final : public Comm {
   void start_reduce_scatter(Pending& p, kernels::Tensor out, kernels::Tensor in, const char* op, bool blocking);
   void start_all_reduce(Pending& p, kernels::Tensor t, const char* op);
   static void finish(Pending& p);
+  // Posts send_recv's receive and send into `requests` (null where a half is undefined).
+  void post_send_recv(kernels::Tensor send, int dst, kernels::Tensor recv, int src, MPI_Request* requests,
+                      const char* op);
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   std::string name_;
   int rank_ = 0, size_ = 1;
   std::deque<Pending> pending_;
+  int64_t ops_ = 0;  // chunk operations started so far (their handles)
   Pending scratch_;  // staging of the blocking reduce-scatter, reused so steady state never allocates
 };
 

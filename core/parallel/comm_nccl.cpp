@@ -94,6 +94,8 @@ void NcclComm::init(const ncclUniqueId& id) {
              name_);
   cuda_check(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming), "cudaEventCreateWithFlags", name_);
   cuda_check(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming), "cudaEventCreateWithFlags", name_);
+  for (cudaEvent_t& e : op_done_)
+    cuda_check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags", name_);
 }
 
 #if RECIPE_WITH_MPI
@@ -188,6 +190,8 @@ NcclComm::~NcclComm() {
   if (scratch_) cudaFree(scratch_);
   if (ready_) cudaEventDestroy(ready_);
   if (done_) cudaEventDestroy(done_);
+  for (cudaEvent_t e : op_done_)
+    if (e) cudaEventDestroy(e);
   if (side_) cudaStreamDestroy(side_);
 }
 
@@ -228,7 +232,7 @@ void NcclComm::all_reduce_max(Tensor t) {
 
 void NcclComm::all_reduce_sum_start(Tensor t) {
   enqueue_all_reduce(t, ncclSum, "all_reduce_sum_start");
-  pending_ = true;
+  started();
 }
 
 void NcclComm::broadcast(Tensor t, int root) {
@@ -258,34 +262,72 @@ void NcclComm::reduce_scatter_sum(Tensor out, Tensor in) {
 
 void NcclComm::reduce_scatter_sum_start(Tensor out, Tensor in) {
   enqueue_reduce_scatter(out, in, "reduce_scatter_sum_start");
-  pending_ = true;
+  started();
+}
+
+void NcclComm::enqueue_all_gather(Tensor out, Tensor in, const char* what) {
+  require_device(out, name_, what, "out");
+  require_device(in, name_, what, "in");
+  require_chunks(in, out, size(), name_, what);
+  require_chunk_or_disjoint(in, out, rank(), name_, what);
+  fork();
+  check(ncclAllGather(in.ptr, out.ptr, size_t(in.numel()), nccl_type(in.dtype), comm_, side_), "ncclAllGather");
 }
 
 void NcclComm::all_gather(Tensor out, Tensor in) {
-  require_device(out, name_, "all_gather", "out");
-  require_device(in, name_, "all_gather", "in");
-  require_chunks(in, out, size(), name_, "all_gather");
-  require_chunk_or_disjoint(in, out, rank(), name_, "all_gather");
-  fork();
-  check(ncclAllGather(in.ptr, out.ptr, size_t(in.numel()), nccl_type(in.dtype), comm_, side_), "ncclAllGather");
+  enqueue_all_gather(out, in, "all_gather");
   join();
 }
 
 void NcclComm::send_recv(Tensor send, int dst, Tensor recv, int src) {
-  auto peer_ok = [&](int peer, const char* what) {
+  if (enqueue_send_recv(send, dst, recv, src, "send_recv")) join();
+}
+
+// ---- the chunk operations (comm.hpp) ----
+
+CommOp NcclComm::started() {
+  const int64_t id = ++ops_;
+  cuda_check(cudaEventRecord(op_done_[id % kOpEvents], side_), "cudaEventRecord", name_);
+  pending_ = true;
+  return {id};
+}
+
+CommOp NcclComm::all_gather_start(Tensor out, Tensor in) {
+  enqueue_all_gather(out, in, "all_gather_start");
+  return started();
+}
+
+CommOp NcclComm::send_recv_start(Tensor send, int dst, Tensor recv, int src) {
+  if (!enqueue_send_recv(send, dst, recv, src, "send_recv_start")) return {};
+  return started();
+}
+
+void NcclComm::wait(CommOp op) {
+  if (op.id <= 0) return;
+  if (op.id > ops_)
+    throw std::logic_error(name_ + ".wait: operation " + std::to_string(op.id) + " was never started (latest " +
+                           std::to_string(ops_) + ")");
+  cuda_check(cudaStreamWaitEvent(compute_, op_done_[op.id % kOpEvents], 0), "cudaStreamWaitEvent", name_);
+  if (op.id == ops_) pending_ = false;  // the latest: everything started is joined
+}
+
+// Enqueues the pair on the comm stream (after the compute stream's work so far); false when both
+// halves are undefined (nothing to do).
+bool NcclComm::enqueue_send_recv(Tensor send, int dst, Tensor recv, int src, const char* what) {
+  auto peer_ok = [&](int peer, const char* role) {
     if (peer < 0 || peer >= size())
-      throw std::invalid_argument(name_ + ".send_recv: " + what + " rank " + std::to_string(peer) +
+      throw std::invalid_argument(name_ + "." + what + ": " + role + " rank " + std::to_string(peer) +
                                   " outside the group of " + std::to_string(size()));
   };
   if (send.defined()) {
-    require_device(send, name_, "send_recv", "send");
+    require_device(send, name_, what, "send");
     peer_ok(dst, "destination");
   }
   if (recv.defined()) {
-    require_device(recv, name_, "send_recv", "recv");
+    require_device(recv, name_, what, "recv");
     peer_ok(src, "source");
   }
-  if (!send.defined() && !recv.defined()) return;
+  if (!send.defined() && !recv.defined()) return false;
   fork();
   check(ncclGroupStart(), "ncclGroupStart");
   ncclResult_t rc = ncclSuccess;
@@ -295,7 +337,7 @@ void NcclComm::send_recv(Tensor send, int dst, Tensor recv, int src) {
   const ncclResult_t end = ncclGroupEnd();  // always closes the group, even after a failed call
   check(rc, "ncclSend/ncclRecv");
   check(end, "ncclGroupEnd");
-  join();
+  return true;
 }
 
 void NcclComm::wait_all() {

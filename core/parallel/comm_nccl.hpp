@@ -8,7 +8,9 @@
 //   compute stream ──record ready──► comm stream waits on ready ─► NCCL op ─► record done
 //   blocking forms:  the compute stream waits on done at once (later kernels see the result);
 //   *_start forms:   the compute stream waits on done only at wait_all() (the backward pass keeps
-//                    running while gradients reduce).
+//                    running while gradients reduce), or on that operation's own event at wait(op)
+//                    (the tensor-parallel overlap's chunks: the GEMM of one chunk runs while the
+//                    next chunk moves).
 // The host is never blocked, and the pattern (fork/join with events) is legal inside CUDA-graph
 // capture as long as wait_all() is called before the capture ends.
 // Scalar collectives and barrier():
@@ -74,6 +76,11 @@ class NcclComm final : public Comm {
   void all_reduce_sum_start(kernels::Tensor t) override;
   void reduce_scatter_sum_start(kernels::Tensor out, kernels::Tensor in) override;
   void wait_all() override;
+  // The chunk operations (comm.hpp): each records its own event on the comm stream after it;
+  // wait(op) makes the compute stream wait on that event.
+  CommOp all_gather_start(kernels::Tensor out, kernels::Tensor in) override;
+  CommOp send_recv_start(kernels::Tensor send, int dst, kernels::Tensor recv, int src) override;
+  void wait(CommOp op) override;
 
  private:
   void attach(kernels::Backend& backend);          // device and compute stream of the CUDA backend
@@ -84,6 +91,9 @@ class NcclComm final : public Comm {
   void check(ncclResult_t rc, const char* op) const;
   void enqueue_all_reduce(kernels::Tensor t, ncclRedOp_t op, const char* what);
   void enqueue_reduce_scatter(kernels::Tensor out, kernels::Tensor in, const char* what);
+  void enqueue_all_gather(kernels::Tensor out, kernels::Tensor in, const char* what);
+  bool enqueue_send_recv(kernels::Tensor send, int dst, kernels::Tensor recv, int src, const char* what);
+  CommOp started();  // the asynchronous op just enqueued: its event recorded, its handle
 
   std::string name_;
   int rank_ = 0, size_ = 1;
@@ -96,7 +106,13 @@ class NcclComm final : public Comm {
   cudaStream_t compute_ = nullptr;  // the backend's stream (not owned)
   cudaStream_t side_ = nullptr;     // the comm stream (owned)
   cudaEvent_t ready_ = nullptr, done_ = nullptr;
-  bool pending_ = false;  // *_start work not yet joined by wait_all()
+  bool pending_ = false;  // *_start work not yet joined by wait_all() (or by wait() on the latest op)
+  // Per-operation events of the asynchronous starts, reused round robin: operation id uses slot
+  // id % kOpEvents. A slot re-recorded by a later operation still orders correctly (the later one
+  // ran after it on the same stream); waiting on it only waits longer.
+  static constexpr int kOpEvents = 16;
+  cudaEvent_t op_done_[kOpEvents] = {};
+  int64_t ops_ = 0;  // asynchronous operations started so far; the latest one's id
 };
 
 }  // namespace recipe::core

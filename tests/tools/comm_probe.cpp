@@ -23,6 +23,7 @@
 namespace {
 
 using recipe::core::Comm;
+using recipe::core::CommOp;
 using recipe::core::Group;
 using recipe::core::ParallelSizes;
 using recipe::core::ParallelState;
@@ -325,6 +326,61 @@ class Probe {
     c.barrier();
   }
 
+  // The chunk operations of the TP communication overlap (comm.hpp): a ring all-gather of n
+  // blocks by send_recv_start, each block read right after its own wait while the next step is
+  // already started (the per-operation wait, not wait_all); an all_gather_start (in place and out
+  // of place) overlapping a ring step and waited after it; wait_all completing an unwaited one.
+  void check_chunk_ops(Comm& c, const std::vector<int>& members) {
+    const std::string g = c.name();
+    const int n = c.size(), r = c.rank();
+    if (n < 2 || n != int(members.size())) return;
+    const int next = (r + 1) % n, prev = (r + n - 1) % n;
+    const int64_t len = 7;
+    for (DType dt : {DType::f32, DType::bf16}) {
+      const std::string tag = recipe::kernels::dtype_name(dt);
+      std::vector<float> h(size_t(len * n), -3.0f);
+      for (int64_t i = 0; i < len; ++i) h[size_t(r * len + i)] = small_int(me_, i);
+      Tensor full = upload(h, dt);
+      auto block_ok = [&](int j) {
+        auto got = read(full.rows(j * len, len));
+        expect_values(
+            got, [&](int64_t i) { return small_int(members[size_t(j)], i); }, g,
+            "send_recv_start(" + tag + ") ring block " + std::to_string(j) + " after its wait");
+      };
+      for (int s = 0; s + 1 < n; ++s) {
+        const int j = (r - s + n) % n, from = (j - 1 + n) % n;
+        const CommOp op = c.send_recv_start(full.rows(j * len, len), next, full.rows(from * len, len), prev);
+        expect(op.id != 0, g, "send_recv_start returned no handle");
+        c.wait(op);
+        block_ok(from);
+      }
+      std::vector<float> mine(static_cast<size_t>(len));
+      for (int64_t i = 0; i < len; ++i) mine[size_t(i)] = exact_value(me_, i);
+      Tensor src = upload(mine, dt), dst = alloc(len * n, dt);
+      std::vector<float> inplace(size_t(len * n), -5.0f);
+      std::copy(mine.begin(), mine.end(), inplace.begin() + r * len);
+      Tensor in_place = upload(inplace, dt);
+      const CommOp gathered = c.all_gather_start(dst, src);
+      const CommOp gathered2 = c.all_gather_start(in_place, in_place.rows(r * len, len));
+      Tensor ring_send = upload(mine, dt), ring_recv = alloc(len, dt);
+      const CommOp step = c.send_recv_start(ring_send, next, ring_recv, prev);
+      c.wait(gathered);  // the older operation alone, while the newer ones may still run
+      expect_values(
+          read(dst), [&](int64_t j) { return exact_value(members[size_t(j / len)], j % len); }, g,
+          "all_gather_start(" + tag + ", out of place) + wait");
+      c.wait(step);
+      expect_values(
+          read(ring_recv), [&](int64_t i) { return exact_value(members[size_t(prev)], i); }, g,
+          "send_recv_start(" + tag + ") after an all_gather_start");
+      c.wait_all();       // gathered2 was never waited on its own
+      c.wait(gathered2);  // already complete: nothing to do
+      expect_values(
+          read(in_place), [&](int64_t j) { return exact_value(members[size_t(j / len)], j % len); }, g,
+          "all_gather_start(" + tag + ", in place) + wait_all");
+    }
+    c.barrier();
+  }
+
  private:
   Backend& be_;
   int me_;
@@ -377,6 +433,8 @@ int run(int argc, char** argv) {
   probe.check_group(ps->embedding(), emb);
   probe.check_send_recv(ps->pp(), recipe::core::group_ranks(sizes, me, Group::pp));
   probe.check_send_recv(ps->world(), everyone);
+  probe.check_chunk_ops(ps->tp(), recipe::core::group_ranks(sizes, me, Group::tp));
+  probe.check_chunk_ops(ps->world(), everyone);
 
   const double total = ps->world().all_reduce_sum(double(probe.failures()));
   for (const auto& line : probe.failure_lines()) std::fprintf(stderr, "%s\n", line.c_str());

@@ -41,6 +41,9 @@ struct ModelShape {
   // [r·N/sp, (r+1)·N/sp); 1 = not split. It changes activations and communication only, never a
   // parameter (core/model/linear.hpp).
   int sequence_parallel = 1;
+  // parallelism.tp_comm_overlap: the sequence-parallel collectives pipelined with the linears'
+  // GEMMs (core/model/linear.hpp).
+  bool tp_comm_overlap = false;
   // LoRA (peft.kind=lora): the adapter rank (0 = no adapters, every tensor trains), which linears
   // carry adapters (LoraTarget bits) and the scale of the adapter path (alpha/rank, or
   // alpha/sqrt(rank) with rsLoRA). With adapters, only the adapters train (trainable()).

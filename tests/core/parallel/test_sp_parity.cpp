@@ -215,6 +215,87 @@ TEST_CASE("a checkpoint saved with sequence parallelism resumes without it, and 
   }
 }
 
+namespace {
+
+// TP communication overlap (parallelism.tp_comm_overlap): the sequence-parallel collectives as
+// rings of row-block exchanges pipelined with the GEMMs (core/model/linear_overlap.cpp). On fp32
+// CPU ranks it follows one process as closely as the blocking SP path does (TP2 alone, with every
+// recompute level, x PP2, x DP2 with ZeRO-1, and TP4, whose ring takes three steps), and at TP2 it
+// is bitwise the blocking path: every GEMM row is the same sum, and a two-rank ring adds the same
+// two partials.
+const std::vector<std::string> kOverlap = with(kSp, {"parallelism.tp_comm_overlap=true"});
+const std::vector<std::string> kOverlap4 = {"parallelism.tp=4", "parallelism.sequence_parallel=true",
+                                            "parallelism.tp_comm_overlap=true"};
+
+void overlap_parity_for(const std::string& recipe) {
+  if (!recipe::testing::mpirun_available()) {
+    MESSAGE("skipped: mpirun not found");
+    return;
+  }
+  TempOut tmp("tpov-" + recipe);
+  const Trained serial = probe(recipe, 1, {}, tmp.path / "serial");
+  const Trained blocking = probe(recipe, 2, kSp, tmp.path / "blocking");
+  const Trained overlap = probe(recipe, 2, kOverlap, tmp.path / "overlap");
+  check_equal(serial, overlap, recipe + " TP2+SP+overlap");
+  {
+    INFO(recipe << ": TP2+SP with the overlap is bitwise TP2+SP without it");
+    CHECK(overlap.losses == blocking.losses);
+    for (const auto& entry : blocking.params)
+      CHECK_MESSAGE(overlap.params.at(entry.first) == entry.second, entry.first);
+  }
+  const std::vector<Layout> layouts = {
+      {"TP2+SP+overlap, recompute full", 2, with(kOverlap, {"trainer.recompute=full"})},
+      {"TP2+SP+overlap, recompute norm", 2, with(kOverlap, {"trainer.recompute=norm"})},
+      {"TP2+SP+overlap, recompute none", 2, with(kOverlap, {"trainer.recompute=none"})},
+      {"TP2+SP+overlap x PP2", 4, with(kOverlap, {"parallelism.pp=2"})},
+      {"TP2+SP+overlap x DP2 + ZeRO-1", 4, with(kOverlap, {"parallelism.zero1=true"})},
+      {"TP4+SP+overlap", 4, kOverlap4},
+  };
+  int n = 0;
+  for (const Layout& l : layouts)
+    check_equal(serial, probe(recipe, l.world, l.overrides, tmp.path / ("par-" + std::to_string(n++))),
+                recipe + " " + l.name);
+}
+
+}  // namespace
+
+TEST_CASE("gpt_tiny: TP comm overlap (TP2+SP, every recompute level, x PP2, x DP2, TP4) trains like one process") {
+  overlap_parity_for("gpt_tiny");
+}
+
+TEST_CASE("llama_tiny: TP comm overlap (TP2+SP, every recompute level, x PP2, x DP2, TP4) trains like one process") {
+  overlap_parity_for("llama_tiny");
+}
+
+namespace {
+
+const std::vector<std::string> kCuda = {"trainer.device=cuda", "trainer.precision=bf16"};
+
+// Each layout (on CUDA) against one GPU, within the bf16 tolerance of test_training_parity.cpp's
+// CUDA case; layouts needing more GPUs than there are are left out.
+void cuda_parity(const std::string& recipe, const std::vector<Layout>& layouts, int gpus, const std::string& tag) {
+  TempOut tmp(tag + "-" + recipe);
+  const Trained serial = probe(recipe, 1, kCuda, tmp.path / "serial");
+  int n = 0;
+  for (const Layout& l : layouts) {
+    if (l.world > gpus) continue;
+    const Trained par = probe(recipe, l.world, with(kCuda, l.overrides), tmp.path / ("par-" + std::to_string(n++)));
+    INFO(recipe << " on CUDA " << l.name);
+    REQUIRE(par.losses.size() == serial.losses.size());
+    double worst_loss = 0, worst = 0;
+    for (size_t i = 0; i < serial.losses.size(); ++i)
+      worst_loss = std::max(worst_loss, std::abs(par.losses[i] - serial.losses[i]) / std::abs(serial.losses[i]));
+    for (const auto& entry : serial.params)
+      if (entry.first.find("attention.k.bias") == std::string::npos)
+        worst = std::max(worst, rel_l2(par.params.at(entry.first), entry.second));
+    INFO("worst relative loss difference " << worst_loss << ", worst parameter rel L2 " << worst);
+    CHECK(worst_loss <= 1e-2);
+    CHECK(worst <= 3e-2);
+  }
+}
+
+}  // namespace
+
 // The same on GPUs (NCCL between ranks, bf16 compute): TP2+SP follows one GPU within the bf16
 // tolerance of test_training_parity.cpp's CUDA case. Needs ≥ 2 GPUs (the ×PP2 layout ≥ 4).
 TEST_CASE("CUDA: sequence parallelism trains like one GPU (bf16 tolerance) [gpu]") {
@@ -223,28 +304,26 @@ TEST_CASE("CUDA: sequence parallelism trains like one GPU (bf16 tolerance) [gpu]
     MESSAGE("skipped: needs 2 or more GPUs and mpirun (found " << gpus << " GPUs)");
     return;
   }
-  const std::vector<std::string> cuda = {"trainer.device=cuda", "trainer.precision=bf16"};
-  for (const std::string recipe : {"gpt_tiny", "llama_tiny"}) {
-    TempOut tmp("sp-cuda-" + recipe);
-    const Trained serial = probe(recipe, 1, cuda, tmp.path / "serial");
-    const std::vector<Layout> layouts = {{"TP2+SP", 2, with(cuda, kSp)},
-                                         {"TP2+SP x PP2", 4, with(cuda, with(kSp, {"parallelism.pp=2"}))}};
-    int n = 0;
-    for (const Layout& l : layouts) {
-      if (l.world > gpus) continue;
-      const Trained par = probe(recipe, l.world, l.overrides, tmp.path / ("par-" + std::to_string(n++)));
-      INFO(recipe << " on CUDA " << l.name);
-      REQUIRE(par.losses.size() == serial.losses.size());
-      double worst_loss = 0, worst = 0;
-      for (size_t i = 0; i < serial.losses.size(); ++i)
-        worst_loss = std::max(worst_loss, std::abs(par.losses[i] - serial.losses[i]) / std::abs(serial.losses[i]));
-      for (const auto& [name, ref] : serial.params)
-        if (name.find("attention.k.bias") == std::string::npos)
-          worst = std::max(worst, rel_l2(par.params.at(name), ref));
-      CHECK(worst_loss <= 1e-2);
-      CHECK(worst <= 3e-2);
-    }
+  for (const std::string recipe : {"gpt_tiny", "llama_tiny"})
+    cuda_parity(recipe, {{"TP2+SP", 2, kSp}, {"TP2+SP x PP2", 4, with(kSp, {"parallelism.pp=2"})}}, gpus, "sp-cuda");
+}
+
+// TP comm overlap on GPUs: the rings on NCCL's comm stream with device-side event waits, inside
+// the captured step (the step graph from step 2), follow one GPU like the blocking SP path.
+// Needs ≥ 2 GPUs (x PP2 and TP4 ≥ 4).
+TEST_CASE("CUDA: TP comm overlap trains like one GPU (bf16 tolerance) [gpu]") {
+  const int gpus = recipe::kernels::query_gpus().count;
+  if (gpus < 2 || !recipe::testing::mpirun_available()) {
+    MESSAGE("skipped: needs 2 or more GPUs and mpirun (found " << gpus << " GPUs)");
+    return;
   }
+  for (const std::string recipe : {"gpt_tiny", "llama_tiny"})
+    cuda_parity(recipe,
+                {{"TP2+SP+overlap", 2, kOverlap},
+                 {"TP2+SP+overlap, recompute norm", 2, with(kOverlap, {"trainer.recompute=norm"})},
+                 {"TP2+SP+overlap x PP2", 4, with(kOverlap, {"parallelism.pp=2"})},
+                 {"TP4+SP+overlap", 4, kOverlap4}},
+                gpus, "tpov-cuda");
 }
 
 TEST_SUITE_END();
