@@ -123,15 +123,6 @@ void check_fp8(ResolveContext& ctx) {
   if (ctx.shape_ok) check_shapes(ctx, linears.mask);
   if (p.trainer.device == plan::Device::cuda) {
     check_gpu(ctx);
-    // The FP8 ops pass their GPU tests (casts bit for bit, GEMMs against the CPU emulation), but the
-    // FP8 training step does not run yet on an H100: a training GEMM fails in cuBLASLt with
-    // CUBLAS_STATUS_NOT_SUPPORTED (tests/kernels/cuda/test_cuda_fp8_training.cpp reproduces it).
-    // Until that is fixed a CUDA FP8 plan would validate and then fail, so it is refused here.
-    ctx.violation("trainer.device",
-                  "trainer.precision=\"fp8\" on CUDA: the FP8 training step does not run on GPUs in this version "
-                  "(a training GEMM is refused by cuBLASLt with CUBLAS_STATUS_NOT_SUPPORTED); available: "
-                  "fp8 emulated on CPU ranks (trainer.device=\"cpu\", for numerics), bf16 on GPUs",
-                  "set trainer.precision=\"bf16\" (or trainer.device=\"cpu\" to check FP8 numerics)");
   } else {
     ctx.warn(
         "trainer.precision=fp8 on CPU: FP8 is emulated (each GEMM operand rounded to E4M3/E5M2 with the CUDA "

@@ -29,7 +29,9 @@
 // trainer.recompute rebuilds may differ from the forward's in its last bf16 bit, as on the bf16
 // path), so FP8 adds no per-layer memory. All FP8 linears share one Fp8Scratch, sized for the widest of them:
 //   x [N·max in] (xq, later xtq), w [max out·in] (wq, later wtq), g [N·max out], g_t [N·max out],
-//   stats f32 [16]: amax and inverse scale of x (0, 1), W (2, 3), dy (4, 5).
+//   stats f32 [64]: six 16-byte cells (4 floats each; the value is the cell's first float): amax
+//   and inverse scale of x (cells 0, 1), W (2, 3), dy (4, 5). cuBLASLt refuses (NOT_SUPPORTED,
+//   at the matmul, not at the heuristic) an A/B scale pointer that is not 16-byte aligned.
 // Under TP an operand sharded over the group (W always; x of a row-parallel linear; dy of a
 // column-parallel one) takes the amax of the whole tensor: its local amax is max-reduced over the
 // group (a one-float all-reduce) before the cast, so every rank uses the scale a single rank
@@ -167,7 +169,7 @@ struct SequenceParallelScratch {
 // scales, and the formats.
 struct Fp8Scratch {
   kernels::Tensor x, w, g, g_t;  // raw bytes (numel = capacity in elements of one byte)
-  kernels::Tensor stats;         // f32 [16]
+  kernels::Tensor stats;         // f32 [64]: 16-byte cells, see above
   kernels::DType fwd = kernels::DType::e4m3, bwd = kernels::DType::e5m2;
 };
 

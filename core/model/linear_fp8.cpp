@@ -11,8 +11,11 @@ using kernels::Tensor;
 
 namespace {
 
-// Slots of Fp8Scratch::stats: amax at the even index, inverse scale after it.
+// Cells of Fp8Scratch::stats: amax at the even cell, inverse scale in the next. A cell is 16 bytes
+// (4 floats, the value in the first) because cuBLASLt takes only 16-byte aligned scale pointers.
 constexpr int kX = 0, kW = 2, kG = 4;
+constexpr int64_t kCellFloats = 4;
+Tensor cell(const Tensor& stats, int i) { return stats.rows(i * kCellFloats, 1); }
 
 // A [rows, cols] view of `dtype` at the start of a byte buffer.
 Tensor typed(const Tensor& bytes, DType dtype, int64_t rows, int64_t cols) {
@@ -29,7 +32,7 @@ void TpGroup::max(Tensor t) const {
 }
 
 void Linear::fp8_cast(Tensor src, Tensor out, Tensor out_t, int slot, bool sharded) const {
-  const Tensor amax = fp8_->stats.rows(slot, 1), scale_inv = fp8_->stats.rows(slot + 1, 1);
+  const Tensor amax = cell(fp8_->stats, slot), scale_inv = cell(fp8_->stats, slot + 1);
   be_->fp8_amax(amax, src);
   if (sharded) tp_.max(amax);
   const int64_t cols = out.defined() ? out.dim(1) : out_t.dim(0);
@@ -44,9 +47,9 @@ void Linear::fp8_affine_fwd(const LinearFwd& a, Tensor bias) const {
   fp8_cast(w_.w, wq, Tensor(), kW, tp_.size > 1);
   be_->fp8_linear_fwd({.out = a.out,
                        .inp = xq,
-                       .inp_scale_inv = s.stats.rows(kX + 1, 1),
+                       .inp_scale_inv = cell(s.stats, kX + 1),
                        .weight = wq,
-                       .weight_scale_inv = s.stats.rows(kW + 1, 1),
+                       .weight_scale_inv = cell(s.stats, kW + 1),
                        .bias = bias,
                        .pre_gelu = a.pre_gelu});
 }
@@ -78,11 +81,11 @@ void Linear::fp8_affine_bwd(const LinearBwd& a, Tensor dbias, Tensor dinp_sum) c
                        .dout = a.dout,
                        .dout_fp8 = gq,
                        .dout_t = gtq,
-                       .dout_scale_inv = s.stats.rows(kG + 1, 1),
+                       .dout_scale_inv = cell(s.stats, kG + 1),
                        .weight_t = wtq,
-                       .weight_scale_inv = s.stats.rows(kW + 1, 1),
+                       .weight_scale_inv = cell(s.stats, kW + 1),
                        .inp_t = xtq,
-                       .inp_scale_inv = s.stats.rows(kX + 1, 1)});
+                       .inp_scale_inv = cell(s.stats, kX + 1)});
 }
 
 }  // namespace recipe::core

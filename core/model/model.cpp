@@ -161,7 +161,7 @@ void Model::alloc_fp8_scratch() {
   }
   auto a = [](int64_t b) { return (b + 255) / 256 * 256; };
   const int64_t x_bytes = a(N_ * in), w_bytes = a(w), g_bytes = a(N_ * out);
-  fp8_buf_ = be_.alloc(size_t(x_bytes + w_bytes + 2 * g_bytes + a(int64_t(16) * 4)));
+  fp8_buf_ = be_.alloc(size_t(x_bytes + w_bytes + 2 * g_bytes + a(int64_t(64) * 4)));
   char* p = static_cast<char*>(fp8_buf_);
   auto bytes = [&](int64_t n) {
     Tensor t(p, DType::e4m3, be_.device(), {n});
@@ -172,7 +172,7 @@ void Model::alloc_fp8_scratch() {
   fp8_.w = bytes(w);
   fp8_.g = bytes(N_ * out);
   fp8_.g_t = bytes(N_ * out);
-  fp8_.stats = Tensor(p, DType::f32, be_.device(), {16});
+  fp8_.stats = Tensor(p, DType::f32, be_.device(), {64});  // 16-byte cells (linear.hpp)
   fp8_.fwd = DType::e4m3;
   fp8_.bwd = s_.fp8_grad_e5m2 ? DType::e5m2 : DType::e4m3;
 }
