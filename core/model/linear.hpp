@@ -175,6 +175,7 @@ struct Fp8Scratch {
   kernels::Tensor x, g, g_t;  // raw bytes (numel = capacity in elements of one byte)
   kernels::Tensor stats;      // f32 [64]: 16-byte cells, see above
   kernels::DType fwd = kernels::DType::e4m3, bwd = kernels::DType::e5m2;
+  bool fast_accum_forward = true;  // fp8.fast_accum_forward
   // Inside a pass of micro-batches (Model::fp8_weight_pass): a weight cast stays valid until the
   // pass ends. Outside one, every use recasts.
   bool cache_weights = false;

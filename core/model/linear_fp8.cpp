@@ -61,7 +61,8 @@ void Linear::fp8_affine_fwd(const LinearFwd& a, Tensor bias) const {
                        .weight = w.wq,
                        .weight_scale_inv = cell(w.stats, kW + 1),
                        .bias = bias,
-                       .pre_gelu = a.pre_gelu});
+                       .pre_gelu = a.pre_gelu,
+                       .fast_accum = s.fast_accum_forward});
 }
 
 void Linear::fp8_affine_bwd(const LinearBwd& a, Tensor dbias, Tensor dinp_sum) const {

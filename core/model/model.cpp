@@ -176,6 +176,7 @@ void Model::alloc_fp8_scratch() {
   fp8_.stats = take(DType::f32, kStatsBytes / 4);  // 16-byte cells (linear.hpp)
   fp8_.fwd = DType::e4m3;
   fp8_.bwd = s_.fp8_grad_e5m2 ? DType::e5m2 : DType::e4m3;
+  fp8_.fast_accum_forward = s_.fp8_fast_accum_forward;
   fp8_weights_.assign(size_t(layers) * 4, Fp8WeightCache{});
   for (int64_t l = 0; l < layers; ++l) {
     const LayerParams& w = w_.layers[size_t(l)];

@@ -85,7 +85,8 @@ void CudaBackend::fp8_linear_fwd(const Fp8LinearFwdArgs& a) {
                      .N = OC,
                      .K = IC,
                      .bias = ptr_or_null(a.bias),
-                     .pre_gelu = ptr_or_null(a.pre_gelu)},
+                     .pre_gelu = ptr_or_null(a.pre_gelu),
+                     .fast_accum = a.fast_accum},
                     workspace());
 }
 
