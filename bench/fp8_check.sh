@@ -22,7 +22,7 @@ B=${BUILD:-/tmp/dev/build}
 if has build; then
   t0=$SECONDS; mkdir -p "$B"
   cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DRECIPE_CUDA_ARCHITECTURES="90a-real" >"$out/cmake.log" 2>&1 &&
-    cmake --build "$B" -j"$(nproc)" --target recipe recipe_tests_kernels_cuda >"$out/build.log" 2>&1
+    cmake --build "$B" -j"$(nproc)" --target recipe recipe_tests_kernels_cuda ${EXTRA_TARGETS:-} >"$out/build.log" 2>&1
   echo "build rc=$? in $((SECONDS - t0)) s"; grep -E "error" "$out/build.log" | head -20
 fi
 T=$B/tests/recipe_tests_kernels_cuda
