@@ -73,10 +73,11 @@ for stage in "$@"; do
       for b in $batches_1b; do engine_run 1b 16 "$b" "${w_1b[@]}"; done
       engine_run 8b-slice "$layers_8b" 1 "${w_8b[@]}" ;;
     gpt)
-      log="$out/engine_gpt3_345m_b8.log"
+      log="$out/engine_gpt3_345m_b8${LABEL:+_$LABEL}.log"
       "$recipe" pretrain gpt3_345m --max-steps 100 trainer.micro_batch_size=8 trainer.global_batch_size=8 \
-        --device cuda --experiments-dir /tmp/llama-bench/runs --name gpt_b8 checkpoint.save_final=false >"$log" 2>&1
-      tail -n 1 "$log" ;;
+        --device cuda --experiments-dir /tmp/llama-bench/runs --name "gpt_b8${LABEL:+_$LABEL}" \
+        checkpoint.save_final=false ${RECIPE_OVERRIDES:-} >"$log" 2>&1
+      echo "gpt3_345m b8 ${LABEL:-}: $(tail -n 1 "$log")" ;;
     engine-norecompute)  # the twins keep every activation too
       for b in $batches_1b; do LABEL=recompute-none engine_run 1b 16 "$b" "${w_1b[@]}" trainer.recompute=none; done ;;
     twin)

@@ -417,6 +417,10 @@ std::vector<FieldInfo> build_fields() {
                     "FP8 format of activations and weights (e4m3: max 448, 3 mantissa bits)"));
   f.push_back(field(f8, "backward_format", &P::fp8, &F8::backward_format,
                     "FP8 format of output gradients: e5m2 (max 57344, Transformer Engine's HYBRID) or e4m3"));
+  f.push_back(field(f8, "fast_accum_forward", &P::fp8, &F8::fast_accum_forward,
+                    "the forward FP8 GEMM keeps partial sums in the tensor cores' fast accumulator instead of "
+                    "promoting them to f32 every few products (faster; Transformer Engine's forward default); the "
+                    "gradient GEMMs always promote; GPU only (the CPU emulation sums in f32)"));
   f.push_back(field(f8, "linears", &P::fp8, &F8::linears,
                     "block linears that run in FP8, named as peft.target_modules (qkv, proj, fc1, fc2, HF names, "
                     "all-linear); the embedding and output head never do"));

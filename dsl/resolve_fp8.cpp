@@ -1,6 +1,7 @@
 // trainer.precision = "fp8": the checks that make an FP8 plan run (validates ⇒ runs). What this
 // version executes: tensorwise current scaling, E4M3 forward, E5M2 or E4M3 gradients, any subset of
-// the four block linears, full training (no LoRA), on a GPU of compute capability ≥ 8.9 (Ada,
+// the four block linears, full training or LoRA (the frozen base in FP8, the adapters in bf16),
+// on a GPU of compute capability ≥ 8.9 (Ada,
 // Hopper, Blackwell) or emulated on CPU (kernels/cpu/fp8.cpp). Every FP8 GEMM dimension (in and
 // out features per TP rank, tokens per micro-batch) must be a multiple of 16, as cuBLASLt's FP8
 // kernels require.
@@ -109,11 +110,6 @@ void check_fp8(ResolveContext& ctx) {
                   "fp8.forward_format=\"e5m2\": activations and weights need E4M3's precision (3 mantissa bits); "
                   "E5M2's range is for gradients (fp8.backward_format), as in Transformer Engine's recipes",
                   "set fp8.forward_format=\"e4m3\"");
-  if (p.peft.kind == plan::PeftKind::lora && !ctx.bad_paths.count("peft.kind"))
-    ctx.violation("trainer.precision",
-                  "trainer.precision=\"fp8\" with peft.kind=\"lora\": FP8 linears with LoRA adapters are not "
-                  "implemented in this version; available: fp8 for full training, or LoRA with bf16",
-                  "set trainer.precision=\"bf16\" for LoRA, or peft.kind=\"none\"");
   const plan::Fp8Linears linears = plan::fp8_linears(p);
   for (const std::string& problem : linears.problems)
     ctx.violation("fp8.linears", "fp8.linears: " + problem, "use " + join_or(plan::lora_target_names()));
@@ -123,15 +119,6 @@ void check_fp8(ResolveContext& ctx) {
   if (ctx.shape_ok) check_shapes(ctx, linears.mask);
   if (p.trainer.device == plan::Device::cuda) {
     check_gpu(ctx);
-    // The FP8 ops pass their GPU tests (casts bit for bit, GEMMs against the CPU emulation), but the
-    // FP8 training step does not run yet on an H100: a training GEMM fails in cuBLASLt with
-    // CUBLAS_STATUS_NOT_SUPPORTED (tests/kernels/cuda/test_cuda_fp8_training.cpp reproduces it).
-    // Until that is fixed a CUDA FP8 plan would validate and then fail, so it is refused here.
-    ctx.violation("trainer.device",
-                  "trainer.precision=\"fp8\" on CUDA: the FP8 training step does not run on GPUs in this version "
-                  "(a training GEMM is refused by cuBLASLt with CUBLAS_STATUS_NOT_SUPPORTED); available: "
-                  "fp8 emulated on CPU ranks (trainer.device=\"cpu\", for numerics), bf16 on GPUs",
-                  "set trainer.precision=\"bf16\" (or trainer.device=\"cpu\" to check FP8 numerics)");
   } else {
     ctx.warn(
         "trainer.precision=fp8 on CPU: FP8 is emulated (each GEMM operand rounded to E4M3/E5M2 with the CUDA "

@@ -91,9 +91,13 @@ struct Fp8QuantizeArgs {
   int64_t cols = 0;  // elements per row of inp
 };
 // out[N,OC] (act dtype) = (inp·inp_scale_inv)[N,IC]·(weight·weight_scale_inv)[OC,IC]ᵀ + bias, with
-// pre_gelu as in linear_fwd. inp and weight in FP8.
+// pre_gelu as in linear_fwd. inp and weight in FP8. fast_accum: the GPU may keep the partial sums
+// in the tensor cores' reduced-precision accumulator instead of promoting them to f32 every few
+// products (cuBLASLt's FAST_ACCUM, Transformer Engine's forward default); the CPU emulation sums
+// in f32 either way.
 struct Fp8LinearFwdArgs {
   Tensor out{}, inp{}, inp_scale_inv{}, weight{}, weight_scale_inv{}, bias{}, pre_gelu{};
+  bool fast_accum = false;
 };
 // linear_bwd's contract with FP8 operands, each in the layout its GEMM reads (K-major):
 //   dinp[N,IC]     = dout_fp8[N,OC] · weight_t[IC,OC]ᵀ    (then dinp_gelu_aux, dinp_sum as in linear_bwd)

@@ -26,25 +26,34 @@ std::vector<Fp8LinearShape> block_linear_shapes(const Plan& plan) {
           {"fc2", core::lora_mlp_out, F / tp, C}};
 }
 
-// Layout (core/model/model.cpp carves it in this order, each part 256-byte aligned):
+// Layout (core/model/model.cpp carves it in this order, each part 256-byte aligned), per model chunk:
 //   x     [N, max in]  the input in the forward format (forward), its transpose [max in, N] (backward)
-//   w     [max out·in] the weight (forward) or its transpose (backward)
 //   g     [N, max out] the output gradient in the backward format
 //   g_t   [max out, N] its transpose
-//   stats f32 [16]     amax and inverse scale of x, w, g
+//   stats f32 [64]     amax and inverse scale of x and g, in 16-byte cells
 int64_t fp8_scratch_bytes(const Plan& plan) {
   const unsigned mask = fp8_linears(plan).mask;
   if (!mask) return 0;
   const int64_t N = int64_t(plan.trainer.micro_batch_size) * plan.model.seq_length;
-  int64_t in = 0, out = 0, w = 0;
+  int64_t in = 0, out = 0;
   for (const Fp8LinearShape& s : block_linear_shapes(plan)) {
     if (!(mask & s.bit)) continue;
     in = std::max(in, s.in);
     out = std::max(out, s.out);
-    w = std::max(w, s.in * s.out);
   }
   auto a = [](int64_t b) { return (b + 255) / 256 * 256; };
-  return a(N * in) + a(w) + 2 * a(N * out) + a(int64_t(16) * 4);
+  return a(N * in) + 2 * a(N * out) + 256;
+}
+
+// Per FP8 linear of a layer (core/model/linear.hpp, Fp8WeightCache): the weight cast [out, in] and
+// its transpose [in, out], one byte per element, and 256 bytes of amax / scale cells.
+int64_t fp8_weight_cache_bytes(const Plan& plan) {
+  const unsigned mask = fp8_linears(plan).mask;
+  auto a = [](int64_t b) { return (b + 255) / 256 * 256; };
+  int64_t bytes = 0;
+  for (const Fp8LinearShape& s : block_linear_shapes(plan))
+    if (mask & s.bit) bytes += 2 * a(s.in * s.out) + 256;
+  return bytes;
 }
 
 }  // namespace recipe::plan

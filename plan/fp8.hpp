@@ -35,8 +35,11 @@ struct Fp8LinearShape {
 // The four block linears of the plan's model on one TP rank (whether or not they run in FP8).
 std::vector<Fp8LinearShape> block_linear_shapes(const Plan& plan);
 
-// Bytes of the FP8 scratch one rank's model allocates (core/model/linear.hpp, Fp8Scratch): the
+// Bytes of the FP8 scratch each model chunk allocates (core/model/linear.hpp, Fp8Scratch): the
 // quantized operands of whichever FP8 linear runs now, shared by all of them. 0 without FP8.
 int64_t fp8_scratch_bytes(const Plan& plan);
+// Bytes of one layer's FP8 weight caches (Fp8WeightCache: each FP8 linear's weight cast once per
+// step, as stored and transposed). 0 without FP8.
+int64_t fp8_weight_cache_bytes(const Plan& plan);
 
 }  // namespace recipe::plan

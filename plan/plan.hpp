@@ -124,6 +124,9 @@ struct Fp8Config {
   Fp8AmaxCompute amax_compute = Fp8AmaxCompute::max;
   Fp8Format forward_format = Fp8Format::e4m3;   // activations and weights
   Fp8Format backward_format = Fp8Format::e5m2;  // output gradients (TE's HYBRID recipe)
+  // The forward GEMM accumulates in the tensor cores' fast accumulator (TE's default: the
+  // gradient GEMMs keep promoting to f32).
+  bool fast_accum_forward = true;
   // Which block linears run in FP8, in peft.target_modules' vocabulary (plan/lora.hpp); the
   // embedding and the output head never do.
   std::vector<std::string> linears = {"qkv", "proj", "fc1", "fc2"};

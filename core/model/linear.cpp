@@ -27,17 +27,20 @@ Tensor TpGroup::gather_rows(Tensor shard, Tensor buffer) const {
 void TpGroup::sum_scatter_rows(Tensor shard, Tensor full) const { comm->reduce_scatter_sum(shard, full); }
 
 void Linear::affine_fwd(const LinearFwd& a, Tensor bias) const {
-  if (fp8_) {  // linear_fp8.cpp (the resolver refuses FP8 with adapters)
-    fp8_affine_fwd(a, bias);
-    return;
-  }
   if (!lora_) {
-    be_->linear_fwd({.out = a.out, .inp = a.inp, .weight = w_.w, .bias = bias, .pre_gelu = a.pre_gelu});
+    if (fp8_)
+      fp8_affine_fwd(a, bias);  // linear_fp8.cpp
+    else
+      be_->linear_fwd({.out = a.out, .inp = a.inp, .weight = w_.w, .bias = bias, .pre_gelu = a.pre_gelu});
     return;
   }
-  // The adapter's term joins the affine result before the GELU, which then runs on its own.
+  // The adapter's term joins the affine result before the GELU, which then runs on its own. The
+  // frozen base may run in FP8; the adapter always runs in the act dtype.
   const Tensor affine = a.pre_gelu.defined() ? a.pre_gelu : a.out;
-  be_->linear_fwd({.out = affine, .inp = a.inp, .weight = w_.w, .bias = bias});
+  if (fp8_)
+    fp8_affine_fwd({.out = affine, .inp = a.inp}, bias);
+  else
+    be_->linear_fwd({.out = affine, .inp = a.inp, .weight = w_.w, .bias = bias});
   adapter_fwd(affine, a.inp);
   if (a.pre_gelu.defined()) be_->gelu_fwd(a.out, a.pre_gelu);
 }
@@ -47,7 +50,7 @@ void Linear::affine_bwd(const LinearBwd& a) const {
     throw std::logic_error("Linear::bwd: rebuild_input needs gelu_pre (the input is rebuilt as gelu(gelu_pre))");
   const Tensor dbias = a.bias_grad_done ? Tensor() : grad_.b;
   const Tensor dinp_sum = a.dinp_is_output_grad_of ? a.dinp_is_output_grad_of->bias_grad() : Tensor();
-  if (fp8_) {
+  if (fp8_ && !lora_) {
     fp8_affine_bwd(a, dbias, dinp_sum);
     return;
   }
@@ -57,7 +60,10 @@ void Linear::affine_bwd(const LinearBwd& a) const {
     if (dbias.defined() || dinp_sum.defined())
       throw std::logic_error("Linear::bwd: a LoRA linear's base (and its biases) is frozen");
     if (a.rebuild_input) be_->gelu_fwd(a.inp, a.gelu_pre);
-    be_->linear_bwd({.dinp = a.dinp, .dweight = grad_.w, .dout = a.dout, .inp = a.inp, .weight = w_.w});
+    if (fp8_)  // the base's dx only: its weight takes no gradient
+      fp8_affine_bwd({.dinp = a.dinp, .dout = a.dout, .inp = a.inp}, Tensor(), Tensor());
+    else
+      be_->linear_bwd({.dinp = a.dinp, .dweight = grad_.w, .dout = a.dout, .inp = a.inp, .weight = w_.w});
     adapter_bwd(a.dinp, a.dout, a.inp);
     if (a.gelu_pre.defined() && a.dinp.defined()) be_->gelu_bwd(a.dinp, a.dinp, a.gelu_pre);
     return;

@@ -18,18 +18,24 @@
 //             xq [N, in] = q(x), wq [out, in] = q(W) one cast each
 //             y = xq·wqᵀ (+ b, GELU epilogue)        FP8 GEMM, bf16 out
 //   backward  amax(dy); gq [N, out] and gtq [out, N] = q(dy), one pass writing both
-//             wtq [in, out] = q(W)ᵀ                  (same scale as the forward's: same W, same amax)
 //             dx = gq·wtqᵀ (dGELU, dinp_sum)         FP8 GEMM, bf16
-//             xtq [in, N] = q(x)ᵀ                    (same scale as the forward's)
+//             xtq [in, N] = q(x)ᵀ                    (amax(x) again: same x, same scale)
 //             dW += gtq·xtqᵀ                         FP8 GEMM, f32; db from dy itself (not its FP8 copy)
-// The transposed copies exist because cuBLASLt's FP8 GEMMs take both operands K-major ("TN"):
-// y reads x and W as stored (K = in), dx needs W K-major over out (wtq), dW needs dy and x K-major
-// over N (gtq, xtq). Nothing FP8 is kept between forward and backward: the backward recasts x and
-// W from the bf16 tensors the block keeps anyway (same amax, same scale, same bytes; an input that
-// trainer.recompute rebuilds may differ from the forward's in its last bf16 bit, as on the bf16
-// path), so FP8 adds no per-layer memory. All FP8 linears share one Fp8Scratch, sized for the widest of them:
-//   x [N·max in] (xq, later xtq), w [max out·in] (wq, later wtq), g [N·max out], g_t [N·max out],
-//   stats f32 [16]: amax and inverse scale of x (0, 1), W (2, 3), dy (4, 5).
+// The weight is cast once per pass of micro-batches (a training step, an evaluation): amax(W), then
+// wq [out, in] and wtq [in, out] = q(W) in one pass, into the linear's own Fp8WeightCache, which
+// every forward and backward of the pass reads (the weights change only between passes; outside a
+// pass, Model::fp8_weight_pass off, every use recasts). The transposed copies exist because
+// cuBLASLt's FP8 GEMMs take both operands K-major ("TN"): y reads x and W as stored (K = in), dx
+// needs W K-major over out (wtq), dW needs dy and x K-major over N (gtq, xtq). No activation is
+// kept in FP8 between forward and backward: the backward recasts x from the bf16 tensor the block
+// keeps anyway (an input that trainer.recompute rebuilds may differ from the forward's in its last
+// bf16 bit, as on the bf16 path). Per FP8 linear: 2·out·in bytes of weight copies; shared by all
+// of them, sized for the widest, one Fp8Scratch:
+//   x [N·max in] (xq, later xtq), g [N·max out], g_t [N·max out],
+//   stats f32 [64]: 16-byte cells (4 floats each; the value is the cell's first float): amax and
+//   inverse scale of x (cells 0, 1) and dy (4, 5); the weight's pair is in its Fp8WeightCache.
+//   cuBLASLt refuses (NOT_SUPPORTED, at the matmul, not at the heuristic) an A/B scale pointer
+//   that is not 16-byte aligned, hence the cells.
 // Under TP an operand sharded over the group (W always; x of a row-parallel linear; dy of a
 // column-parallel one) takes the amax of the whole tensor: its local amax is max-reduced over the
 // group (a one-float all-reduce) before the cast, so every rank uses the scale a single rank
@@ -188,9 +194,21 @@ struct SequenceParallelScratch {
 // operands of whichever linear runs now (typed views are taken per call), the amax and inverse
 // scales, and the formats.
 struct Fp8Scratch {
-  kernels::Tensor x, w, g, g_t;  // raw bytes (numel = capacity in elements of one byte)
-  kernels::Tensor stats;         // f32 [16]
+  kernels::Tensor x, g, g_t;  // raw bytes (numel = capacity in elements of one byte)
+  kernels::Tensor stats;      // f32 [64]: 16-byte cells, see above
   kernels::DType fwd = kernels::DType::e4m3, bwd = kernels::DType::e5m2;
+  bool fast_accum_forward = true;  // fp8.fast_accum_forward
+  // Inside a pass of micro-batches (Model::fp8_weight_pass): a weight cast stays valid until the
+  // pass ends. Outside one, every use recasts.
+  bool cache_weights = false;
+};
+
+// One FP8 linear's weight in the forward format, as stored and transposed, with its amax and
+// inverse scale (cells 0 and 1, 16 bytes each); `valid` (host side) says they hold this pass's W.
+struct Fp8WeightCache {
+  kernels::Tensor wq, wtq;  // [out, in], [in, out] in the forward format
+  kernels::Tensor stats;    // f32 [8]
+  bool valid = false;
 };
 
 // The tensor-parallel group as a linear sees it. size 1 (comm may be null): no TP, every
@@ -258,8 +276,12 @@ class Linear {
   kernels::Tensor bias_grad() const { return grad_.b; }
   const LinearTensors& weights() const { return w_; }
   const LinearTensors& grads() const { return grad_; }
-  // Runs this linear's GEMMs in FP8 through the shared scratch (null: bf16, the default).
-  void use_fp8(const Fp8Scratch* scratch) { fp8_ = scratch; }
+  // Runs this linear's GEMMs in FP8 through the shared scratch and its own weight cache (null:
+  // bf16, the default).
+  void use_fp8(const Fp8Scratch* scratch, Fp8WeightCache* weight) {
+    fp8_ = scratch;
+    fp8_w_ = weight;
+  }
 
  protected:
   // Sequence parallelism: the local affine map on whole rows, with the all-gathers and
@@ -303,9 +325,12 @@ class Linear {
   // The FP8 forms of affine_fwd / affine_bwd (see the top of the file).
   void fp8_affine_fwd(const LinearFwd& a, kernels::Tensor bias) const;
   void fp8_affine_bwd(const LinearBwd& a, kernels::Tensor dbias, kernels::Tensor dinp_sum) const;
-  // amax of src (max-reduced over TP when `sharded`) into stats[slot], then src cast into out
-  // ([rows, cols]) and/or out_t ([cols, rows]) with the inverse scale into stats[slot + 1].
-  void fp8_cast(kernels::Tensor src, kernels::Tensor out, kernels::Tensor out_t, int slot, bool sharded) const;
+  // amax of src (max-reduced over TP when `sharded`) into cell `slot` of stats, then src cast into
+  // out ([rows, cols]) and/or out_t ([cols, rows]) with the inverse scale into cell slot + 1.
+  void fp8_cast(kernels::Tensor src, kernels::Tensor out, kernels::Tensor out_t, kernels::Tensor stats, int slot,
+                bool sharded) const;
+  // The weight cache filled for this pass (cast now unless it already is; see the top of the file).
+  const Fp8WeightCache& fp8_weight() const;
 
   LinearTensors w_, grad_;
   kernels::Backend* be_;
@@ -314,6 +339,7 @@ class Linear {
   bool row_parallel_;
   uint64_t dropout_key_;
   const Fp8Scratch* fp8_ = nullptr;  // null: bf16 GEMMs
+  Fp8WeightCache* fp8_w_ = nullptr;  // this linear's, owned by the Model
 };
 
 class ColumnParallelLinear final : public Linear {

@@ -11,8 +11,12 @@ using kernels::Tensor;
 
 namespace {
 
-// Slots of Fp8Scratch::stats: amax at the even index, inverse scale after it.
-constexpr int kX = 0, kW = 2, kG = 4;
+// Cells of the stats tensors: amax at the even cell, inverse scale in the next. A cell is 16 bytes
+// (4 floats, the value in the first) because cuBLASLt takes only 16-byte aligned scale pointers.
+// Fp8Scratch::stats holds x's pair (kX) and dy's (kG); a weight's pair is in its own cache (kW).
+constexpr int kX = 0, kW = 0, kG = 4;
+constexpr int64_t kCellFloats = 4;
+Tensor cell(const Tensor& stats, int i) { return stats.rows(i * kCellFloats, 1); }
 
 // A [rows, cols] view of `dtype` at the start of a byte buffer.
 Tensor typed(const Tensor& bytes, DType dtype, int64_t rows, int64_t cols) {
@@ -28,27 +32,37 @@ void TpGroup::max(Tensor t) const {
   if (size > 1) comm->all_reduce_max(t);
 }
 
-void Linear::fp8_cast(Tensor src, Tensor out, Tensor out_t, int slot, bool sharded) const {
-  const Tensor amax = fp8_->stats.rows(slot, 1), scale_inv = fp8_->stats.rows(slot + 1, 1);
+void Linear::fp8_cast(Tensor src, Tensor out, Tensor out_t, Tensor stats, int slot, bool sharded) const {
+  const Tensor amax = cell(stats, slot), scale_inv = cell(stats, slot + 1);
   be_->fp8_amax(amax, src);
   if (sharded) tp_.max(amax);
   const int64_t cols = out.defined() ? out.dim(1) : out_t.dim(0);
   be_->fp8_quantize({.out = out, .out_t = out_t, .scale_inv = scale_inv, .inp = src, .amax = amax, .cols = cols});
 }
 
+const Fp8WeightCache& Linear::fp8_weight() const {
+  Fp8WeightCache& c = *fp8_w_;
+  if (!c.valid || !fp8_->cache_weights) {
+    fp8_cast(w_.w, c.wq, c.wtq, c.stats, kW, tp_.size > 1);  // W is sharded whenever TP is on
+    c.valid = true;
+  }
+  return c;
+}
+
 void Linear::fp8_affine_fwd(const LinearFwd& a, Tensor bias) const {
   const Fp8Scratch& s = *fp8_;
-  const int64_t out = w_.w.dim(0), in = w_.w.dim(1), n = a.inp.numel() / in;
-  const Tensor xq = typed(s.x, s.fwd, n, in), wq = typed(s.w, s.fwd, out, in);
-  fp8_cast(a.inp, xq, Tensor(), kX, row_parallel_);  // a row-parallel input is sharded over its features
-  fp8_cast(w_.w, wq, Tensor(), kW, tp_.size > 1);
+  const int64_t in = w_.w.dim(1), n = a.inp.numel() / in;
+  const Tensor xq = typed(s.x, s.fwd, n, in);
+  fp8_cast(a.inp, xq, Tensor(), s.stats, kX, row_parallel_);  // a row-parallel input is sharded over its features
+  const Fp8WeightCache& w = fp8_weight();
   be_->fp8_linear_fwd({.out = a.out,
                        .inp = xq,
-                       .inp_scale_inv = s.stats.rows(kX + 1, 1),
-                       .weight = wq,
-                       .weight_scale_inv = s.stats.rows(kW + 1, 1),
+                       .inp_scale_inv = cell(s.stats, kX + 1),
+                       .weight = w.wq,
+                       .weight_scale_inv = cell(w.stats, kW + 1),
                        .bias = bias,
-                       .pre_gelu = a.pre_gelu});
+                       .pre_gelu = a.pre_gelu,
+                       .fast_accum = s.fast_accum_forward});
 }
 
 void Linear::fp8_affine_bwd(const LinearBwd& a, Tensor dbias, Tensor dinp_sum) const {
@@ -60,15 +74,12 @@ void Linear::fp8_affine_bwd(const LinearBwd& a, Tensor dbias, Tensor dinp_sum) c
   // dy: sharded over the output features in a column-parallel linear, replicated in a row-parallel one.
   const Tensor gq = need_dinp ? typed(s.g, s.bwd, n, out) : Tensor();
   const Tensor gtq = need_dw ? typed(s.g_t, s.bwd, out, n) : Tensor();
-  if (need_dinp || need_dw) fp8_cast(a.dout, gq, gtq, kG, !row_parallel_);
-  Tensor wtq, xtq;
-  if (need_dinp) {
-    wtq = typed(s.w, s.fwd, in, out);
-    fp8_cast(w_.w, Tensor(), wtq, kW, tp_.size > 1);
-  }
+  if (need_dinp || need_dw) fp8_cast(a.dout, gq, gtq, s.stats, kG, !row_parallel_);
+  const Fp8WeightCache* w = need_dinp ? &fp8_weight() : nullptr;
+  Tensor xtq;
   if (need_dw) {
     xtq = typed(s.x, s.fwd, in, n);
-    fp8_cast(a.inp, Tensor(), xtq, kX, row_parallel_);
+    fp8_cast(a.inp, Tensor(), xtq, s.stats, kX, row_parallel_);
   }
   be_->fp8_linear_bwd({.dinp = a.dinp,
                        .dweight = grad_.w,
@@ -78,11 +89,11 @@ void Linear::fp8_affine_bwd(const LinearBwd& a, Tensor dbias, Tensor dinp_sum) c
                        .dout = a.dout,
                        .dout_fp8 = gq,
                        .dout_t = gtq,
-                       .dout_scale_inv = s.stats.rows(kG + 1, 1),
-                       .weight_t = wtq,
-                       .weight_scale_inv = s.stats.rows(kW + 1, 1),
+                       .dout_scale_inv = cell(s.stats, kG + 1),
+                       .weight_t = w ? w->wtq : Tensor(),
+                       .weight_scale_inv = w ? cell(w->stats, kW + 1) : Tensor(),
                        .inp_t = xtq,
-                       .inp_scale_inv = s.stats.rows(kX + 1, 1)});
+                       .inp_scale_inv = cell(s.stats, kX + 1)});
 }
 
 }  // namespace recipe::core

@@ -145,36 +145,57 @@ Model::~Model() {
   if (fp8_buf_) be_.free(fp8_buf_);
 }
 
-// One set of FP8 operand buffers for all FP8 linears of this rank, sized for the widest (the
-// layout is in linear.hpp and plan/fp8.cpp's fp8_scratch_bytes, which the memory estimate counts).
+// One set of FP8 operand buffers for all FP8 linears of this model chunk, sized for the widest,
+// and per FP8 linear its weight cache (the layout is in linear.hpp; plan/fp8.cpp's
+// fp8_scratch_bytes and fp8_weight_cache_bytes, which the memory estimate counts, mirror it).
 void Model::alloc_fp8_scratch() {
   if (!s_.fp8_linears || w_.layers.empty()) return;
-  int64_t in = 0, out = 0, w = 0;
+  int64_t in = 0, out = 0, cache = 0;
   const LayerParams& lp = w_.layers.front();
   const std::pair<const LinearTensors*, unsigned> linears[] = {
       {&lp.qkv, lora_qkv}, {&lp.proj, lora_proj}, {&lp.fc_in, lora_mlp_in}, {&lp.fc_out, lora_mlp_out}};
+  auto a = [](int64_t b) { return (b + 255) / 256 * 256; };
+  constexpr int64_t kStatsBytes = 256;  // six (scratch) or two (cache) 16-byte cells
   for (const auto& [t, bit] : linears) {
     if (!(s_.fp8_linears & bit)) continue;
     in = std::max(in, t->w.dim(1));
     out = std::max(out, t->w.dim(0));
-    w = std::max(w, t->w.numel());
+    cache += 2 * a(t->w.numel()) + kStatsBytes;
   }
-  auto a = [](int64_t b) { return (b + 255) / 256 * 256; };
-  const int64_t x_bytes = a(N_ * in), w_bytes = a(w), g_bytes = a(N_ * out);
-  fp8_buf_ = be_.alloc(size_t(x_bytes + w_bytes + 2 * g_bytes + a(int64_t(16) * 4)));
+  const int64_t layers = int64_t(w_.layers.size());
+  fp8_buf_ = be_.alloc(size_t(a(N_ * in) + 2 * a(N_ * out) + kStatsBytes + layers * cache));
   char* p = static_cast<char*>(fp8_buf_);
-  auto bytes = [&](int64_t n) {
-    Tensor t(p, DType::e4m3, be_.device(), {n});
-    p += a(n);
+  auto take = [&](DType dt, int64_t n) {
+    Tensor t(p, dt, be_.device(), {n});
+    p += a(n * int64_t(kernels::dtype_size(dt)));
     return t;
   };
-  fp8_.x = bytes(N_ * in);
-  fp8_.w = bytes(w);
-  fp8_.g = bytes(N_ * out);
-  fp8_.g_t = bytes(N_ * out);
-  fp8_.stats = Tensor(p, DType::f32, be_.device(), {16});
+  fp8_.x = take(DType::e4m3, N_ * in);
+  fp8_.g = take(DType::e4m3, N_ * out);
+  fp8_.g_t = take(DType::e4m3, N_ * out);
+  fp8_.stats = take(DType::f32, kStatsBytes / 4);  // 16-byte cells (linear.hpp)
   fp8_.fwd = DType::e4m3;
   fp8_.bwd = s_.fp8_grad_e5m2 ? DType::e5m2 : DType::e4m3;
+  fp8_.fast_accum_forward = s_.fp8_fast_accum_forward;
+  fp8_weights_.assign(size_t(layers) * 4, Fp8WeightCache{});
+  for (int64_t l = 0; l < layers; ++l) {
+    const LayerParams& w = w_.layers[size_t(l)];
+    const std::pair<const LinearTensors*, unsigned> lin[] = {
+        {&w.qkv, lora_qkv}, {&w.proj, lora_proj}, {&w.fc_in, lora_mlp_in}, {&w.fc_out, lora_mlp_out}};
+    for (int k = 0; k < 4; ++k) {
+      if (!(s_.fp8_linears & lin[k].second)) continue;
+      const Tensor& wt = lin[k].first->w;
+      Fp8WeightCache& c = fp8_weights_[size_t(l * 4 + k)];
+      c.wq = take(fp8_.fwd, wt.numel()).view({wt.dim(0), wt.dim(1)});
+      c.wtq = take(fp8_.fwd, wt.numel()).view({wt.dim(1), wt.dim(0)});
+      c.stats = take(DType::f32, kStatsBytes / 4);
+    }
+  }
+}
+
+void Model::fp8_weight_pass(bool on) {
+  fp8_.cache_weights = on;
+  for (Fp8WeightCache& c : fp8_weights_) c.valid = false;
 }
 
 Model::Params Model::bind_params(bool grads, const LayerChunk& chunk) const {
@@ -252,8 +273,8 @@ void Model::make_linears() {
     LayerLinears& ll = linears_.back();
     const std::pair<Linear*, unsigned> fp8[] = {
         {&ll.qkv, lora_qkv}, {&ll.proj, lora_proj}, {&ll.fc_in, lora_mlp_in}, {&ll.fc_out, lora_mlp_out}};
-    for (const auto& [linear, bit] : fp8)
-      if (s_.fp8_linears & bit) linear->use_fp8(&fp8_);
+    for (int k = 0; k < 4; ++k)
+      if (s_.fp8_linears & fp8[k].second) fp8[k].first->use_fp8(&fp8_, &fp8_weights_[l * 4 + size_t(k)]);
   }
 }
 

@@ -131,6 +131,10 @@ class Model {
   // replicated gradients are summed over the TP group just before the hook hears of it, once per
   // step. (Under sequence parallelism a step's last backward without a hook leaves them partial.)
   void set_phase_hook(std::function<void(int)> hook) { phase_hook_ = std::move(hook); }
+  // FP8: on starts a pass of micro-batches (a training step, an evaluation) in which each FP8
+  // linear casts its weight at its first use and keeps the cast until the pass ends (off); the
+  // weights must not change inside a pass. Off (the default) recasts at every use.
+  void fp8_weight_pass(bool on);
 
  private:
   // Generation (incremental_decoder.hpp) runs this model's bound weights, linears and norms over a
@@ -230,6 +234,7 @@ class Model {
   LoraScratch lora_;                   // the adapters' [N, r] scratch (undefined without LoRA)
   void* lora_buf_ = nullptr;
   Fp8Scratch fp8_;  // the FP8 linears' operand buffers (undefined without FP8)
+  std::vector<Fp8WeightCache> fp8_weights_;  // [layer·4 + linear] (qkv, proj, fc_in, fc_out)
   void* fp8_buf_ = nullptr;
   std::vector<int64_t> first_rows_;  // per slot (set_first_token)
   void* arena_ = nullptr;

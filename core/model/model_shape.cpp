@@ -54,6 +54,7 @@ ModelShape model_shape(const plan::Plan& plan) {
 
   s.fp8_linears = plan::fp8_linears(plan).mask;
   s.fp8_grad_e5m2 = plan.fp8.backward_format == plan::Fp8Format::e5m2;
+  s.fp8_fast_accum_forward = plan.fp8.fast_accum_forward;
 
   // The resolver checks all of this; these few are kept because buffer sizes and indexing depend on
   // them (a hand-built plan that skipped the derivations fails here instead of reading out of bounds).

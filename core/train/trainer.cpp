@@ -300,6 +300,8 @@ void Trainer::enqueue_micro_batches(const data::SampleSource& src, const std::fu
     model.set_first_token(slot, sample_of(m) * shape_.seq);  // keys the adapter dropout mask
     model.forward(slot, with_grad, losses_.rows(m, 1).view({N}), dloss);
   };
+  // The weights stay fixed over the micro-batches: FP8 linears cast theirs once for all of them.
+  for (auto& chunk : chunks_) chunk->fp8_weight_pass(true);
   if (!with_grad) {
     schedule_->forward(count, forward);
   } else {
@@ -313,6 +315,7 @@ void Trainer::enqueue_micro_batches(const data::SampleSource& src, const std::fu
     grad_sync_->finish(*params_);
     sum_over_context_parallel();
   }
+  for (auto& chunk : chunks_) chunk->fp8_weight_pass(false);
 }
 
 // The step's last backward of each chunk reports its phases to the DP reduction, which starts

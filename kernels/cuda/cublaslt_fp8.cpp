@@ -5,8 +5,9 @@
 // and takes FP8 only in the "TN" form (A transposed, B not), i.e. both operands K-major; the
 // callers hand over K-major copies (the backward's transposed casts, kernels/cuda/fp8.cu).
 // Outputs: bf16 with the BIAS / GELU_AUX(_BIAS) / DGELU epilogues (bias and aux bf16), or f32
-// (C f32, the weight gradient). Fast accumulation (CUBLASLT_MATMUL_DESC_FAST_ACCUM) stays off:
-// every GEMM promotes its partial sums to f32 as the bf16 GEMMs do.
+// (C f32, the weight gradient). Fast accumulation (CUBLASLT_MATMUL_DESC_FAST_ACCUM) only where the
+// caller asks (the forward GEMM, fp8.fast_accum_forward, as Transformer Engine does); the gradient
+// GEMMs promote their partial sums to f32 as the bf16 GEMMs do.
 #include <stdexcept>
 #include <string>
 
@@ -43,7 +44,8 @@ void CublasLtLinear::fp8_gemm(const Fp8Gemm& f, Workspace scratch) {
          f.b.type,
          f.a.type,
          f.b.scale_inv,
-         f.a.scale_inv};
+         f.a.scale_inv,
+         f.fast_accum};
   auto fail = [&] {
     throw std::runtime_error("cuBLASLt: no FP8 algorithm for [" + std::to_string(f.M) + "x" + std::to_string(f.K) +
                              "]·[" + std::to_string(f.N) + "x" + std::to_string(f.K) + "]ᵀ (types " +

@@ -76,7 +76,8 @@ CublasLtLinear::Key CublasLtLinear::key_of(const Gemm& g, bool beta_nonzero) {
              pointer_alignment(g.D),
              int(beta_nonzero),
              int(g.a_type),
-             int(g.b_type)};
+             int(g.b_type),
+             int(g.fast_accum)};
 }
 
 CublasLtLinear::Plan& CublasLtLinear::plan_for(const Gemm& g) {
@@ -108,6 +109,10 @@ CublasLtLinear::Plan& CublasLtLinear::plan_for(const Gemm& g) {
         cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g.aux, sizeof(g.aux)));
   }
   set_scale_pointers(p.desc, g);
+  if (g.fast_accum) {
+    const int8_t on = 1;
+    RECIPE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &on, sizeof(on)));
+  }
   RECIPE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, g.a_type, g.transA ? g.k : g.m, g.transA ? g.m : g.k, g.lda));
   RECIPE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, g.b_type, g.transB ? g.n : g.k, g.transB ? g.k : g.n, g.ldb));
   RECIPE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.d, g.d_type, g.m, g.n, g.ldd));

@@ -82,6 +82,7 @@ class CublasLtLinear {
     void* pre_gelu = nullptr;
     const void* dgelu_aux = nullptr;
     bool accumulate = false;
+    bool fast_accum = false;  // CUBLASLT_MATMUL_DESC_FAST_ACCUM (Fp8LinearFwdArgs::fast_accum)
     // Optional (bf16 D): column_sum[N] (f32) += Σ_rows D, the final D ("=" with overwrite_sum).
     float* column_sum = nullptr;
     bool overwrite_sum = false;
@@ -119,12 +120,13 @@ class CublasLtLinear {
     cudaDataType_t a_type = CUDA_R_16BF, b_type = CUDA_R_16BF;
     const float* a_scale = nullptr;
     const float* b_scale = nullptr;
+    bool fast_accum = false;  // FP8 only
   };
   // (m, n, k, lda, ldb, ldd, aux_ld, transA, transB, d_type, epilogue, bias_type, and the
-  // pointer alignments of A, B, D that the chosen algorithm may assume, whether beta != 0, and the
-  // operand types a_type, b_type)
+  // pointer alignments of A, B, D that the chosen algorithm may assume, whether beta != 0, the
+  // operand types a_type, b_type, and fast_accum)
   using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, int, int, int, int,
-                         int, int, int, int, int>;
+                         int, int, int, int, int, int>;
   struct Plan {
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;

@@ -4,6 +4,7 @@
 // gradient's first write of the step.
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <string>
 
 #include "kernels/cuda/cublaslt_linear.hpp"
@@ -23,6 +24,10 @@ void expect_fp8(const char* op, const char* name, const Tensor& t) {
 void expect_scale(const char* op, const char* name, const Tensor& t) {
   expect(op, name, t, DType::f32);
   expect_numel(op, name, t, 1);
+  // cuBLASLt's A/B scale pointers must be 16-byte aligned (else its matmul, not its heuristic,
+  // answers NOT_SUPPORTED); amax shares the rule so every FP8 scalar can feed a GEMM.
+  if (reinterpret_cast<uintptr_t>(t.ptr) % 16)
+    bad_arg(op, std::string(name) + " is not 16-byte aligned (cuBLASLt's FP8 scale pointers must be)");
 }
 cudaDataType_t cuda_type(DType t) { return t == DType::e5m2 ? CUDA_R_8F_E5M2 : CUDA_R_8F_E4M3; }
 CublasLtLinear::Fp8Operand operand(const Tensor& q, const Tensor& scale_inv) {
@@ -80,7 +85,8 @@ void CudaBackend::fp8_linear_fwd(const Fp8LinearFwdArgs& a) {
                      .N = OC,
                      .K = IC,
                      .bias = ptr_or_null(a.bias),
-                     .pre_gelu = ptr_or_null(a.pre_gelu)},
+                     .pre_gelu = ptr_or_null(a.pre_gelu),
+                     .fast_accum = a.fast_accum},
                     workspace());
 }
 

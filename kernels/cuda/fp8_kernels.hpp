@@ -15,8 +15,10 @@ void fp8_amax_bf16(float* amax, const void* x, int64_t n, cudaStream_t s);
 
 // From amax[0]: scale = fp8 max / amax (1 when amax is 0, not finite, or the quotient overflows),
 // scale_inv[0] = 1/scale; out[r, c] (if non-null) and out_t[c, r] (if non-null) = the FP8 byte
-// of inp[r, c]·scale (round to nearest even, saturating, NaN → NaN). One pass over inp: a 32×32
-// tile at a time through shared memory, so both outputs are written coalesced.
+// of inp[r, c]·scale (round to nearest even, saturating, NaN → NaN). One pass over inp, a tile at
+// a time through shared memory, so both outputs are written coalesced: 64×64 tiles with 16-byte
+// loads and 8-byte stores when rows and cols are multiples of 8 (the FP8 GEMM operands), else
+// 32×32 tiles of single elements.
 void fp8_quantize_bf16(void* out, void* out_t, float* scale_inv, const void* inp, const float* amax, int64_t rows,
                        int64_t cols, bool e5m2, cudaStream_t s);
 

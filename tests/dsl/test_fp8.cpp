@@ -1,5 +1,5 @@
 // trainer.precision = "fp8" in the resolver: what runs validates (CPU emulation, Hopper), what this
-// version cannot run is rejected with key and fix (delayed scaling, E5M2 forward, LoRA, a GPU below
+// version cannot run is rejected with key and fix (delayed scaling, E5M2 forward, a GPU below
 // compute capability 8.9, dimensions not multiples of 16, unknown linears), and the memory estimate
 // counts the FP8 scratch.
 #include "plan/fp8.hpp"
@@ -54,8 +54,6 @@ TEST_CASE("fp8: what this version cannot run is rejected with key and fix") {
       {R"({"model": {"hidden_size": 72}})", "fp8.linears", "not a multiple of 16", "multiples of 16"},
       {R"({"trainer": {"micro_batch_size": 1}, "model": {"seq_length": 24}})", "trainer.micro_batch_size",
        "not a multiple of 16", "multiple of 16"},
-      {R"({"mode": "finetune", "checkpoint": {"allow_random_init": true}, "peft": {"kind": "lora"}})",
-       "trainer.precision", "LoRA", "bf16"},
   };
   for (const Case& c : cases) {
     CAPTURE(c.patch);
@@ -69,6 +67,10 @@ TEST_CASE("fp8: what this version cannot run is rejected with key and fix") {
   // (256/2 = 128), still multiples of 16; hidden 64 with 4 heads is fine at tp 1 and 2.
   const auto tp2 = resolve_json(fp8(json::parse(R"({"parallelism": {"tp": 2}, "executor": {"cpu_ranks": 2}})")));
   CHECK_MESSAGE(!find_violation(tp2, "fp8.linears"), report(tp2));
+  // LoRA runs its frozen base in FP8 (the adapters in bf16).
+  const auto lora = resolve_json(
+      fp8(json::parse(R"({"mode": "finetune", "checkpoint": {"allow_random_init": true}, "peft": {"kind": "lora"}})")));
+  CHECK_MESSAGE(lora.ok(), report(lora));
 }
 
 TEST_CASE("fp8: the GPU must have compute capability >= 8.9 (visible GPU or executor.gpu_model)") {
@@ -89,20 +91,22 @@ TEST_CASE("fp8: the GPU must have compute capability >= 8.9 (visible GPU or exec
   const auto planned_h100 = resolve_json(with(cuda, json::parse(R"({"executor": {"gpu_model": "H100-80GB"}})")),
                                          visible_gpu(80, "NVIDIA A100-SXM4-80GB"));
   CHECK_MESSAGE(!find_violation(planned_h100, "trainer.precision"), report(planned_h100));
-  // The GPU passes, but this version refuses the CUDA FP8 step itself (dsl/resolve_fp8.cpp says why).
-  const Violation* step = find_violation(h100, "trainer.device");
-  REQUIRE_MESSAGE(step, report(h100));
-  CHECK(step->message.find("does not run on GPUs in this version") != std::string::npos);
-  CHECK(step->fix.find("bf16") != std::string::npos);
+  // An FP8-capable GPU validates: the CUDA FP8 step runs (tests/kernels/cuda/test_cuda_fp8_training.cpp).
+  CHECK_MESSAGE(h100.ok(), report(h100));
 }
 
-TEST_CASE("fp8: the memory estimate counts the FP8 operand scratch") {
+TEST_CASE("fp8: the memory estimate counts the FP8 operand scratch and the weight casts") {
   const auto bf16 = resolve_json(with(tiny_gpt(), json::parse(R"({"trainer": {"device": "cpu"}})")));
   const auto f = resolve_json(fp8());
   REQUIRE(bf16.ok());
   REQUIRE(f.ok());
   const int64_t scratch = plan::fp8_scratch_bytes(f.plan);
-  // N = 2·32 tokens; widest in 256 (fc2), out 256 (fc1), weight 64·256: 64·256 + 64·256 + 2·64·256 + 256.
-  CHECK(scratch == 64 * 256 + 64 * 256 + 2 * 64 * 256 + 256);
+  // N = 2·32 tokens; widest in 256 (fc2), widest out 256 (fc1): x 64·256, g and g_t 64·256 each, stats 256.
+  CHECK(scratch == 64 * 256 + 2 * 64 * 256 + 256);
   CHECK(f.plan.memory.activations == bf16.plan.memory.activations + scratch);
+  // Per layer each linear's weight as stored and transposed (one byte per element) and 256 bytes of
+  // cells: qkv 64·192, proj 64·64, fc1 64·256, fc2 256·64.
+  const int64_t per_layer = 2 * (64 * 192 + 64 * 64 + 64 * 256 + 256 * 64) + 4 * 256;
+  CHECK(plan::fp8_weight_cache_bytes(f.plan) == per_layer);
+  CHECK(f.plan.memory.weights == bf16.plan.memory.weights + f.plan.model.num_layers * per_layer);
 }

@@ -58,6 +58,7 @@ struct ModelShape {
   // gradients' format (E5M2, else E4M3; activations and weights are E4M3). See core/model/linear.hpp.
   unsigned fp8_linears = 0;
   bool fp8_grad_e5m2 = true;
+  bool fp8_fast_accum_forward = true;
 
   int64_t q_dim() const { return int64_t(heads) * head_dim; }
   int64_t kv_dim() const { return int64_t(kv_heads) * head_dim; }

@@ -5,6 +5,8 @@
 // outputs: both accumulate exact products in f32, only the summation order and the output rounding
 // differ; 1e-3 for the f32 weight gradient). Skipped where no GPU is visible, except the first
 // test, which checks the CPU encoding against cuda_fp8.h on the host.
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "tests/kernels/cuda/cuda_test_util.hpp"
@@ -115,9 +117,10 @@ TEST_CASE("cuda fp8 amax and casts equal the CPU reference bit for bit (E4M3, E5
     int64_t rows, cols;
     float amax_override;
   };
-  // Tile edges (not multiples of 32), a large tensor, saturation (a quarter of the true amax), and
-  // the subnormals (values spread over 12 binades below the amax).
-  const Case cases[] = {{48, 80, 0.f}, {16, 16, 0.f}, {1024, 768, 0.f}, {64, 96, 0.5f}};
+  // Tile edges (not multiples of the 64×64 vector tile), a large tensor, saturation (a quarter of the
+  // true amax), and the subnormals (values spread over 12 binades below the amax). Rows and cols
+  // multiples of 8 take the vector kernels; {20, 36} and {33, 24} the element-wise ones.
+  const Case cases[] = {{48, 80, 0.f}, {16, 16, 0.f}, {1024, 768, 0.f}, {64, 96, 0.5f}, {20, 36, 0.f}, {33, 24, 0.f}};
   uint32_t seed = 100;
   for (const Case& c : cases)
     for (DType t : {DType::e4m3, DType::e5m2}) {
@@ -177,6 +180,27 @@ TEST_CASE("cuda fp8 linear forward (cuBLASLt FP8, TN) matches the CPU emulation:
                                   .pre_gelu = pre.g});
     CHECK_CLOSE(out, kBf16Tol);
     if (lc.gelu) CHECK_CLOSE(pre, kBf16Tol);
+  }
+}
+
+// cuBLASLt answers NOT_SUPPORTED at the matmul (not at the heuristic) for an FP8 scale pointer
+// that is not 16-byte aligned; the backend says so itself, naming the argument.
+TEST_CASE("cuda fp8 linear forward refuses a scale pointer that is not 16-byte aligned" * doctest::skip(!has_gpu())) {
+  Rng r(300);
+  auto x = make_dual(Kind::act, {32, 64}, r.normal(32 * 64));
+  auto w = make_dual(Kind::act, {48, 64}, r.normal(48 * 64, 0.05f));
+  Fp8Dual qx = quantize_both(x, 32, 64, DType::e4m3), qw = quantize_both(w, 48, 64, DType::e4m3);
+  auto cells = make_dual(Kind::f32, {8}, std::vector<float>(8, 1.f));
+  auto out = make_dual(Kind::act, {32, 48}, std::vector<float>(32 * 48, 0.f));
+  try {
+    gpu_backend().fp8_linear_fwd({.out = out.g,
+                                  .inp = qx.q.g,
+                                  .inp_scale_inv = cells.g.rows(1, 1),  // 4 bytes past an aligned start
+                                  .weight = qw.q.g,
+                                  .weight_scale_inv = qw.scale_inv.g});
+    FAIL("a misaligned scale pointer was accepted");
+  } catch (const std::invalid_argument& e) {
+    CHECK(std::string(e.what()).find("inp_scale_inv is not 16-byte aligned") != std::string::npos);
   }
 }
 
