@@ -35,7 +35,7 @@ using recipe::kernels::Tensor;
 float exact_value(int world_rank, int64_t i) { return float((world_rank + 1) * 3 + int(i % 17)) * 0.5f; }
 // Small integers: exact in bf16 (8 significant bits) and in sums of up to 8 ranks.
 float small_int(int world_rank, int64_t i) { return float(world_rank + 1 + int(i % 5)); }
-float max_value(int world_rank, int64_t i) { return float((world_rank * 7 + i) % 11) - 3.0f; }
+float max_value(int world_rank, int64_t i) { return float((int64_t(world_rank) * 7 + i) % 11) - 3.0f; }
 // Values with full mantissas, whose sum depends on the order of additions: results that agree
 // bitwise across ranks show that every rank received the same reduction.
 float noisy_value(int world_rank, int64_t i) {
