@@ -443,6 +443,11 @@ std::vector<FieldInfo> build_fields() {
                     "per TP rank (all-gather / reduce-scatter replace TP's all-reduces; less activation memory); needs "
                     "tp > 1 and micro_batch_size × seq_length divisible by tp"));
   f.push_back(field(pa, "zero1", &P::parallelism, &Par::zero1, "shard the Adam state over DP ranks"));
+  f.push_back(field(pa, "zero1_overlap_gather", &P::parallelism, &Par::zero1_overlap_gather,
+                    "with zero1: all-gather the updated weights bucket by bucket while the next step's forward runs "
+                    "(each layer waits only for the buckets holding its weights; embeddings and first layers first) "
+                    "instead of all of them, blocking, at the end of the step; false = the blocking gather (A/B "
+                    "timing)"));
   f.push_back(field(pa, "layers_per_stage", &P::parallelism, &Par::layers_per_stage,
                     "explicit pipeline split, one entry per stage (per model chunk in model order with "
                     "virtual_pp > 1); empty = even split"));

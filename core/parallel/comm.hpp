@@ -3,6 +3,7 @@
 // only through it; comm_mpi.* and comm_nccl.* implement it, parallel_state.* owns the instances.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <utility>
 
@@ -44,6 +45,22 @@ class Comm {
   virtual void all_reduce_sum_start(kernels::Tensor t) { all_reduce_sum(t); }
   virtual void reduce_scatter_sum_start(kernels::Tensor out, kernels::Tensor in) { reduce_scatter_sum(out, in); }
   virtual void wait_all() {}
+
+  // ---- One started all-gather, waited for alone (ZeRO-1's weight gather overlapped with the next
+  // forward; issue 20) ----
+  // all_gather_start enqueues all_gather(out, in) like the *_start forms above and returns its
+  // handle; wait(op) makes that one result visible to later work without waiting for the rest
+  // (NCCL: the compute stream waits on the op's event, the host does not wait; MPI: MPI_Wait).
+  // wait_all() completes it too, and a handle from before the last wait_all() waits for nothing.
+  // The default runs the blocking form at once and returns a handle that waits for nothing.
+  struct Op {
+    int64_t seq = -1;  // the communicator's count of started ops; -1: complete already
+  };
+  virtual Op all_gather_start(kernels::Tensor out, kernels::Tensor in) {
+    all_gather(out, in);
+    return {};
+  }
+  virtual void wait(Op) {}
 };
 
 // The group of one: every collective is the identity.

@@ -281,6 +281,37 @@ void MpiComm::all_gather(Tensor out, Tensor in) {
     check(MPI_Allgather(in.ptr, n, type, out.ptr, n, type, comm_), "MPI_Allgather");
 }
 
+Comm::Op MpiComm::all_gather_start(Tensor out, Tensor in) {
+  require_host(out, name_, "all_gather_start", "out");
+  require_host(in, name_, "all_gather_start", "in");
+  require_chunks(in, out, size_, name_, "all_gather_start");
+  const int n = count_of(in, name_, "all_gather_start");
+  count_of(out, name_, "all_gather_start");
+  const MPI_Datatype type = mpi_transfer_type(in.dtype);
+  const bool in_place = chunk_alias(in, out, rank_, name_, "all_gather_start");
+  Pending& p = pending_.emplace_back();
+  p.dst = out;
+  p.seq = next_seq_;
+  const int rc = in_place ? MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, out.ptr, n, type, comm_, &p.request)
+                          : MPI_Iallgather(in.ptr, n, type, out.ptr, n, type, comm_, &p.request);
+  if (rc != MPI_SUCCESS) {
+    pending_.pop_back();
+    check(rc, "MPI_Iallgather");
+  }
+  return {next_seq_++};
+}
+
+void MpiComm::wait(Op op) {
+  if (op.seq < 0) return;
+  for (Pending& p : pending_) {
+    if (p.seq != op.seq) continue;
+    // MPI_Wait leaves MPI_REQUEST_NULL behind, so a second wait and wait_all() pass over it.
+    if (p.request != MPI_REQUEST_NULL) check(MPI_Wait(&p.request, MPI_STATUS_IGNORE), "MPI_Wait");
+    return;
+  }
+  // Not pending: completed by an earlier wait_all().
+}
+
 void MpiComm::send_recv(Tensor send, int dst, Tensor recv, int src) {
   // One tag for all pipeline traffic: MPI keeps messages between one pair of ranks in order, and
   // program order matches sends with receives.

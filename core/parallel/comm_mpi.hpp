@@ -54,6 +54,11 @@ class MpiComm final : public Comm {
   void all_reduce_sum_start(kernels::Tensor t) override;
   void reduce_scatter_sum_start(kernels::Tensor out, kernels::Tensor in) override;
   void wait_all() override;
+  // ---- one started all-gather waited for alone (comm.hpp; ZeRO-1's overlapped weight gather) ----
+  // MPI_Iallgather; wait(op) is MPI_Wait on its request (the entry stays in the pending list with
+  // a null request until wait_all()).
+  Op all_gather_start(kernels::Tensor out, kernels::Tensor in) override;
+  void wait(Op op) override;
 
  private:
   // A started operation: its request, and the host staging that must outlive it (the f32 widening
@@ -64,6 +69,7 @@ class MpiComm final : public Comm {
     std::vector<float> staging;     // f32 result (bf16 dst: rounded back; f32 dst: copied)
     std::vector<float> staging_in;  // bf16 input widened to f32 (reduce-scatter)
     bool copy_back = false;
+    int64_t seq = -1;  // all_gather_start's handle (Op::seq); -1 for the other ops
   };
 
   void check(int rc, const char* op) const;
@@ -75,7 +81,8 @@ class MpiComm final : public Comm {
   std::string name_;
   int rank_ = 0, size_ = 1;
   std::deque<Pending> pending_;
-  Pending scratch_;  // staging of the blocking reduce-scatter, reused so steady state never allocates
+  int64_t next_seq_ = 0;  // all_gather_start's handles, counted over the communicator's life
+  Pending scratch_;       // staging of the blocking reduce-scatter, reused so steady state never allocates
 };
 
 // Throws std::runtime_error "<what> failed in <group>: <MPI's error string>" when rc != MPI_SUCCESS.

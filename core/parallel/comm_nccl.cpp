@@ -188,6 +188,7 @@ NcclComm::~NcclComm() {
   if (scratch_) cudaFree(scratch_);
   if (ready_) cudaEventDestroy(ready_);
   if (done_) cudaEventDestroy(done_);
+  for (cudaEvent_t e : op_events_) cudaEventDestroy(e);
   if (side_) cudaStreamDestroy(side_);
 }
 
@@ -261,14 +262,36 @@ void NcclComm::reduce_scatter_sum_start(Tensor out, Tensor in) {
   pending_ = true;
 }
 
-void NcclComm::all_gather(Tensor out, Tensor in) {
-  require_device(out, name_, "all_gather", "out");
-  require_device(in, name_, "all_gather", "in");
-  require_chunks(in, out, size(), name_, "all_gather");
-  require_chunk_or_disjoint(in, out, rank(), name_, "all_gather");
+void NcclComm::enqueue_all_gather(Tensor out, Tensor in, const char* what) {
+  require_device(out, name_, what, "out");
+  require_device(in, name_, what, "in");
+  require_chunks(in, out, size(), name_, what);
+  require_chunk_or_disjoint(in, out, rank(), name_, what);
   fork();
   check(ncclAllGather(in.ptr, out.ptr, size_t(in.numel()), nccl_type(in.dtype), comm_, side_), "ncclAllGather");
+}
+
+void NcclComm::all_gather(Tensor out, Tensor in) {
+  enqueue_all_gather(out, in, "all_gather");
   join();
+}
+
+Comm::Op NcclComm::all_gather_start(Tensor out, Tensor in) {
+  enqueue_all_gather(out, in, "all_gather_start");
+  pending_ = true;
+  const size_t k = size_t(next_seq_ - first_seq_);
+  if (k == op_events_.size()) {
+    cudaEvent_t e = nullptr;
+    cuda_check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags", name_);
+    op_events_.push_back(e);
+  }
+  cuda_check(cudaEventRecord(op_events_[k], side_), "cudaEventRecord", name_);
+  return {next_seq_++};
+}
+
+void NcclComm::wait(Op op) {
+  if (op.seq < first_seq_ || op.seq >= next_seq_) return;  // complete: default handle, or joined by wait_all()
+  cuda_check(cudaStreamWaitEvent(compute_, op_events_[size_t(op.seq - first_seq_)], 0), "cudaStreamWaitEvent", name_);
 }
 
 void NcclComm::send_recv(Tensor send, int dst, Tensor recv, int src) {
@@ -299,6 +322,7 @@ void NcclComm::send_recv(Tensor send, int dst, Tensor recv, int src) {
 }
 
 void NcclComm::wait_all() {
+  first_seq_ = next_seq_;  // every started op is joined below (or was, by an earlier wait_all())
   if (!pending_) return;
   join();
   pending_ = false;

@@ -74,6 +74,12 @@ class NcclComm final : public Comm {
   void all_reduce_sum_start(kernels::Tensor t) override;
   void reduce_scatter_sum_start(kernels::Tensor out, kernels::Tensor in) override;
   void wait_all() override;
+  // ---- one started all-gather waited for alone (comm.hpp; ZeRO-1's overlapped weight gather) ----
+  // On the comm stream like every op, followed by a record of its own event; wait(op) makes the
+  // compute stream wait on that event only (no host wait; legal inside CUDA-graph capture as
+  // long as the op is waited, or wait_all() called, before the capture ends).
+  Op all_gather_start(kernels::Tensor out, kernels::Tensor in) override;
+  void wait(Op op) override;
 
  private:
   void attach(kernels::Backend& backend);          // device and compute stream of the CUDA backend
@@ -84,6 +90,7 @@ class NcclComm final : public Comm {
   void check(ncclResult_t rc, const char* op) const;
   void enqueue_all_reduce(kernels::Tensor t, ncclRedOp_t op, const char* what);
   void enqueue_reduce_scatter(kernels::Tensor out, kernels::Tensor in, const char* what);
+  void enqueue_all_gather(kernels::Tensor out, kernels::Tensor in, const char* what);
 
   std::string name_;
   int rank_ = 0, size_ = 1;
@@ -97,6 +104,12 @@ class NcclComm final : public Comm {
   cudaStream_t side_ = nullptr;     // the comm stream (owned)
   cudaEvent_t ready_ = nullptr, done_ = nullptr;
   bool pending_ = false;  // *_start work not yet joined by wait_all()
+  // all_gather_start's events: op `seq` (first_seq_ ≤ seq < next_seq_, started since the last
+  // wait_all()) has op_events_[seq - first_seq_], recorded on the comm stream right after it.
+  // Created on first need and reused after every wait_all(), so a step that starts as many ops as
+  // the one before creates none (the CUDA-graph capture follows an eager warm-up step).
+  std::vector<cudaEvent_t> op_events_;
+  int64_t first_seq_ = 0, next_seq_ = 0;
 };
 
 }  // namespace recipe::core

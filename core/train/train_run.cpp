@@ -330,6 +330,7 @@ TrainResult train(const plan::Plan& plan, const TrainOptions& opts) {
       break;
     }
   }
+  trainer.complete_weights();  // ZeRO-1, overlapped: the last step's weights, gathered
   if (!res.diverged && res.stop_signal == 0 && plan.checkpoint.save_final && !ckpt_dir.empty() &&
       trainer.steps_done() == max_steps && saved_step != max_steps) {
     save("the last step");

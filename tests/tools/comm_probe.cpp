@@ -35,7 +35,7 @@ using recipe::kernels::Tensor;
 float exact_value(int world_rank, int64_t i) { return float((world_rank + 1) * 3 + int(i % 17)) * 0.5f; }
 // Small integers: exact in bf16 (8 significant bits) and in sums of up to 8 ranks.
 float small_int(int world_rank, int64_t i) { return float(world_rank + 1 + int(i % 5)); }
-float max_value(int world_rank, int64_t i) { return float((world_rank * 7 + i) % 11) - 3.0f; }
+float max_value(int world_rank, int64_t i) { return float((int64_t(world_rank) * 7 + i) % 11) - 3.0f; }
 // Values with full mantissas, whose sum depends on the order of additions: results that agree
 // bitwise across ranks show that every rank received the same reduction.
 float noisy_value(int world_rank, int64_t i) {
@@ -260,6 +260,30 @@ class Probe {
       expect_values(
           mine, [&](int64_t k) { return sum_over(exact_value)(r * chunk + k); }, g,
           "reduce_scatter_sum_start(f32, in place) + wait_all");
+    }
+
+    // One started all-gather waited for alone (ZeRO-1's overlapped weight gather): three in flight
+    // (in place f32 and bf16; out of place f32 for real groups), waited in reverse order and read
+    // before any wait_all(); a wait on a handle wait_all() completed since does nothing.
+    {
+      std::vector<float> mine(static_cast<size_t>(chunk));
+      for (int64_t k = 0; k < chunk; ++k) mine[size_t(k)] = exact_value(me_, k);
+      std::vector<float> full(size_t(chunk * n), -7.0f);
+      std::copy(mine.begin(), mine.end(), full.begin() + r * chunk);
+      Tensor f = upload(full, DType::f32), h = upload(full, DType::bf16);
+      Tensor src = upload(mine, DType::f32), dst = alloc(chunk * n, DType::f32);
+      const Comm::Op of = c.all_gather_start(f, f.rows(r * chunk, chunk));
+      const Comm::Op oh = c.all_gather_start(h, h.rows(r * chunk, chunk));
+      const Comm::Op od = n > 1 ? c.all_gather_start(dst, src) : Comm::Op{};
+      c.wait(od);
+      c.wait(oh);
+      c.wait(of);
+      auto want = [&](int64_t j) { return exact_value(members[size_t(j / chunk)], j % chunk); };
+      expect_values(read(f), want, g, "all_gather_start(f32, in place) + wait");
+      expect_values(read(h), want, g, "all_gather_start(bf16, in place) + wait");
+      if (n > 1) expect_values(read(dst), want, g, "all_gather_start(f32, out of place) + wait");
+      c.wait_all();
+      c.wait(of);
     }
 
     // Bitwise agreement on order-sensitive data, large enough for the bandwidth algorithms, blocking
