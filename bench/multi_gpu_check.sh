@@ -4,7 +4,10 @@
 #   cudaops   the CUDA op suite (kernels/cuda) on the last GPU, in the background
 #   dpab      gpt3_345m DP1/DP2 (DP4, DP8 once the op suite is done) with the multi-rank device step
 #             and with kernels.host_clip=true (the host step) — bench/scaling.sh twice
-#   dpvar     DP at the most GPUs with gradient buckets of 8 / 128 MiB and with ZeRO-1
+#   dpvar     DP at the most GPUs (DPVAR_MIN=1: also DP1, for the per-GPU efficiency column) with
+#             ZeRO-1's weight gather blocking and overlapped with the next forward (the default),
+#             and gradient buckets of 8 MiB; DPVARS lists other variants
+#   zero1ov   the ZeRO-1 overlapped-gather parity tests on GPUs (tests/core/parallel/test_zero1_overlap_gather.cpp)
 #   parity    the NCCL parity tests (every layout of gpt_tiny / llama_tiny against one GPU)
 #   scaling   bench/scaling.sh tp and pp sets
 #   PHASES="build cudaops dpab parity" OUT=/tmp/out bench/multi_gpu_check.sh
@@ -48,7 +51,7 @@ fi
 if has dpvar; then  # DP at the most GPUs: gradient bucket sizes, ZeRO-1
   # DPVARS: variants, each a comma-separated list of parallelism.* overrides
   i=0
-  for v in ${DPVARS:-grad_bucket_mb=8 grad_bucket_mb=128 zero1=true}; do
+  for v in ${DPVARS:-zero1=true,zero1_overlap_gather=false zero1=true grad_bucket_mb=8}; do
     i=$((i+1)); extra=$(echo "$v" | tr ',' '\n' | sed 's/^/parallelism./' | tr '\n' ' ')
     MIN_GPUS=${DPVAR_MIN:-$G} GPUS=$G SETS=dp STEPS=40 EXTRA="$extra" OUT_DIR=$out/dpvar-$i RECIPE=$B/bin/recipe bench/scaling.sh >>$out/dpvar.log 2>&1
     echo "== DP, $extra"; grep "gpt3" $out/dpvar-$i/scaling.md
@@ -58,6 +61,11 @@ if has parity; then
   t0=$SECONDS
   timeout 420 $B/tests/recipe_tests -tc="CUDA: parallel layouts*" >$out/parity.log 2>&1
   echo "CUDA parity exit $? in $((SECONDS-t0)) s"; grep -E "ERROR|CHECK|test cases|assertions|worst" $out/parity.log | head -30
+fi
+if has zero1ov; then
+  t0=$SECONDS
+  timeout 420 $B/tests/recipe_tests -tc="CUDA: ZeRO-1 with the overlapped weight gather*" >$out/zero1ov.log 2>&1
+  echo "CUDA ZeRO-1 overlap parity exit $? in $((SECONDS-t0)) s"; grep -E "ERROR|CHECK|test cases|assertions|worst" $out/zero1ov.log | head -30
 fi
 if has scaling; then
   GPUS=$G SETS="tp pp" STEPS=30 EXTRA="${SCALING_EXTRA:-}" OUT_DIR=$out/scaling RECIPE=$B/bin/recipe bench/scaling.sh >$out/scaling.log 2>&1

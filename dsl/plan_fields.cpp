@@ -448,6 +448,11 @@ std::vector<FieldInfo> build_fields() {
                     "reduce-scatter becomes a ring of tp row-block exchanges on the comm stream, pipelined with the "
                     "GEMM of the block at hand; needs sequence_parallel=true; not with LoRA or FP8 in this version"));
   f.push_back(field(pa, "zero1", &P::parallelism, &Par::zero1, "shard the Adam state over DP ranks"));
+  f.push_back(field(pa, "zero1_overlap_gather", &P::parallelism, &Par::zero1_overlap_gather,
+                    "with zero1: all-gather the updated weights bucket by bucket while the next step's forward runs "
+                    "(each layer waits only for the buckets holding its weights; embeddings and first layers first) "
+                    "instead of all of them, blocking, at the end of the step; false = the blocking gather (A/B "
+                    "timing)"));
   f.push_back(field(pa, "layers_per_stage", &P::parallelism, &Par::layers_per_stage,
                     "explicit pipeline split, one entry per stage (per model chunk in model order with "
                     "virtual_pp > 1); empty = even split"));

@@ -7,7 +7,7 @@
 #include <numeric>
 #include <sstream>
 
-#include "dsl/gpu_catalog.hpp"
+#include "plan/gpu_catalog.hpp"
 #include "dsl/resolve_internal.hpp"
 #include "core/model/family/shape.hpp"
 #include "dsl/suggest.hpp"
@@ -187,7 +187,7 @@ void check_ranges(ResolveContext& ctx) {
   shape(require(ctx, "executor.gpus_per_node", e.gpus_per_node, e.gpus_per_node >= 0,
                 "must be at least 0 (0 = all visible GPUs)"));
   shape(require(ctx, "executor.cpu_ranks", e.cpu_ranks, e.cpu_ranks >= 1, "must be at least 1"));
-  if (!e.device_memory.empty() && !parse_memory_gib(e.device_memory))
+  if (!e.device_memory.empty() && !plan::parse_memory_gib(e.device_memory))
     ctx.violation("executor.device_memory", "executor.device_memory=\"" + e.device_memory + "\" is not a memory size",
                   "write a size such as \"80GiB\", \"81920MiB\" or \"80GB\"");
   if (e.kind == plan::ExecutorKind::slurm && !valid_slurm_time(e.time))

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "dsl/gpu_catalog.hpp"
+#include "plan/gpu_catalog.hpp"
 #include "dsl/resolve_internal.hpp"
 #include "dsl/suggest.hpp"
 #include "plan/fp8.hpp"
@@ -28,13 +28,13 @@ struct TargetGpu {
 TargetGpu target_gpu(const ResolveContext& ctx) {
   const plan::ExecutorConfig& ex = ctx.plan().executor;
   if (!ex.gpu_model.empty()) {
-    const auto gpu = find_gpu(ex.gpu_model);  // an unknown model is reported by the memory check
+    const auto gpu = plan::find_gpu(ex.gpu_model);  // an unknown model is reported by the memory check
     if (!gpu) return {"executor.gpu_model=\"" + ex.gpu_model + "\"", 0};
     return {"executor.gpu_model=\"" + ex.gpu_model + "\" (" + gpu->name + ")", gpu->compute_capability};
   }
   const ExecutorFacts& f = ctx.facts;
   if (f.gpu_compute_capability > 0) return {"the visible GPU (" + f.gpu_name + ")", f.gpu_compute_capability};
-  if (const auto gpu = find_gpu(f.gpu_name)) return {gpu->name, gpu->compute_capability};
+  if (const auto gpu = plan::find_gpu(f.gpu_name)) return {gpu->name, gpu->compute_capability};
   return {"", 0};
 }
 

@@ -5,7 +5,7 @@
 // the one detected on this host (ExecutorFacts); an unknown compute capability is not checked.
 #include <string>
 
-#include "dsl/gpu_catalog.hpp"
+#include "plan/gpu_catalog.hpp"
 #include "dsl/resolve_internal.hpp"
 
 namespace recipe::dsl::detail {
@@ -24,7 +24,7 @@ void check_gpu_capability(ResolveContext& ctx) {
   int cc = 0;
   std::string gpu, path;
   if (!p.executor.gpu_model.empty()) {
-    const auto spec = find_gpu(p.executor.gpu_model);
+    const auto spec = plan::find_gpu(p.executor.gpu_model);
     if (!spec) return;  // an unknown model is reported by the memory check
     cc = spec->compute_capability;
     gpu = "executor.gpu_model=\"" + p.executor.gpu_model + "\" (" + spec->name + ")";

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "dsl/gpu_catalog.hpp"
+#include "plan/gpu_catalog.hpp"
 #include "plan/memory_estimate.hpp"
 #include "dsl/resolve_internal.hpp"
 #include "dsl/suggest.hpp"
@@ -112,28 +112,29 @@ void derive_and_check_memory(ResolveContext& ctx) {
   std::string device;
   // A catalog GPU. A unified-memory one (GB10) shares its memory with the operating system and the
   // CPU: the check takes the host's available memory when the plan runs on this host's GPU, else
-  // the documented share of the total (kUnifiedMemoryUsableFraction, dsl/gpu_catalog.hpp).
-  auto set_device = [&](const GpuSpec& g, bool on_this_host) {
+  // the documented share of the total (plan::kUnifiedMemoryUsableFraction, plan/gpu_catalog.hpp).
+  auto set_device = [&](const plan::GpuSpec& g, bool on_this_host) {
     const double available = on_this_host ? facts.host_memory_gib : 0;
-    gib = usable_memory_gib(g, available);
+    gib = plan::usable_memory_gib(g, available);
     device = g.name;
     if (g.unified_memory)
-      device += available > 0 ? " (unified memory: " + plan::format_bytes(gib * kGiB) + " available on this host)"
-                              : " (unified memory: " + std::to_string(std::lround(kUnifiedMemoryUsableFraction * 100)) +
-                                    "% of " + plan::format_bytes(g.memory_gib * kGiB) + " shared with the CPU)";
+      device += available > 0
+                    ? " (unified memory: " + plan::format_bytes(gib * kGiB) + " available on this host)"
+                    : " (unified memory: " + std::to_string(std::lround(plan::kUnifiedMemoryUsableFraction * 100)) +
+                          "% of " + plan::format_bytes(g.memory_gib * kGiB) + " shared with the CPU)";
   };
   // An explicit size or model in the recipe beats detection: the run may target other machines
   // than the one resolving it.
   if (!ex.device_memory.empty()) {
-    const auto parsed = parse_memory_gib(ex.device_memory);
+    const auto parsed = plan::parse_memory_gib(ex.device_memory);
     if (!parsed) return;  // reported by check_ranges
     gib = *parsed;
     device = "executor.device_memory=\"" + ex.device_memory + "\"";
   } else if (!ex.gpu_model.empty()) {
-    const auto gpu = find_gpu(ex.gpu_model);
+    const auto gpu = plan::find_gpu(ex.gpu_model);
     if (!gpu) {
       std::vector<std::string> names;
-      for (const auto& g : gpu_catalog()) names.push_back(g.name);
+      for (const auto& g : plan::gpu_catalog()) names.push_back(g.name);
       ctx.violation(
           "executor.gpu_model",
           "executor.gpu_model=\"" + ex.gpu_model + "\" is not a known GPU" + did_you_mean(ex.gpu_model, names),
@@ -141,9 +142,9 @@ void derive_and_check_memory(ResolveContext& ctx) {
       return;
     }
     // A unified-memory GPU that is also the one visible here: what this host has available.
-    const auto here = find_gpu(facts.gpu_name);
+    const auto here = plan::find_gpu(facts.gpu_name);
     set_device(*gpu, here && here->name == gpu->name);
-  } else if (const auto gpu = find_gpu(facts.gpu_name); gpu && gpu->unified_memory) {
+  } else if (const auto gpu = plan::find_gpu(facts.gpu_name); gpu && gpu->unified_memory) {
     set_device(*gpu, true);
   } else if (facts.gpu_memory_gib > 0) {
     gib = facts.gpu_memory_gib;
@@ -151,7 +152,7 @@ void derive_and_check_memory(ResolveContext& ctx) {
   } else if (gpu) {
     set_device(*gpu, false);
   } else {
-    const auto h100 = find_gpu("H100-80GB");
+    const auto h100 = plan::find_gpu("H100-80GB");
     gib = h100->memory_gib;
     device = "H100-80GB (assumed)";
     ctx.warn("no GPU model is known (no GPU visible, executor.gpu_model unset): the memory check assumes H100-80GB (" +

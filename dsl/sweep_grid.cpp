@@ -5,7 +5,7 @@
 #include <map>
 #include <set>
 
-#include "dsl/gpu_catalog.hpp"
+#include "plan/gpu_catalog.hpp"
 #include "dsl/plan_fields.hpp"
 #include "plan/memory_estimate.hpp"
 
@@ -158,7 +158,7 @@ std::string memory_verdict(const plan::Plan& p, const ExecutorFacts& facts) {
     std::string device;
     if (!ex.device_memory.empty())
       device = "executor.device_memory=\"" + ex.device_memory + "\"";
-    else if (auto g = find_gpu(ex.gpu_model.empty() ? facts.gpu_name : ex.gpu_model))
+    else if (auto g = plan::find_gpu(ex.gpu_model.empty() ? facts.gpu_name : ex.gpu_model))
       device = g->name;
     else
       device = facts.gpu_name.empty() ? "the device" : facts.gpu_name;

@@ -144,7 +144,10 @@ struct ParallelismConfig {
   // Pipeline the sequence-parallel all-gathers / reduce-scatters with the linears' GEMMs, one TP
   // rank's row block at a time (core/model/linear.hpp); needs sequence_parallel.
   bool tp_comm_overlap = false;
-  bool zero1 = false;                 // distributed optimizer (shard Adam state over DP)
+  bool zero1 = false;  // distributed optimizer (shard Adam state over DP)
+  // ZeRO-1: all-gather the updated weights bucket by bucket while the next forward runs (each
+  // layer waits for its own buckets) instead of blocking at the end of the step.
+  bool zero1_overlap_gather = true;
   std::vector<int> layers_per_stage;  // explicit PP split (pp·virtual_pp entries); empty = even split
   double grad_bucket_mb = 128.0;      // DP gradient bucket size (f32 MiB); 0 = one per layer
   bool grad_reduce_bf16 = false;      // reduce DP gradients in bf16 (half the bytes) instead of f32

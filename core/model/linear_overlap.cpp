@@ -4,7 +4,9 @@
 // next = rank+1, prev = rank-1 (mod t); every step sends one block to next and receives one from
 // prev (Comm::send_recv_start on the comm stream) while the compute stream runs the GEMM of the
 // block it already holds, and the compute stream waits (device-side) only for the block it needs
-// next. t-1 steps move the same bytes as the NCCL all-gather / reduce-scatter they replace.
+// next. t-1 steps move the same bytes as the NCCL all-gather / reduce-scatter they replace. Each
+// function waits for every op it started and ends with wait_all(), which then joins nothing new
+// (NCCL: one more event wait) but recycles the ops' events (NCCL) and requests (MPI).
 #include "core/model/linear.hpp"
 
 namespace recipe::core {
@@ -34,11 +36,12 @@ void Linear::ring_column_fwd(const LinearFwd& a) const {
   for (int s = 0; s < t; ++s) {
     const int j = ring(r - s, t);
     const Tensor held = s == 0 ? shard : full.rows(j * m, m);
-    CommOp moved;
+    Comm::Op moved;
     if (s + 1 < t) moved = tp_.comm->send_recv_start(held, next, full.rows(ring(j - 1, t) * m, m), prev);
     affine_fwd({.out = y.rows(j * m, m), .inp = held, .pre_gelu = block_rows(pre, j, m)}, w_.b);
     tp_.comm->wait(moved);
   }
+  tp_.comm->wait_all();  // every op was waited: this only recycles their events / requests
 }
 
 // GEMM + reduce-scatter. Block b's partial sums travel the ring b+1 → b+2 → … → b: at step s this
@@ -53,7 +56,7 @@ void Linear::ring_row_fwd(const LinearFwd& a) const {
   const int64_t m = x.dim(0) / t;
   const Tensor partial = TpGroup::leading(tp_.sp->full, m * t, out);
   const Tensor y = matrix(a.out, out);
-  CommOp moved;
+  Comm::Op moved;
   for (int s = 0; s < t; ++s) {
     const int b = ring(r - 1 - s, t);
     const Tensor p = partial.rows(b * m, m);
@@ -64,6 +67,7 @@ void Linear::ring_row_fwd(const LinearFwd& a) const {
     }
     if (s + 1 < t) moved = tp_.comm->send_recv_start(p, next, y, prev);
   }
+  tp_.comm->wait_all();
 }
 
 // The mirror of ring_row_fwd for the partial input gradient, with the weight gradient's input
@@ -76,12 +80,12 @@ void Linear::ring_column_bwd(const LinearBwd& a) const {
   const Tensor shard = matrix(a.inp, in);
   const int64_t m = shard.dim(0);
   const Tensor x = TpGroup::leading(tp_.sp->full, m * t, in);
-  const CommOp gathered = tp_.comm->all_gather_start(x, shard);
+  const Comm::Op gathered = tp_.comm->all_gather_start(x, shard);
   const Tensor dy = matrix(a.dout, out);
   const Tensor partial = TpGroup::leading(tp_.sp->full_grad, m * t, in);
   const Tensor dx = matrix(a.dinp, in);
   const Tensor dbias = a.bias_grad_done ? Tensor() : grad_.b;
-  CommOp moved;
+  Comm::Op moved;
   for (int s = 0; s < t; ++s) {
     const int b = ring(r - 1 - s, t);
     const Tensor p = partial.rows(b * m, m);
@@ -97,6 +101,7 @@ void Linear::ring_column_bwd(const LinearBwd& a) const {
     }
     if (s + 1 < t) moved = tp_.comm->send_recv_start(p, next, dx, prev);
   }
+  tp_.comm->wait_all();
 }
 
 // The mirror of ring_column_fwd for the output gradient: the blocks of dout arrive around the
@@ -116,7 +121,7 @@ void Linear::ring_row_bwd(const LinearBwd& a) const {
   for (int s = 0; s < t; ++s) {
     const int j = ring(r - s, t);
     const Tensor held = s == 0 ? shard : dy.rows(j * m, m);
-    CommOp moved;
+    Comm::Op moved;
     if (s + 1 < t) moved = tp_.comm->send_recv_start(held, next, dy.rows(ring(j - 1, t) * m, m), prev);
     // dinp_sum accumulates over the blocks (+=, linear_bwd's contract); inp gives the shapes only.
     if (dx.defined())
@@ -128,6 +133,7 @@ void Linear::ring_row_bwd(const LinearBwd& a) const {
                        .dinp_sum = dinp_sum});
     tp_.comm->wait(moved);
   }
+  tp_.comm->wait_all();
   if (a.rebuild_input) be_->gelu_fwd(x, pre);  // the input was not kept: rebuilt for the weight gradient
   be_->linear_bwd({.dweight = grad_.w, .dout = dy, .inp = x, .weight = w_.w});
   if (a.bias_grad_done || !grad_.b.defined()) return;

@@ -327,7 +327,9 @@ void Model::forward(int slot, bool with_grad, Tensor losses, float dloss) {
   lora_.training = with_grad;  // adapter dropout: training forwards only
   lora_.first_row = first_rows_.at(size_t(slot));
   const LayerActs first = A.layer(0);
+  const int nl = ls_.layers;
   if (first_stage_) {
+    weights_needed(layer_phase(-1));  // the embeddings' phase: one past the lowest layer's
     // Every rank's lookup is partial (its vocabulary rows; positions on rank 0): summed over the
     // group, or under sequence parallelism reduce-scattered to this rank's rows.
     const Tensor embedded = sp_ ? sp_scratch_.full : first.residual;
@@ -342,13 +344,15 @@ void Model::forward(int slot, bool with_grad, Tensor losses, float dloss) {
     else
       tp_sum(first.residual);
   }
+  weights_needed(layer_phase(0));
   norm_fwd(first.ln1, first.residual, w_.layers[0].norm1, first.ln1_mean, first.ln1_rstd);
-  const int nl = ls_.layers;
   for (int l = 0; l < nl; ++l) {
     const LayerActs a = A.layer(l);
     layer_forward_body(A, l, a);
     linears_[size_t(l)].fc_out.fwd({.out = A.proj_out, .inp = a.fc_act});
-    // The MLP residual add is fused with the next norm (the next layer's norm1 or the final norm).
+    // The MLP residual add is fused with the next norm (the next layer's norm1 or the final norm),
+    // whose weights are the next phase's.
+    if (l + 1 < nl || last_stage_) weights_needed(l + 1 < nl ? layer_phase(l + 1) : 0);
     if (l + 1 < nl) {
       const LayerActs next = A.layer(l + 1);
       residual_norm(next.residual, next.ln1, next.ln1_mean, next.ln1_rstd, a.residual2, A.proj_out,

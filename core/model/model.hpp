@@ -135,6 +135,12 @@ class Model {
   // linear casts its weight at its first use and keeps the cast until the pass ends (off); the
   // weights must not change inside a pass. Off (the default) recasts at every use.
   void fp8_weight_pass(bool on);
+  // The weights hook (if set) is called by forward with each ParamSpec::ready_phase value of this
+  // chunk right before it first reads that phase's weights, in forward order (descending: the
+  // embeddings, the layers bottom-up, then 0 before the final norm and the classifier). ZeRO-1
+  // waits there for the all-gather of those weights only (GradSync::wait_weights), so a layer
+  // computes as soon as its own weights have arrived. Set once; every forward calls it.
+  void set_weights_hook(std::function<void(int)> hook) { weights_hook_ = std::move(hook); }
 
  private:
   // Generation (incremental_decoder.hpp) runs this model's bound weights, linears and norms over a
@@ -244,6 +250,12 @@ class Model {
   std::vector<LossScratch> loss_scratch_;
   std::vector<int32_t> host_inputs_, host_targets_;
   std::function<void(int)> phase_hook_;
+  std::function<void(int)> weights_hook_;
+  void weights_needed(int phase) {
+    if (weights_hook_) weights_hook_(phase);
+  }
+  // ParamSpec::ready_phase of local layer l (the backward's phase numbering).
+  int layer_phase(int l) const { return 1 + phase_above_ + (ls_.layers - 1 - l); }
 };
 
 }  // namespace recipe::core

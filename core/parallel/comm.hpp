@@ -11,12 +11,6 @@
 
 namespace recipe::core {
 
-// The handle of one started operation (Comm::*_start below); id 0: already complete (the blocking
-// defaults), waiting on it does nothing.
-struct CommOp {
-  int64_t id = 0;
-};
-
 // A communicator over one group of ranks. Tensor collectives work in place on f32 or bf16
 // tensors of the trainer's device; scalar collectives are for norms, losses and flags.
 class Comm {
@@ -52,31 +46,29 @@ class Comm {
   virtual void reduce_scatter_sum_start(kernels::Tensor out, kernels::Tensor in) { reduce_scatter_sum(out, in); }
   virtual void wait_all() {}
 
-  // ---- Chunk operations with per-operation waits (tensor-parallel communication overlap,
-  // parallelism.tp_comm_overlap; their user is core/model/linear_overlap.cpp) ----
-  // A *_start here enqueues one operation and returns its handle; wait(op) then orders that one
-  // operation before what follows, without waiting for anything started after it:
-  //   NCCL: device-side only. The operation runs on the communicator's comm stream after the work
-  //         already issued on the compute stream; wait(op) makes the compute stream's later work
-  //         wait on the operation's event (no host synchronization; legal inside CUDA-graph
-  //         capture, where every started operation must be waited before the capture ends).
-  //         Operations of one communicator run in start order, so waiting on one also completes
-  //         every operation started before it.
-  //   MPI:  non-blocking MPI calls; wait(op) completes that request on the host.
-  // The tensors must stay untouched until the wait; wait_all() completes these too. The defaults
-  // run the blocking form at once and return a handle that needs no wait.
-  // all_gather_start: all_gather's contract (ZeRO-1's parameter all-gather uses the same name).
-  virtual CommOp all_gather_start(kernels::Tensor out, kernels::Tensor in) {
+  // ---- One started operation, waited for alone (issue 20: ZeRO-1's weight gather overlapped with
+  // the next forward, core/train/grad_sync.cpp; the TP communication overlap's ring steps,
+  // parallelism.tp_comm_overlap, core/model/linear_overlap.cpp) ----
+  // all_gather_start enqueues all_gather(out, in), send_recv_start send_recv(send, dst, recv, src),
+  // like the *_start forms above, and each returns its handle; wait(op) makes that one result
+  // visible to later work without waiting for the rest (NCCL: the compute stream waits on the op's
+  // event, the host does not wait, legal inside CUDA-graph capture; MPI: MPI_Wait on its requests).
+  // wait_all() completes them too, and a handle from before the last wait_all() waits for nothing;
+  // a user that never needs wait_all() otherwise calls it after its last wait, so the handles'
+  // events (NCCL) and requests (MPI) are recycled. The defaults run the blocking form at once and
+  // return a handle that waits for nothing.
+  struct Op {
+    int64_t seq = -1;  // the communicator's count of started ops; -1: complete already
+  };
+  virtual Op all_gather_start(kernels::Tensor out, kernels::Tensor in) {
     all_gather(out, in);
     return {};
   }
-  // send_recv's contract: the ring steps of the chunked all-gather / reduce-scatter.
-  virtual CommOp send_recv_start(kernels::Tensor send, int dst, kernels::Tensor recv, int src) {
+  virtual Op send_recv_start(kernels::Tensor send, int dst, kernels::Tensor recv, int src) {
     send_recv(send, dst, recv, src);
     return {};
   }
-  virtual void wait(CommOp /*op*/) {}
-  // ---- end of the chunk operations ----
+  virtual void wait(Op) {}
 };
 
 // The group of one: every collective is the identity.

@@ -284,6 +284,38 @@ void MpiComm::all_gather(Tensor out, Tensor in) {
     check(MPI_Allgather(in.ptr, n, type, out.ptr, n, type, comm_), "MPI_Allgather");
 }
 
+Comm::Op MpiComm::all_gather_start(Tensor out, Tensor in) {
+  require_host(out, name_, "all_gather_start", "out");
+  require_host(in, name_, "all_gather_start", "in");
+  require_chunks(in, out, size_, name_, "all_gather_start");
+  const int n = count_of(in, name_, "all_gather_start");
+  count_of(out, name_, "all_gather_start");
+  const MPI_Datatype type = mpi_transfer_type(in.dtype);
+  const bool in_place = chunk_alias(in, out, rank_, name_, "all_gather_start");
+  Pending& p = pending_.emplace_back();
+  p.dst = out;
+  p.seq = next_seq_;
+  const int rc = in_place ? MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, out.ptr, n, type, comm_, &p.request)
+                          : MPI_Iallgather(in.ptr, n, type, out.ptr, n, type, comm_, &p.request);
+  if (rc != MPI_SUCCESS) {
+    pending_.pop_back();
+    check(rc, "MPI_Iallgather");
+  }
+  return {next_seq_++};
+}
+
+void MpiComm::wait(Op op) {
+  if (op.seq < 0) return;
+  for (Pending& p : pending_) {
+    if (p.seq != op.seq) continue;
+    // MPI_Wait leaves MPI_REQUEST_NULL behind, so a second wait and wait_all() pass over it.
+    if (p.request != MPI_REQUEST_NULL) check(MPI_Wait(&p.request, MPI_STATUS_IGNORE), "MPI_Wait");
+    if (p.request2 != MPI_REQUEST_NULL) check(MPI_Wait(&p.request2, MPI_STATUS_IGNORE), "MPI_Wait");
+    return;
+  }
+  // Not pending: completed by an earlier wait_all().
+}
+
 void MpiComm::post_send_recv(Tensor send, int dst, Tensor recv, int src, MPI_Request* requests, const char* op) {
   // One tag for all pipeline traffic: MPI keeps messages between one pair of ranks in order, and
   // program order matches sends with receives.
@@ -318,49 +350,14 @@ void MpiComm::send_recv(Tensor send, int dst, Tensor recv, int src) {
   check(MPI_Waitall(2, requests, MPI_STATUSES_IGNORE), "MPI_Waitall(send_recv)");
 }
 
-// ---- the chunk operations (comm.hpp) ----
-
-CommOp MpiComm::send_recv_start(Tensor send, int dst, Tensor recv, int src) {
+Comm::Op MpiComm::send_recv_start(Tensor send, int dst, Tensor recv, int src) {
   MPI_Request requests[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
   post_send_recv(send, dst, recv, src, requests, "send_recv_start");
   Pending& p = pending_.emplace_back();
   p.request = requests[0];
   p.request2 = requests[1];
-  p.id = ++ops_;
-  return {p.id};
-}
-
-CommOp MpiComm::all_gather_start(Tensor out, Tensor in) {
-  require_host(out, name_, "all_gather_start", "out");
-  require_host(in, name_, "all_gather_start", "in");
-  require_chunks(in, out, size_, name_, "all_gather_start");
-  const int n = count_of(in, name_, "all_gather_start");
-  count_of(out, name_, "all_gather_start");
-  const MPI_Datatype type = mpi_transfer_type(in.dtype);
-  MPI_Request request = MPI_REQUEST_NULL;
-  if (chunk_alias(in, out, rank_, name_, "all_gather_start"))
-    check(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, out.ptr, n, type, comm_, &request), "MPI_Iallgather");
-  else
-    check(MPI_Iallgather(in.ptr, n, type, out.ptr, n, type, comm_, &request), "MPI_Iallgather");
-  Pending& p = pending_.emplace_back();
-  p.request = request;
-  p.id = ++ops_;
-  return {p.id};
-}
-
-void MpiComm::wait(CommOp op) {
-  if (op.id <= 0) return;
-  for (auto it = pending_.begin(); it != pending_.end(); ++it) {
-    if (it->id != op.id) continue;
-    MPI_Request requests[2] = {it->request, it->request2};
-    const int rc = MPI_Waitall(2, requests, MPI_STATUSES_IGNORE);
-    Pending done = std::move(*it);
-    pending_.erase(it);  // completed or unusable either way
-    check(rc, "MPI_Waitall");
-    finish(done);
-    return;
-  }
-  // Not pending: completed by wait_all() or an earlier wait(op).
+  p.seq = next_seq_;
+  return {next_seq_++};
 }
 
 }  // namespace recipe::core

@@ -54,11 +54,13 @@ class MpiComm final : public Comm {
   void all_reduce_sum_start(kernels::Tensor t) override;
   void reduce_scatter_sum_start(kernels::Tensor out, kernels::Tensor in) override;
   void wait_all() override;
-  // The chunk operations (comm.hpp): MPI_Iallgather, and MPI_Irecv + MPI_Isend; wait(op) completes
-  // that operation's requests on the host.
-  CommOp all_gather_start(kernels::Tensor out, kernels::Tensor in) override;
-  CommOp send_recv_start(kernels::Tensor send, int dst, kernels::Tensor recv, int src) override;
-  void wait(CommOp op) override;
+  // ---- one started op waited for alone (comm.hpp; ZeRO-1's overlapped weight gather, the TP
+  // overlap's ring steps) ----
+  // MPI_Iallgather, or MPI_Irecv + MPI_Isend; wait(op) is MPI_Wait on its requests (the entry
+  // stays in the pending list with null requests until wait_all()).
+  Op all_gather_start(kernels::Tensor out, kernels::Tensor in) override;
+  Op send_recv_start(kernels::Tensor send, int dst, kernels::Tensor recv, int src) override;
+  void wait(Op op) override;
 
  private:
   // A started operation: its request, and the host staging that must outlive it (the f32 widening
@@ -66,11 +68,11 @@ class MpiComm final : public Comm {
   struct Pending {
     MPI_Request request = MPI_REQUEST_NULL;
     MPI_Request request2 = MPI_REQUEST_NULL;  // send_recv_start's send (request: its receive)
-    int64_t id = 0;                           // the CommOp handle of a chunk operation; 0 otherwise
     kernels::Tensor dst;                      // where the result goes at completion
     std::vector<float> staging;               // f32 result (bf16 dst: rounded back; f32 dst: copied)
     std::vector<float> staging_in;            // bf16 input widened to f32 (reduce-scatter)
     bool copy_back = false;
+    int64_t seq = -1;  // a waitable op's handle (Op::seq); -1 for the other ops
   };
 
   void check(int rc, const char* op) const;
@@ -85,8 +87,8 @@ class MpiComm final : public Comm {
   std::string name_;
   int rank_ = 0, size_ = 1;
   std::deque<Pending> pending_;
-  int64_t ops_ = 0;  // chunk operations started so far (their handles)
-  Pending scratch_;  // staging of the blocking reduce-scatter, reused so steady state never allocates
+  int64_t next_seq_ = 0;  // the waitable ops' handles, counted over the communicator's life
+  Pending scratch_;       // staging of the blocking reduce-scatter, reused so steady state never allocates
 };
 
 // Throws std::runtime_error "<what> failed in <group>: <MPI's error string>" when rc != MPI_SUCCESS.

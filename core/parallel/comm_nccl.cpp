@@ -94,8 +94,6 @@ void NcclComm::init(const ncclUniqueId& id) {
              name_);
   cuda_check(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming), "cudaEventCreateWithFlags", name_);
   cuda_check(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming), "cudaEventCreateWithFlags", name_);
-  for (cudaEvent_t& e : op_done_)
-    cuda_check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags", name_);
 }
 
 #if RECIPE_WITH_MPI
@@ -190,8 +188,7 @@ NcclComm::~NcclComm() {
   if (scratch_) cudaFree(scratch_);
   if (ready_) cudaEventDestroy(ready_);
   if (done_) cudaEventDestroy(done_);
-  for (cudaEvent_t e : op_done_)
-    if (e) cudaEventDestroy(e);
+  for (cudaEvent_t e : op_events_) cudaEventDestroy(e);
   if (side_) cudaStreamDestroy(side_);
 }
 
@@ -232,7 +229,7 @@ void NcclComm::all_reduce_max(Tensor t) {
 
 void NcclComm::all_reduce_sum_start(Tensor t) {
   enqueue_all_reduce(t, ncclSum, "all_reduce_sum_start");
-  started();
+  pending_ = true;
 }
 
 void NcclComm::broadcast(Tensor t, int root) {
@@ -262,7 +259,7 @@ void NcclComm::reduce_scatter_sum(Tensor out, Tensor in) {
 
 void NcclComm::reduce_scatter_sum_start(Tensor out, Tensor in) {
   enqueue_reduce_scatter(out, in, "reduce_scatter_sum_start");
-  started();
+  pending_ = true;
 }
 
 void NcclComm::enqueue_all_gather(Tensor out, Tensor in, const char* what) {
@@ -283,32 +280,33 @@ void NcclComm::send_recv(Tensor send, int dst, Tensor recv, int src) {
   if (enqueue_send_recv(send, dst, recv, src, "send_recv")) join();
 }
 
-// ---- the chunk operations (comm.hpp) ----
+// ---- one started op waited for alone (comm.hpp) ----
 
-CommOp NcclComm::started() {
-  const int64_t id = ++ops_;
-  cuda_check(cudaEventRecord(op_done_[id % kOpEvents], side_), "cudaEventRecord", name_);
+Comm::Op NcclComm::record_op() {
   pending_ = true;
-  return {id};
+  const size_t k = size_t(next_seq_ - first_seq_);
+  if (k == op_events_.size()) {
+    cudaEvent_t e = nullptr;
+    cuda_check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags", name_);
+    op_events_.push_back(e);
+  }
+  cuda_check(cudaEventRecord(op_events_[k], side_), "cudaEventRecord", name_);
+  return {next_seq_++};
 }
 
-CommOp NcclComm::all_gather_start(Tensor out, Tensor in) {
+Comm::Op NcclComm::all_gather_start(Tensor out, Tensor in) {
   enqueue_all_gather(out, in, "all_gather_start");
-  return started();
+  return record_op();
 }
 
-CommOp NcclComm::send_recv_start(Tensor send, int dst, Tensor recv, int src) {
+Comm::Op NcclComm::send_recv_start(Tensor send, int dst, Tensor recv, int src) {
   if (!enqueue_send_recv(send, dst, recv, src, "send_recv_start")) return {};
-  return started();
+  return record_op();
 }
 
-void NcclComm::wait(CommOp op) {
-  if (op.id <= 0) return;
-  if (op.id > ops_)
-    throw std::logic_error(name_ + ".wait: operation " + std::to_string(op.id) + " was never started (latest " +
-                           std::to_string(ops_) + ")");
-  cuda_check(cudaStreamWaitEvent(compute_, op_done_[op.id % kOpEvents], 0), "cudaStreamWaitEvent", name_);
-  if (op.id == ops_) pending_ = false;  // the latest: everything started is joined
+void NcclComm::wait(Op op) {
+  if (op.seq < first_seq_ || op.seq >= next_seq_) return;  // complete: default handle, or joined by wait_all()
+  cuda_check(cudaStreamWaitEvent(compute_, op_events_[size_t(op.seq - first_seq_)], 0), "cudaStreamWaitEvent", name_);
 }
 
 // Enqueues the pair on the comm stream (after the compute stream's work so far); false when both
@@ -341,6 +339,7 @@ bool NcclComm::enqueue_send_recv(Tensor send, int dst, Tensor recv, int src, con
 }
 
 void NcclComm::wait_all() {
+  first_seq_ = next_seq_;  // every started op is joined below (or was, by an earlier wait_all())
   if (!pending_) return;
   join();
   pending_ = false;

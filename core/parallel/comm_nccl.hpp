@@ -9,8 +9,8 @@
 //   blocking forms:  the compute stream waits on done at once (later kernels see the result);
 //   *_start forms:   the compute stream waits on done only at wait_all() (the backward pass keeps
 //                    running while gradients reduce), or on that operation's own event at wait(op)
-//                    (the tensor-parallel overlap's chunks: the GEMM of one chunk runs while the
-//                    next chunk moves).
+//                    (all_gather_start, send_recv_start: the next forward's weights, the TP
+//                    overlap's row blocks).
 // The host is never blocked, and the pattern (fork/join with events) is legal inside CUDA-graph
 // capture as long as wait_all() is called before the capture ends.
 // Scalar collectives and barrier():
@@ -76,11 +76,14 @@ class NcclComm final : public Comm {
   void all_reduce_sum_start(kernels::Tensor t) override;
   void reduce_scatter_sum_start(kernels::Tensor out, kernels::Tensor in) override;
   void wait_all() override;
-  // The chunk operations (comm.hpp): each records its own event on the comm stream after it;
-  // wait(op) makes the compute stream wait on that event.
-  CommOp all_gather_start(kernels::Tensor out, kernels::Tensor in) override;
-  CommOp send_recv_start(kernels::Tensor send, int dst, kernels::Tensor recv, int src) override;
-  void wait(CommOp op) override;
+  // ---- one started op waited for alone (comm.hpp; ZeRO-1's overlapped weight gather, the TP
+  // overlap's ring steps) ----
+  // On the comm stream like every op, followed by a record of its own event; wait(op) makes the
+  // compute stream wait on that event only (no host wait; legal inside CUDA-graph capture as
+  // long as the op is waited, or wait_all() called, before the capture ends).
+  Op all_gather_start(kernels::Tensor out, kernels::Tensor in) override;
+  Op send_recv_start(kernels::Tensor send, int dst, kernels::Tensor recv, int src) override;
+  void wait(Op op) override;
 
  private:
   void attach(kernels::Backend& backend);          // device and compute stream of the CUDA backend
@@ -93,7 +96,7 @@ class NcclComm final : public Comm {
   void enqueue_reduce_scatter(kernels::Tensor out, kernels::Tensor in, const char* what);
   void enqueue_all_gather(kernels::Tensor out, kernels::Tensor in, const char* what);
   bool enqueue_send_recv(kernels::Tensor send, int dst, kernels::Tensor recv, int src, const char* what);
-  CommOp started();  // the asynchronous op just enqueued: its event recorded, its handle
+  Op record_op();  // the op just enqueued: its event recorded after it, its handle
 
   std::string name_;
   int rank_ = 0, size_ = 1;
@@ -106,13 +109,13 @@ class NcclComm final : public Comm {
   cudaStream_t compute_ = nullptr;  // the backend's stream (not owned)
   cudaStream_t side_ = nullptr;     // the comm stream (owned)
   cudaEvent_t ready_ = nullptr, done_ = nullptr;
-  bool pending_ = false;  // *_start work not yet joined by wait_all() (or by wait() on the latest op)
-  // Per-operation events of the asynchronous starts, reused round robin: operation id uses slot
-  // id % kOpEvents. A slot re-recorded by a later operation still orders correctly (the later one
-  // ran after it on the same stream); waiting on it only waits longer.
-  static constexpr int kOpEvents = 16;
-  cudaEvent_t op_done_[kOpEvents] = {};
-  int64_t ops_ = 0;  // asynchronous operations started so far; the latest one's id
+  bool pending_ = false;  // *_start work not yet joined by wait_all()
+  // The waitable ops' events: op `seq` (first_seq_ ≤ seq < next_seq_, started since the last
+  // wait_all()) has op_events_[seq - first_seq_], recorded on the comm stream right after it.
+  // Created on first need and reused after every wait_all(), so a step that starts as many ops as
+  // the one before creates none (the CUDA-graph capture follows an eager warm-up step).
+  std::vector<cudaEvent_t> op_events_;
+  int64_t first_seq_ = 0, next_seq_ = 0;
 };
 
 }  // namespace recipe::core

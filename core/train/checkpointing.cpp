@@ -244,6 +244,9 @@ void write_checkpoint(Trainer& trainer, const std::string& final_dir, Contents c
 }  // namespace
 
 std::string save_checkpoint(Trainer& trainer, const SaveOptions& options) {
+  // The shards hold masters (and the frozen base), not the compute copy; still, the weights a
+  // checkpoint stands for are whole on every rank when it is taken (ZeRO-1, overlapped gather).
+  trainer.complete_weights();
   std::string final_dir = (fs::path(options.dir) / ckpt::step_dir_name(trainer.steps_done())).string();
   const bool adapter_only = options.base && trainer.params().layout().frozen_numel > 0;
   ckpt::CommitOptions co;

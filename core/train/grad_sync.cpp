@@ -122,6 +122,8 @@ void GradSync::finish(ParamStore& store) {
   for (size_t i = 0; i < buckets_.size(); ++i)
     if (!started_[i]) start(store, i);
   dp_.wait_all();
+  // wait_all() completed any weight gather the forward had no phase for too.
+  gathering_.assign(gathering_.size(), false);
   if (!bf16_backend_) return;
   for (size_t i = 0; i < buckets_.size(); ++i) {
     const GradBucket& b = buckets_[i];
@@ -147,13 +149,66 @@ std::vector<AdamSegment> GradSync::optimizer_segments(const ParamLayout& layout)
   return segs;
 }
 
-void GradSync::gather_weights(ParamStore& store) {
-  if (!zero1_ || dp_.size() == 1) return;
+void GradSync::set_overlap_gather(bool on) {
+  overlap_gather_ = on && zero1_ && dp_.size() > 1;
+  forward_order_.clear();
+  for (size_t i = 0; i < buckets_.size(); ++i) forward_order_.push_back(i);
+  std::stable_sort(forward_order_.begin(), forward_order_.end(),
+                   [&](size_t a, size_t b) { return buckets_[a].ready_phase > buckets_[b].ready_phase; });
+  gathers_.assign(buckets_.size(), Comm::Op{});
+  gathering_.assign(buckets_.size(), false);
+}
+
+void GradSync::gather_all_blocking(ParamStore& store) {
   for (const GradBucket& b : buckets_) {
     const int64_t chunk = b.numel / dp_.size();
     kernels::Tensor w = store.compute_span(b.begin, b.numel);
     dp_.all_gather(w, w.rows(dp_.rank() * chunk, chunk));
   }
+}
+
+void GradSync::weights_updated(ParamStore& store) {
+  if (!zero1_ || dp_.size() == 1) return;
+  if (overlap_gather_)
+    stale_ = true;
+  else
+    gather_all_blocking(store);
+}
+
+void GradSync::start_weight_gathers(ParamStore& store) {
+  if (!overlap_gather_) return;
+  for (size_t i : forward_order_) {
+    if (gathering_[i]) continue;  // still in flight from a start no forward waited for
+    const GradBucket& b = buckets_[i];
+    const int64_t chunk = b.numel / dp_.size();
+    kernels::Tensor w = store.compute_span(b.begin, b.numel);
+    gathers_[i] = dp_.all_gather_start(w, w.rows(dp_.rank() * chunk, chunk));
+    gathering_[i] = true;
+  }
+  stale_ = false;
+}
+
+void GradSync::wait_weights(int phase) {
+  if (!overlap_gather_) return;
+  for (size_t i : forward_order_) {
+    if (buckets_[i].ready_phase < phase) break;  // forward order: the rest are needed later
+    if (!gathering_[i]) continue;
+    dp_.wait(gathers_[i]);
+    gathering_[i] = false;
+  }
+}
+
+void GradSync::complete_weights(ParamStore& store) {
+  if (!overlap_gather_) return;
+  if (stale_) start_weight_gathers(store);
+  bool any = false;
+  for (size_t i : forward_order_) {
+    if (!gathering_[i]) continue;
+    dp_.wait(gathers_[i]);
+    gathering_[i] = false;
+    any = true;
+  }
+  if (any) dp_.wait_all();  // NCCL: the comm stream joined; MPI: the waited requests dropped
 }
 
 void GradSync::gather_masters(ParamStore& store) {

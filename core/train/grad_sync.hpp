@@ -18,6 +18,19 @@
 // equal chunks; DP rank r owns chunk r of every bucket. After the reduce-scatter only the owned
 // chunks hold summed gradients; AdamW updates those (its moments stored back to back,
 // bucket by bucket) and an all-gather per bucket brings every rank the updated weights.
+//
+// Overlapped weight gather (parallelism.zero1_overlap_gather, the default): the all-gathers of
+// the updated weights do not block the end of the step; they are started at the start of the
+// next step's micro-batches, one asynchronous all-gather per bucket in forward order (the bucket
+// whose tensors forward reads first goes first: embeddings, then the layers bottom-up, then the
+// head; i.e. by descending ready_phase, the reverse of the order gradients finish), and the
+// forward waits, layer by layer, only for the buckets holding the weights it is about to read
+// (wait_weights, called through Model::set_weights_hook: CUDA: the compute stream waits on the
+// bucket's NCCL event, the host never waits; MPI: MPI_Wait on its request). The gathers start at
+// the next step rather than right after AdamW so that a CUDA-graph recording of one step holds
+// both the start and the waits of its gathers (a capture must join the comm stream before it
+// ends). Reading weights outside a step (evaluation, checkpoint, inspection) first calls
+// complete_weights().
 #pragma once
 
 #include <cstdint>
@@ -47,6 +60,9 @@ class GradSync {
   GradSync(const ParamLayout& layout, Comm& dp, bool zero1, int64_t target_elems);
   // The same with the bf16 reduction: the staging lives on `backend`, which also runs the casts.
   GradSync(const ParamLayout& layout, Comm& dp, bool zero1, int64_t target_elems, kernels::Backend* bf16_backend);
+  // ZeRO-1's weight gather overlapped with the next forward (see the header); off by default here,
+  // on in the trainer by default (parallelism.zero1_overlap_gather).
+  void set_overlap_gather(bool on);
   ~GradSync();
   GradSync(const GradSync&) = delete;
   GradSync& operator=(const GradSync&) = delete;
@@ -65,8 +81,22 @@ class GradSync {
   // The AdamW segments of this rank (whole groups, or the owned chunk of every bucket).
   std::vector<AdamSegment> optimizer_segments(const ParamLayout& layout) const;
   // ZeRO-1, after AdamW: every rank gets the updated weights of every bucket (the compute copy;
-  // on a backend whose compute copy is the master, that is the master). No-op otherwise.
-  void gather_weights(ParamStore& store);
+  // on a backend whose compute copy is the master, that is the master). With the overlapped
+  // gather this only notes that the weights are stale outside the owned chunks: the next step's
+  // start_weight_gathers (or complete_weights) gathers them. No-op without ZeRO-1.
+  void weights_updated(ParamStore& store);
+  // Overlapped gather, at the start of a step's micro-batches: starts every bucket's all-gather
+  // in forward order. Every step does it, stale or not (re-gathering current weights changes
+  // nothing), so a CUDA-graph recording of any step holds them. No-op unless overlapping.
+  void start_weight_gathers(ParamStore& store);
+  // Before forward reads the weights of ready phase `phase` (forward runs phases in descending
+  // order): waits for the started gathers of every bucket with ready_phase ≥ phase not waited
+  // for yet, i.e. each bucket the first time forward reaches its highest phase.
+  void wait_weights(int phase);
+  // Makes the compute weights whole outside a step: waits for started gathers, or gathers stale
+  // weights. Call before evaluation, saving or reading the weights.
+  void complete_weights(ParamStore& store);
+  bool overlap_gather() const { return overlap_gather_; }
   // ZeRO-1 with a separate compute copy (bf16 on CUDA): the f32 master weights are current only
   // in this rank's chunks after a step; this all-gathers them (for checkpoints and inspection, not
   // every step). No-op otherwise.
@@ -82,6 +112,7 @@ class GradSync {
 
  private:
   void start(ParamStore& store, size_t i);
+  void gather_all_blocking(ParamStore& store);
   std::vector<GradBucket> buckets_;
   Comm& dp_;
   bool zero1_;
@@ -91,6 +122,14 @@ class GradSync {
   void* staging_ = nullptr;
   std::vector<int64_t> staging_offset_;
   kernels::Tensor staging(size_t i) const;
+  // Overlapped weight gather: on, the buckets in forward order (descending ready_phase, ties in
+  // buffer order), each bucket's started gather not waited for yet (a null Op once waited), and
+  // whether the compute weights outside the owned chunks are older than the masters.
+  bool overlap_gather_ = false;
+  std::vector<size_t> forward_order_;
+  std::vector<Comm::Op> gathers_;
+  std::vector<bool> gathering_;
+  bool stale_ = false;
 };
 
 }  // namespace recipe::core

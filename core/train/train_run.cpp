@@ -4,6 +4,7 @@
 #include <cmath>
 #include <csignal>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -18,6 +19,7 @@
 #include "core/train/step_watchdog.hpp"
 #include "core/train/stop_request.hpp"
 #include "core/train/trainer.hpp"
+#include "plan/gpu_catalog.hpp"
 #include "plan/memory_estimate.hpp"
 
 namespace recipe::core {
@@ -33,11 +35,15 @@ kernels::Device pick_device(plan::Device d) {
                               "\": use \"cpu\", \"cuda\" or \"auto\"");
 }
 
-// Dense bf16 peak of one GPU, for MFU. H100/H200 SXM: 989 TFLOP/s; A100: 312.
-double peak_flops(kernels::Device dev) {
+// Dense bf16 peak of one GPU, for MFU: the GPU catalog's figure for the detected device (H100 SXM
+// 989 TFLOP/s, GB10 62.5, ...); a GPU the catalog does not know is counted as an H100 (and said).
+double peak_flops(kernels::Device dev, const std::function<void(const std::string&)>& notice) {
   if (dev != kernels::Device::cuda) return 0;
   const std::string name = kernels::query_gpus().name;
-  if (name.find("A100") != std::string::npos) return 312e12;
+  if (const auto gpu = plan::find_gpu(name)) return gpu->peak_bf16_tflops * 1e12;
+  if (notice)
+    notice("note: MFU: \"" + name + "\" is not in the GPU catalog (plan/gpu_catalog.cpp); counted against the " +
+           "H100's 989 TFLOP/s");
   return 989e12;
 }
 
@@ -213,7 +219,7 @@ TrainResult train(const plan::Plan& plan, const TrainOptions& opts) {
     progress.message("note: trainer.precision=fp32, but the " + backend->name() + " backend computes in " +
                      kernels::dtype_name(backend->act_dtype()) + " (fp32 master weights and optimizer state)");
   // MFU is per GPU: the world's throughput over the world's peak.
-  const double peak = peak_flops(device) * parallel->world_size();
+  const double peak = peak_flops(device, [&](const std::string& m) { progress.message(m); }) * parallel->world_size();
   const int max_steps = plan.trainer.max_steps;
   const int log_every = plan.trainer.log_interval;  // ≥ 1 (resolver)
   const int eval_every = plan.trainer.eval_interval;
@@ -324,6 +330,7 @@ TrainResult train(const plan::Plan& plan, const TrainOptions& opts) {
       break;
     }
   }
+  trainer.complete_weights();  // ZeRO-1, overlapped: the last step's weights, gathered
   if (!res.diverged && res.stop_signal == 0 && plan.checkpoint.save_final && !ckpt_dir.empty() &&
       trainer.steps_done() == max_steps && saved_step != max_steps) {
     save("the last step");

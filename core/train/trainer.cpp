@@ -82,6 +82,7 @@ Trainer::Trainer(const plan::Plan& plan, kernels::Backend& backend, ParallelStat
   const int64_t bucket_elems = int64_t(plan_.parallelism.grad_bucket_mb * 1024.0 * 1024.0 / 4.0);
   grad_sync_ = std::make_unique<GradSync>(layout, parallel_->dp(), zero1, bucket_elems,
                                           plan_.parallelism.grad_reduce_bf16 ? &backend_ : nullptr);
+  grad_sync_->set_overlap_gather(plan_.parallelism.zero1_overlap_gather);
   adam_segments_ = grad_sync_->optimizer_segments(layout);
   norm_ranges_ = grad_sync_->norm_ranges(layout, parallel_->coords(), shape_.tied);
   params_ = std::make_unique<ParamStore>(backend_, std::move(layout), grad_sync_->state_numel());
@@ -95,6 +96,9 @@ Trainer::Trainer(const plan::Plan& plan, kernels::Backend& backend, ParallelStat
                                               c ? chunks_[0].get() : nullptr, &parallel_->cp()));
     models.push_back(chunks_.back().get());
   }
+  // ZeRO-1's overlapped weight gather: each chunk's forward waits for the buckets of the weights
+  // it is about to read (a no-op without it).
+  for (auto& chunk : chunks_) chunk->set_weights_hook([this](int phase) { grad_sync_->wait_weights(phase); });
   model_ = chunks_[0].get();
   schedule_ = std::make_unique<PipelineSchedule>(models, parallel_->pp(), pp_, pp_rank_);
   loader_ = std::make_unique<TokenLoader>(micro_, shape_.seq, shape_.vocab, ps.cp, parallel_->coords().cp);
@@ -198,7 +202,7 @@ StepResult Trainer::step() {
       const double clip = plan_.optimizer.clip_grad;
       if (clip > 0) r.clip_factor = std::min(1.0, clip / (r.grad_norm + 1e-6));
       optimizer_->apply(*params_, s, float(r.clip_factor), nullptr, adam_segments_);
-      grad_sync_->gather_weights(*params_);
+      grad_sync_->weights_updated(*params_);
     }
   }
   r.lr = optimizer_->schedule().at(s);
@@ -242,7 +246,8 @@ void Trainer::enqueue_device_step(int s, bool staged) {
     optimizer_->step_device_recorded(*params_, norm_clip_, graph_->schedule(), adam_segments_);
   else
     optimizer_->step_device_scaled(*params_, s, norm_clip_, adam_segments_);
-  grad_sync_->gather_weights(*params_);  // ZeRO-1: every rank's updated chunks to every rank
+  // ZeRO-1: every rank's updated chunks to every rank, now or (overlapped) during the next forward.
+  grad_sync_->weights_updated(*params_);
   phases_->mark(PhaseTimer::update);
 }
 
@@ -303,8 +308,11 @@ void Trainer::enqueue_micro_batches(const data::SampleSource& src, const std::fu
   // The weights stay fixed over the micro-batches: FP8 linears cast theirs once for all of them.
   for (auto& chunk : chunks_) chunk->fp8_weight_pass(true);
   if (!with_grad) {
+    grad_sync_->complete_weights(*params_);  // evaluation reads the weights outside a step
     schedule_->forward(count, forward);
   } else {
+    // ZeRO-1, overlapped: the last update's weights arrive bucket by bucket while forward runs.
+    grad_sync_->start_weight_gathers(*params_);
     params_->begin_grad_writes();
     schedule_->train(count, forward, [&](int chunk, int m, int slot) { backward_micro(chunk, m, slot, count); });
     params_->end_grad_writes();

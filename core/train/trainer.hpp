@@ -136,7 +136,16 @@ class Trainer {
   const GradSync& grad_sync() const { return *grad_sync_; }
   // Makes every rank's f32 master weights whole again (ZeRO-1 with a bf16 compute copy keeps them
   // current only in this rank's chunks); call before reading or saving whole master tensors.
-  void gather_master_weights() { grad_sync_->gather_masters(*params_); }
+  // The compute weights too (complete_weights first).
+  void gather_master_weights() {
+    complete_weights();
+    grad_sync_->gather_masters(*params_);
+  }
+  // Makes every rank's compute weights whole: ZeRO-1's overlapped gather
+  // (parallelism.zero1_overlap_gather) leaves them current only in this rank's chunks after a
+  // step, until the next step's forward. Collective over DP; evaluation, checkpoint saving and the
+  // end of train() call it; call it before reading weights after step().
+  void complete_weights() { grad_sync_->complete_weights(*params_); }
   // Global L2 norm of the reduced gradients (every parameter counted once over the world).
   double global_grad_norm();
   // True when step() runs without waiting for the host between backward and AdamW (CUDA, any

@@ -100,8 +100,8 @@ __global__ void quantize_kernel(uint8_t* out, uint8_t* out_t, float* scale_inv, 
 constexpr int kVecTile = 64;
 
 template <__nv_fp8_interpretation_t Fmt>
-__global__ void quantize_vec8_kernel(uint8_t* out, uint8_t* out_t, float* scale_inv, const bf16* inp,
-                                     const float* amax, int64_t rows, int64_t cols) {
+__global__ void quantize_vec8_kernel(uint8_t* out, uint8_t* out_t, float* scale_inv, const bf16* inp, const float* amax,
+                                     int64_t rows, int64_t cols) {
   const float scale = scale_from_amax(*amax, Fmt == __NV_E4M3 ? 448.f : 57344.f);
   if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0 && threadIdx.y == 0) *scale_inv = __fdiv_rn(1.f, scale);
   __shared__ __align__(16) uint8_t tile[kVecTile][kVecTile + 8];
@@ -161,8 +161,8 @@ void fp8_amax_bf16(float* amax, const void* x, int64_t n, cudaStream_t s) {
     amax_vec8_kernel<<<std::min(blocks_for(n8, kAmaxThreads), 1024), kAmaxThreads, 0, s>>>(
         amax, static_cast<const uint4*>(x), n8);
   } else {
-    amax_kernel<<<std::min(blocks_for(n, kAmaxThreads), 1024), kAmaxThreads, 0, s>>>(
-        amax, static_cast<const bf16*>(x), n);
+    amax_kernel<<<std::min(blocks_for(n, kAmaxThreads), 1024), kAmaxThreads, 0, s>>>(amax, static_cast<const bf16*>(x),
+                                                                                     n);
   }
   RECIPE_CUDA_CHECK_LAUNCH("fp8_amax");
 }
@@ -176,7 +176,8 @@ void fp8_quantize_bf16(void* out, void* out_t, float* scale_inv, const void* inp
   const bool aligned = reinterpret_cast<uintptr_t>(inp) % 16 == 0 && reinterpret_cast<uintptr_t>(out) % 8 == 0 &&
                        reinterpret_cast<uintptr_t>(out_t) % 8 == 0;
   if (rows % 8 == 0 && cols % 8 == 0 && aligned) {
-    const dim3 grid(unsigned((cols + kVecTile - 1) / kVecTile), unsigned((rows + kVecTile - 1) / kVecTile)), block(8, 32);
+    const dim3 grid(unsigned((cols + kVecTile - 1) / kVecTile), unsigned((rows + kVecTile - 1) / kVecTile)),
+        block(8, 32);
     if (e5m2)
       quantize_vec8_kernel<__NV_E5M2><<<grid, block, 0, s>>>(o, ot, scale_inv, x, amax, rows, cols);
     else

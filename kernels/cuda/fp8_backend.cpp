@@ -58,8 +58,8 @@ void CudaBackend::fp8_quantize(const Fp8QuantizeArgs& a) {
   if (a.out.defined() && a.out_t.defined() && a.out.dtype != a.out_t.dtype)
     bad_arg(op, "out and out_t differ in format");
   const DType fmt = a.out.defined() ? a.out.dtype : a.out_t.dtype;
-  fp8_quantize_bf16(ptr_or_null(a.out), ptr_or_null(a.out_t), a.scale_inv.as<float>(), a.inp.ptr,
-                          a.amax.as<float>(), n / a.cols, a.cols, fmt == DType::e5m2, stream_);
+  fp8_quantize_bf16(ptr_or_null(a.out), ptr_or_null(a.out_t), a.scale_inv.as<float>(), a.inp.ptr, a.amax.as<float>(),
+                    n / a.cols, a.cols, fmt == DType::e5m2, stream_);
 }
 
 void CudaBackend::fp8_linear_fwd(const Fp8LinearFwdArgs& a) {

@@ -1,12 +1,14 @@
 // The resolver refuses GPUs below compute capability 8.0 (no bf16 tensor cores) before launch: the
 // GPU named by executor.gpu_model (catalog) or the one detected here (executor facts).
-#include "dsl/gpu_catalog.hpp"
+#include "plan/gpu_catalog.hpp"
 #include "helpers.hpp"
 
 TEST_SUITE_BEGIN("dsl");
 
 using namespace recipe::dsl;
 using namespace recipe::dsl::test;
+using recipe::plan::find_gpu;
+using recipe::plan::gpu_catalog;
 
 namespace {
 

@@ -1,5 +1,5 @@
 // Per-rank memory estimate, device memory lookup and the fits-the-device check.
-#include "dsl/gpu_catalog.hpp"
+#include "plan/gpu_catalog.hpp"
 #include "plan/memory_estimate.hpp"
 #include "helpers.hpp"
 
@@ -7,6 +7,8 @@ TEST_SUITE_BEGIN("dsl");
 
 using namespace recipe::dsl;
 using namespace recipe::dsl::test;
+using recipe::plan::find_gpu;
+using recipe::plan::parse_memory_gib;
 
 TEST_CASE("dsl_resolve: 70B on one 80GB GPU at tp1 pp1 does not fit, with remedies") {
   auto t = llama3(80, 8192, 64, 8, 28672);

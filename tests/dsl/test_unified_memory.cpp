@@ -1,7 +1,7 @@
 // The GPU catalog's desk and laptop GPUs, and unified memory (GB10, the DGX Spark): its memory check
 // uses what the process can have (the host's MemAvailable on the device itself, else a documented
 // share of the total), and gpt3_345m's estimate at the seed's 8 bf16 points is the engine's own.
-#include "dsl/gpu_catalog.hpp"
+#include "plan/gpu_catalog.hpp"
 #include "plan/memory_estimate.hpp"
 #include "helpers.hpp"
 
@@ -9,6 +9,10 @@ TEST_SUITE_BEGIN("dsl");
 
 using namespace recipe::dsl;
 using namespace recipe::dsl::test;
+using recipe::plan::find_gpu;
+using recipe::plan::gpu_catalog;
+using recipe::plan::kUnifiedMemoryUsableFraction;
+using recipe::plan::usable_memory_gib;
 
 TEST_CASE("gpu catalog: GB10 is unified; laptop parts are told from their desktop namesakes") {
   const auto gb10 = find_gpu("NVIDIA GB10");

@@ -2,12 +2,14 @@
 // split that leaves training nothing, negative gradient buckets, GPU models matched by whole words.
 #include "helpers.hpp"
 
-#include "dsl/gpu_catalog.hpp"
+#include "plan/gpu_catalog.hpp"
 
 TEST_SUITE_BEGIN("dsl");
 
 using namespace recipe::dsl;
 using namespace recipe::dsl::test;
+using recipe::plan::find_gpu;
+using recipe::plan::gpu_catalog;
 
 TEST_CASE("value bounds: peft.rank may not exceed min(in, out) of a linear it adapts") {
   // tiny_gpt: hidden 64, ffn derived 256.

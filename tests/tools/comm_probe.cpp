@@ -23,7 +23,6 @@
 namespace {
 
 using recipe::core::Comm;
-using recipe::core::CommOp;
 using recipe::core::Group;
 using recipe::core::ParallelSizes;
 using recipe::core::ParallelState;
@@ -36,7 +35,7 @@ using recipe::kernels::Tensor;
 float exact_value(int world_rank, int64_t i) { return float((world_rank + 1) * 3 + int(i % 17)) * 0.5f; }
 // Small integers: exact in bf16 (8 significant bits) and in sums of up to 8 ranks.
 float small_int(int world_rank, int64_t i) { return float(world_rank + 1 + int(i % 5)); }
-float max_value(int world_rank, int64_t i) { return float((world_rank * 7 + i) % 11) - 3.0f; }
+float max_value(int world_rank, int64_t i) { return float((int64_t(world_rank) * 7 + i) % 11) - 3.0f; }
 // Values with full mantissas, whose sum depends on the order of additions: results that agree
 // bitwise across ranks show that every rank received the same reduction.
 float noisy_value(int world_rank, int64_t i) {
@@ -263,6 +262,30 @@ class Probe {
           "reduce_scatter_sum_start(f32, in place) + wait_all");
     }
 
+    // One started all-gather waited for alone (ZeRO-1's overlapped weight gather): three in flight
+    // (in place f32 and bf16; out of place f32 for real groups), waited in reverse order and read
+    // before any wait_all(); a wait on a handle wait_all() completed since does nothing.
+    {
+      std::vector<float> mine(static_cast<size_t>(chunk));
+      for (int64_t k = 0; k < chunk; ++k) mine[size_t(k)] = exact_value(me_, k);
+      std::vector<float> full(size_t(chunk * n), -7.0f);
+      std::copy(mine.begin(), mine.end(), full.begin() + r * chunk);
+      Tensor f = upload(full, DType::f32), h = upload(full, DType::bf16);
+      Tensor src = upload(mine, DType::f32), dst = alloc(chunk * n, DType::f32);
+      const Comm::Op of = c.all_gather_start(f, f.rows(r * chunk, chunk));
+      const Comm::Op oh = c.all_gather_start(h, h.rows(r * chunk, chunk));
+      const Comm::Op od = n > 1 ? c.all_gather_start(dst, src) : Comm::Op{};
+      c.wait(od);
+      c.wait(oh);
+      c.wait(of);
+      auto want = [&](int64_t j) { return exact_value(members[size_t(j / chunk)], j % chunk); };
+      expect_values(read(f), want, g, "all_gather_start(f32, in place) + wait");
+      expect_values(read(h), want, g, "all_gather_start(bf16, in place) + wait");
+      if (n > 1) expect_values(read(dst), want, g, "all_gather_start(f32, out of place) + wait");
+      c.wait_all();
+      c.wait(of);
+    }
+
     // Bitwise agreement on order-sensitive data, large enough for the bandwidth algorithms, blocking
     // and asynchronous; and close to the exact (double) sum.
     {
@@ -349,8 +372,8 @@ class Probe {
       };
       for (int s = 0; s + 1 < n; ++s) {
         const int j = (r - s + n) % n, from = (j - 1 + n) % n;
-        const CommOp op = c.send_recv_start(full.rows(j * len, len), next, full.rows(from * len, len), prev);
-        expect(op.id != 0, g, "send_recv_start returned no handle");
+        const Comm::Op op = c.send_recv_start(full.rows(j * len, len), next, full.rows(from * len, len), prev);
+        expect(op.seq >= 0, g, "send_recv_start returned no handle");
         c.wait(op);
         block_ok(from);
       }
@@ -360,10 +383,10 @@ class Probe {
       std::vector<float> inplace(size_t(len * n), -5.0f);
       std::copy(mine.begin(), mine.end(), inplace.begin() + r * len);
       Tensor in_place = upload(inplace, dt);
-      const CommOp gathered = c.all_gather_start(dst, src);
-      const CommOp gathered2 = c.all_gather_start(in_place, in_place.rows(r * len, len));
+      const Comm::Op gathered = c.all_gather_start(dst, src);
+      const Comm::Op gathered2 = c.all_gather_start(in_place, in_place.rows(r * len, len));
       Tensor ring_send = upload(mine, dt), ring_recv = alloc(len, dt);
-      const CommOp step = c.send_recv_start(ring_send, next, ring_recv, prev);
+      const Comm::Op step = c.send_recv_start(ring_send, next, ring_recv, prev);
       c.wait(gathered);  // the older operation alone, while the newer ones may still run
       expect_values(
           read(dst), [&](int64_t j) { return exact_value(members[size_t(j / len)], j % len); }, g,

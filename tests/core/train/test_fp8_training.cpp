@@ -97,8 +97,9 @@ TEST_CASE("fp8 training (CPU emulation): LoRA on an FP8 base follows the unquant
       differ += b[i] != a[i];
       CHECK_MESSAGE(std::fabs(b[i] - a[i]) <= 0.05 + 0.1 * a[i], "step " << i << ": fp8 " << b[i] << " vs " << a[i]);
     }
-    MESSAGE(std::string(llama ? "llama_tiny" : "gpt_tiny") << " LoRA on an fp8 base: loss " << b.front() << " -> "
-                                                << b.back() << ", unquantized " << a.front() << " -> " << a.back());
+    MESSAGE(std::string(llama ? "llama_tiny" : "gpt_tiny")
+            << " LoRA on an fp8 base: loss " << b.front() << " -> " << b.back() << ", unquantized " << a.front()
+            << " -> " << a.back());
     CHECK(b.back() < b.front() - 0.5);  // the adapters learn
     CHECK(differ > int(a.size()) / 2);
     size_t k = 0;

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-namespace recipe::dsl {
+namespace recipe::plan {
 
 struct GpuSpec {
   std::string name;            // canonical model name, e.g. "H100-80GB"
@@ -42,4 +42,4 @@ std::optional<GpuSpec> find_gpu(std::string_view model_or_device_name);
 // or not positive.
 std::optional<double> parse_memory_gib(std::string_view text);
 
-}  // namespace recipe::dsl
+}  // namespace recipe::plan

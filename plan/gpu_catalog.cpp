@@ -1,4 +1,4 @@
-#include "dsl/gpu_catalog.hpp"
+#include "plan/gpu_catalog.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -6,7 +6,7 @@
 #include <cmath>
 #include <string>
 
-namespace recipe::dsl {
+namespace recipe::plan {
 
 namespace {
 
@@ -160,4 +160,4 @@ std::optional<double> parse_memory_gib(std::string_view text) {
   return std::nullopt;
 }
 
-}  // namespace recipe::dsl
+}  // namespace recipe::plan
