@@ -128,7 +128,7 @@ int64_t cuda_workspace_bytes(const Plan& plan) {
   // cuDNN's plans for a block need no more than for the whole local sequence, and each block first
   // takes its compact results from the workspace, at most the diagonal block's backward: the lse
   // rows [N, heads] f32, dQ [N, heads·D] and dK|dV [N, 2·kv·D] bf16.
-  const int64_t blocks = plan.parallelism.cp > 1 ? N * heads * 4 + N * (heads + 2 * kv) * D * 2 + 4 * 256 : 0;
+  const int64_t blocks = plan.parallelism.cp > 1 ? N * heads * 4 + N * (heads + 2 * kv) * D * 2 + 1024 : 0;
   const int64_t cudnn = (partials + (kv < heads ? 1 : 0)) * dq_accum + N * heads * 4 + blocks + mib;
   const int64_t need = std::max(own, cudnn);
   return std::max<int64_t>(64 * mib, (need + mib - 1) / mib * mib);

@@ -75,7 +75,7 @@ TEST_CASE("the memory estimate holds seq/cp tokens of activations plus the ring'
   const auto e1 = recipe::plan::estimate_memory(one.plan), e2 = recipe::plan::estimate_memory(two.plan);
   CHECK(e2.activations < e1.activations);
   // Half the tokens of every per-layer buffer, plus four [micro·seq/2, qkv] ring blocks.
-  const int64_t qkv = 3 * 64, ring = 4 * int64_t(2) * 1024 * qkv * 4;
+  const int64_t qkv = int64_t(3) * 64, ring = 4 * int64_t(2) * 1024 * qkv * 4;
   CHECK(e2.activations > e1.activations / 2);
   CHECK(e2.activations >= ring);
   CHECK(e2.weights == e1.weights);
@@ -96,7 +96,7 @@ TEST_CASE("on CUDA the workspace holds the ring blocks' compact results besides 
   local.parallelism.cp = 1;
   local.model.seq_length = 4096;
   // N = 8·4096 local rows, 4 heads of 16 (MHA): lse rows N·4·4 B, dQ and dK|dV N·(4 + 8)·16·2 B.
-  const int64_t N = 8 * 4096, blocks = N * 4 * 4 + N * 12 * 16 * 2, mib = 1 << 20;
+  const int64_t N = int64_t(8) * 4096, blocks = N * 4 * 4 + N * 12 * 16 * 2, mib = 1 << 20;
   const int64_t with_ring = recipe::plan::cuda_workspace_bytes(r.plan);
   const int64_t without = recipe::plan::cuda_workspace_bytes(local);
   CHECK(without > 64 * mib);  // above the floor, so the difference below is the formula's
