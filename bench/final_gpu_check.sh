@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # One device call on a host of ≥ 2 GPUs over the whole tree (results in $OUT):
-#   Release build; on GPU 0, in the background: the CUDA op suite, the same suite on the portable
-#   kernels (kernels.portable), and the FP8 / bf16 A/B (bench/llama_bench.sh engine + gpt, label fp8);
-#   on the other GPUs: the NCCL parity tests (every layout, sequence parallel, interleaved 1F1B);
-#   then on all GPUs: the scaling runs (TP with and without sequence parallelism, PP with virtual
-#   stages, DP with ZeRO-1).
+#   Release build; on GPU 0, in the background: the CUDA op suite (and, with PORTABLE=1, the same
+#   suite on the portable kernels, kernels.portable); on the other GPUs: the NCCL parity tests
+#   (every "CUDA:" case of core/parallel: layouts, sequence parallel, TP overlap, interleaved 1F1B,
+#   ZeRO-1's overlapped gather, context parallelism); then on all GPUs: the scaling runs (RUNS picks
+#   them by label; default all): DP with ZeRO-1's gather blocking / overlapped, TP with and without
+#   sequence parallelism and its communication overlap, PP with virtual stages, CP.
 #   PHASES="build check scaling" OUT=/tmp/out bench/final_gpu_check.sh
 #   (check: the GPU-0 work, the parity tests and, with no GPU visible, the CPU test suite (ctest), at once)
 set -uo pipefail
@@ -29,37 +30,33 @@ if has check; then
   export CUDA_VISIBLE_DEVICES=0
   t0=$SECONDS; timeout 300 $B/tests/recipe_tests -ts="kernels/cuda" >$out/cuda_tests.log 2>&1
   echo "kernels/cuda exit $? in $((SECONDS-t0)) s"
-  t0=$SECONDS; RECIPE_TEST_PORTABLE_KERNELS=1 timeout 300 $B/tests/recipe_tests -ts="kernels/cuda" >$out/cuda_tests_portable.log 2>&1
-  echo "kernels/cuda portable exit $? in $((SECONDS-t0)) s"
-  for v in bf16 fp8; do
-    lab=""; ov=""; [[ $v == fp8 ]] && lab=fp8 && ov="trainer.precision=fp8"
-    BUILD=$B OUT=$out/ab STEPS=25 BATCHES_1B=4 LABEL=$lab RECIPE_OVERRIDES=$ov bench/llama_bench.sh engine gpt >$out/ab-$v.log 2>&1
-  done
+  if [[ ${PORTABLE:-0} == 1 ]]; then
+    t0=$SECONDS; RECIPE_TEST_PORTABLE_KERNELS=1 timeout 300 $B/tests/recipe_tests -ts="kernels/cuda" >$out/cuda_tests_portable.log 2>&1
+    echo "kernels/cuda portable exit $? in $((SECONDS-t0)) s"
+  fi
 ) >$out/gpu0.log 2>&1 &
 g0=$!
 others=$(seq -s, 1 $((G-1)))
-(cd $B && CUDA_VISIBLE_DEVICES="" timeout 420 ctest -j 24 --output-on-failure >$out/ctest.log 2>&1; echo "ctest exit $?" >>$out/ctest.log) &
+(cd $B && CUDA_VISIBLE_DEVICES="" timeout ${CTEST_S:-420} ctest -j 24 --output-on-failure >$out/ctest.log 2>&1; echo "ctest exit $?" >>$out/ctest.log) &
 ct=$!
 t0=$SECONDS
-CUDA_VISIBLE_DEVICES=$others timeout 330 $B/tests/recipe_tests -tc="CUDA:*" -ts="core/parallel" >$out/parity.log 2>&1
+CUDA_VISIBLE_DEVICES=$others timeout ${PARITY_S:-330} $B/tests/recipe_tests -tc="CUDA:*" -ts="core/parallel" >$out/parity.log 2>&1
 echo "CUDA parity (GPUs $others) exit $? in $((SECONDS-t0)) s"
 grep -E "ERROR|test cases|assertions|skipped" $out/parity.log | head -30
-wait $g0; cat $out/gpu0.log; grep -E "ERROR" $out/cuda_tests.log $out/cuda_tests_portable.log | head -20
-grep -hE "test cases|assertions" $out/cuda_tests.log $out/cuda_tests_portable.log
-python3 - "$out/ab/llama_rows.jsonl" <<'PY'
-import json, sys
-for l in open(sys.argv[1]):
-    r = json.loads(l)
-    print({k: r.get(k) for k in ("workload", "impl", "micro_batch", "tokens_per_sec", "mfu", "peak_gib", "first_loss", "last_loss", "ok")})
-PY
+wait $g0; cat $out/gpu0.log; grep -E "ERROR" $out/cuda_tests.log $out/cuda_tests_portable.log 2>/dev/null | head -20
+grep -hE "test cases|assertions" $out/cuda_tests.log $out/cuda_tests_portable.log 2>/dev/null
 wait $ct; grep -E "tests passed|tests failed|\*\*\*Failed|Timeout|ctest exit" $out/ctest.log | head -30
 fi
 has scaling || exit 0
 L1B="model.num_layers=16 model.hidden_size=2048 model.num_attention_heads=16 model.num_kv_heads=8 model.ffn_hidden_size=5632 model.vocab_size=32000 model.seq_length=1024 trainer.recompute=none"
-run() { # label gpus overrides...
+want() { [[ -z ${RUNS:-} || " $RUNS " == *" $1 "* ]]; }
+run() { # label gpus [model] overrides... (model: llama3_8b with the ~1B shape unless the first override is gpt3_345m)
   local label=$1 n=$2; shift 2
   [[ $n -gt $G ]] && return
-  $B/bin/recipe pretrain llama3_8b $L1B "$@" --device cuda --gpus-per-node $n --max-steps 25 trainer.log_interval=5 \
+  want "$label" || return
+  local model=(llama3_8b $L1B)
+  [[ ${1:-} == gpt3_345m ]] && { model=(gpt3_345m); shift; }
+  $B/bin/recipe pretrain "${model[@]}" "$@" --device cuda --gpus-per-node $n --max-steps 25 trainer.log_interval=5 \
     checkpoint.save_final=false --experiments-dir /tmp/dev/scal --name "$label" >$out/scal-$label.log 2>&1
   python3 - "/tmp/dev/scal/$label" "$label" "$n" <<'PY'
 import json, sys, glob, os
@@ -71,11 +68,19 @@ print(f"| {sys.argv[2]} | {sys.argv[3]} | {tps:,.0f} | {tps/int(sys.argv[3]):,.0
 PY
 }
 echo "| run | GPUs | tok/s | tok/s per GPU | step ms | peak GiB |"
+G345="gpt3_345m trainer.micro_batch_size=8"
+run dp1 1 $G345 trainer.global_batch_size=8
+run dp4-zero1-blocking 4 $G345 trainer.global_batch_size=32 parallelism.zero1=true parallelism.zero1_overlap_gather=false
+run dp4-zero1-overlap 4 $G345 trainer.global_batch_size=32 parallelism.zero1=true
+run dp4 4 $G345 trainer.global_batch_size=32
 run tp1 1 trainer.micro_batch_size=2 trainer.global_batch_size=16
 run tp2 2 parallelism.tp=2 trainer.micro_batch_size=2 trainer.global_batch_size=16
 run tp2-sp 2 parallelism.tp=2 parallelism.sequence_parallel=true trainer.micro_batch_size=2 trainer.global_batch_size=16
+run tp2-sp-ov 2 parallelism.tp=2 parallelism.sequence_parallel=true parallelism.tp_comm_overlap=true trainer.micro_batch_size=2 trainer.global_batch_size=16
 run tp4 4 parallelism.tp=4 trainer.micro_batch_size=2 trainer.global_batch_size=16
 run tp4-sp 4 parallelism.tp=4 parallelism.sequence_parallel=true trainer.micro_batch_size=2 trainer.global_batch_size=16
+run tp4-sp-ov 4 parallelism.tp=4 parallelism.sequence_parallel=true parallelism.tp_comm_overlap=true trainer.micro_batch_size=2 trainer.global_batch_size=16
 run pp4 4 parallelism.tp=1 parallelism.pp=4 trainer.micro_batch_size=2 trainer.global_batch_size=16
 run pp4-v2 4 parallelism.tp=1 parallelism.pp=4 parallelism.virtual_pp=2 trainer.micro_batch_size=2 trainer.global_batch_size=16
-run pp4-v4 4 parallelism.tp=1 parallelism.pp=4 parallelism.virtual_pp=4 trainer.micro_batch_size=2 trainer.global_batch_size=16
+run cp1-8k 1 model.seq_length=8192 trainer.micro_batch_size=1 trainer.global_batch_size=2
+run cp2-8k 2 model.seq_length=8192 parallelism.cp=2 trainer.micro_batch_size=1 trainer.global_batch_size=2

@@ -8,20 +8,33 @@ namespace recipe::dsl::detail {
 
 namespace {
 
-// Context parallelism (ring attention, core/model/ring_attention.hpp) runs on CPU ranks, with TP,
-// DP, PP and ZeRO-1. What it does not take yet is rejected here, one violation per conflict.
+// Context parallelism (ring attention, core/model/ring_attention.hpp) runs on CPU ranks and on GPUs
+// (the CUDA backend runs its blocks through cuDNN's fused attention, with no own-kernel path), with
+// TP, DP, PP and ZeRO-1. What it does not take yet is rejected here, one violation per conflict.
 void check_context_parallel(ResolveContext& ctx) {
   const plan::Plan& p = ctx.plan();
   const int cp = p.parallelism.cp;
   if (cp <= 1 || ctx.bad_paths.count("parallelism.cp")) return;
   const std::string cps = "parallelism.cp=" + std::to_string(cp);
-  if (p.trainer.device != plan::Device::cpu)
-    ctx.violation("parallelism.cp",
-                  cps + " with trainer.device=\"" + std::string(plan::to_string(p.trainer.device)) +
-                      "\": ring attention is not implemented on CUDA in this version (the CUDA backend has no "
-                      "attention_block ops yet); available: context parallelism on CPU ranks (trainer.device=\"cpu\"), "
-                      "or cp=1 with tensor, pipeline and data parallelism on GPUs",
-                  "set parallelism.cp=1 (use parallelism.tp or parallelism.pp to spread a long sequence's memory)");
+  if (p.trainer.device != plan::Device::cpu) {
+    if (p.kernels.attention == plan::Attention::fallback)
+      ctx.violation("kernels.attention",
+                    cps +
+                        " with kernels.attention=\"fallback\": ring attention on CUDA runs its blocks through "
+                        "cuDNN's fused attention; the engine's own attention kernels run only whole causal "
+                        "sequences; available: kernels.attention=\"cudnn\" with context parallelism",
+                    "set kernels.attention=\"cudnn\" or parallelism.cp=1");
+    // cuDNN's fused attention (forward and backward, bf16) takes head dims that are multiples of 8
+    // up to 256 (Hopper; 128 for the backward before Hopper, which the backend says at start).
+    const int D = p.model.head_dim;
+    if ((D % 8 != 0 || D > 256) && !ctx.bad_paths.count("model.head_dim"))
+      ctx.violation("model.head_dim",
+                    cps + " on CUDA with model.head_dim=" + std::to_string(D) +
+                        ": ring attention runs cuDNN's fused attention, which takes head_dim a multiple of 8 up to "
+                        "256; available: such a head_dim, trainer.device=\"cpu\", or parallelism.cp=1",
+                    "set parallelism.cp=1, or choose model.hidden_size / model.num_attention_heads a multiple of 8 "
+                    "up to 256");
+  }
   if (p.data.kind == plan::DataKind::sft && p.data.pack)
     ctx.violation("data.pack",
                   cps +

@@ -56,6 +56,10 @@ void Backend::attention_block_bwd(const AttentionBlockBwdArgs&) {
                          " backend: attention_block_bwd (ring attention, parallelism.cp > 1) is not implemented");
 }
 
+AttentionPlan Backend::prepare_attention_blocks(const AttentionShape&, const std::vector<AttentionBlockShape>&) {
+  throw std::logic_error(name() + " backend: ring attention blocks (parallelism.cp > 1) are not implemented");
+}
+
 void Backend::grad_norm_clip(Tensor out, Tensor grads, float clip, Tensor losses, double loss_sum_limit) {
   if (out.dtype != DType::f32 || out.numel() != 2)
     throw std::invalid_argument("grad_norm_clip: out " + out.shape_str() + " must be f32 with 2 elements");

@@ -174,6 +174,11 @@ struct AttentionBlockFwdArgs {
   bool causal = false;
   bool merge = false;
 };
+// The rows and mask of one block, as prepare_attention_blocks takes them.
+struct AttentionBlockShape {
+  int q_len = 0, k_len = 0;
+  bool causal = false;
+};
 // The backward of one block given the FINAL (all blocks merged) out and lse of the queries: the
 // block's share of the gradients ACCUMULATES, the q heads of the query rows into dq and the k and
 // v heads of the key rows into dkv (both packed-qkv shaped, act dtype; they may be one tensor).
@@ -388,6 +393,12 @@ class Backend {
   // parallelism.cp > 1 where they are missing).
   virtual void attention_block_fwd(const AttentionBlockFwdArgs& a);
   virtual void attention_block_bwd(const AttentionBlockBwdArgs& a);
+  // prepare_attention (below) for the blocks ring attention will run at `shape` (the local shape):
+  // the CUDA backend builds cuDNN's block graphs, both directions, and grows its workspace to fit
+  // them and the blocks' scratch. The blocks have no other kernel: a block cuDNN cannot run, or a
+  // backend without cuDNN, throws here, at start, naming the cause.
+  virtual AttentionPlan prepare_attention_blocks(const AttentionShape& shape,
+                                                 const std::vector<AttentionBlockShape>& blocks);
   // Generation with a KV cache (the arguments above): append n new tokens' K/V (after RoPE), then
   // attend their queries over everything cached.
   virtual void kv_cache_append(const KvCacheAppendArgs& a) = 0;

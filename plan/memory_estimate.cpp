@@ -124,7 +124,12 @@ int64_t cuda_workspace_bytes(const Plan& plan) {
   const int64_t dq_accum = N * heads * D * 4;
   const int64_t T = local_seq(plan), key_tile = D <= 64 ? 128 : 256;
   const int64_t partials = plan.trainer.deterministic ? std::max<int64_t>(1, (T + key_tile - 1) / key_tile) : 1;
-  const int64_t cudnn = (partials + (kv < heads ? 1 : 0)) * dq_accum + N * heads * 4 + mib;
+  // Context parallelism runs ring attention's blocks instead (kernels/cuda/attention_block_backend.cpp):
+  // cuDNN's plans for a block need no more than for the whole local sequence, and each block first
+  // takes its compact results from the workspace, at most the diagonal block's backward: the lse
+  // rows [N, heads] f32, dQ [N, heads·D] and dK|dV [N, 2·kv·D] bf16.
+  const int64_t blocks = plan.parallelism.cp > 1 ? N * heads * 4 + N * (heads + 2 * kv) * D * 2 + 1024 : 0;
+  const int64_t cudnn = (partials + (kv < heads ? 1 : 0)) * dq_accum + N * heads * 4 + blocks + mib;
   const int64_t need = std::max(own, cudnn);
   return std::max<int64_t>(64 * mib, (need + mib - 1) / mib * mib);
 }

@@ -19,7 +19,8 @@ MemoryEstimate estimate_stage_memory(const Plan& plan, int stage);
 // Bytes of the CUDA backend's own workspace for this plan (the scratch of reductions, cuDNN
 // attention and GEMM algorithm timing; see kernels::BackendOptions::workspace_bytes): room for the
 // f32 accumulators of one micro-batch's attention gradients on one rank (rows × (q + 2·kv) × 4 B)
-// plus 16 MiB, at least 64 MiB, in whole MiB. train() creates the backend with it, so this estimate
+// plus 16 MiB, or what cuDNN's fused attention backward needs (with context parallelism plus the
+// ring blocks' compact results), at least 64 MiB, in whole MiB. train() creates the backend with it, so this estimate
 // and the engine's allocation are the same number.
 int64_t cuda_workspace_bytes(const Plan& plan);
 

@@ -103,8 +103,9 @@ Model::Model(const ModelShape& shape, int micro_batch, Recompute recompute, kern
   setup_context_parallel(cp);
 
   // Attention's kernels are chosen (and the workspace they need sized) before the first step, so a
-  // slow path is said at start, not discovered by the first call.
-  if (ls_.layers > 0)
+  // slow path is said at start, not discovered by the first call. Ring attention (cp > 1) runs
+  // only its blocks, which RingAttention prepared.
+  if (ls_.layers > 0 && !cp_.ring)
     be_.prepare_attention(
         {.B = B_, .T = s_.seq, .Hq = ls_.heads, .Hkv = ls_.kv_heads, .D = s_.head_dim, .max_samples = s_.max_samples});
 

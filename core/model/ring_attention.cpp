@@ -3,6 +3,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace recipe::core {
 
@@ -35,6 +36,14 @@ RingAttention::RingAttention(kernels::Backend& backend, Comm& cp, const kernels:
   if (shape.T % 2 != 0)
     throw std::invalid_argument("RingAttention: the local sequence (" + std::to_string(shape.T) +
                                 " tokens) must hold two equal chunks");
+  // The blocks this rank runs, chosen (and their workspace sized) now, so a block the backend
+  // cannot run is said at start, not by the first step.
+  std::vector<kernels::AttentionBlockShape> blocks;
+  for (int i = 0; i < cp.size(); ++i) {
+    const RingBlock b = ring_block(cp.size(), cp.rank(), i, shape.T);
+    blocks.push_back({.q_len = b.q_len, .k_len = b.k_len, .causal = b.causal});
+  }
+  be_.prepare_attention_blocks(shape, blocks);
   const kernels::DType act = be_.act_dtype();
   const size_t total = buffer_bytes(shape, act);
   buf_ = be_.alloc(total);

@@ -45,9 +45,10 @@ RingBlock ring_block(int cp, int rank, int step, int T_local);
 
 class RingAttention {
  public:
-  // `shape`: the local attention shape (T = seq / cp). Allocates the ring's buffers once: two K/V
-  // blocks and two dK/dV blocks, each [B, T, (Hq + 2·Hkv)·D] in the backend's act dtype
-  // (buffer_bytes).
+  // `shape`: the local attention shape (T = seq / cp). Has the backend prepare the blocks this
+  // rank will run (Backend::prepare_attention_blocks: a block it cannot run throws here, at
+  // start) and allocates the ring's buffers once: two K/V blocks and two dK/dV blocks, each
+  // [B, T, (Hq + 2·Hkv)·D] in the backend's act dtype (buffer_bytes).
   RingAttention(kernels::Backend& backend, Comm& cp, const kernels::AttentionShape& shape);
   ~RingAttention();
   RingAttention(const RingAttention&) = delete;

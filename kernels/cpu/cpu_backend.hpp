@@ -78,6 +78,9 @@ class CpuBackend final : public Backend {
   // attention_block.cpp (ring attention)
   void attention_block_fwd(const AttentionBlockFwdArgs& args) override;
   void attention_block_bwd(const AttentionBlockBwdArgs& args) override;
+  AttentionPlan prepare_attention_blocks(const AttentionShape&, const std::vector<AttentionBlockShape>&) override {
+    return {.path = "cpu", .workspace_bytes = 0};
+  }
 
   // kv_cache.cpp
   void kv_cache_append(const KvCacheAppendArgs& args) override;

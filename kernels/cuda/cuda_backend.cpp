@@ -603,6 +603,19 @@ static size_t packed_segments_bytes(const AttentionShape& a) {
                            : 0;
 }
 
+void CudaBackend::grow_workspace(size_t need, const std::string& what) {
+  if (need <= workspace_bytes_) return;
+  const size_t grown = (need + (size_t(1) << 20) - 1) >> 20 << 20;
+  notice("recipe: " + what + " needs " + std::to_string(need >> 20) + " MiB of workspace, more than the plan's " +
+         std::to_string(workspace_bytes_ >> 20) + " MiB (kernels.workspace_mb); the backend workspace grows to " +
+         std::to_string(grown >> 20) + " MiB");
+  synchronize();
+  free(workspace_);
+  workspace_ = nullptr;
+  workspace_ = device_alloc(grown, "backend workspace");
+  workspace_bytes_ = grown;
+}
+
 AttentionPlan CudaBackend::prepare_attention(const AttentionShape& shape) {
   refuse_while_recording("prepare_attention");
 #ifdef RECIPE_WITH_CUDNN
@@ -632,19 +645,9 @@ AttentionPlan CudaBackend::prepare_attention(const AttentionShape& shape) {
       need = std::max(need, w);
     }
     need += int64_t(packed_segments_bytes(shape));
-    if (size_t(need) > workspace_bytes_) {
-      // The plan's kernels.workspace_bytes is an estimate made without a GPU; cuDNN's plans for
-      // the run's real shape are the measure. Grow rather than fall back to the slow kernels.
-      const size_t grown = (size_t(need) + (size_t(1) << 20) - 1) >> 20 << 20;
-      notice("recipe: cuDNN attention (" + dims + ") needs " + std::to_string(need >> 20) + " MiB of workspace, " +
-             "more than the plan's " + std::to_string(workspace_bytes_ >> 20) + " MiB (kernels.workspace_mb); " +
-             "the backend workspace grows to " + std::to_string(grown >> 20) + " MiB");
-      synchronize();
-      free(workspace_);
-      workspace_ = nullptr;
-      workspace_ = device_alloc(grown, "backend workspace");
-      workspace_bytes_ = grown;
-    }
+    // The plan's kernels.workspace_bytes is an estimate made without a GPU; cuDNN's plans for the
+    // run's real shape are the measure. Grow rather than fall back to the slow kernels.
+    grow_workspace(size_t(need), "cuDNN attention (" + dims + ")");
     return {.path = "cudnn", .workspace_bytes = need};
   }
 #endif

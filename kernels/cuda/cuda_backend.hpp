@@ -12,6 +12,7 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/cuda_kernels.hpp"
@@ -103,6 +104,11 @@ class CudaBackend final : public Backend {
   void kv_cache_append(const KvCacheAppendArgs& args) override;
   void kv_attention(const KvAttentionArgs& args) override;
   AttentionPlan prepare_attention(const AttentionShape& shape) override;
+  // attention_block_backend.cpp: ring attention's blocks through cuDNN (no own-kernel path).
+  void attention_block_fwd(const AttentionBlockFwdArgs& args) override;
+  void attention_block_bwd(const AttentionBlockBwdArgs& args) override;
+  AttentionPlan prepare_attention_blocks(const AttentionShape& shape,
+                                         const std::vector<AttentionBlockShape>& blocks) override;
   KernelPaths kernel_paths() const override;
 
   void cross_entropy(Tensor losses, Tensor logits, Tensor targets, int vocab, float dloss, bool compute_grad) override;
@@ -135,6 +141,9 @@ class CudaBackend final : public Backend {
   void refuse_while_recording(const char* op) const;
   Workspace workspace() const { return Workspace{workspace_, workspace_bytes_, 0}; }
   void* device_alloc(size_t bytes, const char* what);
+  // Replaces the workspace by one of at least `need` bytes (prepare_* only, outside recording),
+  // with a notice naming `what` and kernels.workspace_mb.
+  void grow_workspace(size_t need, const std::string& what);
   void note_attention_fallback(const std::string& shape, const std::string& why);
   void note_packed_attention(const std::string& why);
   PackedSegments packed_segments_in(Workspace& ws, const int32_t* pos, const AttentionShape& a);

@@ -142,6 +142,17 @@ void packed_segments(PackedSegments seg, const int32_t* pos, int B, int T, int s
 void lse_to_tokens(float* tokens, const float* heads, int B, int T, int Hq, cudaStream_t s);
 void lse_from_tokens(float* heads, const float* tokens, int B, int T, int Hq, cudaStream_t s);
 
+// ---- ring attention blocks around cuDNN (attention_block.cu) ----
+// Merges a block's compact result blk [B, q_len, Hq·D] bf16 and blk_lse [B, Hq, q_len] f32 into
+// the query rows [q_begin, q_begin + q_len) of out [B, T, Hq·D] bf16 and lse [B, Hq, T] f32 by
+// log-sum-exp (merge = false: copies them in), as ops.hpp AttentionBlockFwdArgs defines.
+void attention_block_merge(void* out, float* lse, const void* blk, const float* blk_lse, int B, int T, int Hq, int D,
+                           int q_begin, int q_len, bool merge, cudaStream_t s);
+// dst[b·dst_batch + r·dst_row + j] += src[b, r, j] (bf16, f32 sum rounded once) for src a compact
+// [B, rows, width] bf16 buffer: a block's gradients into rows of a packed dqkv (elements, not bytes).
+void add_rows(void* dst, int64_t dst_batch, int64_t dst_row, const void* src, int B, int rows, int width,
+              cudaStream_t s);
+
 // ---- attention fallback (attention_fallback.cu): causal, GQA, packed qkv, D ≤ 128 ----
 // pos (nullable): per-sample positions i32 [B·T] (packed samples, ops.hpp): query t attends to
 // keys t - pos[t] .. t only.

@@ -1,5 +1,6 @@
 // cuDNN fused attention; see cudnn_attention.hpp. Tensor uids of the graphs:
-//   1 Q, 2 K, 3 V (strided views of qkv), 4 O, 5 Stats (= lse), 6 dO, 7 dQ, 8 dK, 9 dV;
+//   1 Q, 2 K, 3 V (strided views of qkv), 4 O, 5 Stats (= lse), 6 dO, 7 dQ, 8 dK, 9 dV (ring
+//   blocks: the same uids on the block's views and compact buffers);
 //   packed samples (ragged graphs) add 10/11 the sample lengths (q, kv: the same buffer) and
 //   12/13/14 the ragged offsets of qkv (Q, K, V, dQ, dK, dV), out (O, dO) and lse (Stats).
 #ifdef RECIPE_WITH_CUDNN
@@ -67,14 +68,24 @@ CudnnAttention::Entry& CudnnAttention::entry(const Key& key) {
             D = std::get<4>(key);
   const bool backward = std::get<5>(key);
   const int slots = std::get<6>(key);
+  const int64_t Sq = std::get<7>(key), Skv = std::get<8>(key);
+  const Mask mask = std::get<9>(key);
+  const bool block = mask != Mask::sequence;
   // Packed samples: one graph batch entry per sample slot (B rows × slots), each a ragged view
   // starting at its offset; the slot lengths mask the rest (padding mask), and causal masking is
   // within each sample.
   const bool ragged = slots > 0;
   const int64_t S = ragged ? int64_t(B) * slots : B;
   const int64_t C3 = int64_t(Hq + 2 * Hkv) * D;
-  const std::vector<int64_t> qkv_stride{int64_t(T) * C3, D, C3, 1};
-  const std::vector<int64_t> o_stride{int64_t(T) * Hq * D, D, int64_t(Hq) * D, 1};
+  // [batch, head, row, d] strides of a row-major [batch, rows, ..., D] buffer whose rows are
+  // `row` elements apart.
+  auto bhsd = [D](int64_t batch, int64_t row) { return std::vector<int64_t>{batch, D, row, 1}; };
+  const std::vector<int64_t> qkv_stride = bhsd(int64_t(T) * C3, C3);
+  const std::vector<int64_t> o_stride = bhsd(int64_t(T) * Hq * D, int64_t(Hq) * D);
+  // A block's own results are compact (cudnn_attention.hpp): O and dQ [B, q_len, Hq·D], dK|dV
+  // [B, k_len, 2·Hkv·D].
+  const std::vector<int64_t> blk_q_stride = bhsd(Sq * Hq * D, int64_t(Hq) * D);
+  const std::vector<int64_t> blk_kv_stride = bhsd(Skv * 2 * Hkv * D, int64_t(2) * Hkv * D);
   const float scale = 1.f / std::sqrt(float(D));
 
   auto g = std::make_shared<fe::graph::Graph>();
@@ -97,28 +108,30 @@ CudnnAttention::Entry& CudnnAttention::entry(const Key& key) {
     out_off = index("out_ragged_offset", kOutOff, S + 1);
     lse_off = index("lse_ragged_offset", kLseOff, S + 1);
   }
-  auto tensor = [&](const char* name, int64_t uid, int64_t heads, const std::vector<int64_t>& stride) {
+  auto tensor = [&](const char* name, int64_t uid, int64_t heads, int64_t rows, const std::vector<int64_t>& stride) {
     auto t = g->tensor(
-        fe::graph::Tensor_attributes().set_name(name).set_uid(uid).set_dim({S, heads, T, D}).set_stride(stride));
+        fe::graph::Tensor_attributes().set_name(name).set_uid(uid).set_dim({S, heads, rows, D}).set_stride(stride));
     if (ragged) t->set_ragged_offset(uid == kO || uid == kdO ? out_off : qkv_off);
     return t;
   };
-  // Stats: lse [B, Hq, T]; ragged graphs keep it token-major [B·T, Hq] (cudnn_attention.hpp).
-  const std::vector<int64_t> stats_dim{S, Hq, T, 1};
+  // Stats: lse [B, Hq, T] (a block's compact [B, Hq, q_len]); ragged graphs keep it token-major
+  // [B·T, Hq] (cudnn_attention.hpp).
+  const std::vector<int64_t> stats_dim{S, Hq, Sq, 1};
   const std::vector<int64_t> stats_stride =
-      ragged ? std::vector<int64_t>{int64_t(Hq) * T, 1, Hq, 1} : std::vector<int64_t>{int64_t(Hq) * T, T, 1, 1};
-  auto Q = tensor("Q", kQ, Hq, qkv_stride);
-  auto K = tensor("K", kK, Hkv, qkv_stride);
-  auto V = tensor("V", kV, Hkv, qkv_stride);
+      ragged ? std::vector<int64_t>{int64_t(Hq) * T, 1, Hq, 1} : std::vector<int64_t>{int64_t(Hq) * Sq, Sq, 1, 1};
+  auto Q = tensor("Q", kQ, Hq, Sq, qkv_stride);
+  auto K = tensor("K", kK, Hkv, Skv, qkv_stride);
+  auto V = tensor("V", kV, Hkv, Skv, qkv_stride);
+  const bool causal = mask != Mask::block_full;
   if (!backward) {
     auto opts = fe::graph::SDPA_attributes()
                     .set_name("sdpa_fwd")
                     .set_generate_stats(true)
                     .set_attn_scale(scale)
-                    .set_causal_mask(true);
+                    .set_causal_mask(causal);
     if (ragged) opts.set_padding_mask(true).set_seq_len_q(seq_q).set_seq_len_kv(seq_kv);
     auto [O, Stats] = g->sdpa(Q, K, V, opts);
-    O->set_output(true).set_uid(kO).set_dim({S, Hq, T, D}).set_stride(o_stride);
+    O->set_output(true).set_uid(kO).set_dim({S, Hq, Sq, D}).set_stride(block ? blk_q_stride : o_stride);
     Stats->set_output(true)
         .set_uid(kStats)
         .set_data_type(fe::DataType_t::FLOAT)
@@ -129,8 +142,8 @@ CudnnAttention::Entry& CudnnAttention::entry(const Key& key) {
       Stats->set_ragged_offset(lse_off);
     }
   } else {
-    auto O = tensor("O", kO, Hq, o_stride);
-    auto dO = tensor("dO", kdO, Hq, o_stride);
+    auto O = tensor("O", kO, Hq, Sq, o_stride);
+    auto dO = tensor("dO", kdO, Hq, Sq, o_stride);
     auto Stats = g->tensor(fe::graph::Tensor_attributes()
                                .set_name("Stats")
                                .set_uid(kStats)
@@ -141,7 +154,7 @@ CudnnAttention::Entry& CudnnAttention::entry(const Key& key) {
     auto opts = fe::graph::SDPA_backward_attributes()
                     .set_name("sdpa_bwd")
                     .set_attn_scale(scale)
-                    .set_causal_mask(true)
+                    .set_causal_mask(causal)
                     .set_deterministic_algorithm(deterministic_);
     if (ragged)
       opts.set_padding_mask(true)
@@ -150,9 +163,9 @@ CudnnAttention::Entry& CudnnAttention::entry(const Key& key) {
           .set_max_total_seq_len_q(int64_t(B) * T)
           .set_max_total_seq_len_kv(int64_t(B) * T);
     auto [dQ, dK, dV] = g->sdpa_backward(Q, K, V, O, dO, Stats, opts);
-    dQ->set_output(true).set_uid(kdQ).set_dim({S, Hq, T, D}).set_stride(qkv_stride);
-    dK->set_output(true).set_uid(kdK).set_dim({S, Hkv, T, D}).set_stride(qkv_stride);
-    dV->set_output(true).set_uid(kdV).set_dim({S, Hkv, T, D}).set_stride(qkv_stride);
+    dQ->set_output(true).set_uid(kdQ).set_dim({S, Hq, Sq, D}).set_stride(block ? blk_q_stride : qkv_stride);
+    dK->set_output(true).set_uid(kdK).set_dim({S, Hkv, Skv, D}).set_stride(block ? blk_kv_stride : qkv_stride);
+    dV->set_output(true).set_uid(kdV).set_dim({S, Hkv, Skv, D}).set_stride(block ? blk_kv_stride : qkv_stride);
     if (ragged) {
       dQ->set_ragged_offset(qkv_off);
       dK->set_ragged_offset(qkv_off);
@@ -190,7 +203,7 @@ CudnnAttention::Entry& CudnnAttention::entry(const Key& key) {
 }
 
 int64_t CudnnAttention::workspace_needed(int B, int T, int Hq, int Hkv, int D, bool backward, int slots) {
-  Entry& e = entry(Key{B, T, Hq, Hkv, D, backward, slots});
+  Entry& e = entry(sequence_key(B, T, Hq, Hkv, D, backward, slots));
   if (!e.ok) {
     last_rejection_ = e.why;
     return -1;
@@ -209,7 +222,7 @@ void CudnnAttention::add_segments(std::unordered_map<int64_t, void*>& pack, cons
 
 bool CudnnAttention::forward(void* out, float* lse, const void* qkv, int B, int T, int Hq, int Hkv, int D, Workspace ws,
                              const PackedSegments* seg, int slots) {
-  Entry& e = entry(Key{B, T, Hq, Hkv, D, false, seg ? slots : 0});
+  Entry& e = entry(sequence_key(B, T, Hq, Hkv, D, false, seg ? slots : 0));
   if (!e.ok) {
     last_rejection_ = e.why;
     return false;
@@ -227,7 +240,7 @@ bool CudnnAttention::forward(void* out, float* lse, const void* qkv, int B, int 
 
 bool CudnnAttention::backward(void* dqkv, const void* dout, const void* qkv, const void* out, const float* lse, int B,
                               int T, int Hq, int Hkv, int D, Workspace ws, const PackedSegments* seg, int slots) {
-  Entry& e = entry(Key{B, T, Hq, Hkv, D, true, seg ? slots : 0});
+  Entry& e = entry(sequence_key(B, T, Hq, Hkv, D, true, seg ? slots : 0));
   if (!e.ok) {
     last_rejection_ = e.why;
     return false;
@@ -246,6 +259,54 @@ bool CudnnAttention::backward(void* dqkv, const void* dout, const void* qkv, con
                                           {kdV, dbase + size_t(Hq + Hkv) * head_bytes}};
   if (seg) add_segments(pack, *seg);
   return execute(e, pack, ws, "backward");
+}
+
+int64_t CudnnAttention::block_workspace_needed(const Block& b, bool backward) {
+  Entry& e = entry(block_key(b, backward));
+  if (!e.ok) {
+    last_rejection_ = e.why;
+    return -1;
+  }
+  return e.plan_workspace[size_t(e.plan)];
+}
+
+bool CudnnAttention::block_forward(void* out_blk, float* lse_blk, const void* q_rows, const void* kv_rows,
+                                   const Block& b, Workspace ws) {
+  Entry& e = entry(block_key(b, false));
+  if (!e.ok) {
+    last_rejection_ = e.why;
+    return false;
+  }
+  const size_t head_bytes = size_t(b.D) * 2;
+  auto* kv = static_cast<char*>(const_cast<void*>(kv_rows));
+  std::unordered_map<int64_t, void*> pack{{kQ, const_cast<void*>(q_rows)},
+                                          {kK, kv + size_t(b.Hq) * head_bytes},
+                                          {kV, kv + size_t(b.Hq + b.Hkv) * head_bytes},
+                                          {kO, out_blk},
+                                          {kStats, lse_blk}};
+  return execute(e, pack, ws, "block forward");
+}
+
+bool CudnnAttention::block_backward(void* dq_blk, void* dkv_blk, const void* dout_rows, const void* q_rows,
+                                    const void* kv_rows, const void* out_rows, const float* lse_blk, const Block& b,
+                                    Workspace ws) {
+  Entry& e = entry(block_key(b, true));
+  if (!e.ok) {
+    last_rejection_ = e.why;
+    return false;
+  }
+  const size_t head_bytes = size_t(b.D) * 2;
+  auto* kv = static_cast<char*>(const_cast<void*>(kv_rows));
+  std::unordered_map<int64_t, void*> pack{{kQ, const_cast<void*>(q_rows)},
+                                          {kK, kv + size_t(b.Hq) * head_bytes},
+                                          {kV, kv + size_t(b.Hq + b.Hkv) * head_bytes},
+                                          {kO, const_cast<void*>(out_rows)},
+                                          {kdO, const_cast<void*>(dout_rows)},
+                                          {kStats, const_cast<float*>(lse_blk)},
+                                          {kdQ, dq_blk},
+                                          {kdK, dkv_blk},
+                                          {kdV, static_cast<char*>(dkv_blk) + size_t(b.Hkv) * head_bytes}};
+  return execute(e, pack, ws, "block backward");
 }
 
 // Timing reruns the graph on the real tensors: both directions only write their outputs (O and

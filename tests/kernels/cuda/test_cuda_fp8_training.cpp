@@ -60,7 +60,7 @@ TEST_CASE("cuda fp8 training: gpt_tiny, llama_tiny and llama_tiny LoRA follow th
       CHECK_MESSAGE(std::fabs(b[i] - a[i]) <= 0.05 + 0.1 * a[i],
                     "step " << i << ": fp8 " << b[i] << " vs bf16 " << a[i]);
     }
-    MESSAGE(std::string(llama ? "llama_tiny" : "gpt_tiny") + (lora ? " LoRA" : "")
+    MESSAGE((std::string(llama ? "llama_tiny" : "gpt_tiny") + (lora ? " LoRA" : ""))
             << " on CUDA: fp8 loss " << b.front() << " -> " << b.back() << ", bf16 " << a.front() << " -> "
             << a.back());
     CHECK(b.back() < (lora ? b.front() - 0.5 : 0.5));
