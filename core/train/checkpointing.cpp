@@ -21,6 +21,40 @@ namespace {
 const std::string kExpAvg = "optimizer.exp_avg.";
 const std::string kExpAvgSq = "optimizer.exp_avg_sq.";
 
+// Every rank learns whether any rank failed; the failing ranks rethrow their own error, the others
+// a pointer to it. Doubles as a barrier.
+void agree(Comm& world, const std::exception_ptr& error, const std::string& what) {
+  const double failed = world.all_reduce_max(error ? double(world.rank() + 1) : 0.0);
+  if (error) std::rethrow_exception(error);
+  if (failed > 0)
+    throw std::runtime_error(what + " failed on rank " + std::to_string(int(failed) - 1) + " (its log says why)");
+}
+
+// The box of the global tensor this rank's buffer holds (its TP shard, or all of it).
+ckpt::Box held_box(const ParamSpec& p) {
+  ckpt::Box b;
+  b.offsets.assign(p.global_shape.size(), 0);
+  b.sizes = p.local_shape;
+  if (p.shard_dim >= 0) b.offsets[size_t(p.shard_dim)] = p.shard_begin;
+  return b;
+}
+
+bool is_tied_copy(const ParamSpec& p, const ModelShape& shape, const ParallelState& par) {
+  return shape.tied && par.sizes().pp > 1 && !par.first_stage() && p.name == word_embedding_name();
+}
+
+std::vector<float> download(kernels::Backend& backend, kernels::Tensor t) {
+  std::vector<float> host(size_t(t.numel()));
+  if (!host.empty()) backend.to_host(host.data(), t);
+  return host;
+}
+
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::string r = "[";
+  for (size_t i = 0; i < s.size(); ++i) r += (i ? "," : "") + std::to_string(s[i]);
+  return r + "]";
+}
+
 // FP8 delayed scaling's amax histories (core/model/linear.hpp): per global layer l one tensor
 // "fp8.layers.<l>.amax_history" [4 linears, 3 roles, H]; equal on every rank holding the layer.
 std::string fp8_history_name(int layer) { return "fp8.layers." + std::to_string(layer) + ".amax_history"; }
@@ -80,40 +114,6 @@ void read_fp8_histories(Trainer& t, const ckpt::CheckpointReader& reader, const 
     t.params().backend().from_host(h, host.data());
     model.fp8_history_restored();
   }
-}
-
-// Every rank learns whether any rank failed; the failing ranks rethrow their own error, the others
-// a pointer to it. Doubles as a barrier.
-void agree(Comm& world, const std::exception_ptr& error, const std::string& what) {
-  const double failed = world.all_reduce_max(error ? double(world.rank() + 1) : 0.0);
-  if (error) std::rethrow_exception(error);
-  if (failed > 0)
-    throw std::runtime_error(what + " failed on rank " + std::to_string(int(failed) - 1) + " (its log says why)");
-}
-
-// The box of the global tensor this rank's buffer holds (its TP shard, or all of it).
-ckpt::Box held_box(const ParamSpec& p) {
-  ckpt::Box b;
-  b.offsets.assign(p.global_shape.size(), 0);
-  b.sizes = p.local_shape;
-  if (p.shard_dim >= 0) b.offsets[size_t(p.shard_dim)] = p.shard_begin;
-  return b;
-}
-
-bool is_tied_copy(const ParamSpec& p, const ModelShape& shape, const ParallelState& par) {
-  return shape.tied && par.sizes().pp > 1 && !par.first_stage() && p.name == word_embedding_name();
-}
-
-std::vector<float> download(kernels::Backend& backend, kernels::Tensor t) {
-  std::vector<float> host(size_t(t.numel()));
-  if (!host.empty()) backend.to_host(host.data(), t);
-  return host;
-}
-
-std::string shape_str(const std::vector<int64_t>& s) {
-  std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i) r += (i ? "," : "") + std::to_string(s[i]);
-  return r + "]";
 }
 
 nlohmann::json common_json(const Trainer& t, ParallelState& par) {
