@@ -126,7 +126,8 @@ TEST_CASE("fp8 delayed scaling (CPU emulation): gpt_tiny follows the unquantized
     int differ = 0;
     for (size_t i = 0; i < a.size(); ++i) {
       differ += b[i] != t[i];
-      CHECK_MESSAGE(std::fabs(b[i] - a[i]) <= 0.05 + 0.1 * a[i], "step " << i << ": delayed " << b[i] << " vs " << a[i]);
+      CHECK_MESSAGE(std::fabs(b[i] - a[i]) <= 0.05 + 0.1 * a[i],
+                    "step " << i << ": delayed " << b[i] << " vs " << a[i]);
     }
     MESSAGE("gpt_tiny fp8 delayed (" << plan::to_string(compute) << "): loss " << b.front() << " -> " << b.back()
                                      << ", tensorwise " << t.front() << " -> " << t.back());
