@@ -55,7 +55,8 @@ void check_executable(ResolveContext& ctx) {
   const plan::Plan& p = ctx.plan();
   check_context_parallel(ctx);
   // Sequence parallelism and interleaved stages were each proven against one process, not together.
-  if (p.parallelism.sequence_parallel && p.parallelism.virtual_pp > 1 && !ctx.bad_paths.count("parallelism.virtual_pp"))
+  if (p.parallelism.sequence_parallel && p.parallelism.virtual_pp > 1 &&
+      !ctx.bad_paths.count("parallelism.virtual_pp"))
     ctx.violation("parallelism.virtual_pp",
                   "parallelism.virtual_pp=" + std::to_string(p.parallelism.virtual_pp) +
                       " with parallelism.sequence_parallel=true: the two together are not implemented in this "
