@@ -1,8 +1,7 @@
 // FP8 training on the GPU: gpt_tiny and llama_tiny with trainer.precision = fp8 (cuBLASLt FP8 GEMMs,
-// tensorwise current scaling, and delayed scaling for gpt_tiny; the step captured in a CUDA graph from
-// step 2) follow the bf16 loss
-// curve for 200 steps within the CPU test's tolerance (tests/core/train/test_fp8_training.cpp):
-// |loss_fp8 − loss_bf16| ≤ 0.05 + 0.1·loss_bf16 at every step; and they memorize the batch.
+// tensorwise current scaling, and delayed scaling for gpt_tiny; the step captured in a CUDA graph
+// from step 2) follow the bf16 loss curve for 200 steps within the CPU test's tolerance
+// (tests/core/train/test_fp8_training.cpp): |loss_fp8 − loss_bf16| ≤ 0.05 + 0.1·loss_bf16 at every step; and they memorize the batch.
 // Skipped where no GPU is visible (CI).
 #include <doctest/doctest.h>
 
