@@ -108,6 +108,8 @@ TEST_CASE("fp8 training (CPU emulation): LoRA on an FP8 base follows the unquant
       CAPTURE(p.name);
       CHECK(test::to_host(*be, store.weight(p)) == base_before[k++]);
     }
+  }
+}
 
 // Delayed scaling (scales from a 16-step amax history, max or most recent) within the same
 // tolerance of the unquantized curve, and not the tensorwise curve (it really ran delayed).
