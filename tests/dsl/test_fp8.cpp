@@ -69,8 +69,8 @@ TEST_CASE("fp8: what this version cannot run is rejected with key and fix") {
   const auto tp2 = resolve_json(fp8(json::parse(R"({"parallelism": {"tp": 2}, "executor": {"cpu_ranks": 2}})")));
   CHECK_MESSAGE(!find_violation(tp2, "fp8.linears"), report(tp2));
   // LoRA runs its frozen base in FP8 (the adapters in bf16).
-  const auto lora = resolve_json(
-      fp8(json::parse(R"({"mode": "finetune", "checkpoint": {"allow_random_init": true}, "peft": {"kind": "lora"}})")));
+  const auto lora = resolve_json(fp8(json::parse(
+      R"({"mode": "finetune", "checkpoint": {"allow_random_init": true}, "peft": {"kind": "lora", "target_modules": ["all-linear"]}})")));
   CHECK_MESSAGE(lora.ok(), report(lora));
 }
 
