@@ -127,11 +127,15 @@ int run_info(const CkptArgs& a, std::ostream& out, std::ostream& err) {
     line("base", b->path + " (content hash " + b->hash + ", checked)");
     line("", "adapter-only: this directory holds the LoRA adapters and their optimizer state, the base the rest");
   }
-  int weights = 0, moments = 0;
+  int weights = 0, moments = 0, fp8_histories = 0;
   int64_t params = 0;
   for (const ckpt::TensorInfo& t : reader.tensors()) {
     if (t.name.rfind(kOptimizerPrefix, 0) == 0) {
       ++moments;
+      continue;
+    }
+    if (t.name.rfind("fp8.", 0) == 0) {  // FP8 delayed scaling's amax histories, one per layer
+      ++fp8_histories;
       continue;
     }
     ++weights;
@@ -140,7 +144,8 @@ int run_info(const CkptArgs& a, std::ostream& out, std::ostream& err) {
     params += n;
   }
   line("tensors", std::to_string(weights) + " weights (" + std::to_string(params) + " parameters)" +
-                      (moments ? ", " + std::to_string(moments) + " optimizer moments" : ", no optimizer state"));
+                      (moments ? ", " + std::to_string(moments) + " optimizer moments" : ", no optimizer state") +
+                      (fp8_histories ? ", " + std::to_string(fp8_histories) + " FP8 amax histories" : ""));
   if (c.contains("last_loss") && c["last_loss"].is_number() && c["last_loss"].get<double>() != 0.0) {
     char b[32];
     std::snprintf(b, sizeof(b), "%.4f", c["last_loss"].get<double>());

@@ -408,9 +408,12 @@ std::vector<FieldInfo> build_fields() {
   using F8 = plan::Fp8Config;
   f.push_back(field(f8, "scaling", &P::fp8, &F8::scaling,
                     "how FP8 scales are chosen: tensorwise = current scaling (scale = format max / amax of the "
-                    "tensor, computed just before each cast); delayed = from an amax history (not in this version)"));
+                    "tensor, computed just before each cast); delayed = Transformer Engine's delayed scaling (the "
+                    "scale from an amax history per tensor, the cast records the tensor's amax; the histories roll "
+                    "once per step and are saved in checkpoints; the first step of a run seeds them with current "
+                    "scaling)"));
   f.push_back(field(f8, "amax_history_len", &P::fp8, &F8::amax_history_len,
-                    "delayed scaling: steps of amax history kept per tensor"));
+                    "delayed scaling: steps of amax history kept per tensor (1 .. 65536)"));
   f.push_back(field(f8, "amax_compute", &P::fp8, &F8::amax_compute,
                     "delayed scaling: the scale comes from the history's max or its most recent amax"));
   f.push_back(field(f8, "forward_format", &P::fp8, &F8::forward_format,

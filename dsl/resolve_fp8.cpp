@@ -1,7 +1,7 @@
 // trainer.precision = "fp8": the checks that make an FP8 plan run (validates ⇒ runs). What this
-// version executes: tensorwise current scaling, E4M3 forward, E5M2 or E4M3 gradients, any subset of
-// the four block linears, full training or LoRA (the frozen base in FP8, the adapters in bf16),
-// on a GPU of compute capability ≥ 8.9 (Ada,
+// version executes: tensorwise current scaling or delayed scaling (an amax history per tensor),
+// E4M3 forward, E5M2 or E4M3 gradients, any subset of the four block linears, full training or
+// LoRA (the frozen base in FP8, the adapters in bf16), on a GPU of compute capability ≥ 8.9 (Ada,
 // Hopper, Blackwell) or emulated on CPU (kernels/cpu/fp8.cpp). Every FP8 GEMM dimension (in and
 // out features per TP rank, tokens per micro-batch) must be a multiple of 16, as cuBLASLt's FP8
 // kernels require.
@@ -16,6 +16,9 @@
 
 namespace recipe::dsl::detail {
 namespace {
+
+// A history longer than this is a typo (TE's default is 1024; each step of it is 48 bytes per layer).
+constexpr int kMaxAmaxHistory = 65536;
 
 std::string cc_text(int cc) { return std::to_string(cc / 10) + "." + std::to_string(cc % 10); }
 
@@ -99,12 +102,17 @@ void check_fp8(ResolveContext& ctx) {
     return;
   }
   const plan::Fp8Config& f = p.fp8;
-  if (f.scaling == plan::Fp8Scaling::delayed && !ctx.bad_paths.count("fp8.scaling"))
-    ctx.violation("fp8.scaling",
-                  "fp8.scaling=\"delayed\": delayed scaling (an amax history per tensor) is not implemented in this "
-                  "version; available: \"tensorwise\" (current scaling: each tensor's scale from its own amax, "
-                  "computed just before its cast)",
-                  "set fp8.scaling=\"tensorwise\"");
+  if (f.scaling == plan::Fp8Scaling::delayed && !ctx.bad_paths.count("fp8.amax_history_len") &&
+      (f.amax_history_len < 1 || f.amax_history_len > kMaxAmaxHistory))
+    ctx.violation("fp8.amax_history_len",
+                  "fp8.amax_history_len=" + std::to_string(f.amax_history_len) +
+                      " with fp8.scaling=\"delayed\": the history keeps 1 to " + std::to_string(kMaxAmaxHistory) +
+                      " steps per tensor",
+                  "set fp8.amax_history_len between 1 and " + std::to_string(kMaxAmaxHistory) +
+                      " (Transformer Engine's default: 1024)");
+  if (f.scaling != plan::Fp8Scaling::delayed)
+    for (const char* key : {"fp8.amax_history_len", "fp8.amax_compute"})
+      if (ctx.was_set(key)) ctx.warn(std::string(key) + " is set but fp8.scaling is not \"delayed\": it has no effect");
   if (f.forward_format == plan::Fp8Format::e5m2 && !ctx.bad_paths.count("fp8.forward_format"))
     ctx.violation("fp8.forward_format",
                   "fp8.forward_format=\"e5m2\": activations and weights need E4M3's precision (3 mantissa bits); "

@@ -86,9 +86,26 @@ struct LinearBwdArgs {
 // nearest to inp·scale (f32 product; ties to even; beyond ±max saturates to ±max; NaN stays NaN).
 // out receives the [rows, cols] result, out_t (optional, or alone) its transpose [cols, rows] (the
 // K-major copy a backward GEMM needs). Both in one format.
+// amax is the scale's source: the tensor's own amax (current scaling, from fp8_amax) or the amax
+// its history gives (delayed scaling, fp8_amax_history). amax_out (optional, f32 [1]) records the
+// input in the same pass: amax_out[0] = max(amax_out[0], max |inp|) (NaN ignored, as fp8_amax),
+// accumulating over the casts of a step; the history roll resets it.
 struct Fp8QuantizeArgs {
   Tensor out{}, out_t{}, scale_inv{}, inp{}, amax{};
   int64_t cols = 0;  // elements per row of inp
+  Tensor amax_out{};
+};
+// Delayed scaling's once-per-step update of T tensors' amax histories (Transformer Engine's
+// DelayedScaling). history f32 [T, H], row t newest first (history[t][0] the last step's amax);
+// amax and scale_amax f32 [T, 4]: 16-byte cells, the value in column 0 (scale_amax feeds
+// fp8_quantize's amax, which cuBLASLt-facing code keeps 16-byte aligned). Per tensor t:
+//   push:  history[t] shifts one older (the oldest drops), history[t][0] = amax[t][0], amax[t][0] = 0
+//   then:  scale_amax[t][0] = most_recent ? history[t][0] : max over history[t]
+// push = false only recomputes scale_amax (after a checkpoint restored the history).
+struct Fp8AmaxHistoryArgs {
+  Tensor history{}, amax{}, scale_amax{};
+  bool most_recent = false;
+  bool push = true;
 };
 // out[N,OC] (act dtype) = (inp·inp_scale_inv)[N,IC]·(weight·weight_scale_inv)[OC,IC]ᵀ + bias, with
 // pre_gelu as in linear_fwd. inp and weight in FP8. fast_accum: the GPU may keep the partial sums
@@ -343,6 +360,7 @@ class Backend {
   // infinite one gives inf. Overwrites amax.
   virtual void fp8_amax(Tensor amax, Tensor x);
   virtual void fp8_quantize(const Fp8QuantizeArgs& a);
+  virtual void fp8_amax_history(const Fp8AmaxHistoryArgs& a);
   virtual void fp8_linear_fwd(const Fp8LinearFwdArgs& a);
   virtual void fp8_linear_bwd(const Fp8LinearBwdArgs& a);
 

@@ -41,5 +41,8 @@ int64_t fp8_scratch_bytes(const Plan& plan);
 // Bytes of one layer's FP8 weight caches (Fp8WeightCache: each FP8 linear's weight cast once per
 // step, as stored and transposed). 0 without FP8.
 int64_t fp8_weight_cache_bytes(const Plan& plan);
+// Per layer, delayed scaling's state (fp8.scaling = "delayed"; 0 otherwise): 12 tensors (4 linears
+// × x, W, dy), each an amax history of fp8.amax_history_len floats and two 16-byte cells.
+int64_t fp8_history_bytes(const Plan& plan);
 
 }  // namespace recipe::plan

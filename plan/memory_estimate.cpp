@@ -231,10 +231,11 @@ MemoryEstimate estimate_stage_memory(const Plan& plan, int stage) {
     if (plan.peft.dropout > 0) e.activations += rows * lora_widest_input(plan, tp) * es;
   }
   // FP8 (plan/fp8.hpp): per model chunk the quantized operands of the linear running now, shared
-  // by its linears; per layer the weights' FP8 copies (counted with the weights).
+  // by its linears; per layer the weights' FP8 copies and delayed scaling's amax histories (counted with
+  // the weights).
   for (int n : chunk_layers)
     if (n > 0) e.activations += fp8_scratch_bytes(plan);
-  e.weights += layers * fp8_weight_cache_bytes(plan);
+  e.weights += layers * (fp8_weight_cache_bytes(plan) + fp8_history_bytes(plan));
   // Workspaces, and the trainer's per-token loss buffer (f32, one row per micro-batch).
   // The CUDA backend's RoPE angle table: (cos, sin) f32 pairs [seq, head_dim/2].
   const int64_t rope_table =

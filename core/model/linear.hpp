@@ -44,6 +44,27 @@
 // collective per sharded operand.) Replicated operands need no reduction: their amax is equal on
 // every rank.
 //
+// Delayed scaling (fp8.scaling = "delayed", Transformer Engine's DelayedScaling). Each operand role
+// of each FP8 linear (x, W, dy) keeps an amax history of H steps (fp8.amax_history_len), newest
+// first. The cast takes its scale from the history instead of measuring the tensor first: scale =
+// max / a with a = max(history) (fp8.amax_compute = "max") or its newest entry ("most_recent"),
+// with current scaling's guards (a = 0 or not finite → scale 1), and records the tensor's amax in
+// the same pass (fp8_quantize's amax_out: one read of the operand instead of two). The recorded
+// amax max-accumulates over the step's micro-batches (the backward's recast of x does not record:
+// same tensor); evaluations and other passes that compute no gradient record nothing, so they do
+// not change training. Once per step, after the backward (Model::fp8_end_step, inside the
+// captured step: device only), the step's amaxes of this model chunk, one contiguous f32 buffer
+// of 16-byte cells, are max-reduced over the TP group, then the context- and data-parallel groups
+// (one packed all-reduce per group, not one per tensor), so every rank that holds a layer keeps
+// the same histories and scales; then each history takes its amax (the oldest drops) and its scale
+// source is recomputed (fp8_amax_history). No per-cast TP reduction is needed. The run's first
+// step has no history: it casts with current scaling (as above, TP reductions included) and
+// records, which seeds the histories (torchao's choice; Transformer Engine starts from scale 1
+// instead, which flushes small gradients to zero for a step). The histories are training state:
+// checkpoints save them per layer (fp8.layers.<l>.amax_history, [4 linears, 3 roles, H], equal on
+// every rank, written once), a resume restores them, so it continues bitwise. Memory per model
+// chunk: 12 tensors per layer × (H floats + two 16-byte cells), in the FP8 allocation.
+//
 // LoRA (peft.kind=lora): y = x·Wᵀ (+ b) + s·(d(x)·Aᵀ)·Bᵀ with A [r, in], B [out, r], s = alpha/r
 // (rsLoRA: alpha/sqrt(r)) and d the adapter dropout (PEFT's lora_dropout, peft.dropout = p):
 // d(x) = x ⊙ keep/(1−p) during training, the identity in evaluation and with p = 0. The base W, b
@@ -201,6 +222,18 @@ struct Fp8Scratch {
   // Inside a pass of micro-batches (Model::fp8_weight_pass): a weight cast stays valid until the
   // pass ends. Outside one, every use recasts.
   bool cache_weights = false;
+  // Delayed scaling (see the top of the file): on for fp8.scaling = "delayed"; record_amax inside
+  // a pass that computes gradients; history_ready once the histories hold a step (else current
+  // scaling seeds them).
+  bool delayed = false, record_amax = false, history_ready = false;
+};
+
+// Delayed scaling: an FP8 linear's operand roles, and its cells (f32 [1] views of 16-byte cells)
+// in the model's history buffers: the amax each role's scale comes from, and the step's amax the
+// casts record into.
+enum Fp8Role { fp8_x = 0, fp8_w = 1, fp8_dy = 2 };
+struct Fp8DelayedCells {
+  kernels::Tensor scale_amax[3], amax[3];  // by Fp8Role
 };
 
 // One FP8 linear's weight in the forward format, as stored and transposed, with its amax and
@@ -278,9 +311,11 @@ class Linear {
   const LinearTensors& grads() const { return grad_; }
   // Runs this linear's GEMMs in FP8 through the shared scratch and its own weight cache (null:
   // bf16, the default).
-  void use_fp8(const Fp8Scratch* scratch, Fp8WeightCache* weight) {
+  // delayed: this linear's history cells (delayed scaling only, else null).
+  void use_fp8(const Fp8Scratch* scratch, Fp8WeightCache* weight, const Fp8DelayedCells* delayed = nullptr) {
     fp8_ = scratch;
     fp8_w_ = weight;
+    fp8_d_ = delayed;
   }
 
  protected:
@@ -327,8 +362,10 @@ class Linear {
   void fp8_affine_bwd(const LinearBwd& a, kernels::Tensor dbias, kernels::Tensor dinp_sum) const;
   // amax of src (max-reduced over TP when `sharded`) into cell `slot` of stats, then src cast into
   // out ([rows, cols]) and/or out_t ([cols, rows]) with the inverse scale into cell slot + 1.
+  // Delayed scaling: the scale from the role's history instead (once it holds a step), and src's
+  // amax recorded into the role's cell when `record` and the pass records.
   void fp8_cast(kernels::Tensor src, kernels::Tensor out, kernels::Tensor out_t, kernels::Tensor stats, int slot,
-                bool sharded) const;
+                bool sharded, Fp8Role role, bool record) const;
   // The weight cache filled for this pass (cast now unless it already is; see the top of the file).
   const Fp8WeightCache& fp8_weight() const;
 
@@ -338,8 +375,9 @@ class Linear {
   const LoraScratch* lora_;  // null: no adapter
   bool row_parallel_;
   uint64_t dropout_key_;
-  const Fp8Scratch* fp8_ = nullptr;  // null: bf16 GEMMs
-  Fp8WeightCache* fp8_w_ = nullptr;  // this linear's, owned by the Model
+  const Fp8Scratch* fp8_ = nullptr;         // null: bf16 GEMMs
+  Fp8WeightCache* fp8_w_ = nullptr;         // this linear's, owned by the Model
+  const Fp8DelayedCells* fp8_d_ = nullptr;  // delayed scaling: this linear's, owned by the Model
 };
 
 class ColumnParallelLinear final : public Linear {

@@ -32,18 +32,31 @@ void TpGroup::max(Tensor t) const {
   if (size > 1) comm->all_reduce_max(t);
 }
 
-void Linear::fp8_cast(Tensor src, Tensor out, Tensor out_t, Tensor stats, int slot, bool sharded) const {
-  const Tensor amax = cell(stats, slot), scale_inv = cell(stats, slot + 1);
-  be_->fp8_amax(amax, src);
-  if (sharded) tp_.max(amax);
+void Linear::fp8_cast(Tensor src, Tensor out, Tensor out_t, Tensor stats, int slot, bool sharded, Fp8Role role,
+                      bool record) const {
+  const Fp8DelayedCells* d = fp8_->delayed ? fp8_d_ : nullptr;
+  Tensor amax = cell(stats, slot);
+  if (d && fp8_->history_ready) {
+    amax = d->scale_amax[role];  // delayed: the history's amax, equal on every rank
+  } else {
+    be_->fp8_amax(amax, src);  // current scaling (and delayed scaling's first step)
+    if (sharded) tp_.max(amax);
+  }
+  const Tensor amax_out = d && record && fp8_->record_amax ? d->amax[role] : Tensor();
   const int64_t cols = out.defined() ? out.dim(1) : out_t.dim(0);
-  be_->fp8_quantize({.out = out, .out_t = out_t, .scale_inv = scale_inv, .inp = src, .amax = amax, .cols = cols});
+  be_->fp8_quantize({.out = out,
+                     .out_t = out_t,
+                     .scale_inv = cell(stats, slot + 1),
+                     .inp = src,
+                     .amax = amax,
+                     .cols = cols,
+                     .amax_out = amax_out});
 }
 
 const Fp8WeightCache& Linear::fp8_weight() const {
   Fp8WeightCache& c = *fp8_w_;
   if (!c.valid || !fp8_->cache_weights) {
-    fp8_cast(w_.w, c.wq, c.wtq, c.stats, kW, tp_.size > 1);  // W is sharded whenever TP is on
+    fp8_cast(w_.w, c.wq, c.wtq, c.stats, kW, tp_.size > 1, fp8_w, true);  // W is sharded whenever TP is on
     c.valid = true;
   }
   return c;
@@ -53,7 +66,8 @@ void Linear::fp8_affine_fwd(const LinearFwd& a, Tensor bias) const {
   const Fp8Scratch& s = *fp8_;
   const int64_t in = w_.w.dim(1), n = a.inp.numel() / in;
   const Tensor xq = typed(s.x, s.fwd, n, in);
-  fp8_cast(a.inp, xq, Tensor(), s.stats, kX, row_parallel_);  // a row-parallel input is sharded over its features
+  fp8_cast(a.inp, xq, Tensor(), s.stats, kX, row_parallel_, fp8_x,
+           true);  // a row-parallel input is sharded over its features
   const Fp8WeightCache& w = fp8_weight();
   be_->fp8_linear_fwd({.out = a.out,
                        .inp = xq,
@@ -74,12 +88,12 @@ void Linear::fp8_affine_bwd(const LinearBwd& a, Tensor dbias, Tensor dinp_sum) c
   // dy: sharded over the output features in a column-parallel linear, replicated in a row-parallel one.
   const Tensor gq = need_dinp ? typed(s.g, s.bwd, n, out) : Tensor();
   const Tensor gtq = need_dw ? typed(s.g_t, s.bwd, out, n) : Tensor();
-  if (need_dinp || need_dw) fp8_cast(a.dout, gq, gtq, s.stats, kG, !row_parallel_);
+  if (need_dinp || need_dw) fp8_cast(a.dout, gq, gtq, s.stats, kG, !row_parallel_, fp8_dy, true);
   const Fp8WeightCache* w = need_dinp ? &fp8_weight() : nullptr;
   Tensor xtq;
   if (need_dw) {
     xtq = typed(s.x, s.fwd, in, n);
-    fp8_cast(a.inp, Tensor(), xtq, s.stats, kX, row_parallel_);
+    fp8_cast(a.inp, Tensor(), xtq, s.stats, kX, row_parallel_, fp8_x, false);
   }
   be_->fp8_linear_bwd({.dinp = a.dinp,
                        .dweight = grad_.w,

@@ -164,7 +164,12 @@ void Model::alloc_fp8_scratch() {
     cache += 2 * a(t->w.numel()) + kStatsBytes;
   }
   const int64_t layers = int64_t(w_.layers.size());
-  fp8_buf_ = be_.alloc(size_t(a(N_ * in) + 2 * a(N_ * out) + kStatsBytes + layers * cache));
+  // Delayed scaling: per layer 4 linears × 3 roles, each an H-step history and two 16-byte cells
+  // (the step's amax, the scale's source amax); the amax cells of all tensors are one contiguous
+  // buffer, reduced over the groups as one (fp8_end_step).
+  const int64_t H = s_.fp8_history_len, T = H > 0 ? layers * kFp8TensorsPerLayer : 0;
+  const int64_t delayed = H > 0 ? 2 * a(T * 16) + a(T * H * 4) : 0;
+  fp8_buf_ = be_.alloc(size_t(a(N_ * in) + 2 * a(N_ * out) + kStatsBytes + layers * cache + delayed));
   char* p = static_cast<char*>(fp8_buf_);
   auto take = [&](DType dt, int64_t n) {
     Tensor t(p, dt, be_.device(), {n});
@@ -192,11 +197,49 @@ void Model::alloc_fp8_scratch() {
       c.stats = take(DType::f32, kStatsBytes / 4);
     }
   }
+  if (H == 0) return;
+  fp8_.delayed = true;
+  fp8_hist_.amax = take(DType::f32, T * 4).view({T, 4});
+  fp8_hist_.scale_amax = take(DType::f32, T * 4).view({T, 4});
+  fp8_hist_.history = take(DType::f32, T * H).view({T, H});
+  // Zero amaxes and histories: the first step seeds them (current scaling, see linear.hpp).
+  std::vector<float> zeros(size_t(T * std::max<int64_t>(H, 4)), 0.f);
+  be_.from_host(fp8_hist_.amax, zeros.data());
+  be_.from_host(fp8_hist_.scale_amax, zeros.data());
+  be_.from_host(fp8_hist_.history, zeros.data());
+  fp8_cells_.assign(size_t(layers) * 4, Fp8DelayedCells{});
+  for (int64_t i = 0; i < layers * 4; ++i)
+    for (int r = 0; r < 3; ++r) {
+      const int64_t t = i * 3 + r;
+      fp8_cells_[size_t(i)].amax[r] = fp8_hist_.amax.view({T * 4}).rows(t * 4, 1);
+      fp8_cells_[size_t(i)].scale_amax[r] = fp8_hist_.scale_amax.view({T * 4}).rows(t * 4, 1);
+    }
 }
 
-void Model::fp8_weight_pass(bool on) {
+void Model::fp8_weight_pass(bool on, bool record_amax) {
   fp8_.cache_weights = on;
+  fp8_.record_amax = on && record_amax;
   for (Fp8WeightCache& c : fp8_weights_) c.valid = false;
+}
+
+void Model::fp8_end_step(const std::vector<Comm*>& groups) {
+  if (!fp8_.delayed) return;
+  for (Comm* g : groups) g->all_reduce_max(fp8_hist_.amax);  // all this chunk's amaxes at once
+  be_.fp8_amax_history({.history = fp8_hist_.history,
+                        .amax = fp8_hist_.amax,
+                        .scale_amax = fp8_hist_.scale_amax,
+                        .most_recent = s_.fp8_amax_most_recent,
+                        .push = true});
+  fp8_.history_ready = true;
+}
+
+void Model::fp8_history_restored() {
+  be_.fp8_amax_history({.history = fp8_hist_.history,
+                        .amax = fp8_hist_.amax,
+                        .scale_amax = fp8_hist_.scale_amax,
+                        .most_recent = s_.fp8_amax_most_recent,
+                        .push = false});
+  fp8_.history_ready = true;
 }
 
 Model::Params Model::bind_params(bool grads, const LayerChunk& chunk) const {
@@ -275,7 +318,9 @@ void Model::make_linears() {
     const std::pair<Linear*, unsigned> fp8[] = {
         {&ll.qkv, lora_qkv}, {&ll.proj, lora_proj}, {&ll.fc_in, lora_mlp_in}, {&ll.fc_out, lora_mlp_out}};
     for (int k = 0; k < 4; ++k)
-      if (s_.fp8_linears & fp8[k].second) fp8[k].first->use_fp8(&fp8_, &fp8_weights_[l * 4 + size_t(k)]);
+      if (s_.fp8_linears & fp8[k].second)
+        fp8[k].first->use_fp8(&fp8_, &fp8_weights_[l * 4 + size_t(k)],
+                              fp8_.delayed ? &fp8_cells_[l * 4 + size_t(k)] : nullptr);
   }
 }
 

@@ -134,7 +134,21 @@ class Model {
   // FP8: on starts a pass of micro-batches (a training step, an evaluation) in which each FP8
   // linear casts its weight at its first use and keeps the cast until the pass ends (off); the
   // weights must not change inside a pass. Off (the default) recasts at every use.
-  void fp8_weight_pass(bool on);
+  // record_amax: the pass computes gradients, so delayed scaling records its amaxes (linear.hpp).
+  void fp8_weight_pass(bool on, bool record_amax = false);
+  // Delayed scaling, once per optimizer step after the backward: the step's amaxes max-reduced
+  // over `groups` (each one packed all-reduce), pushed into the histories, scales recomputed.
+  // Device work only (capturable). Nothing to do under current scaling.
+  void fp8_end_step(const std::vector<Comm*>& groups);
+  // Delayed scaling's histories of this chunk, f32 [layers · kFp8TensorsPerLayer, H], rows of
+  // local layer i at i · kFp8TensorsPerLayer (linear qkv, proj, fc_in, fc_out × role x, W, dy);
+  // undefined under current scaling. A checkpoint saves and restores them.
+  static constexpr int64_t kFp8TensorsPerLayer = 12;
+  kernels::Tensor fp8_amax_history() const { return fp8_hist_.history; }
+  // After fp8_amax_history() was overwritten (a resume): recompute the scales from it; the next
+  // step casts with them.
+  void fp8_history_restored();
+  int first_layer() const { return first_layer_; }
   // The weights hook (if set) is called by forward with each ParamSpec::ready_phase value of this
   // chunk right before it first reads that phase's weights, in forward order (descending: the
   // embeddings, the layers bottom-up, then 0 before the final norm and the classifier). ZeRO-1
@@ -239,8 +253,13 @@ class Model {
   std::vector<LayerLinears> linears_;  // this stage's layers, local index
   LoraScratch lora_;                   // the adapters' [N, r] scratch (undefined without LoRA)
   void* lora_buf_ = nullptr;
-  Fp8Scratch fp8_;  // the FP8 linears' operand buffers (undefined without FP8)
+  Fp8Scratch fp8_;                           // the FP8 linears' operand buffers (undefined without FP8)
   std::vector<Fp8WeightCache> fp8_weights_;  // [layer·4 + linear] (qkv, proj, fc_in, fc_out)
+  struct Fp8History {
+    kernels::Tensor amax, scale_amax;       // f32 [T, 4] (16-byte cells), T = layers · 12
+    kernels::Tensor history;                // f32 [T, H], newest first
+  } fp8_hist_;                              // delayed scaling (undefined otherwise)
+  std::vector<Fp8DelayedCells> fp8_cells_;  // [layer·4 + linear], views of fp8_hist_
   void* fp8_buf_ = nullptr;
   std::vector<int64_t> first_rows_;  // per slot (set_first_token)
   void* arena_ = nullptr;

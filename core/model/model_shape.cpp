@@ -55,6 +55,10 @@ ModelShape model_shape(const plan::Plan& plan) {
   s.fp8_linears = plan::fp8_linears(plan).mask;
   s.fp8_grad_e5m2 = plan.fp8.backward_format == plan::Fp8Format::e5m2;
   s.fp8_fast_accum_forward = plan.fp8.fast_accum_forward;
+  if (s.fp8_linears && plan.fp8.scaling == plan::Fp8Scaling::delayed) {
+    s.fp8_history_len = plan.fp8.amax_history_len;
+    s.fp8_amax_most_recent = plan.fp8.amax_compute == plan::Fp8AmaxCompute::most_recent;
+  }
 
   // The resolver checks all of this; these few are kept because buffer sizes and indexing depend on
   // them (a hand-built plan that skipped the derivations fails here instead of reading out of bounds).

@@ -55,6 +55,67 @@ std::string shape_str(const std::vector<int64_t>& s) {
   return r + "]";
 }
 
+// FP8 delayed scaling's amax histories (core/model/linear.hpp): per global layer l one tensor
+// "fp8.layers.<l>.amax_history" [4 linears, 3 roles, H]; equal on every rank holding the layer.
+std::string fp8_history_name(int layer) { return "fp8.layers." + std::to_string(layer) + ".amax_history"; }
+constexpr int64_t kFp8Rows = Model::kFp8TensorsPerLayer;
+
+// This rank's pieces of the histories (TP, CP and DP rank 0 of each stage write them), into `host`.
+void fp8_history_pieces(Trainer& t, std::vector<std::vector<float>>& host, std::vector<ckpt::SavePiece>& pieces) {
+  const RankCoords& rc = t.parallel().coords();
+  if (rc.tp != 0 || rc.cp != 0 || rc.dp != 0) return;
+  for (int c = 0; c < t.num_chunks(); ++c) {
+    const kernels::Tensor h = t.model(c).fp8_amax_history();
+    if (!h.defined()) continue;
+    host.push_back(download(t.params().backend(), h));
+    const int64_t H = h.dim(1), layers = h.dim(0) / kFp8Rows;
+    for (int64_t i = 0; i < layers; ++i) {
+      ckpt::SavePiece sp;
+      sp.name = fp8_history_name(t.model(c).first_layer() + int(i));
+      sp.global_shape = {4, 3, H};
+      sp.held = ckpt::Box{{0, 0, 0}, {4, 3, H}};
+      sp.flat_begin = 0;
+      sp.flat_end = kFp8Rows * H;
+      sp.dtype = ckpt::DType::f32;
+      sp.data = host.back().data() + i * kFp8Rows * H;
+      pieces.push_back(std::move(sp));
+    }
+  }
+}
+
+// Resume: the histories of this rank's layers, when the checkpoint has them (a checkpoint of a
+// current-scaling or bf16 run has none: the first step seeds them). One of another length is
+// refused: the steps it covers would change meaning.
+void read_fp8_histories(Trainer& t, const ckpt::CheckpointReader& reader, const std::string& dir) {
+  for (int c = 0; c < t.num_chunks(); ++c) {
+    Model& model = t.model(c);
+    const kernels::Tensor h = model.fp8_amax_history();
+    if (!h.defined()) continue;
+    const int64_t H = h.dim(1), layers = h.dim(0) / kFp8Rows;
+    std::vector<float> host(size_t(h.numel()), 0.f);
+    int found = 0;
+    for (int64_t i = 0; i < layers; ++i) {
+      const std::string name = fp8_history_name(model.first_layer() + int(i));
+      const ckpt::TensorInfo* info = reader.find(name);
+      if (!info) continue;
+      if (info->global_shape != std::vector<int64_t>{4, 3, H})
+        throw std::runtime_error("checkpoint " + dir + " holds " + name + " as " + shape_str(info->global_shape) +
+                                 ", this run needs [4,3," + std::to_string(H) +
+                                 "]: resume with the fp8.amax_history_len it was saved with (its plan.toml), or "
+                                 "start a new run with mode=\"finetune\" and checkpoint.load to take only the weights");
+      reader.read(name, ckpt::Box{{0, 0, 0}, {4, 3, H}}, ckpt::DType::f32, host.data() + i * kFp8Rows * H);
+      ++found;
+    }
+    if (found == 0) continue;
+    if (found != layers)
+      throw std::runtime_error("checkpoint " + dir + " holds the FP8 amax histories of only some of layers " +
+                               std::to_string(model.first_layer()) + ".." +
+                               std::to_string(model.first_layer() + int(layers) - 1) + ": it is incomplete");
+    t.params().backend().from_host(h, host.data());
+    model.fp8_history_restored();
+  }
+}
+
 nlohmann::json common_json(const Trainer& t, ParallelState& par) {
   const plan::Plan& plan = t.plan();
   nlohmann::json c;
@@ -171,6 +232,8 @@ void write_checkpoint(Trainer& trainer, const std::string& final_dir, Contents c
     const bool write_frozen = contents != Contents::trainable, write_trainable = contents != Contents::frozen_only;
     std::vector<ckpt::SavePiece> pieces;
     std::vector<float> master, m, v, frozen;
+    std::vector<std::vector<float>> fp8_histories;
+    if (write_trainable) fp8_history_pieces(trainer, fp8_histories, pieces);
     // CP replicas hold the same parameters and moments as their CP rank 0, which writes them.
     if (rc.cp == 0 && (zero1 || rc.dp == 0)) {
       kernels::Backend& be = store.backend();
@@ -322,7 +385,10 @@ LoadResult load_checkpoint(Trainer& trainer, const std::string& checkpoint_dir, 
       }
       result.optimizer_restored = true;
     }
-    if (mode == LoadMode::resume) trainer.restore_steps_done(int(result.step));
+    if (mode == LoadMode::resume) {
+      trainer.restore_steps_done(int(result.step));
+      read_fp8_histories(trainer, reader, checkpoint_dir);
+    }
     if (layout.frozen_numel > 0) {
       if (const ckpt::BaseRef* b = reader.base_ref())
         result.base = *b;

@@ -305,8 +305,9 @@ void Trainer::enqueue_micro_batches(const data::SampleSource& src, const std::fu
     model.set_first_token(slot, sample_of(m) * shape_.seq);  // keys the adapter dropout mask
     model.forward(slot, with_grad, losses_.rows(m, 1).view({N}), dloss);
   };
-  // The weights stay fixed over the micro-batches: FP8 linears cast theirs once for all of them.
-  for (auto& chunk : chunks_) chunk->fp8_weight_pass(true);
+  // The weights stay fixed over the micro-batches: FP8 linears cast theirs once for all of them
+  // (and, under delayed scaling, record the amaxes of a pass that computes gradients).
+  for (auto& chunk : chunks_) chunk->fp8_weight_pass(true, with_grad);
   if (!with_grad) {
     grad_sync_->complete_weights(*params_);  // evaluation reads the weights outside a step
     schedule_->forward(count, forward);
@@ -322,8 +323,20 @@ void Trainer::enqueue_micro_batches(const data::SampleSource& src, const std::fu
       parallel_->embedding().all_reduce_sum(params_->grad(word_embedding_name()));
     grad_sync_->finish(*params_);
     sum_over_context_parallel();
+    fp8_end_step();
   }
   for (auto& chunk : chunks_) chunk->fp8_weight_pass(false);
+}
+
+// FP8 delayed scaling, once per step after the backward: every chunk's amaxes of the step go into
+// its histories, max-reduced over the ranks that hold the same layers (TP, CP, DP: one packed
+// all-reduce per group of more than one rank) so their scales stay identical.
+void Trainer::fp8_end_step() {
+  if (shape_.fp8_history_len == 0) return;
+  std::vector<Comm*> groups;
+  for (Comm* g : {&parallel_->tp(), &parallel_->cp(), &parallel_->dp()})
+    if (g->size() > 1) groups.push_back(g);
+  for (auto& chunk : chunks_) chunk->fp8_end_step(groups);
 }
 
 // The step's last backward of each chunk reports its phases to the DP reduction, which starts

@@ -174,6 +174,7 @@ class Trainer {
  private:
   int64_t first_sample(int s, int m) const;
   void sum_over_context_parallel();
+  void fp8_end_step();  // FP8 delayed scaling: the amax histories roll (trainer.cpp)
   // The number of tokens step s's mean loss divides by: every position of the global batch, or for
   // masked data (data.kind=sft) its trained targets, so untrained tokens and padding dilute nothing.
   // The same on every rank: the data is a pure function of the sample index.

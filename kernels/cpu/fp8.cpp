@@ -84,6 +84,31 @@ void CpuBackend::fp8_quantize(const Fp8QuantizeArgs& a) {
       if (q) q[r * cols + c] = b;
       if (qt) qt[c * rows + r] = b;
     }
+  if (a.amax_out.defined()) {
+    cpu::require_tensor(a.amax_out, op, "amax_out", DType::f32);
+    cpu::require_numel(a.amax_out, 1, op, "amax_out");
+    float m = *a.amax_out.as<float>();
+    for (int64_t i = 0; i < n; ++i) m = std::fmax(m, std::fabs(x[i]));  // fmax skips NaN
+    *a.amax_out.as<float>() = m;
+  }
+}
+
+void CpuBackend::fp8_amax_history(const Fp8AmaxHistoryArgs& a) {
+  const char* op = "fp8_amax_history";
+  cpu::require_tensor(a.history, op, "history", DType::f32);
+  cpu::require_tensor(a.amax, op, "amax", DType::f32);
+  cpu::require_tensor(a.scale_amax, op, "scale_amax", DType::f32);
+  cpu::require(a.history.ndim == 2, op, "history must be [T, H], got " + a.history.shape_str());
+  const int64_t T = a.history.dim(0), H = a.history.dim(1);
+  cpu::require(H > 0, op, "history has no columns");
+  cpu::require_numel(a.amax, T * fp8::kCellFloats, op, "amax");
+  cpu::require_numel(a.scale_amax, T * fp8::kCellFloats, op, "scale_amax");
+  float* hist = a.history.as<float>();
+  float* cur = a.amax.as<float>();
+  float* src = a.scale_amax.as<float>();
+  for (int64_t t = 0; t < T; ++t)
+    src[t * fp8::kCellFloats] =
+        fp8::roll_amax_history(hist + t * H, H, cur + t * fp8::kCellFloats, a.push, a.most_recent);
 }
 
 void CpuBackend::fp8_linear_fwd(const Fp8LinearFwdArgs& a) {

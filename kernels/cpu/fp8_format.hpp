@@ -78,4 +78,23 @@ inline float scale_from_amax(float amax, const Format& f) {
   return std::isfinite(s) ? s : 1.f;
 }
 
+// Delayed scaling (Fp8AmaxHistoryArgs in kernels/ops.hpp): amaxes and their scale sources live in
+// 16-byte cells of this many floats, the value in the first.
+inline constexpr int64_t kCellFloats = 4;
+
+// One tensor's history roll: with push, h[0 .. H) shifts one older (h[H-1] drops), h[0] = *amax,
+// *amax = 0. Returns the amax its next scale comes from: h[0] (most_recent) or the history's max
+// (fmax: order-independent, the CUDA kernel's loop gives the same value).
+inline float roll_amax_history(float* h, int64_t H, float* amax, bool push, bool most_recent) {
+  if (push) {
+    for (int64_t i = H - 1; i > 0; --i) h[i] = h[i - 1];
+    h[0] = *amax;
+    *amax = 0.f;
+  }
+  if (most_recent) return h[0];
+  float m = 0.f;
+  for (int64_t i = 0; i < H; ++i) m = std::fmax(m, h[i]);
+  return m;
+}
+
 }  // namespace recipe::kernels::fp8

@@ -21,18 +21,21 @@ using bf16 = __nv_bfloat16;
 constexpr int kAmaxThreads = 256;
 
 // Block max into *amax (non-negative floats order like their bit patterns as unsigned integers,
-// +inf included, so one atomicMax on the bits suffices).
-__device__ __forceinline__ void block_max_to(float* amax, float m) {
+// +inf included, so one atomicMax on the bits suffices; it also keeps a larger value already
+// there, which is how a cast's amax_out accumulates over a step). t: the thread's linear index in
+// a block of kAmaxThreads (the cast kernels' 2-D blocks have that many threads too).
+__device__ __forceinline__ void block_max_to(float* amax, float m, int t) {
   for (int off = 16; off > 0; off /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
   __shared__ float warp_max[kAmaxThreads / 32];
-  if (threadIdx.x % 32 == 0) warp_max[threadIdx.x / 32] = m;
+  if (t % 32 == 0) warp_max[t / 32] = m;
   __syncthreads();
-  if (threadIdx.x < 32) {
-    m = threadIdx.x < kAmaxThreads / 32 ? warp_max[threadIdx.x] : 0.f;
+  if (t < 32) {
+    m = t < kAmaxThreads / 32 ? warp_max[t] : 0.f;
     for (int off = 16; off > 0; off /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
-    if (threadIdx.x == 0) atomicMax(reinterpret_cast<unsigned*>(amax), __float_as_uint(m));
+    if (t == 0) atomicMax(reinterpret_cast<unsigned*>(amax), __float_as_uint(m));
   }
 }
+__device__ __forceinline__ void block_max_to(float* amax, float m) { block_max_to(amax, m, int(threadIdx.x)); }
 
 __global__ void amax_kernel(float* amax, const bf16* x, int64_t n) {
   float m = 0.f;
@@ -67,21 +70,24 @@ constexpr int kTile = 32, kTileRows = 8;  // a 32×32 tile, 32×8 threads, 4 ele
 
 template <__nv_fp8_interpretation_t Fmt>
 __global__ void quantize_kernel(uint8_t* out, uint8_t* out_t, float* scale_inv, const bf16* inp, const float* amax,
-                                int64_t rows, int64_t cols) {
+                                float* amax_out, int64_t rows, int64_t cols) {
   const float scale = scale_from_amax(*amax, Fmt == __NV_E4M3 ? 448.f : 57344.f);
   if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0 && threadIdx.y == 0) *scale_inv = __fdiv_rn(1.f, scale);
   __shared__ uint8_t tile[kTile][kTile + 4];
   const int64_t r0 = int64_t(blockIdx.y) * kTile, c0 = int64_t(blockIdx.x) * kTile;
   const int64_t c = c0 + threadIdx.x;
+  float m = 0.f;
   for (int i = threadIdx.y; i < kTile; i += kTileRows) {
     const int64_t r = r0 + i;
     if (r < rows && c < cols) {
-      const float v = __fmul_rn(__bfloat162float(inp[r * cols + c]), scale);
-      const uint8_t b = __nv_cvt_float_to_fp8(v, __NV_SATFINITE, Fmt);
+      const float x = __bfloat162float(inp[r * cols + c]);
+      m = fmaxf(m, fabsf(x));  // fmaxf skips NaN
+      const uint8_t b = __nv_cvt_float_to_fp8(__fmul_rn(x, scale), __NV_SATFINITE, Fmt);
       if (out) out[r * cols + c] = b;
       tile[i][threadIdx.x] = b;
     }
   }
+  if (amax_out) block_max_to(amax_out, m, int(threadIdx.y * kTile + threadIdx.x));
   if (!out_t) return;
   __syncthreads();
   // out_t[c, r]: thread x walks r so consecutive threads write consecutive bytes.
@@ -101,12 +107,13 @@ constexpr int kVecTile = 64;
 
 template <__nv_fp8_interpretation_t Fmt>
 __global__ void quantize_vec8_kernel(uint8_t* out, uint8_t* out_t, float* scale_inv, const bf16* inp, const float* amax,
-                                     int64_t rows, int64_t cols) {
+                                     float* amax_out, int64_t rows, int64_t cols) {
   const float scale = scale_from_amax(*amax, Fmt == __NV_E4M3 ? 448.f : 57344.f);
   if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0 && threadIdx.y == 0) *scale_inv = __fdiv_rn(1.f, scale);
   __shared__ __align__(16) uint8_t tile[kVecTile][kVecTile + 8];
   const int64_t r0 = int64_t(blockIdx.y) * kVecTile, c0 = int64_t(blockIdx.x) * kVecTile;
   const int64_t c = c0 + 8 * threadIdx.x;  // threadIdx.x < 8: this thread's 8 columns
+  float m = 0.f;
   for (int i = threadIdx.y; i < kVecTile; i += 32) {
     const int64_t r = r0 + i;
     if (r >= rows || c >= cols) continue;
@@ -117,11 +124,15 @@ __global__ void quantize_vec8_kernel(uint8_t* out, uint8_t* out_t, float* scale_
       uint8_t b[8];
     } q;
 #pragma unroll
-    for (int k = 0; k < 8; ++k)
-      q.b[k] = __nv_cvt_float_to_fp8(__fmul_rn(__bfloat162float(h[k]), scale), __NV_SATFINITE, Fmt);
+    for (int k = 0; k < 8; ++k) {
+      const float x = __bfloat162float(h[k]);
+      m = fmaxf(m, fabsf(x));
+      q.b[k] = __nv_cvt_float_to_fp8(__fmul_rn(x, scale), __NV_SATFINITE, Fmt);
+    }
     if (out) *reinterpret_cast<uint2*>(out + r * cols + c) = q.u;
     *reinterpret_cast<uint2*>(&tile[i][8 * threadIdx.x]) = q.u;
   }
+  if (amax_out) block_max_to(amax_out, m, int(threadIdx.y * 8 + threadIdx.x));
   if (!out_t) return;
   __syncthreads();
   // out_t[cc, r0 + 8·g .. + 7] for the tile's 64 columns × 8 groups of rows: 512 stores of 8 bytes.
@@ -138,6 +149,27 @@ __global__ void quantize_vec8_kernel(uint8_t* out, uint8_t* out_t, float* scale_
     for (int k = 0; k < 8; ++k) q.b[k] = tile[8 * g + k][j];
     *reinterpret_cast<uint2*>(out_t + cc * rows + r) = q.u;
   }
+}
+
+// Delayed scaling's roll (Fp8AmaxHistoryArgs): one thread per tensor, the CPU's
+// roll_amax_history (kernels/cpu/fp8_format.hpp) step for step.
+constexpr int kCell = 4;
+__global__ void amax_history_kernel(float* history, float* amax, float* scale_amax, int64_t T, int64_t H, bool push,
+                                    bool most_recent) {
+  const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t >= T) return;
+  float* h = history + t * H;
+  if (push) {
+    for (int64_t i = H - 1; i > 0; --i) h[i] = h[i - 1];
+    h[0] = amax[t * kCell];
+    amax[t * kCell] = 0.f;
+  }
+  float m = h[0];
+  if (!most_recent) {
+    m = 0.f;
+    for (int64_t i = 0; i < H; ++i) m = fmaxf(m, h[i]);
+  }
+  scale_amax[t * kCell] = m;
 }
 
 __global__ void add_bias_kernel(bf16* out, const bf16* bias, int64_t rows, int64_t cols) {
@@ -167,8 +199,8 @@ void fp8_amax_bf16(float* amax, const void* x, int64_t n, cudaStream_t s) {
   RECIPE_CUDA_CHECK_LAUNCH("fp8_amax");
 }
 
-void fp8_quantize_bf16(void* out, void* out_t, float* scale_inv, const void* inp, const float* amax, int64_t rows,
-                       int64_t cols, bool e5m2, cudaStream_t s) {
+void fp8_quantize_bf16(void* out, void* out_t, float* scale_inv, const void* inp, const float* amax, float* amax_out,
+                       int64_t rows, int64_t cols, bool e5m2, cudaStream_t s) {
   if (rows <= 0 || cols <= 0) return;
   auto* o = static_cast<uint8_t*>(out);
   auto* ot = static_cast<uint8_t*>(out_t);
@@ -179,18 +211,26 @@ void fp8_quantize_bf16(void* out, void* out_t, float* scale_inv, const void* inp
     const dim3 grid(unsigned((cols + kVecTile - 1) / kVecTile), unsigned((rows + kVecTile - 1) / kVecTile)),
         block(8, 32);
     if (e5m2)
-      quantize_vec8_kernel<__NV_E5M2><<<grid, block, 0, s>>>(o, ot, scale_inv, x, amax, rows, cols);
+      quantize_vec8_kernel<__NV_E5M2><<<grid, block, 0, s>>>(o, ot, scale_inv, x, amax, amax_out, rows, cols);
     else
-      quantize_vec8_kernel<__NV_E4M3><<<grid, block, 0, s>>>(o, ot, scale_inv, x, amax, rows, cols);
+      quantize_vec8_kernel<__NV_E4M3><<<grid, block, 0, s>>>(o, ot, scale_inv, x, amax, amax_out, rows, cols);
     RECIPE_CUDA_CHECK_LAUNCH("fp8_quantize");
     return;
   }
   const dim3 grid(unsigned((cols + kTile - 1) / kTile), unsigned((rows + kTile - 1) / kTile)), block(kTile, kTileRows);
   if (e5m2)
-    quantize_kernel<__NV_E5M2><<<grid, block, 0, s>>>(o, ot, scale_inv, x, amax, rows, cols);
+    quantize_kernel<__NV_E5M2><<<grid, block, 0, s>>>(o, ot, scale_inv, x, amax, amax_out, rows, cols);
   else
-    quantize_kernel<__NV_E4M3><<<grid, block, 0, s>>>(o, ot, scale_inv, x, amax, rows, cols);
+    quantize_kernel<__NV_E4M3><<<grid, block, 0, s>>>(o, ot, scale_inv, x, amax, amax_out, rows, cols);
   RECIPE_CUDA_CHECK_LAUNCH("fp8_quantize");
+}
+
+void fp8_amax_history_f32(float* history, float* amax, float* scale_amax, int64_t tensors, int64_t history_len,
+                          bool push, bool most_recent, cudaStream_t s) {
+  if (tensors <= 0) return;
+  amax_history_kernel<<<unsigned((tensors + 127) / 128), 128, 0, s>>>(history, amax, scale_amax, tensors, history_len,
+                                                                      push, most_recent);
+  RECIPE_CUDA_CHECK_LAUNCH("fp8_amax_history");
 }
 
 void add_bias_bf16(void* out, const void* bias, int64_t rows, int64_t cols, cudaStream_t s) {

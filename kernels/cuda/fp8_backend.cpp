@@ -57,9 +57,26 @@ void CudaBackend::fp8_quantize(const Fp8QuantizeArgs& a) {
   if (a.out_t.defined()) expect_fp8(op, "out_t", a.out_t), expect_numel(op, "out_t", a.out_t, n);
   if (a.out.defined() && a.out_t.defined() && a.out.dtype != a.out_t.dtype)
     bad_arg(op, "out and out_t differ in format");
+  if (a.amax_out.defined()) expect(op, "amax_out", a.amax_out, DType::f32), expect_numel(op, "amax_out", a.amax_out, 1);
   const DType fmt = a.out.defined() ? a.out.dtype : a.out_t.dtype;
   fp8_quantize_bf16(ptr_or_null(a.out), ptr_or_null(a.out_t), a.scale_inv.as<float>(), a.inp.ptr, a.amax.as<float>(),
-                    n / a.cols, a.cols, fmt == DType::e5m2, stream_);
+                    static_cast<float*>(ptr_or_null(a.amax_out)), n / a.cols, a.cols, fmt == DType::e5m2, stream_);
+}
+
+void CudaBackend::fp8_amax_history(const Fp8AmaxHistoryArgs& a) {
+  const char* op = "fp8_amax_history";
+  expect(op, "history", a.history, DType::f32);
+  if (a.history.ndim != 2 || a.history.dim(1) < 1) bad_arg(op, "history must be [T, H], got " + a.history.shape_str());
+  const int64_t T = a.history.dim(0);
+  constexpr int64_t kCellFloats = 4;
+  expect(op, "amax", a.amax, DType::f32);
+  expect_numel(op, "amax", a.amax, T * kCellFloats);
+  expect(op, "scale_amax", a.scale_amax, DType::f32);
+  expect_numel(op, "scale_amax", a.scale_amax, T * kCellFloats);
+  if (reinterpret_cast<uintptr_t>(a.scale_amax.ptr) % 16)
+    bad_arg(op, "scale_amax is not 16-byte aligned (its cells feed fp8_quantize's amax)");
+  fp8_amax_history_f32(a.history.as<float>(), a.amax.as<float>(), a.scale_amax.as<float>(), T, a.history.dim(1), a.push,
+                       a.most_recent, stream_);
 }
 
 void CudaBackend::fp8_linear_fwd(const Fp8LinearFwdArgs& a) {

@@ -19,8 +19,14 @@ void fp8_amax_bf16(float* amax, const void* x, int64_t n, cudaStream_t s);
 // a time through shared memory, so both outputs are written coalesced: 64×64 tiles with 16-byte
 // loads and 8-byte stores when rows and cols are multiples of 8 (the FP8 GEMM operands), else
 // 32×32 tiles of single elements.
-void fp8_quantize_bf16(void* out, void* out_t, float* scale_inv, const void* inp, const float* amax, int64_t rows,
-                       int64_t cols, bool e5m2, cudaStream_t s);
+// amax_out (nullable): max-accumulates max |inp| in the same pass (delayed scaling's record).
+void fp8_quantize_bf16(void* out, void* out_t, float* scale_inv, const void* inp, const float* amax, float* amax_out,
+                       int64_t rows, int64_t cols, bool e5m2, cudaStream_t s);
+
+// Delayed scaling's roll of `tensors` histories [tensors, history_len] with their amax and
+// scale-source cells (4 floats apart); the contract is Fp8AmaxHistoryArgs in kernels/ops.hpp.
+void fp8_amax_history_f32(float* history, float* amax, float* scale_amax, int64_t tensors, int64_t history_len,
+                          bool push, bool most_recent, cudaStream_t s);
 
 // out[r, c] += bias[c] over a bf16 [rows, cols] matrix.
 void add_bias_bf16(void* out, const void* bias, int64_t rows, int64_t cols, cudaStream_t s);

@@ -1,5 +1,5 @@
 // trainer.precision = "fp8" in the resolver: what runs validates (CPU emulation, Hopper), what this
-// version cannot run is rejected with key and fix (delayed scaling, E5M2 forward, a GPU below
+// version cannot run is rejected with key and fix (an amax history of no steps, E5M2 forward, a GPU below
 // compute capability 8.9, dimensions not multiples of 16, unknown linears), and the memory estimate
 // counts the FP8 scratch.
 #include "plan/fp8.hpp"
@@ -46,7 +46,8 @@ TEST_CASE("fp8: what this version cannot run is rejected with key and fix") {
     const char* fix;
   };
   const Case cases[] = {
-      {R"({"fp8": {"scaling": "delayed"}})", "fp8.scaling", "not implemented in this version", "tensorwise"},
+      {R"({"fp8": {"scaling": "delayed", "amax_history_len": 0}})", "fp8.amax_history_len", "1 to 65536",
+       "between 1 and"},
       {R"({"fp8": {"forward_format": "e5m2"}})", "fp8.forward_format", "E4M3", "e4m3"},
       {R"({"fp8": {"linears": ["fc3"]}})", "fp8.linears", "fc3", "qkv"},
       {R"({"fp8": {"linears": []}})", "fp8.linears", "names no linear", "bf16"},
@@ -68,9 +69,19 @@ TEST_CASE("fp8: what this version cannot run is rejected with key and fix") {
   const auto tp2 = resolve_json(fp8(json::parse(R"({"parallelism": {"tp": 2}, "executor": {"cpu_ranks": 2}})")));
   CHECK_MESSAGE(!find_violation(tp2, "fp8.linears"), report(tp2));
   // LoRA runs its frozen base in FP8 (the adapters in bf16).
-  const auto lora = resolve_json(
-      fp8(json::parse(R"({"mode": "finetune", "checkpoint": {"allow_random_init": true}, "peft": {"kind": "lora"}})")));
+  const auto lora = resolve_json(fp8(json::parse(
+      R"({"mode": "finetune", "checkpoint": {"allow_random_init": true}, "peft": {"kind": "lora", "target_modules": ["all-linear"]}})")));
   CHECK_MESSAGE(lora.ok(), report(lora));
+}
+
+TEST_CASE("fp8: delayed scaling validates; its history keys warn under tensorwise scaling") {
+  const auto d = resolve_json(fp8(json::parse(R"({"fp8": {"scaling": "delayed", "amax_history_len": 16}})")));
+  REQUIRE_MESSAGE(d.ok(), report(d));
+  CHECK(d.plan.fp8.scaling == plan::Fp8Scaling::delayed);
+  CHECK(d.plan.fp8.amax_history_len == 16);
+  const auto t = resolve_json(fp8(json::parse(R"({"fp8": {"amax_compute": "most_recent"}})")));
+  REQUIRE_MESSAGE(t.ok(), report(t));
+  CHECK(has_warning(t, "fp8.amax_compute is set but fp8.scaling is not"));
 }
 
 TEST_CASE("fp8: the GPU must have compute capability >= 8.9 (visible GPU or executor.gpu_model)") {
@@ -109,4 +120,10 @@ TEST_CASE("fp8: the memory estimate counts the FP8 operand scratch and the weigh
   const int64_t per_layer = 2 * (64 * 192 + 64 * 64 + 64 * 256 + 256 * 64) + 4 * 256;
   CHECK(plan::fp8_weight_cache_bytes(f.plan) == per_layer);
   CHECK(f.plan.memory.weights == bf16.plan.memory.weights + f.plan.model.num_layers * per_layer);
+  // Delayed scaling adds per layer 12 histories of H floats and two 16-byte cells each.
+  const auto d = resolve_json(fp8(json::parse(R"({"fp8": {"scaling": "delayed", "amax_history_len": 100}})")));
+  REQUIRE_MESSAGE(d.ok(), report(d));
+  CHECK(plan::fp8_history_bytes(d.plan) == 12 * (100 * 4 + 2 * 16));
+  CHECK(plan::fp8_history_bytes(f.plan) == 0);
+  CHECK(d.plan.memory.weights == f.plan.memory.weights + f.plan.model.num_layers * 12 * (100 * 4 + 2 * 16));
 }

@@ -59,6 +59,10 @@ struct ModelShape {
   unsigned fp8_linears = 0;
   bool fp8_grad_e5m2 = true;
   bool fp8_fast_accum_forward = true;
+  // Delayed scaling (fp8.scaling = "delayed"): steps of amax history per FP8 tensor (0: current
+  // scaling, tensorwise), and whether the scale comes from the newest amax instead of the max.
+  int fp8_history_len = 0;
+  bool fp8_amax_most_recent = false;
 
   int64_t q_dim() const { return int64_t(heads) * head_dim; }
   int64_t kv_dim() const { return int64_t(kv_heads) * head_dim; }

@@ -155,6 +155,23 @@ TEST_CASE("gpt_tiny with trainer.precision=fp8: TP2 and TP2xDP2 train like one p
   check_equal(serial, tp2dp2, "gpt_tiny fp8 TP2xDP2", 1e-3, 0.2);
 }
 
+// Delayed scaling: each rank records its local amaxes (its shard of W, its micro-batches' x and
+// dy); the step's packed all-reduce max over TP and DP gives every rank the amax one process
+// records over the whole step, so the histories, and with them the scales, equal the serial run's
+// (same FP8 tolerance as above: only summation order differs).
+TEST_CASE("gpt_tiny with fp8.scaling=delayed: TP2 and TP2xDP2 train like one process") {
+  if (!recipe::testing::mpirun_available()) {
+    MESSAGE("skipped: mpirun not found");
+    return;
+  }
+  const std::vector<std::string> fp8 = {"trainer.precision=fp8", "fp8.scaling=delayed", "fp8.amax_history_len=4"};
+  const Trained serial = train("gpt_tiny", 1, {}, "gpt_tiny-fp8d-serial", fp8);
+  const Trained tp2 = train("gpt_tiny", 2, {"parallelism.tp=2"}, "gpt_tiny-fp8d-2", fp8);
+  check_equal(serial, tp2, "gpt_tiny fp8 delayed TP2", 1e-3, 0.2);
+  const Trained tp2dp2 = train("gpt_tiny", 4, {"parallelism.tp=2"}, "gpt_tiny-fp8d-4", fp8);
+  check_equal(serial, tp2dp2, "gpt_tiny fp8 delayed TP2xDP2", 1e-3, 0.2);
+}
+
 // The same layouts on GPUs (NCCL between ranks, bf16 compute): the curve and the parameters follow
 // the single-GPU run within bf16 tolerance, with the multi-rank step on the device and captured in
 // a CUDA graph. Needs ≥ 2 GPUs (the 4-rank layouts ≥ 4).

@@ -84,6 +84,32 @@ TEST_CASE("llama_tiny: a run resumed from a checkpoint continues bitwise like an
   check_resume(test::llama_tiny_plan());
 }
 
+// FP8 delayed scaling: the amax histories are training state. A 4-step history wraps within the
+// run, so a resume that lost or misplaced them would scale differently and not match.
+TEST_CASE("fp8 delayed scaling: a resumed run restores the amax histories and continues bitwise") {
+  plan::Plan p = test::gpt_tiny_plan();
+  p.trainer.precision = plan::Precision::fp8;
+  p.fp8.scaling = plan::Fp8Scaling::delayed;
+  p.fp8.amax_history_len = 4;
+  check_resume(p);
+  // What was saved: one history per layer, [4 linears, 3 roles, H]; another length is refused.
+  auto be = test::cpu_backend();
+  TempDir dir;
+  core::Trainer t(p, *be);
+  const std::string saved = train_and_save(t, 2, dir / "checkpoints");
+  const ckpt::CheckpointReader reader(saved);
+  for (int l = 0; l < p.model.num_layers; ++l) {
+    const ckpt::TensorInfo* info = reader.find("fp8.layers." + std::to_string(l) + ".amax_history");
+    REQUIRE(info);
+    CHECK(info->global_shape == std::vector<int64_t>{4, 3, 4});
+  }
+  plan::Plan longer = p;
+  longer.fp8.amax_history_len = 8;
+  core::Trainer other(longer, *be);
+  CHECK_THROWS_WITH_AS(core::load_checkpoint(other, saved, core::LoadMode::resume),
+                       doctest::Contains("fp8.amax_history_len"), std::runtime_error);
+}
+
 namespace {
 plan::Plan with_lora(plan::Plan p) {
   p.mode = plan::Mode::finetune;

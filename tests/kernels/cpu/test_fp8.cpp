@@ -1,7 +1,8 @@
 // FP8 on the CPU reference: the E4M3/E5M2 encodings against the formats' tables (hand-picked
 // values: zero, ones, the largest finite, saturation, subnormals, ties to even, NaN, and the round
 // trip of every byte), tensorwise current scaling (amax, scale = max/amax, amax 0 → 1), the
-// quantize op (with its transposed copy), and the emulated FP8 linear against a double-precision
+// quantize op (with its transposed copy and its fused amax record), delayed scaling's history
+// roll, and the emulated FP8 linear against a double-precision
 // evaluation of q(x)·q(W)ᵀ.
 #include <doctest/doctest.h>
 
@@ -158,6 +159,84 @@ TEST_CASE("fp8 amax and quantize (CPU): the largest magnitude maps to the format
                     .cols = 3});
   CHECK(scale_inv[0] == 1.f);
   for (uint8_t b : q0) CHECK(b == 0);
+}
+
+TEST_CASE("fp8 quantize with amax_out (CPU): the cast records max |x| into amax_out, accumulating, NaN ignored") {
+  auto be = make_cpu_backend();
+  std::vector<float> x = {0.5f, -3.f, 2.f, std::numeric_limits<float>::quiet_NaN(), 1.f, -0.25f};
+  std::vector<float> src = {8.f}, scale_inv(1), rec = {0.f};
+  std::vector<uint8_t> q(6), q_ref(6);
+  auto cast = [&](std::vector<uint8_t>& out, Tensor amax_out) {
+    be->fp8_quantize({.out = bytes_view(out, DType::e4m3, {2, 3}),
+                      .scale_inv = view(scale_inv, {1}),
+                      .inp = view(x, {2, 3}),
+                      .amax = view(src, {1}),
+                      .cols = 3,
+                      .amax_out = amax_out});
+  };
+  cast(q, view(rec, {1}));
+  CHECK(rec[0] == 3.f);  // recorded in the same pass; the scale came from src (8), not from x
+  CHECK(scale_inv[0] == 1.f / (448.f / 8.f));
+  cast(q_ref, Tensor());  // recording does not change the bytes
+  CHECK(q == q_ref);
+  rec[0] = 5.f;  // a larger amax of an earlier micro-batch stays
+  cast(q, view(rec, {1}));
+  CHECK(rec[0] == 5.f);
+  rec[0] = 1.f;
+  cast(q, view(rec, {1}));
+  CHECK(rec[0] == 3.f);
+}
+
+TEST_CASE("fp8 amax history (CPU): push drops the oldest, max vs most_recent, H = 1, push=false only recomputes") {
+  auto be = make_cpu_backend();
+  // Two tensors, H = 3, cells of 4 floats (the value in the first).
+  std::vector<float> hist = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+  std::vector<float> amax = {2.f, 9, 9, 9, 7.f, 9, 9, 9}, src(8, -1.f);
+  auto roll = [&](bool most_recent, bool push = true) {
+    be->fp8_amax_history({.history = view(hist, {2, 3}),
+                          .amax = view(amax, {2, 4}),
+                          .scale_amax = view(src, {2, 4}),
+                          .most_recent = most_recent,
+                          .push = push});
+  };
+  roll(false);
+  CHECK(hist == std::vector<float>{2.f, 0.f, 0.f, 7.f, 0.f, 0.f});
+  CHECK(amax[0] == 0.f);  // reset for the next step's recording
+  CHECK(amax[4] == 0.f);
+  CHECK(amax[1] == 9.f);  // the cell's padding is not touched
+  CHECK(src[0] == 2.f);
+  CHECK(src[4] == 7.f);
+  CHECK(src[1] == -1.f);
+  amax[0] = 1.f, amax[4] = 3.f;
+  roll(false);
+  CHECK(hist == std::vector<float>{1.f, 2.f, 0.f, 3.f, 7.f, 0.f});
+  CHECK(src[0] == 2.f);  // max over the history
+  CHECK(src[4] == 7.f);
+  amax[0] = 0.5f, amax[4] = 4.f;
+  roll(true);
+  CHECK(hist == std::vector<float>{0.5f, 1.f, 2.f, 4.f, 3.f, 7.f});
+  CHECK(src[0] == 0.5f);  // most recent
+  CHECK(src[4] == 4.f);
+  amax[0] = 0.25f, amax[4] = 1.f;
+  roll(false);  // the oldest (2 and 7) dropped: the max is what is left
+  CHECK(hist == std::vector<float>{0.25f, 0.5f, 1.f, 1.f, 4.f, 3.f});
+  CHECK(src[0] == 1.f);
+  CHECK(src[4] == 4.f);
+  // push = false (after a restore): the sources from the history as it is, nothing moves.
+  src.assign(8, -1.f);
+  amax[0] = 100.f;
+  roll(false, false);
+  CHECK(hist == std::vector<float>{0.25f, 0.5f, 1.f, 1.f, 4.f, 3.f});
+  CHECK(amax[0] == 100.f);
+  CHECK(src[0] == 1.f);
+  CHECK(src[4] == 4.f);
+  // H = 1: max and most recent agree, the history is the last step's amax; an infinite amax is
+  // kept (the scale from it is 1, fp8_quantize's guard).
+  std::vector<float> h1 = {5.f}, a1 = {std::numeric_limits<float>::infinity(), 0, 0, 0}, s1(4);
+  be->fp8_amax_history({.history = view(h1, {1, 1}), .amax = view(a1, {1, 4}), .scale_amax = view(s1, {1, 4})});
+  CHECK(std::isinf(h1[0]));
+  CHECK(std::isinf(s1[0]));
+  CHECK(fp8::scale_from_amax(s1[0], kE4M3) == 1.f);
 }
 
 TEST_CASE("fp8 linear (CPU emulation): forward and backward are q(x)·q(W)ᵀ in exact arithmetic, ~E4M3-close to f32") {

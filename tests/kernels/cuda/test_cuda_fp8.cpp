@@ -29,7 +29,7 @@ namespace {
 
 // An FP8 tensor on both backends (bytes) and its inverse scale and amax (f32 [1] each).
 struct Fp8Dual {
-  Dual q, q_t, scale_inv, amax;
+  Dual q, q_t, scale_inv, amax, recorded;  // recorded: the cast's amax_out (delayed scaling)
 };
 
 Dual bytes_dual(DType t, int64_t rows, int64_t cols) {
@@ -49,6 +49,7 @@ Fp8Dual quantize_both(const Dual& x, int64_t rows, int64_t cols, DType t, float 
   r.q_t = bytes_dual(t, cols, rows);
   r.scale_inv = make_dual(Kind::f32, {1}, {0.f});
   r.amax = make_dual(Kind::f32, {1}, {0.f});
+  r.recorded = make_dual(Kind::f32, {1}, {0.f});
   cpu_backend().fp8_amax(r.amax.c, x.c);
   gpu_backend().fp8_amax(r.amax.g, x.g);
   const std::vector<float> ac = read(cpu_backend(), r.amax.c), ag = read(gpu_backend(), r.amax.g);
@@ -63,8 +64,12 @@ Fp8Dual quantize_both(const Dual& x, int64_t rows, int64_t cols, DType t, float 
                      .scale_inv = side ? r.scale_inv.g : r.scale_inv.c,
                      .inp = side ? x.g : x.c,
                      .amax = side ? r.amax.g : r.amax.c,
-                     .cols = cols});
+                     .cols = cols,
+                     .amax_out = side ? r.recorded.g : r.recorded.c});
   CHECK(read(cpu_backend(), r.scale_inv.c)[0] == read(gpu_backend(), r.scale_inv.g)[0]);
+  // The cast's fused record equals the separate amax pass on both sides.
+  CHECK(read(cpu_backend(), r.recorded.c)[0] == ac[0]);
+  CHECK(read(gpu_backend(), r.recorded.g)[0] == ac[0]);
   const std::vector<uint8_t> qc = read_bytes(cpu_backend(), r.q.c), qg = read_bytes(gpu_backend(), r.q.g);
   const std::vector<uint8_t> tc = read_bytes(cpu_backend(), r.q_t.c), tg = read_bytes(gpu_backend(), r.q_t.g);
   int64_t differ = 0, differ_t = 0;
@@ -137,6 +142,29 @@ TEST_CASE("cuda fp8 amax and casts equal the CPU reference bit for bit (E4M3, E5
   auto z = make_dual(Kind::act, {16, 32}, std::vector<float>(16 * 32, 0.f));
   Fp8Dual q = quantize_both(z, 16, 32, DType::e4m3);
   CHECK(read(gpu_backend(), q.scale_inv.g)[0] == 1.f);
+}
+
+TEST_CASE("cuda fp8 amax history roll equals the CPU reference (max and most recent, push and recompute)" *
+          doctest::skip(!has_gpu())) {
+  const int64_t T = 37, H = 5;
+  Rng r(7);
+  std::vector<float> hist = r.normal(size_t(T * H)), amax = r.normal(size_t(T * 4));
+  for (float& v : hist) v = std::fabs(v);
+  for (float& v : amax) v = std::fabs(v);
+  auto h = make_dual(Kind::f32, {T, H}, hist), a = make_dual(Kind::f32, {T, 4}, amax);
+  auto src = make_dual(Kind::f32, {T, 4}, std::vector<float>(size_t(T * 4), 0.f));
+  for (const bool most_recent : {false, true, false})
+    for (const bool push : {true, false}) {
+      CAPTURE(most_recent);
+      CAPTURE(push);
+      cpu_backend().fp8_amax_history(
+          {.history = h.c, .amax = a.c, .scale_amax = src.c, .most_recent = most_recent, .push = push});
+      gpu_backend().fp8_amax_history(
+          {.history = h.g, .amax = a.g, .scale_amax = src.g, .most_recent = most_recent, .push = push});
+      CHECK(read(cpu_backend(), h.c) == read(gpu_backend(), h.g));
+      CHECK(read(cpu_backend(), a.c) == read(gpu_backend(), a.g));
+      CHECK(read(cpu_backend(), src.c) == read(gpu_backend(), src.g));
+    }
 }
 
 TEST_CASE("cuda fp8 linear forward (cuBLASLt FP8, TN) matches the CPU emulation: plain, bias, GELU" *
