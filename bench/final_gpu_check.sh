@@ -56,7 +56,7 @@ run() { # label gpus [model] overrides... (model: llama3_8b with the ~1B shape u
   want "$label" || return
   local model=(llama3_8b $L1B)
   [[ ${1:-} == gpt3_345m ]] && { model=(gpt3_345m); shift; }
-  $B/bin/recipe pretrain "${model[@]}" "$@" --device cuda --gpus-per-node $n --max-steps 25 trainer.log_interval=5 \
+  timeout ${RUN_S:-90} $B/bin/recipe pretrain "${model[@]}" "$@" --device cuda --gpus-per-node $n --max-steps 25 trainer.log_interval=5 \
     checkpoint.save_final=false --experiments-dir /tmp/dev/scal --name "$label" >$out/scal-$label.log 2>&1
   python3 - "/tmp/dev/scal/$label" "$label" "$n" <<'PY'
 import json, sys, glob, os
@@ -67,6 +67,7 @@ tps = sum(x["tokens_per_sec"] for x in t) / len(t)
 print(f"| {sys.argv[2]} | {sys.argv[3]} | {tps:,.0f} | {tps/int(sys.argv[3]):,.0f} | {sum(x['step_ms'] for x in t)/len(t):.1f} | {max(x['peak_memory_bytes'] for x in t)/2**30:.2f} |")
 PY
 }
+exec > >(tee "$out/scaling.md")
 echo "| run | GPUs | tok/s | tok/s per GPU | step ms | peak GiB |"
 G345="gpt3_345m trainer.micro_batch_size=8"
 run dp1 1 $G345 trainer.global_batch_size=8
