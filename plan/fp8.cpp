@@ -60,7 +60,8 @@ int64_t fp8_weight_cache_bytes(const Plan& plan) {
 // estimate counts the 12 tensors of every layer, as the model does, FP8 linears or not.)
 int64_t fp8_history_bytes(const Plan& plan) {
   if (!fp8_linears(plan).mask || plan.fp8.scaling != Fp8Scaling::delayed) return 0;
-  return 12 * (int64_t(plan.fp8.amax_history_len) * 4 + 2 * 16);
+  constexpr int64_t kCellBytes = 16;
+  return 12 * (int64_t(plan.fp8.amax_history_len) * 4 + 2 * kCellBytes);
 }
 
 }  // namespace recipe::plan
