@@ -74,7 +74,7 @@ run dp1 1 $G345 trainer.global_batch_size=8
 run dp4-zero1-blocking 4 $G345 trainer.global_batch_size=32 parallelism.zero1=true parallelism.zero1_overlap_gather=false
 run dp4-zero1-overlap 4 $G345 trainer.global_batch_size=32 parallelism.zero1=true
 run dp4 4 $G345 trainer.global_batch_size=32
-run tp1 1 trainer.micro_batch_size=2 trainer.global_batch_size=16
+run tp1 1 parallelism.tp=1 trainer.micro_batch_size=2 trainer.global_batch_size=16
 run tp2 2 parallelism.tp=2 trainer.micro_batch_size=2 trainer.global_batch_size=16
 run tp2-sp 2 parallelism.tp=2 parallelism.sequence_parallel=true trainer.micro_batch_size=2 trainer.global_batch_size=16
 run tp2-sp-ov 2 parallelism.tp=2 parallelism.sequence_parallel=true parallelism.tp_comm_overlap=true trainer.micro_batch_size=2 trainer.global_batch_size=16
@@ -83,5 +83,5 @@ run tp4-sp 4 parallelism.tp=4 parallelism.sequence_parallel=true trainer.micro_b
 run tp4-sp-ov 4 parallelism.tp=4 parallelism.sequence_parallel=true parallelism.tp_comm_overlap=true trainer.micro_batch_size=2 trainer.global_batch_size=16
 run pp4 4 parallelism.tp=1 parallelism.pp=4 trainer.micro_batch_size=2 trainer.global_batch_size=16
 run pp4-v2 4 parallelism.tp=1 parallelism.pp=4 parallelism.virtual_pp=2 trainer.micro_batch_size=2 trainer.global_batch_size=16
-run cp1-8k 1 model.seq_length=8192 trainer.micro_batch_size=1 trainer.global_batch_size=2
-run cp2-8k 2 model.seq_length=8192 parallelism.cp=2 trainer.micro_batch_size=1 trainer.global_batch_size=2
+run cp1-8k 1 parallelism.tp=1 model.seq_length=8192 trainer.micro_batch_size=1 trainer.global_batch_size=2
+run cp2-8k 2 parallelism.tp=1 model.seq_length=8192 parallelism.cp=2 trainer.micro_batch_size=1 trainer.global_batch_size=2

@@ -17,6 +17,17 @@ void check_context_parallel(ResolveContext& ctx) {
   if (cp <= 1 || ctx.bad_paths.count("parallelism.cp")) return;
   const std::string cps = "parallelism.cp=" + std::to_string(cp);
   if (p.trainer.device != plan::Device::cpu) {
+    // The ring's cuDNN block ops pass their GPU op tests, but CP training on GPUs does not yet
+    // match one GPU (the CUDA case of tests/core/parallel/test_context_parallel.cpp: losses agree,
+    // parameters differ by up to 0.38 relative L2 after 20 steps; an op test finds one gradient
+    // element written outside its block). Until that is fixed a CUDA CP plan would validate and
+    // train wrongly, so it is refused here.
+    ctx.violation("parallelism.cp",
+                  cps +
+                      " on CUDA: context parallelism does not train correctly on GPUs in this version (its GPU "
+                      "parity test against one GPU fails); available: context parallelism on CPU ranks "
+                      "(trainer.device=\"cpu\"), or parallelism.cp=1 on GPUs",
+                  "set parallelism.cp=1 (or trainer.device=\"cpu\")");
     if (p.kernels.attention == plan::Attention::fallback)
       ctx.violation("kernels.attention",
                     cps +

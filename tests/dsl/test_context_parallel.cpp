@@ -21,12 +21,17 @@ TEST_CASE("parallelism.cp=2 on CPU ranks validates, with the world counting cp")
   CHECK(r.plan.parallelism.world_size == 4);
 }
 
-TEST_CASE("parallelism.cp=2 on GPUs validates (ring attention through cuDNN), with the world counting cp") {
+// CP on GPUs is refused in this version (dsl/resolve_executable.cpp says why), with the world still
+// derived counting cp.
+TEST_CASE("parallelism.cp=2 on GPUs is refused with key and fix; the world still counts cp") {
   const auto r =
       resolve_json(with(tiny_gpt(), json::parse(R"({"parallelism": {"cp": 2}, "trainer": {"device": "cuda"}})")),
                    gpu_facts(1, 4, true, 80));
   INFO(report(r));
-  REQUIRE(r.ok());
+  REQUIRE(r.violations.size() == 1);
+  CHECK(r.violations[0].path == "parallelism.cp");
+  CHECK(r.violations[0].message.find("does not train correctly on GPUs") != std::string::npos);
+  CHECK(r.violations[0].fix.find("parallelism.cp=1") != std::string::npos);
   CHECK(r.plan.parallelism.cp == 2);
   CHECK(r.plan.parallelism.dp == 2);
   CHECK(r.plan.parallelism.world_size == 4);
@@ -90,7 +95,8 @@ TEST_CASE("on CUDA the workspace holds the ring blocks' compact results besides 
                                                        "parallelism": {"cp": 2}})"));
   const auto r = resolve_json(base, gpu_facts(1, 2, true, 80));
   INFO(report(r));
-  REQUIRE(r.ok());
+  REQUIRE(r.violations.size() == 1);  // CP on CUDA is refused in this version; the plan is still derived
+  REQUIRE(r.violations[0].path == "parallelism.cp");
   // The same local shape without context parallelism: 4096 tokens on one rank.
   recipe::plan::Plan local = r.plan;
   local.parallelism.cp = 1;
