@@ -125,5 +125,5 @@ TEST_CASE("fp8: the memory estimate counts the FP8 operand scratch and the weigh
   REQUIRE_MESSAGE(d.ok(), report(d));
   CHECK(plan::fp8_history_bytes(d.plan) == 12 * (100 * 4 + 2 * 16));
   CHECK(plan::fp8_history_bytes(f.plan) == 0);
-  CHECK(d.plan.memory.weights == f.plan.memory.weights + f.plan.model.num_layers * 12 * (100 * 4 + 2 * 16));
+  CHECK(d.plan.memory.weights == f.plan.memory.weights + int64_t(f.plan.model.num_layers) * 12 * (100 * 4 + 2 * 16));
 }

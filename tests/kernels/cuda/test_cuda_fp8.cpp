@@ -139,7 +139,7 @@ TEST_CASE("cuda fp8 amax and casts equal the CPU reference bit for bit (E4M3, E5
       quantize_both(x, c.rows, c.cols, t, c.amax_override);
     }
   // An all-zero tensor: amax 0, scale 1.
-  auto z = make_dual(Kind::act, {16, 32}, std::vector<float>(16 * 32, 0.f));
+  auto z = make_dual(Kind::act, {16, 32}, std::vector<float>(size_t(16 * 32), 0.f));
   Fp8Dual q = quantize_both(z, 16, 32, DType::e4m3);
   CHECK(read(gpu_backend(), q.scale_inv.g)[0] == 1.f);
 }
@@ -215,11 +215,11 @@ TEST_CASE("cuda fp8 linear forward (cuBLASLt FP8, TN) matches the CPU emulation:
 // that is not 16-byte aligned; the backend says so itself, naming the argument.
 TEST_CASE("cuda fp8 linear forward refuses a scale pointer that is not 16-byte aligned" * doctest::skip(!has_gpu())) {
   Rng r(300);
-  auto x = make_dual(Kind::act, {32, 64}, r.normal(32 * 64));
-  auto w = make_dual(Kind::act, {48, 64}, r.normal(48 * 64, 0.05f));
+  auto x = make_dual(Kind::act, {32, 64}, r.normal(size_t(32 * 64)));
+  auto w = make_dual(Kind::act, {48, 64}, r.normal(size_t(48 * 64), 0.05f));
   Fp8Dual qx = quantize_both(x, 32, 64, DType::e4m3), qw = quantize_both(w, 48, 64, DType::e4m3);
   auto cells = make_dual(Kind::f32, {8}, std::vector<float>(8, 1.f));
-  auto out = make_dual(Kind::act, {32, 48}, std::vector<float>(32 * 48, 0.f));
+  auto out = make_dual(Kind::act, {32, 48}, std::vector<float>(size_t(32 * 48), 0.f));
   try {
     gpu_backend().fp8_linear_fwd({.out = out.g,
                                   .inp = qx.q.g,
