@@ -282,13 +282,13 @@ std::vector<pid_t> descendants_outside(pid_t root, pid_t pgid) {
                           std::make_pair(static_cast<pid_t>(std::stol(name)), static_cast<pid_t>(pgrp)));
   }
   std::vector<pid_t> out;
-  std::vector<pid_t> todo = {root};
-  while (!todo.empty()) {
-    const pid_t p = todo.back();
-    todo.pop_back();
+  std::vector<pid_t> unvisited = {root};  // depth-first over the process tree
+  while (!unvisited.empty()) {
+    const pid_t p = unvisited.back();
+    unvisited.pop_back();
     for (auto [it, end] = children_of.equal_range(p); it != end; ++it) {
       if (it->second.second != pgid) out.push_back(it->second.first);
-      todo.push_back(it->second.first);
+      unvisited.push_back(it->second.first);
     }
   }
   return out;

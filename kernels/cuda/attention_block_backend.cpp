@@ -27,6 +27,18 @@ namespace recipe::kernels::cuda {
 
 namespace {
 
+#ifdef RECIPE_WITH_CUDNN
+// The cuDNN block of one (query rows, key rows) pair of the ring.
+CudnnAttention::Block cudnn_block(const AttentionShape& s, int q_len, int k_len, bool causal) {
+  return {.B = s.B, .T = s.T, .Hq = s.Hq, .Hkv = s.Hkv, .D = s.D, .q_len = q_len, .k_len = k_len, .causal = causal};
+}
+
+// A bf16 [B, T, width] tensor from token row `first` on (the block's strided view starts there).
+const char* rows_from(const Tensor& t, int first, int64_t width) {
+  return static_cast<const char*>(t.ptr) + size_t(first) * size_t(width) * 2;
+}
+#endif  // RECIPE_WITH_CUDNN
+
 size_t align256(size_t n) { return (n + 255) / 256 * 256; }
 
 size_t fwd_scratch_bytes(const AttentionShape& s, int q_len) {
@@ -123,16 +135,9 @@ void CudaBackend::attention_block_fwd(const AttentionBlockFwdArgs& a) {
     void* blk = ws.take(size_t(sh.B) * size_t(a.q_len) * size_t(sh.Hq) * size_t(sh.D) * 2, "attention block out");
     auto* blk_lse = static_cast<float*>(
         ws.take(size_t(sh.B) * size_t(sh.Hq) * size_t(a.q_len) * sizeof(float), "attention block lse"));
-    const CudnnAttention::Block b{.B = sh.B,
-                                  .T = sh.T,
-                                  .Hq = sh.Hq,
-                                  .Hkv = sh.Hkv,
-                                  .D = sh.D,
-                                  .q_len = a.q_len,
-                                  .k_len = a.k_len,
-                                  .causal = a.causal};
-    const auto* q_rows = static_cast<const char*>(a.qkv.ptr) + size_t(a.q_begin) * size_t(row) * 2;
-    const auto* kv_rows = static_cast<const char*>(a.kv.ptr) + size_t(a.k_begin) * size_t(row) * 2;
+    const CudnnAttention::Block b = cudnn_block(sh, a.q_len, a.k_len, a.causal);
+    const char* q_rows = rows_from(a.qkv, a.q_begin, row);
+    const char* kv_rows = rows_from(a.kv, a.k_begin, row);
     if (attention_->block_forward(blk, blk_lse, q_rows, kv_rows, b, ws)) {
       attention_block_merge(a.out.ptr, a.lse.as<float>(), blk, blk_lse, sh.B, sh.T, sh.Hq, sh.D, a.q_begin, a.q_len,
                             a.merge, stream_);
@@ -170,18 +175,11 @@ void CudaBackend::attention_block_bwd(const AttentionBlockBwdArgs& a) {
     RECIPE_CUDA_CHECK(cudaMemcpy2DAsync(lse_rows, size_t(a.q_len) * sizeof(float), a.lse.as<float>() + a.q_begin,
                                         size_t(sh.T) * sizeof(float), size_t(a.q_len) * sizeof(float),
                                         size_t(sh.B) * size_t(sh.Hq), cudaMemcpyDeviceToDevice, stream_));
-    const CudnnAttention::Block b{.B = sh.B,
-                                  .T = sh.T,
-                                  .Hq = sh.Hq,
-                                  .Hkv = sh.Hkv,
-                                  .D = sh.D,
-                                  .q_len = a.q_len,
-                                  .k_len = a.k_len,
-                                  .causal = a.causal};
-    const auto* q_rows = static_cast<const char*>(a.qkv.ptr) + size_t(a.q_begin) * size_t(row) * 2;
-    const auto* kv_rows = static_cast<const char*>(a.kv.ptr) + size_t(a.k_begin) * size_t(row) * 2;
-    const auto* out_rows = static_cast<const char*>(a.out.ptr) + size_t(a.q_begin) * size_t(orow) * 2;
-    const auto* dout_rows = static_cast<const char*>(a.dout.ptr) + size_t(a.q_begin) * size_t(orow) * 2;
+    const CudnnAttention::Block b = cudnn_block(sh, a.q_len, a.k_len, a.causal);
+    const char* q_rows = rows_from(a.qkv, a.q_begin, row);
+    const char* kv_rows = rows_from(a.kv, a.k_begin, row);
+    const char* out_rows = rows_from(a.out, a.q_begin, orow);
+    const char* dout_rows = rows_from(a.dout, a.q_begin, orow);
     if (attention_->block_backward(dq_blk, dkv_blk, dout_rows, q_rows, kv_rows, out_rows, lse_rows, b, ws)) {
       // dq's q heads of the query rows; dkv's k and v heads (contiguous in a row) of the key rows.
       add_rows(static_cast<char*>(a.dq.ptr) + size_t(a.q_begin) * size_t(row) * 2, int64_t(sh.T) * row, row, dq_blk,
