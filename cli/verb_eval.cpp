@@ -6,15 +6,13 @@
 // is resolved: another dataset (data.path=..., data.split=...) or trainer.eval_samples=N.
 #include <algorithm>
 #include <cstdio>
-#include <filesystem>
 
+#include "cli/checkpoint_verb.hpp"
 #include "cli/verbs.hpp"
 #include "core/parallel/parallel_bootstrap.hpp"
 #include "core/train/checkpointing.hpp"
 #include "core/train/trainer.hpp"
 #include "plan/exit_codes.hpp"
-
-namespace fs = std::filesystem;
 
 namespace recipe::cli {
 
@@ -24,12 +22,7 @@ namespace {
 // on), with the user's overrides last; nullopt after printing why. Violations of keys evaluation
 // does not read (the executor's cluster, checkpoint.load of the run) are left out.
 std::optional<plan::Plan> eval_plan(const std::string& dir, const EvalArgs& a, std::ostream& err) {
-  const fs::path plan_toml = fs::path(dir) / "plan.toml";
-  if (!fs::exists(plan_toml) || fs::file_size(plan_toml) == 0) {
-    err << "error: " << plan_toml.string() << " is missing, so the model and its data are unknown (a checkpoint "
-        << "written by `recipe pretrain`/`finetune` has it)\n";
-    return std::nullopt;
-  }
+  // One local process; validation on (an override that turns it off is refused below).
   std::vector<std::string> overrides = {"parallelism.tp=1",
                                         "parallelism.pp=1",
                                         "parallelism.dp=1",
@@ -38,37 +31,20 @@ std::optional<plan::Plan> eval_plan(const std::string& dir, const EvalArgs& a, s
                                         "executor.kind=local",
                                         "executor.nodes=1",
                                         "executor.cpu_ranks=1",
-                                        "executor.gpus_per_node=1"};
+                                        "executor.gpus_per_node=1",
+                                        "trainer.eval_interval=1"};
   if (a.device != "auto") overrides.push_back("trainer.device=" + a.device);
   overrides.insert(overrides.end(), a.overrides.begin(), a.overrides.end());
-  dsl::ResolveResult resolved;
-  try {
-    dsl::ConfigTree tree = dsl::load_recipe(plan_toml.string());
-    dsl::apply_overrides(tree, overrides);
-    // Validation on, unless an override turned it off (then refused below).
-    if (!std::any_of(a.overrides.begin(), a.overrides.end(),
-                     [](const std::string& o) { return o.rfind("trainer.eval_interval=", 0) == 0; }))
-      dsl::apply_overrides(tree, {"trainer.eval_interval=1"});
-    dsl::ExecutorFacts facts;
-    facts.planning = true;
-    resolved = dsl::resolve(tree, facts);
-  } catch (const std::exception& e) {
-    err << "error: " << plan_toml.string() << ": " << e.what() << "\n";
-    return std::nullopt;
-  }
-  std::vector<dsl::Violation> relevant;
-  for (const dsl::Violation& v : resolved.violations)
-    if (v.path.rfind("executor.", 0) != 0 && v.path.rfind("checkpoint.", 0) != 0) relevant.push_back(v);
-  if (!relevant.empty()) {
-    err << dsl::format_violations(relevant);
-    return std::nullopt;
-  }
-  if (resolved.plan.trainer.eval_interval <= 0) {
-    err << "error: trainer.eval_interval=" << resolved.plan.trainer.eval_interval
+  auto plan = checkpoint_plan(
+      dir, overrides,
+      [](const std::string& key) { return key.rfind("executor.", 0) != 0 && key.rfind("checkpoint.", 0) != 0; },
+      "the model and its data are unknown (a checkpoint written by `recipe pretrain`/`finetune` has it)", err);
+  if (plan && plan->trainer.eval_interval <= 0) {
+    err << "error: trainer.eval_interval=" << plan->trainer.eval_interval
         << ": evaluation needs validation on\n  fix: leave trainer.eval_interval out of the overrides\n";
     return std::nullopt;
   }
-  return resolved.plan;
+  return plan;
 }
 
 }  // namespace
@@ -86,33 +62,15 @@ CLI::App* add_eval_verb(CLI::App& app, EvalArgs& a) {
 }
 
 int run_eval(const EvalArgs& a, std::ostream& out, std::ostream& err) {
-  if (auto bad = std::find_if(a.overrides.begin(), a.overrides.end(),
-                              [](const std::string& o) { return o.find('=') == std::string::npos; });
-      bad != a.overrides.end()) {
-    err << "error: unexpected argument '" << *bad << "': after the checkpoint, only key=value overrides are accepted\n";
-    return kExitUsage;
-  }
   int code = kExitOk;
-  std::string dir;
-  try {
-    dir = resolve_checkpoint(a.path, err, code);
-  } catch (const std::exception& e) {
-    err << "error: " << e.what() << "\n";
-    return kExitRuntime;
-  }
+  const std::string dir = checkpoint_for_verb(a.path, a.overrides, err, code);
   if (dir.empty()) return code;
   const auto plan = eval_plan(dir, a, err);
   if (!plan) return kExitInvalidRecipe;
-
-  const bool gpu = kernels::built_with_cuda() && kernels::query_gpus().count > 0;
-  if (a.device == "cuda" && !gpu) {
-    err << "error: --device cuda but "
-        << (kernels::built_with_cuda() ? "no CUDA GPU is visible on this host" : "this binary was built without CUDA")
-        << "\n  fix: --device cpu, or --device auto to use a GPU only when one is found\n";
-    return kExitEnvironment;
-  }
+  const std::optional<bool> gpu = usable_gpu(a.device, err);
+  if (!gpu) return kExitEnvironment;
   const kernels::Device device =
-      plan->trainer.device == plan::Device::cpu || !gpu ? kernels::Device::cpu : kernels::Device::cuda;
+      plan->trainer.device == plan::Device::cpu || !*gpu ? kernels::Device::cpu : kernels::Device::cuda;
   kernels::BackendOptions bo;
   bo.deterministic = plan->trainer.deterministic;
   bo.cpu_threads = plan->trainer.cpu_threads;

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/checkpoint.hpp"
+#include "cli/checkpoint_verb.hpp"
 #include "cli/verbs.hpp"
 #include "core/data/chat_template.hpp"
 #include "core/data/prepare.hpp"
@@ -33,13 +34,7 @@ constexpr int64_t kDefaultNewTokens = 128;
 // keys), resolved for planning; nullopt after printing why. Only what generation reads must be
 // valid: the model, its adapters and the tokenizer keys (a data path that no longer exists, or a
 // batch for another cluster, does not matter here).
-std::optional<plan::Plan> checkpoint_plan(const std::string& dir, const GenerateArgs& a, std::ostream& err) {
-  const fs::path plan_toml = fs::path(dir) / "plan.toml";
-  if (!fs::exists(plan_toml) || fs::file_size(plan_toml) == 0) {
-    err << "error: " << plan_toml.string() << " is missing, so the model is unknown (a checkpoint written by "
-        << "`recipe pretrain`/`finetune` or `recipe ckpt import` has it)\n";
-    return std::nullopt;
-  }
+std::optional<plan::Plan> generate_plan(const std::string& dir, const GenerateArgs& a, std::ostream& err) {
   std::vector<std::string> overrides = a.overrides;
   const std::pair<const std::string*, const char*> flags[] = {{&a.tokenizer, "data.tokenizer"},
                                                               {&a.tokenizer_model, "data.tokenizer_model"},
@@ -48,27 +43,14 @@ std::optional<plan::Plan> checkpoint_plan(const std::string& dir, const Generate
                                                               {&a.eod_token, "data.eod_token"}};
   for (const auto& [value, key] : flags)
     if (!value->empty()) overrides.push_back(std::string(key) + "=" + *value);
-  dsl::ResolveResult resolved;
-  try {
-    dsl::ConfigTree tree = dsl::load_recipe(plan_toml.string());
-    dsl::apply_overrides(tree, overrides);
-    dsl::ExecutorFacts facts;
-    facts.planning = true;
-    resolved = dsl::resolve(tree, facts);
-  } catch (const std::exception& e) {
-    err << "error: " << plan_toml.string() << ": " << e.what() << "\n";
-    return std::nullopt;
-  }
-  std::vector<dsl::Violation> relevant;
-  for (const dsl::Violation& v : resolved.violations)
-    if (v.path.rfind("model.", 0) == 0 || v.path.rfind("peft.", 0) == 0 || v.path.rfind("data.tokenizer", 0) == 0 ||
-        v.path == "data.vocab_file" || v.path == "data.merges_file" || v.path == "data.eod_token")
-      relevant.push_back(v);
-  if (!relevant.empty()) {
-    err << dsl::format_violations(relevant);
-    return std::nullopt;
-  }
-  return resolved.plan;
+  return checkpoint_plan(
+      dir, overrides,
+      [](const std::string& key) {
+        return key.rfind("model.", 0) == 0 || key.rfind("peft.", 0) == 0 || key.rfind("data.tokenizer", 0) == 0 ||
+               key == "data.vocab_file" || key == "data.merges_file" || key == "data.eod_token";
+      },
+      "the model is unknown (a checkpoint written by `recipe pretrain`/`finetune` or `recipe ckpt import` has it)",
+      err);
 }
 
 std::unique_ptr<data::Tokenizer> plan_tokenizer(const plan::DataConfig& d) {
@@ -170,26 +152,14 @@ CLI::App* add_generate_verb(CLI::App& app, GenerateArgs& a) {
 }
 
 int run_generate(const GenerateArgs& a, std::ostream& out, std::ostream& err) {
-  if (auto bad = std::find_if(a.overrides.begin(), a.overrides.end(),
-                              [](const std::string& o) { return o.find('=') == std::string::npos; });
-      bad != a.overrides.end()) {
-    err << "error: unexpected argument '" << *bad << "': after the checkpoint, only key=value overrides are accepted\n";
-    return kExitUsage;
-  }
   if (!a.prompt_given && a.messages_file.empty()) {
     err << "error: give the text to continue with --prompt \"...\", or a conversation with --messages FILE\n";
     return kExitUsage;
   }
   int code = kExitOk;
-  std::string dir;
-  try {
-    dir = resolve_checkpoint(a.path, err, code);
-  } catch (const std::exception& e) {
-    err << "error: " << e.what() << "\n";
-    return kExitRuntime;
-  }
+  const std::string dir = checkpoint_for_verb(a.path, a.overrides, err, code);
   if (dir.empty()) return code;
-  const auto plan = checkpoint_plan(dir, a, err);
+  const auto plan = generate_plan(dir, a, err);
   if (!plan) return kExitInvalidRecipe;
   if (plan->data.tokenizer == plan::Tokenizer::none) {
     err << "error: the checkpoint's plan names no tokenizer (data.tokenizer=none), so text cannot become ids\n"
@@ -246,14 +216,9 @@ int run_generate(const GenerateArgs& a, std::ostream& out, std::ostream& err) {
   }
 
   // The device, as the train verbs choose it.
-  const bool gpu = kernels::built_with_cuda() && kernels::query_gpus().count > 0;
-  if (a.device == "cuda" && !gpu) {
-    err << "error: --device cuda but "
-        << (kernels::built_with_cuda() ? "no CUDA GPU is visible on this host" : "this binary was built without CUDA")
-        << "\n  fix: --device cpu, or --device auto to use a GPU only when one is found\n";
-    return kExitEnvironment;
-  }
-  const kernels::Device device = a.device == "cpu" || !gpu ? kernels::Device::cpu : kernels::Device::cuda;
+  const std::optional<bool> gpu = usable_gpu(a.device, err);
+  if (!gpu) return kExitEnvironment;
+  const kernels::Device device = a.device == "cpu" || !*gpu ? kernels::Device::cpu : kernels::Device::cuda;
   kernels::BackendOptions bo;
   bo.cpu_threads = plan->trainer.cpu_threads;
   bo.workspace_bytes = size_t(plan->kernels.workspace_bytes);
