@@ -17,11 +17,11 @@ void check_context_parallel(ResolveContext& ctx) {
   if (cp <= 1 || ctx.bad_paths.count("parallelism.cp")) return;
   const std::string cps = "parallelism.cp=" + std::to_string(cp);
   if (p.trainer.device != plan::Device::cpu) {
-    // The ring's cuDNN block ops pass their GPU op tests, but CP training on GPUs does not yet
-    // match one GPU (the CUDA case of tests/core/parallel/test_context_parallel.cpp: losses agree,
-    // parameters differ by up to 0.38 relative L2 after 20 steps; an op test finds one gradient
-    // element written outside its block). Until that is fixed a CUDA CP plan would validate and
-    // train wrongly, so it is refused here.
+    // CP training on GPUs did not match one GPU on an H100 (the CUDA case of
+    // tests/core/parallel/test_context_parallel.cpp: losses agreed, parameters differed by up to
+    // 0.38 relative L2 after 20 steps). The causes found since (docs/architecture.md, "Context
+    // parallel") are fixed, but until that test and tests/kernels/cuda/test_cuda_attention_block.cpp
+    // and test_cuda_cp_positions.cpp pass on a device a CUDA CP plan is refused here.
     ctx.violation("parallelism.cp",
                   cps +
                       " on CUDA: context parallelism does not train correctly on GPUs in this version (its GPU "

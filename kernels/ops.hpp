@@ -130,12 +130,16 @@ struct Fp8LinearBwdArgs {
 struct GeluRebuildLinearBwdArgs {
   Tensor dinp{}, act{}, dweight{}, dbias{}, dout{}, weight{}, pre{}, dinp_sum{};
 };
+// positions (optional, i32 [T], on the backend's device): the wpe row that row t of every sample
+// reads (and whose dwpe row it adds into), each in [0, wpe rows); undefined: row t. Context
+// parallelism passes the local rows' positions in the whole sample (a rank holds two separated
+// chunks of it), so the ops read and accumulate the global table itself.
 struct EmbeddingFwdArgs {
-  Tensor out{}, tokens{}, wte{}, wpe{};
+  Tensor out{}, tokens{}, wte{}, wpe{}, positions{};
   int T = 0, vocab_start = 0;
 };
 struct EmbeddingBwdArgs {
-  Tensor dwte{}, dwpe{}, dout{}, tokens{};
+  Tensor dwte{}, dwpe{}, dout{}, tokens{}, positions{};
   int T = 0, vocab_start = 0;
 };
 struct LayerNormFwdArgs {
@@ -208,11 +212,15 @@ struct AttentionBlockBwdArgs {
 // qkv: the packed qkv (rope_fwd) or its gradient (rope_bwd), rotated in place; positions
 // (optional): per-sample positions i32 [B, T] (see above), else t. RoPE reads a position only as
 // its angle, so any non-negative positions are taken: context parallelism passes each token's
-// position in the whole sample (a rank holds two separated chunks of it).
+// position in the whole sample (a rank holds two separated chunks of it). max_positions (0: T)
+// bounds the positions a caller passes (context parallelism: the whole sample's length); a
+// backend may size an angle table by it (CUDA), and a position at or past it is still rotated
+// right, only without the table.
 struct RopeArgs {
   Tensor qkv{}, positions{};
   AttentionShape shape{};
   float theta = 0;
+  int max_positions = 0;
 };
 // Decoding with a KV cache (generation): one layer's cache is k_cache and v_cache, each
 // [B, Hkv, S, D] in act dtype (S = the cache's capacity in positions, head after head so one kv
@@ -366,9 +374,10 @@ class Backend {
 
   // ---- embeddings ----
   // out[N,C] = wte[tok - vocab_start] (zero row if the token is outside this shard's rows)
-  //            + wpe[n % T] (if wpe defined).
+  //            + wpe[p(n % T)] (if wpe defined; p(t) = positions[t], or t without positions).
   virtual void embedding_fwd(const EmbeddingFwdArgs& a) = 0;
-  // dwte += scatter(dout by token), dwpe += Σ over batch; deterministic. Either may be undefined.
+  // dwte += scatter(dout by token), dwpe[p(t)] += Σ over batch of row t; deterministic. Either may
+  // be undefined. dwpe is a parameter gradient: rows no p(t) names are left as they are.
   virtual void embedding_bwd(const EmbeddingBwdArgs& a) = 0;
 
   // ---- norms ----

@@ -94,12 +94,10 @@ int64_t arena_bytes(const Plan& p, int layers, int slots, bool last_stage) {
   int64_t loss_scratch = 0;
   if (tp > 1 && last_stage) loss_scratch = align256(chunk * 4) + align256(2 * chunk * 4);
   // Context parallelism: ring attention's two K/V blocks in flight and two dK/dV blocks
-  // (core/model/ring_attention.hpp), each [N, qkv]; RoPE's global positions, learned positions'
-  // local rows and their f32 gradient (core/model/model_context_parallel.cpp).
+  // (core/model/ring_attention.hpp), each [N, qkv]; the local rows' global positions (RoPE and
+  // the learned position table read them; core/model/model_context_parallel.cpp).
   int64_t ring = 0;
-  if (p.parallelism.cp > 1 && layers > 0)
-    ring = 4 * N * qkv * es + align256(N * 4) +
-           (m.position_embedding == PositionEmbedding::learned ? T * C * (es + 4) : 0);
+  if (p.parallelism.cp > 1 && layers > 0) ring = 4 * N * qkv * es + align256(N * 4);
   return shared + slots * (layers * per_layer + per_slot + loss_scratch) + ring;
 }
 

@@ -382,7 +382,8 @@ void Model::forward(int slot, bool with_grad, Tensor losses, float dloss) {
     be_.embedding_fwd({.out = embedded,
                        .tokens = A.inputs,
                        .wte = w_.word,
-                       .wpe = tp_rank_ == 0 ? position_table() : Tensor(),
+                       .wpe = tp_rank_ == 0 ? w_.position : Tensor(),
+                       .positions = position_rows(),
                        .T = s_.seq,
                        .vocab_start = vocab_start_});
     if (sp_)
@@ -446,12 +447,12 @@ void Model::backward(int slot) {
     // Sequence parallel: every row's gradient (gathered), so the vocabulary shard's and the
     // position table's gradients are complete on every rank.
     be_.embedding_bwd({.dwte = g_.word,
-                       .dwpe = position_grad_begin(),
+                       .dwpe = g_.position,
                        .dout = sp_ ? tp_group_.gather_rows(A.dresidual, sp_scratch_.full) : A.dresidual,
                        .tokens = A.inputs,
+                       .positions = position_rows(),
                        .T = s_.seq,
                        .vocab_start = vocab_start_});
-    position_grad_end();
   }
 }
 

@@ -221,17 +221,17 @@ class Model {
     int size = 1, rank = 0;
     std::unique_ptr<RingAttention> ring;
     void* buf = nullptr;
-    kernels::Tensor positions;  // i32 [B, T]: each local row's global position (RoPE)
-    kernels::Tensor wpe, dwpe;  // [T, C] the local rows' position embeddings and their gradient
+    kernels::Tensor positions;  // i32 [B, T]: each local row's global position (RoPE; row 0: wpe's rows)
   };
   static ModelShape cp_local_shape(const ModelShape& global, const Comm* cp);
   void setup_context_parallel(Comm* cp);
-  kernels::Tensor rope_positions(const Activations& A) const;
+  // RoPE of `qkv` (the packed qkv, or its gradient): the positions (packed samples', or CP's
+  // whole-sample ones) and their bound (the whole sample's length under CP).
+  kernels::RopeArgs rope_args(const Activations& A, kernels::Tensor qkv, const kernels::AttentionShape& att) const;
   void attention_fwd(const Activations& A, const LayerActs& a, const kernels::AttentionShape& att);
   void attention_bwd(const Activations& A, const LayerActs& a, const kernels::AttentionShape& att);
-  kernels::Tensor position_table();       // the wpe rows embedding_fwd reads
-  kernels::Tensor position_grad_begin();  // the dwpe embedding_bwd adds into
-  void position_grad_end();               // CP: the local rows into the global table
+  // The wpe (and dwpe) row of each local row, i32 [T]: CP's global positions; undefined without CP.
+  kernels::Tensor position_rows() const;
 
   ModelShape s_, ls_;
   ContextParallel cp_;

@@ -58,8 +58,7 @@ void Model::layer_forward_body(Activations& A, int l, const LayerActs& a) {
   const kernels::AttentionShape att{
       .B = B_, .T = s_.seq, .Hq = ls_.heads, .Hkv = ls_.kv_heads, .D = s_.head_dim, .max_samples = s_.max_samples};
   L.qkv.fwd({.out = a.qkv, .inp = a.ln1});
-  if (!s_.learned_positions)
-    be_.rope_fwd({.qkv = a.qkv, .positions = rope_positions(A), .shape = att, .theta = s_.rope_theta});
+  if (!s_.learned_positions) be_.rope_fwd(rope_args(A, a.qkv, att));
   attention_fwd(A, a, att);
   L.proj.fwd({.out = A.proj_out, .inp = a.atty});
   residual_norm(a.residual2, a.ln2, a.ln2_mean, a.ln2_rstd, a.residual, A.proj_out, p.norm2);
@@ -121,8 +120,7 @@ void Model::layer_backward(Activations& A, int l, const LayerActs& a, bool dres_
   // Attention: out = proj(attention(rope(qkv(ln1))))
   L.proj.bwd({.dinp = A.datty, .dout = dres, .inp = a.atty, .bias_grad_done = proj_bias_from_norm});
   attention_bwd(A, a, att);
-  if (!s_.learned_positions)
-    be_.rope_bwd({.qkv = A.dqkv, .positions = rope_positions(A), .shape = att, .theta = s_.rope_theta});
+  if (!s_.learned_positions) be_.rope_bwd(rope_args(A, A.dqkv, att));
   if (recompute_ == Recompute::norm) norm_fwd(a.ln1, a.residual, p.norm1);
   L.qkv.bwd({.dinp = A.dln, .dout = A.dqkv, .inp = a.ln1});
   norm_bwd(dres, g.norm1, A.dln, a.residual, p.norm1, a.ln1_mean, a.ln1_rstd, fc_out_bias_grad_from_norm(l - 1));

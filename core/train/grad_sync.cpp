@@ -222,6 +222,8 @@ void GradSync::gather_masters(ParamStore& store) {
 
 std::vector<std::pair<int64_t, int64_t>> GradSync::norm_ranges(const ParamLayout& L, const RankCoords& c,
                                                                bool tied) const {
+  // Context parallelism: every CP rank holds the whole (CP-summed) gradient; CP rank 0 counts it.
+  if (c.cp != 0) return {};
   // Tensors this rank counts, before the DP split; runs of counted tensors merge across the
   // (zero) alignment gaps between them, so there are few ranges.
   std::vector<const ParamSpec*> ps;

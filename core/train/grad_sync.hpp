@@ -105,8 +105,10 @@ class GradSync {
   // [begin, end) ranges of the flat buffer whose squared gradients this rank contributes to the
   // global norm, so that the sum over the whole world counts every parameter exactly once:
   // TP-replicated tensors only on TP rank 0, the tied embedding copy of the last pipeline stage
-  // not at all (stage 0 counts it), and the DP replicas only on DP rank 0 (without ZeRO-1) or only
-  // in the owned chunks (with it).
+  // not at all (stage 0 counts it), the DP replicas only on DP rank 0 (without ZeRO-1) or only
+  // in the owned chunks (with it), and the CP replicas (equal after the sum over the CP group)
+  // only on CP rank 0: other CP ranks count nothing. The host step and the device step (CUDA)
+  // both read these ranges, so the rule lives here once.
   std::vector<std::pair<int64_t, int64_t>> norm_ranges(const ParamLayout& layout, const RankCoords& coords,
                                                        bool tied) const;
 

@@ -371,9 +371,8 @@ void Trainer::sum_over_context_parallel() {
 
 double Trainer::global_grad_norm() {
   double sq = 0;
-  // CP replicas hold equal gradients (sum_over_context_parallel): count them on CP rank 0 only.
-  if (parallel_->coords().cp == 0)
-    for (const auto& [a, b] : norm_ranges_) sq += backend_.sum_squares(params_->grad_span(a, b - a));
+  // Each parameter once over the world (norm_ranges: TP, PP, DP and CP replicas counted once).
+  for (const auto& [a, b] : norm_ranges_) sq += backend_.sum_squares(params_->grad_span(a, b - a));
   return std::sqrt(parallel_->world().all_reduce_sum(sq));
 }
 

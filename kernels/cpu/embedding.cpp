@@ -1,6 +1,11 @@
 // Token and position embeddings. wte holds rows [vocab_start, vocab_start + rows) of the vocabulary
 // (a vocab-parallel shard); tokens outside the shard read a zero row and produce no gradient, so
-// summing the shards' outputs over TP gives the full embedding. wpe[t] is added at position n % T.
+// summing the shards' outputs over TP gives the full embedding. wpe[p(t)] is added at row n, t = n % T,
+// p(t) = positions[t] (context parallelism: the row's position in the whole sample) or t.
+#include <algorithm>
+#include <string>
+#include <vector>
+
 #include "kernels/cpu/cpu_backend.hpp"
 #include "kernels/cpu/cpu_detail.hpp"
 
@@ -26,6 +31,24 @@ EmbeddingShape embedding_shape(const char* op, const Tensor& tokens, const Tenso
   }
   return {N, C, table.dim(0)};
 }
+
+// The table row of each of the T rows of a sample: positions[t] (checked against the table's
+// rows), or t.
+std::vector<int64_t> position_rows(const char* op, const Tensor& positions, int T, int64_t table_rows) {
+  std::vector<int64_t> rows(size_t(std::max(T, 0)));
+  for (int t = 0; t < T; ++t) rows[size_t(t)] = t;
+  if (!positions.defined()) return rows;
+  cpu::require_tensor(positions, op, "positions", DType::i32);
+  cpu::require_numel(positions, T, op, "positions");
+  const int32_t* pos = positions.as<int32_t>();
+  for (int t = 0; t < T; ++t) {
+    cpu::require(pos[t] >= 0 && pos[t] < table_rows, op,
+                 "positions[" + std::to_string(t) + "] = " + std::to_string(pos[t]) + " is outside the " +
+                     std::to_string(table_rows) + " rows of the position table");
+    rows[size_t(t)] = pos[t];
+  }
+  return rows;
+}
 }  // namespace
 
 void CpuBackend::embedding_fwd(const EmbeddingFwdArgs& args) {
@@ -38,6 +61,8 @@ void CpuBackend::embedding_fwd(const EmbeddingFwdArgs& args) {
   const int32_t* tok = tokens.as<int32_t>();
   const float* table = wte.as<float>();
   float* o = out.as<float>();
+  const std::vector<int64_t> prow =
+      wpe.defined() ? position_rows(op, args.positions, T, wpe.dim(0)) : std::vector<int64_t>();
   for (int64_t n = 0; n < N; ++n) {
     int64_t row = int64_t(tok[n]) - vocab_start;
     float* dst = o + n * C;
@@ -48,7 +73,7 @@ void CpuBackend::embedding_fwd(const EmbeddingFwdArgs& args) {
       for (int64_t c = 0; c < C; ++c) dst[c] = 0.0f;
     }
     if (wpe.defined()) {
-      const float* pos = wpe.as<float>() + (n % T) * C;
+      const float* pos = wpe.as<float>() + prow[size_t(n % T)] * C;
       for (int64_t c = 0; c < C; ++c) dst[c] += pos[c];
     }
   }
@@ -76,6 +101,8 @@ void CpuBackend::embedding_bwd(const EmbeddingBwdArgs& args) {
   cpu::require_numel(dout, N * C, op, "dout");
   const int32_t* tok = tokens.as<int32_t>();
   const float* g = dout.as<float>();
+  const std::vector<int64_t> prow =
+      dwpe.defined() ? position_rows(op, args.positions, T, dwpe.dim(0)) : std::vector<int64_t>();
   // Rows are scattered in token order: repeated tokens always add in the same sequence.
   for (int64_t n = 0; n < N; ++n) {
     const float* src = g + n * C;
@@ -87,7 +114,7 @@ void CpuBackend::embedding_bwd(const EmbeddingBwdArgs& args) {
       }
     }
     if (dwpe.defined()) {
-      float* dst = dwpe.as<float>() + (n % T) * C;
+      float* dst = dwpe.as<float>() + prow[size_t(n % T)] * C;
       for (int64_t c = 0; c < C; ++c) dst[c] += src[c];
     }
   }

@@ -316,8 +316,9 @@ void CudaBackend::embedding_fwd(const EmbeddingFwdArgs& args) {
   expect_numel(op, "out", out, N * C);
   if (T <= 0 || N % T) bad_arg(op, "T=" + std::to_string(T) + " must divide " + std::to_string(N) + " tokens");
   if (wpe.defined() && wpe.dim(0) < T) bad_arg(op, "wpe " + wpe.shape_str() + " has fewer than T rows");
-  cuda::embedding_fwd(out.ptr, tokens.as<int32_t>(), wte.ptr, wte.dim(0), ptr_or_null(wpe), N, C, T, vocab_start,
-                      stream_);
+  const int32_t* pos = positions_of(op, args.positions, 1, T);  // i32 [T]
+  cuda::embedding_fwd(out.ptr, tokens.as<int32_t>(), wte.ptr, wte.dim(0), ptr_or_null(wpe),
+                      wpe.defined() ? wpe.dim(0) : 0, pos, N, C, T, vocab_start, stream_);
 }
 
 void CudaBackend::embedding_bwd(const EmbeddingBwdArgs& args) {
@@ -334,13 +335,14 @@ void CudaBackend::embedding_bwd(const EmbeddingBwdArgs& args) {
   if (dwte.defined() && dwte.numel() % C) bad_arg(op, "dwte " + dwte.shape_str() + " row size differs from dout");
   if (dwpe.defined() && dwpe.numel() < int64_t(T) * C)
     bad_arg(op, "dwpe " + dwpe.shape_str() + " has fewer than T rows");
-  // Scatters (dwte: only the rows of the batch's tokens; dwpe: only the first T rows): a fresh
-  // gradient is zeroed first.
+  const int32_t* pos = positions_of(op, args.positions, 1, T);  // i32 [T]
+  // Scatters (dwte: only the rows of the batch's tokens; dwpe: only the T rows the positions name):
+  // a fresh gradient is zeroed first.
   grad_writes_.partial_write(dwte);
   grad_writes_.partial_write(dwpe);
   cuda::embedding_bwd(static_cast<float*>(ptr_or_null(dwte)), dwte.defined() ? dwte.numel() / C : 0,
-                      static_cast<float*>(ptr_or_null(dwpe)), dout.ptr, tokens.as<int32_t>(), N, C, T, vocab_start,
-                      workspace(), stream_);
+                      static_cast<float*>(ptr_or_null(dwpe)), dwpe.defined() ? dwpe.numel() / C : 0, pos, dout.ptr,
+                      tokens.as<int32_t>(), N, C, T, vocab_start, workspace(), stream_);
 }
 
 // ---- norms ----
@@ -517,15 +519,19 @@ void CudaBackend::rope(const RopeArgs& a, bool backward) {
     pos = a.positions.as<int32_t>();
   }
   const float theta = a.theta;
-  const bool same = rope_table_.ptr && rope_table_.T == T && rope_table_.D == D && rope_table_.theta == theta;
+  // The table's rows are the positions it holds: T, or the caller's bound on positions past T
+  // (context parallelism's whole-sample positions). Any position beyond the table (a bound too
+  // small, or a table built for a shorter run) is computed by the kernel itself, never read
+  // past the table's end.
+  const int rows = std::max(T, a.max_positions);
+  const bool same = rope_table_.ptr && rope_table_.rows >= rows && rope_table_.D == D && rope_table_.theta == theta;
   if (!same && !recording_ && rope_table_fits(qkv, D)) {
     if (rope_table_.ptr) free(rope_table_.ptr);
-    rope_table_ = {device_alloc(rope_table_bytes(T, D), "RoPE angle table"), T, D, theta};
-    rope_table(rope_table_.ptr, T, D, theta, stream_);
+    rope_table_ = {device_alloc(rope_table_bytes(rows, D), "RoPE angle table"), rows, D, theta};
+    rope_table(rope_table_.ptr, rows, D, theta, stream_);
   }
-  if (rope_table_.ptr && rope_table_.T == T && rope_table_.D == D && rope_table_.theta == theta &&
-      rope_table_fits(qkv, D))
-    rope_bf16_table(qkv, rope_table_.ptr, pos, B, T, Hq, Hkv, D, backward, stream_);
+  if (rope_table_.ptr && rope_table_.D == D && rope_table_.theta == theta && rope_table_fits(qkv, D))
+    rope_bf16_table(qkv, rope_table_.ptr, rope_table_.rows, theta, pos, B, T, Hq, Hkv, D, backward, stream_);
   else
     rope_bf16(qkv, pos, B, T, Hq, Hkv, D, theta, backward, stream_);
 }

@@ -173,8 +173,8 @@ class CudaBackend final : public Backend {
   GradWriteTracker grad_writes_{
       [this](void* p, size_t bytes) { RECIPE_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream_)); }};
   struct RopeTable {
-    void* ptr = nullptr;  // (cos, sin) f32 pairs [T, D/2]
-    int T = 0, D = 0;
+    void* ptr = nullptr;  // (cos, sin) f32 pairs [rows, D/2]: positions 0 .. rows − 1
+    int rows = 0, D = 0;
     float theta = 0;
   } rope_table_;
   std::unique_ptr<CudnnAttention> attention_;

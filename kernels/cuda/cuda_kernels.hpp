@@ -71,14 +71,16 @@ void column_sum_accumulate(float* dst, const void* src, int64_t rows, int64_t C,
 // pos (nullable): per-sample positions i32 [B·T] (packed samples, ops.hpp), else t.
 void rope_bf16(void* qkv, const int32_t* pos, int B, int T, int Hq, int Hkv, int D, float theta, bool backward,
                cudaStream_t s);
-// The same from a table of the angles' (cos, sin), f32 pairs [T, D/2] filled once by rope_table
-// (rope_table_bytes of device memory); needs rope_table_fits (D % 16 == 0, 16-byte aligned qkv).
+// The same from a table of the angles' (cos, sin), f32 pairs [rows, D/2] (positions 0 .. rows − 1)
+// filled once by rope_table (rope_table_bytes of device memory); needs rope_table_fits (D % 16 == 0,
+// 16-byte aligned qkv). A position outside the table (pos[] ≥ rows: context parallelism's
+// whole-sample positions with a short table) gets its angle computed as rope_bf16 does, from theta.
 // Bitwise equal to rope_bf16, ~4× faster.
-size_t rope_table_bytes(int T, int D);
-void rope_table(void* table, int T, int D, float theta, cudaStream_t s);
+size_t rope_table_bytes(int rows, int D);
+void rope_table(void* table, int rows, int D, float theta, cudaStream_t s);
 bool rope_table_fits(const void* qkv, int D);
-void rope_bf16_table(void* qkv, const void* table, const int32_t* pos, int B, int T, int Hq, int Hkv, int D,
-                     bool backward, cudaStream_t s);
+void rope_bf16_table(void* qkv, const void* table, int rows, float theta, const int32_t* pos, int B, int T, int Hq,
+                     int Hkv, int D, bool backward, cudaStream_t s);
 
 // ---- norms (norms.cu) ----
 // If res_a/res_b are given: residual = res_a + res_b (written to `inp_or_residual`), then the norm
@@ -100,10 +102,13 @@ void layernorm_bwd(void* dinp, float* dweight, float* dbias, float* dinp_sum, co
                    NormGradOverwrite overwrite, Workspace ws, cudaStream_t s);
 
 // ---- embeddings (embedding.cu) ----
-void embedding_fwd(void* out, const int32_t* tokens, const void* wte, int64_t wte_rows, const void* wpe, int64_t N,
-                   int64_t C, int T, int vocab_start, cudaStream_t s);
-void embedding_bwd(float* dwte, int64_t wte_rows, float* dwpe, const void* dout, const int32_t* tokens, int64_t N,
-                   int64_t C, int T, int vocab_start, Workspace ws, cudaStream_t s);
+// positions (nullable, i32 [T]): the wpe / dwpe row of sample row t (ops.hpp EmbeddingFwdArgs), else t.
+void embedding_fwd(void* out, const int32_t* tokens, const void* wte, int64_t wte_rows, const void* wpe,
+                   int64_t wpe_rows, const int32_t* positions, int64_t N, int64_t C, int T, int vocab_start,
+                   cudaStream_t s);
+void embedding_bwd(float* dwte, int64_t wte_rows, float* dwpe, int64_t wpe_rows, const int32_t* positions,
+                   const void* dout, const int32_t* tokens, int64_t N, int64_t C, int T, int vocab_start, Workspace ws,
+                   cudaStream_t s);
 
 // ---- loss (cross_entropy.cu) ----
 void cross_entropy(float* losses, void* logits, const int32_t* targets, int64_t N, int64_t Vp, int vocab, float dloss,

@@ -34,11 +34,11 @@ __global__ void rope_kernel(bf16* qkv, const int32_t* pos, int B, int T, int Hq,
   }
 }
 
-// The angles of rope_kernel as a table, computed once per (T, D, θ) with the same double
+// The angles of rope_kernel as a table, computed once per (rows, D, θ) with the same double
 // arithmetic and rounded to float the same way: cs[t·half + i] = (cos, sin) of t·θ^(-2i/D).
-__global__ void rope_table_kernel(float2* cs, int T, int D, double log_theta) {
+__global__ void rope_table_kernel(float2* cs, int rows, int D, double log_theta) {
   const int half = D / 2;
-  const int64_t total = int64_t(T) * half;
+  const int64_t total = int64_t(rows) * half;
   for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
        idx += int64_t(gridDim.x) * blockDim.x) {
     const int i = int(idx % half), t = int(idx / half);
@@ -48,9 +48,11 @@ __global__ void rope_table_kernel(float2* cs, int T, int D, double log_theta) {
 
 // rope_kernel reading the table, 8 pairs per thread with 16-byte loads (half % 8 == 0): the
 // double-precision sincos per element made the scalar kernel compute-bound at ~0.6 TB/s. The
-// float arithmetic per element is rope_kernel's, so the results are bitwise the same.
-__global__ void rope_table_apply_kernel(bf16* qkv, const float2* __restrict__ cs, const int32_t* pos, int B, int T,
-                                        int Hq, int Hkv, int D, bool backward) {
+// float arithmetic per element is rope_kernel's, so the results are bitwise the same. A position
+// outside the table's `rows` (context parallelism passes whole-sample positions, up to cp·T − 1)
+// computes its angles as rope_kernel does instead of reading past the table.
+__global__ void rope_table_apply_kernel(bf16* qkv, const float2* __restrict__ cs, int rows, double log_theta,
+                                        const int32_t* pos, int B, int T, int Hq, int Hkv, int D, bool backward) {
   const int half = D / 2, chunks = half / 8, heads = Hq + Hkv, row = (Hq + 2 * Hkv) * D;
   const int64_t total = int64_t(B) * T * heads * chunks;
   for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
@@ -64,10 +66,11 @@ __global__ void rope_table_apply_kernel(bf16* qkv, const float2* __restrict__ cs
     float x1[8], x2[8], y1[8], y2[8];
     load8(p + i0, x1);
     load8(p + half + i0, x2);
-    const float2* a = cs + int64_t(t) * half + i0;
+    const bool in_table = t >= 0 && t < rows;
+    const float2* a = cs + int64_t(in_table ? t : 0) * half + i0;
 #pragma unroll
     for (int k = 0; k < 8; ++k) {
-      const float2 v = a[k];
+      const float2 v = in_table ? a[k] : rope_cos_sin(t, i0 + k, D, log_theta);
       const float c = v.x, s = backward ? -v.y : v.y;
       y1[k] = x1[k] * c - x2[k] * s;
       y2[k] = x2[k] * c + x1[k] * s;
@@ -79,25 +82,25 @@ __global__ void rope_table_apply_kernel(bf16* qkv, const float2* __restrict__ cs
 
 }  // namespace
 
-size_t rope_table_bytes(int T, int D) { return size_t(T) * size_t(D / 2) * sizeof(float2); }
+size_t rope_table_bytes(int rows, int D) { return size_t(rows) * size_t(D / 2) * sizeof(float2); }
 
-void rope_table(void* table, int T, int D, float theta, cudaStream_t s) {
-  const int64_t total = int64_t(T) * (D / 2);
+void rope_table(void* table, int rows, int D, float theta, cudaStream_t s) {
+  const int64_t total = int64_t(rows) * (D / 2);
   if (total <= 0) return;
   const int64_t blocks = std::min<int64_t>((total + 255) / 256, 1 << 16);
-  rope_table_kernel<<<unsigned(blocks), 256, 0, s>>>(static_cast<float2*>(table), T, D, log(double(theta)));
+  rope_table_kernel<<<unsigned(blocks), 256, 0, s>>>(static_cast<float2*>(table), rows, D, log(double(theta)));
   RECIPE_CUDA_CHECK_LAUNCH("rope_table");
 }
 
 bool rope_table_fits(const void* qkv, int D) { return D % 16 == 0 && (reinterpret_cast<uintptr_t>(qkv) & 15u) == 0; }
 
-void rope_bf16_table(void* qkv, const void* table, const int32_t* pos, int B, int T, int Hq, int Hkv, int D,
-                     bool backward, cudaStream_t s) {
+void rope_bf16_table(void* qkv, const void* table, int rows, float theta, const int32_t* pos, int B, int T, int Hq,
+                     int Hkv, int D, bool backward, cudaStream_t s) {
   const int64_t total = int64_t(B) * T * (Hq + Hkv) * (D / 16);
   if (total <= 0) return;
   const int64_t blocks = std::min<int64_t>((total + 255) / 256, 1 << 20);
   rope_table_apply_kernel<<<unsigned(blocks), 256, 0, s>>>(static_cast<bf16*>(qkv), static_cast<const float2*>(table),
-                                                           pos, B, T, Hq, Hkv, D, backward);
+                                                           rows, log(double(theta)), pos, B, T, Hq, Hkv, D, backward);
   RECIPE_CUDA_CHECK_LAUNCH("rope");
 }
 
