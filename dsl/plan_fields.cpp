@@ -439,9 +439,8 @@ std::vector<FieldInfo> build_fields() {
                     "layers_per_stage)"));
   f.push_back(field(pa, "cp", &P::parallelism, &Par::cp,
                     "context-parallel size: each sample's tokens are split over cp ranks (load-balanced causal "
-                    "chunks, ring attention); needs seq_length % (2·cp) == 0; CPU ranks only in this version (on "
-                    "CUDA, where the ring's blocks run cuDNN's fused attention, it is refused: its GPU parity test "
-                    "fails)"));
+                    "chunks, ring attention); needs seq_length % (2·cp) == 0; on CUDA the ring's blocks run cuDNN's "
+                    "fused attention (kernels.attention=\"cudnn\", head_dim a multiple of 8 up to 256)"));
   f.push_back(field(pa, "dp", &P::parallelism, &Par::dp, "data-parallel size; 0 = world / (tp·pp·cp)"));
   f.push_back(field(pa, "sequence_parallel", &P::parallelism, &Par::sequence_parallel,
                     "Megatron sequence parallelism: the residual stream, norms and stage tensors hold N/tp token rows "

@@ -17,17 +17,9 @@ void check_context_parallel(ResolveContext& ctx) {
   if (cp <= 1 || ctx.bad_paths.count("parallelism.cp")) return;
   const std::string cps = "parallelism.cp=" + std::to_string(cp);
   if (p.trainer.device != plan::Device::cpu) {
-    // CP training on GPUs did not match one GPU on an H100 (the CUDA case of
-    // tests/core/parallel/test_context_parallel.cpp: losses agreed, parameters differed by up to
-    // 0.38 relative L2 after 20 steps). The causes found since (docs/architecture.md, "Context
-    // parallel") are fixed, but until that test and tests/kernels/cuda/test_cuda_attention_block.cpp
-    // and test_cuda_cp_positions.cpp pass on a device a CUDA CP plan is refused here.
-    ctx.violation("parallelism.cp",
-                  cps +
-                      " on CUDA: context parallelism does not train correctly on GPUs in this version (its GPU "
-                      "parity test against one GPU fails); available: context parallelism on CPU ranks "
-                      "(trainer.device=\"cpu\"), or parallelism.cp=1 on GPUs",
-                  "set parallelism.cp=1 (or trainer.device=\"cpu\")");
+    // CP on GPUs: tests/core/parallel/test_context_parallel.cpp's CUDA case (CP2, CP2×DP2, CP2×TP2
+    // against one GPU) and the CUDA block-attention and CP-position op tests pass on H100s
+    // (docs/performance.md, "Context parallelism on GPUs").
     if (p.kernels.attention == plan::Attention::fallback)
       ctx.violation("kernels.attention",
                     cps +
