@@ -56,8 +56,10 @@ if has scaling; then
   ab fp8-delayed "trainer.precision=fp8 fp8.scaling=delayed" "engine"
 fi
 if has accum; then
+  # ACCUM_VARIANTS picks among bf16 fp8 fp8-delayed (default all three); the 1B rows are not run.
   for v in "bf16-ga4|" "fp8-ga4|trainer.precision=fp8" "fp8-delayed-ga4|trainer.precision=fp8 fp8.scaling=delayed"; do
-    BUILD=$B OUT=$out/ab STEPS=${STEPS:-20} LAYERS_8B=${LAYERS_8B:-8} BATCHES_1B= LABEL=${v%%|*} \
+    [[ " ${ACCUM_VARIANTS:-bf16 fp8 fp8-delayed} " == *" ${v%%-ga4|*} "* ]] || continue
+    BUILD=$B OUT=$out/ab STEPS=${STEPS:-20} LAYERS_8B=${LAYERS_8B:-8} BATCHES_1B=" " LABEL=${v%%|*} \
       RECIPE_OVERRIDES="trainer.global_batch_size=4 ${v#*|}" bench/llama_bench.sh engine >"$out/ab-${v%%|*}.log" 2>&1
   done
 fi
