@@ -236,46 +236,50 @@ void Model::fp8_weight_pass(bool on, bool record_amax) {
     if (!c.frozen) c.valid = false;  // a frozen FP8-only weight is cast once, at load
 }
 
-void Model::stage_frozen_base() {
-  frozen_staged_.clear();
-  if (!s_.fp8_frozen || !fp8_buf_) return;
-  const ParamLayout& L = store_.layout();
+Model::StagedWeight Model::stage_frozen_weight(size_t i) const {
   const DType act = be_.act_dtype();
   const size_t es = kernels::dtype_size(act);
   constexpr Role roles[4] = {Role::qkv, Role::attention_out, Role::mlp_in, Role::mlp_out};
-  std::vector<StagedWeight> staged(fp8_weights_.size());
-  for (size_t i = 0; i < fp8_weights_.size(); ++i) {
-    if (!fp8_weights_[i].frozen) continue;
-    StagedWeight& sw = staged[i];
-    sw.values.resize(size_t(fp8_weights_[i].wq.numel()) * es);
-    char* dst = sw.values.data();
-    // A pack (q|k|v, gate|up) is one weight: its members' rows back to back, one amax for all.
-    for (const ParamSpec* p : L.bound(roles[i % 4], Part::weight, first_layer_ + int(i / 4))) {
-      const std::vector<float> v = store_.fp8_values(*p);                  // as the compute copy would hold them
-      for (const float x : v) sw.amax = std::fmax(sw.amax, std::fabs(x));  // as fp8_amax: NaN skipped
-      if (act == DType::f32) {
-        std::memcpy(dst, v.data(), v.size() * es);
-      } else {
-        auto* h = reinterpret_cast<kernels::bf16_t*>(dst);
-        for (size_t j = 0; j < v.size(); ++j) h[j] = kernels::f32_to_bf16(v[j]);
-      }
-      dst += v.size() * es;
+  StagedWeight sw;
+  sw.values.resize(size_t(fp8_weights_[i].wq.numel()) * es);
+  char* dst = sw.values.data();
+  // A pack (q|k|v, gate|up) is one weight: its members' rows back to back, one amax for all.
+  for (const ParamSpec* p : store_.layout().bound(roles[i % 4], Part::weight, first_layer_ + int(i / 4))) {
+    const std::vector<float> v = store_.fp8_values(*p);                  // as the compute copy would hold them
+    for (const float x : v) sw.amax = std::fmax(sw.amax, std::fabs(x));  // as fp8_amax: NaN skipped
+    if (act == DType::f32) {
+      std::memcpy(dst, v.data(), v.size() * es);
+    } else {
+      auto* h = reinterpret_cast<kernels::bf16_t*>(dst);
+      for (size_t j = 0; j < v.size(); ++j) h[j] = kernels::f32_to_bf16(v[j]);
     }
+    dst += v.size() * es;
   }
+  return sw;
+}
+
+void Model::stage_frozen_base() {
+  frozen_staged_.clear();
+  if (!s_.fp8_frozen || !fp8_buf_) return;
+  std::vector<StagedWeight> staged(fp8_weights_.size());
+  for (size_t i = 0; i < fp8_weights_.size(); ++i)
+    if (fp8_weights_[i].frozen) staged[i] = stage_frozen_weight(i);
   frozen_staged_ = std::move(staged);
 }
 
 // Through the w_t scratch (free now: no backward runs) in blocks of whole rows: the cast is
 // element-wise once the amax is known, so the blocks give the bytes one whole-tensor cast would.
+// Without a staged set (the seeded init, which cannot fail on one rank alone) one weight at a time,
+// so the host holds one weight's values, not the chunk's.
 void Model::quantize_frozen_base() {
   if (!s_.fp8_frozen || !fp8_buf_) return;
-  if (frozen_staged_.empty()) stage_frozen_base();
+  const bool staged = !frozen_staged_.empty();
   const DType act = be_.act_dtype();
   const int64_t es = int64_t(kernels::dtype_size(act));
   for (size_t i = 0; i < fp8_weights_.size(); ++i) {
     Fp8WeightCache& c = fp8_weights_[i];
     if (!c.frozen) continue;
-    const StagedWeight& sw = frozen_staged_[i];
+    const StagedWeight sw = staged ? std::move(frozen_staged_[i]) : stage_frozen_weight(i);
     const Tensor amax = c.stats.rows(0, 1), scale_inv = c.stats.rows(4, 1);  // cells 0 and 1 (linear_fp8.cpp)
     be_.from_host(amax, &sw.amax);
     tp_group_.max(amax);  // W is sharded whenever TP is on

@@ -155,8 +155,9 @@ class Model {
   // and cast exactly as a per-pass cast of the compute copy would (Linear::fp8_weight), so the
   // GEMMs read the same bytes. Two phases, so that a failed read never leaves TP peers waiting in
   // a collective: stage (host only, may throw: the values in the compute dtype and their local
-  // amaxes) and quantize (the TP max and the casts; stages first if nothing is staged). After
-  // every initialization or load of the base; nothing to do without such weights.
+  // amaxes) and quantize (the TP max and the casts; without a staged set it reads each weight just
+  // before its cast, so the host holds one weight at a time). After every initialization or load
+  // of the base; nothing to do without such weights.
   void stage_frozen_base();
   void quantize_frozen_base();
   // The weights hook (if set) is called by forward with each ParamSpec::ready_phase value of this
@@ -278,7 +279,8 @@ class Model {
     float amax = 0.f;
   };
   std::vector<StagedWeight> frozen_staged_;
-  std::vector<int64_t> first_rows_;  // per slot (set_first_token)
+  StagedWeight stage_frozen_weight(size_t i) const;  // fp8_weights_[i]'s values from the store's source
+  std::vector<int64_t> first_rows_;                  // per slot (set_first_token)
   void* arena_ = nullptr;
   size_t arena_bytes_ = 0;
   std::vector<ArenaEntry> arena_entries_;

@@ -144,7 +144,7 @@ TEST_CASE("fp8: LoRA holds the FP8 linears' base weights in FP8 alone (peft.base
   const int64_t per_layer = 64 * 192 + 64 * 64 + 64 * 256 + 256 * 64;
   CHECK(plan::fp8_frozen_weight_numel(held.plan) == per_layer);
   CHECK(plan::fp8_weight_cache_bytes(held.plan) == 4 * 256);
-  CHECK(plan::fp8_scratch_bytes(held.plan) == plan::fp8_scratch_bytes(cast.plan) + 64 * 256);
+  CHECK(plan::fp8_scratch_bytes(held.plan) == plan::fp8_scratch_bytes(cast.plan) + int64_t(64) * 256);
   const int64_t layers = held.plan.model.num_layers;
   CHECK(cast.plan.memory.weights - held.plan.memory.weights == layers * 3 * per_layer);
   CHECK(held.plan.memory.activations - cast.plan.memory.activations == 64 * 256);

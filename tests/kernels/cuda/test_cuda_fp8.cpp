@@ -152,7 +152,8 @@ TEST_CASE("cuda fp8 transpose equals the CPU reference and the transposed cast b
           doctest::skip(!has_gpu())) {
   const std::pair<int64_t, int64_t> shapes[] = {{64, 64}, {16, 48}, {1024, 4096 + 16}, {80, 208}, {20, 36}, {33, 24}};
   uint32_t seed = 300;
-  for (const auto& [rows, cols] : shapes) {
+  for (const auto& shape : shapes) {
+    const int64_t rows = shape.first, cols = shape.second;
     CAPTURE(rows);
     CAPTURE(cols);
     Rng r(seed++);
