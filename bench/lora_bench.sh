@@ -3,11 +3,13 @@
 # and the transformers + peft twin (bench/lora_twin.py, eager and torch.compile) at the Llama 3 8B
 # shape (random frozen bf16 base), rank 16, seq 4096, micro-batch 1, same protocol as the other
 # benchmarks (one fixed batch, mean step time after 10 warm-up steps), one table per adapter set.
-#   bench/lora_bench.sh [build] [engine] [engine-fp8] [engine-packed] [twin] [report]
+#   bench/lora_bench.sh [build] [engine] [engine-fp8] [engine-fp8-cast] [engine-packed] [twin] [report]
 #     build          configure + build recipe in $BUILD (default /tmp/lora-bench/build)
 #     engine         recipe finetune with adapters on qkv and on all linears (mock data, one sample
 #                    per sequence); RECOMPUTE_NONE=1 adds rows with trainer.recompute=none
-#     engine-fp8     the engine rows again with trainer.precision=fp8 (the frozen base in FP8)
+#     engine-fp8     the engine rows again with trainer.precision=fp8 (the frozen base held only in
+#                    FP8, peft.base_fp8_only's default)
+#     engine-fp8-cast  the same with peft.base_fp8_only=false (bf16 base cast to FP8 every step)
 #     engine-packed  both adapter sets on packed chat data (synthetic conversations, byte tokenizer,
 #                    data.kind=sft data.pack=true): samples of 200-2000 tokens, several per sequence
 #     twin           transformers + peft, $MODES (eager,compile), qkv and all linears
@@ -69,6 +71,11 @@ for stage in "$@"; do
     engine-fp8)  # the frozen base's GEMMs in FP8 (trainer.precision=fp8), the adapters in bf16
       engine_run lora-qkv fp8 'peft.target_modules=["qkv"]' data.fixed_batch=true trainer.precision=fp8
       engine_run lora-all fp8 peft.target_modules=all-linear data.fixed_batch=true trainer.precision=fp8 ;;
+    engine-fp8-cast)  # the bf16 base kept and cast to FP8 every step (peft.base_fp8_only=false)
+      engine_run lora-qkv fp8-cast 'peft.target_modules=["qkv"]' data.fixed_batch=true trainer.precision=fp8 \
+        peft.base_fp8_only=false
+      engine_run lora-all fp8-cast peft.target_modules=all-linear data.fixed_batch=true trainer.precision=fp8 \
+        peft.base_fp8_only=false ;;
     engine-packed)
       data=/tmp/lora-bench/chat
       mkdir -p "$data"

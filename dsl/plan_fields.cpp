@@ -492,6 +492,11 @@ std::vector<FieldInfo> build_fields() {
   f.push_back(field(pe, "target_modules", &P::peft, &Pe::target_modules,
                     "linears that get adapters: qkv, proj, fc1, fc2; HF names q_proj+k_proj+v_proj (together), "
                     "o_proj, gate_proj+up_proj (together), down_proj, c_attn, c_proj, c_fc; or all-linear"));
+  f.push_back(field(pe, "base_fp8_only", &P::peft, &Pe::base_fp8_only,
+                    "with trainer.precision=fp8: hold the frozen base weight of each FP8 linear (fp8.linears) only "
+                    "in FP8, quantized once when the base is initialized or loaded (1 byte per parameter instead "
+                    "of a bf16 copy plus FP8 casts); the same GEMM operands bit for bit; false keeps the bf16 base "
+                    "and casts it every step; no effect without LoRA or FP8"));
 
   const char* e = "executor";
   f.push_back(field(e, "kind", &P::executor, &E::kind, "how ranks are started"));

@@ -92,6 +92,12 @@ void check_shapes(ResolveContext& ctx, unsigned mask) {
 
 void check_fp8(ResolveContext& ctx) {
   const plan::Plan& p = ctx.plan();
+  // peft.base_fp8_only acts on the frozen base of a LoRA fine-tune in FP8 and on nothing else.
+  if (ctx.was_set("peft.base_fp8_only") && p.peft.base_fp8_only &&
+      (p.trainer.precision != plan::Precision::fp8 || p.peft.kind != plan::PeftKind::lora))
+    ctx.warn(
+        "peft.base_fp8_only=true has no effect: it holds the frozen base of a LoRA fine-tune (peft.kind=\"lora\") "
+        "with trainer.precision=\"fp8\" in FP8, and this plan has no such base");
   if (p.trainer.precision != plan::Precision::fp8 || ctx.bad_paths.count("trainer.precision")) {
     for (const char* key : {"fp8.scaling", "fp8.amax_history_len", "fp8.amax_compute", "fp8.forward_format",
                             "fp8.backward_format", "fp8.linears"})

@@ -369,6 +369,10 @@ class Backend {
   virtual void fp8_amax(Tensor amax, Tensor x);
   virtual void fp8_quantize(const Fp8QuantizeArgs& a);
   virtual void fp8_amax_history(const Fp8AmaxHistoryArgs& a);
+  // out[c, r] = inp[r, c]: an FP8 matrix inp [rows, cols] copied transposed into out [cols, rows]
+  // (bytes as they are, same format; the inverse scale is unchanged). The K-major copy of a
+  // weight held only in FP8 that the input-gradient GEMM reads (core/model/linear.hpp).
+  virtual void fp8_transpose(Tensor out, Tensor inp);
   virtual void fp8_linear_fwd(const Fp8LinearFwdArgs& a);
   virtual void fp8_linear_bwd(const Fp8LinearBwdArgs& a);
 

@@ -35,11 +35,20 @@ struct Fp8LinearShape {
 // The four block linears of the plan's model on one TP rank (whether or not they run in FP8).
 std::vector<Fp8LinearShape> block_linear_shapes(const Plan& plan);
 
+// The FP8 linears whose weight is a frozen base held only in FP8 (peft.base_fp8_only with
+// peft.kind = lora: every base weight is frozen): their bf16 copy does not exist, and each one's
+// FP8 bytes are the parameter itself (core/model/linear.hpp). 0 unless that applies.
+unsigned fp8_frozen_linears(const Plan& plan);
+// Elements of those weights in one layer on one TP rank (held at 1 byte each, not 2).
+int64_t fp8_frozen_weight_numel(const Plan& plan);
+
 // Bytes of the FP8 scratch each model chunk allocates (core/model/linear.hpp, Fp8Scratch): the
-// quantized operands of whichever FP8 linear runs now, shared by all of them. 0 without FP8.
+// quantized operands of whichever FP8 linear runs now, shared by all of them, and with FP8-only
+// frozen weights the transpose of the one whose input gradient runs now. 0 without FP8.
 int64_t fp8_scratch_bytes(const Plan& plan);
 // Bytes of one layer's FP8 weight caches (Fp8WeightCache: each FP8 linear's weight cast once per
-// step, as stored and transposed). 0 without FP8.
+// step, as stored and transposed; only the amax and scale cells of an FP8-only frozen weight,
+// whose bytes are the parameter). 0 without FP8.
 int64_t fp8_weight_cache_bytes(const Plan& plan);
 // Per layer, delayed scaling's state (fp8.scaling = "delayed"; 0 otherwise): 12 tensors (4 linears
 // × x, W, dy), each an amax history of fp8.amax_history_len floats and two 16-byte cells.

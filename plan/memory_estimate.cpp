@@ -201,6 +201,10 @@ MemoryEstimate estimate_stage_memory(const Plan& plan, int stage) {
     e.weights = (lora ? params * 2 + trainable * 6 : params * 6);
   else
     e.weights = (lora ? params + trainable : params) * 4;
+  // peft.base_fp8_only: the FP8 linears' frozen weights are held in FP8 alone, 1 byte per element
+  // in place of the compute copy's 2 (CPU: 4).
+  const int64_t fp8_frozen = layers * fp8_frozen_weight_numel(plan);
+  e.weights -= fp8_frozen * ((bf16 ? 2 : 4) - 1);
   e.gradients = trainable * 4;
   // bf16 DP reduction: a bf16 copy of every bucket in flight (core/train/grad_sync.hpp).
   if (par.grad_reduce_bf16 && dp > 1) e.gradients += trainable * 2;

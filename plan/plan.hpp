@@ -178,6 +178,9 @@ struct PeftConfig {
   double dropout = 0.0;                     // on the adapter input in training (core/model/linear.hpp)
   bool use_rslora = false;                  // scale alpha/sqrt(rank) instead of alpha/rank
   std::vector<std::string> target_modules;  // e.g. {"qkv", "proj", "fc1", "fc2"}; see plan/lora.hpp
+  // With trainer.precision = fp8: the frozen base weight of each FP8 linear is held only in FP8
+  // (quantized once at init/load, no bf16 copy; core/model/linear.hpp). No effect otherwise.
+  bool base_fp8_only = true;
 };
 
 struct ExecutorConfig {

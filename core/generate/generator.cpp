@@ -22,6 +22,7 @@ ModelShape generation_shape(const plan::Plan& plan, int capacity) {
   s.packed = false;
   s.sequence_parallel = 1;      // one rank decodes, whatever layout trained the checkpoint
   s.classifier_chunk_rows = 1;  // the training arena's logits chunk; the decoder has its own row
+  s.fp8_frozen = 0;
   s.fp8_linears = 0;  // decoding runs bf16: its row counts are no multiples of 16, and FP8 pays off in training
   return s;
 }

@@ -34,30 +34,37 @@ void init_values(const ParamSpec& p, uint64_t seed, int64_t first, int64_t count
   }
 }
 
+namespace {
+
+// Values of [first, first+count) into out, split over threads when large (normal draws cost ~20 ns
+// each; the values do not depend on the split).
+void init_range(const ParamSpec& p, uint64_t seed, int64_t first, int64_t count, float* out) {
+  const unsigned hw = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
+  const int64_t nthreads = p.init == InitKind::zeros || p.init == InitKind::ones || count < 65536 ? 1 : int64_t(hw);
+  if (nthreads == 1) return init_values(p, seed, first, count, out);
+  std::vector<std::thread> pool;
+  const int64_t per = (count + nthreads - 1) / nthreads;
+  for (int64_t t = 0; t < nthreads; ++t) {
+    const int64_t b = t * per, n = std::min(per, count - b);
+    if (n <= 0) break;
+    pool.emplace_back([&, b, n] { init_values(p, seed, first + b, n, out + b); });
+  }
+  for (auto& th : pool) th.join();
+}
+
+}  // namespace
+
 void init_params(ParamStore& store, uint64_t seed) {
   kernels::Backend& be = store.backend();
   constexpr int64_t kChunk = int64_t(1) << 20;
   std::vector<float> host(static_cast<size_t>(kChunk));
-  const unsigned hw = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
 
   be.zero(store.master());  // alignment gaps stay zero
   for (const ParamSpec& p : store.layout().params) {
+    if (p.fp8) continue;  // held only in FP8: the Model quantizes it from the source set below
     for (int64_t first = 0; first < p.numel; first += kChunk) {
       const int64_t count = std::min(kChunk, p.numel - first);
-      // Normal draws cost ~20 ns each: split large chunks over threads (values do not depend on it).
-      const int64_t nthreads = p.init == InitKind::zeros || p.init == InitKind::ones || count < 65536 ? 1 : int64_t(hw);
-      if (nthreads == 1) {
-        init_values(p, seed, first, count, host.data());
-      } else {
-        std::vector<std::thread> pool;
-        const int64_t per = (count + nthreads - 1) / nthreads;
-        for (int64_t t = 0; t < nthreads; ++t) {
-          const int64_t b = t * per, n = std::min(per, count - b);
-          if (n <= 0) break;
-          pool.emplace_back([&, b, n] { init_values(p, seed, first + b, n, host.data() + b); });
-        }
-        for (auto& th : pool) th.join();
-      }
+      init_range(p, seed, first, count, host.data());
       // A frozen tensor (LoRA base) has no master: it is written into the compute copy directly.
       if (p.trainable || store.compute_is_master())
         be.from_host(store.master_span(p.offset + first, count), host.data());
@@ -65,6 +72,7 @@ void init_params(ParamStore& store, uint64_t seed) {
         store.compute_from_host(p.offset + first, count, host.data());
     }
   }
+  store.set_fp8_source([seed](const ParamSpec& p, float* out) { init_range(p, seed, 0, p.numel, out); });
   store.sync_compute();
   store.zero_grads();
   be.zero(store.adam_m());

@@ -13,7 +13,9 @@ namespace recipe::core {
 void init_values(const ParamSpec& p, uint64_t seed, int64_t first, int64_t count, float* out);
 
 // Fills every parameter's master weights, refreshes the compute copy, zeroes grads and Adam state.
-// Host staging is chunked (a few MiB), so any model size works without a host copy of it.
+// Host staging is chunked (a few MiB), so any model size works without a host copy of it. The
+// FP8 region (frozen weights held only in FP8) is not written: init_params registers the seeded
+// init as its source (ParamStore::set_fp8_source), which Model::quantize_frozen_base reads.
 void init_params(ParamStore& store, uint64_t seed);
 
 }  // namespace recipe::core

@@ -36,6 +36,22 @@
 //   inverse scale of x (cells 0, 1) and dy (4, 5); the weight's pair is in its Fp8WeightCache.
 //   cuBLASLt refuses (NOT_SUPPORTED, at the matmul, not at the heuristic) an A/B scale pointer
 //   that is not 16-byte aligned, hence the cells.
+//   w_t [max in·out]: only with FP8-only frozen weights (below), the transpose of one.
+//
+// A frozen weight held only in FP8 (LoRA's base with peft.base_fp8_only, ModelShape::fp8_frozen).
+// A LoRA base never changes, so its per-pass cast is the same every pass: it is done once, when the
+// base is initialized or loaded (Model::quantize_frozen_base), and the bytes ARE the parameter (the
+// ParamStore's FP8 region, param_layout.hpp); no compute-dtype copy of the weight exists. Per such
+// linear: out·in bytes (wq [out, in], what the forward GEMM reads) plus its two cells, instead of
+// 2·out·in bytes of compute copy and 2·out·in of cache. The cast is the per-pass one: amax of the
+// whole weight (max-reduced over TP), scale = max / amax, so the GEMMs read the bytes the bf16 path
+// would have cast, bit for bit. Delayed scaling: a history of a constant amax gives that same
+// scale (max and most_recent alike, and its first step is current scaling anyway), so the weight
+// simply keeps its current-scaling cast and its role's history stays unused (zero). The input-
+// gradient GEMM needs W K-major over out: right before it, fp8_transpose writes wtq [in, out]
+// into Fp8Scratch::w_t, shared by every linear (a byte copy: no rounding, the same bytes the cast
+// of the transpose gives). The weights' values themselves (to write the base into a checkpoint)
+// come from where the base came from (ParamStore::fp8_values).
 // Under TP an operand sharded over the group (W always; x of a row-parallel linear; dy of a
 // column-parallel one) takes the amax of the whole tensor: its local amax is max-reduced over the
 // group (a one-float all-reduce) before the cast, so every rank uses the scale a single rank
@@ -216,6 +232,7 @@ struct SequenceParallelScratch {
 // scales, and the formats.
 struct Fp8Scratch {
   kernels::Tensor x, g, g_t;  // raw bytes (numel = capacity in elements of one byte)
+  kernels::Tensor w_t;        // raw bytes: an FP8-only frozen weight's transpose (undefined without)
   kernels::Tensor stats;      // f32 [64]: 16-byte cells, see above
   kernels::DType fwd = kernels::DType::e4m3, bwd = kernels::DType::e5m2;
   bool fast_accum_forward = true;  // fp8.fast_accum_forward
@@ -238,10 +255,13 @@ struct Fp8DelayedCells {
 
 // One FP8 linear's weight in the forward format, as stored and transposed, with its amax and
 // inverse scale (cells 0 and 1, 16 bytes each); `valid` (host side) says they hold this pass's W.
+// frozen: the weight is held only in FP8 (see the top of the file): wq is the parameter itself,
+// cast once (valid from then on), and wtq is undefined (the backward transposes wq into w_t).
 struct Fp8WeightCache {
   kernels::Tensor wq, wtq;  // [out, in], [in, out] in the forward format
   kernels::Tensor stats;    // f32 [8]
   bool valid = false;
+  bool frozen = false;
 };
 
 // The tensor-parallel group as a linear sees it. size 1 (comm may be null): no TP, every

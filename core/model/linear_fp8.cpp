@@ -55,6 +55,11 @@ void Linear::fp8_cast(Tensor src, Tensor out, Tensor out_t, Tensor stats, int sl
 
 const Fp8WeightCache& Linear::fp8_weight() const {
   Fp8WeightCache& c = *fp8_w_;
+  if (c.frozen) {  // held only in FP8: cast once, when the base was initialized or loaded
+    if (!c.valid)
+      throw std::logic_error("Linear: an FP8-only frozen weight is read before Model::quantize_frozen_base");
+    return c;
+  }
   if (!c.valid || !fp8_->cache_weights) {
     fp8_cast(w_.w, c.wq, c.wtq, c.stats, kW, tp_.size > 1, fp8_w, true);  // W is sharded whenever TP is on
     c.valid = true;
@@ -90,6 +95,11 @@ void Linear::fp8_affine_bwd(const LinearBwd& a, Tensor dbias, Tensor dinp_sum) c
   const Tensor gtq = need_dw ? typed(s.g_t, s.bwd, out, n) : Tensor();
   if (need_dinp || need_dw) fp8_cast(a.dout, gq, gtq, s.stats, kG, !row_parallel_, fp8_dy, true);
   const Fp8WeightCache* w = need_dinp ? &fp8_weight() : nullptr;
+  Tensor weight_t = w ? w->wtq : Tensor();
+  if (w && w->frozen) {  // the K-major copy the dinp GEMM reads, into the shared scratch
+    weight_t = typed(s.w_t, w->wq.dtype, in, out);
+    be_->fp8_transpose(weight_t, w->wq);
+  }
   Tensor xtq;
   if (need_dw) {
     xtq = typed(s.x, s.fwd, in, n);
@@ -104,7 +114,7 @@ void Linear::fp8_affine_bwd(const LinearBwd& a, Tensor dbias, Tensor dinp_sum) c
                        .dout_fp8 = gq,
                        .dout_t = gtq,
                        .dout_scale_inv = cell(s.stats, kG + 1),
-                       .weight_t = w ? w->wtq : Tensor(),
+                       .weight_t = weight_t,
                        .weight_scale_inv = w ? cell(w->stats, kW + 1) : Tensor(),
                        .inp_t = xtq,
                        .inp_scale_inv = cell(s.stats, kX + 1)});

@@ -1,6 +1,8 @@
 #include "core/model/model.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -149,9 +151,12 @@ Model::~Model() {
 // One set of FP8 operand buffers for all FP8 linears of this model chunk, sized for the widest,
 // and per FP8 linear its weight cache (the layout is in linear.hpp; plan/fp8.cpp's
 // fp8_scratch_bytes and fp8_weight_cache_bytes, which the memory estimate counts, mirror it).
+// An FP8-only frozen weight (peft.base_fp8_only) is a parameter already in FP8: its cache holds the
+// cells alone, and one w_t scratch, sized for the largest, receives the transpose of whichever
+// one's input gradient runs.
 void Model::alloc_fp8_scratch() {
   if (!s_.fp8_linears || w_.layers.empty()) return;
-  int64_t in = 0, out = 0, cache = 0;
+  int64_t in = 0, out = 0, cache = 0, frozen_max = 0;
   const LayerParams& lp = w_.layers.front();
   const std::pair<const LinearTensors*, unsigned> linears[] = {
       {&lp.qkv, lora_qkv}, {&lp.proj, lora_proj}, {&lp.fc_in, lora_mlp_in}, {&lp.fc_out, lora_mlp_out}};
@@ -161,7 +166,9 @@ void Model::alloc_fp8_scratch() {
     if (!(s_.fp8_linears & bit)) continue;
     in = std::max(in, t->w.dim(1));
     out = std::max(out, t->w.dim(0));
-    cache += 2 * a(t->w.numel()) + kStatsBytes;
+    const bool frozen = (s_.fp8_frozen & bit) != 0;
+    cache += (frozen ? 0 : 2 * a(t->w.numel())) + kStatsBytes;
+    if (frozen) frozen_max = std::max(frozen_max, t->w.numel());
   }
   const int64_t layers = int64_t(w_.layers.size());
   // Delayed scaling: per layer 4 linears × 3 roles, each an H-step history and two 16-byte cells
@@ -169,7 +176,7 @@ void Model::alloc_fp8_scratch() {
   // buffer, reduced over the groups as one (fp8_end_step).
   const int64_t H = s_.fp8_history_len, T = H > 0 ? layers * kFp8TensorsPerLayer : 0;
   const int64_t delayed = H > 0 ? 2 * a(T * 16) + a(T * H * 4) : 0;
-  fp8_buf_ = be_.alloc(size_t(a(N_ * in) + 2 * a(N_ * out) + kStatsBytes + layers * cache + delayed));
+  fp8_buf_ = be_.alloc(size_t(a(N_ * in) + 2 * a(N_ * out) + kStatsBytes + a(frozen_max) + layers * cache + delayed));
   char* p = static_cast<char*>(fp8_buf_);
   auto take = [&](DType dt, int64_t n) {
     Tensor t(p, dt, be_.device(), {n});
@@ -180,6 +187,7 @@ void Model::alloc_fp8_scratch() {
   fp8_.g = take(DType::e4m3, N_ * out);
   fp8_.g_t = take(DType::e4m3, N_ * out);
   fp8_.stats = take(DType::f32, kStatsBytes / 4);  // 16-byte cells (linear.hpp)
+  if (frozen_max > 0) fp8_.w_t = take(DType::e4m3, frozen_max);
   fp8_.fwd = DType::e4m3;
   fp8_.bwd = s_.fp8_grad_e5m2 ? DType::e5m2 : DType::e4m3;
   fp8_.fast_accum_forward = s_.fp8_fast_accum_forward;
@@ -192,8 +200,13 @@ void Model::alloc_fp8_scratch() {
       if (!(s_.fp8_linears & lin[k].second)) continue;
       const Tensor& wt = lin[k].first->w;
       Fp8WeightCache& c = fp8_weights_[size_t(l * 4 + k)];
-      c.wq = take(fp8_.fwd, wt.numel()).view({wt.dim(0), wt.dim(1)});
-      c.wtq = take(fp8_.fwd, wt.numel()).view({wt.dim(1), wt.dim(0)});
+      c.frozen = (s_.fp8_frozen & lin[k].second) != 0;
+      if (c.frozen) {
+        c.wq = wt;  // the parameter's own FP8 bytes (ParamStore's FP8 region)
+      } else {
+        c.wq = take(fp8_.fwd, wt.numel()).view({wt.dim(0), wt.dim(1)});
+        c.wtq = take(fp8_.fwd, wt.numel()).view({wt.dim(1), wt.dim(0)});
+      }
       c.stats = take(DType::f32, kStatsBytes / 4);
     }
   }
@@ -219,7 +232,68 @@ void Model::alloc_fp8_scratch() {
 void Model::fp8_weight_pass(bool on, bool record_amax) {
   fp8_.cache_weights = on;
   fp8_.record_amax = on && record_amax;
-  for (Fp8WeightCache& c : fp8_weights_) c.valid = false;
+  for (Fp8WeightCache& c : fp8_weights_)
+    if (!c.frozen) c.valid = false;  // a frozen FP8-only weight is cast once, at load
+}
+
+Model::StagedWeight Model::stage_frozen_weight(size_t i) const {
+  const DType act = be_.act_dtype();
+  const size_t es = kernels::dtype_size(act);
+  constexpr Role roles[4] = {Role::qkv, Role::attention_out, Role::mlp_in, Role::mlp_out};
+  StagedWeight sw;
+  sw.values.resize(size_t(fp8_weights_[i].wq.numel()) * es);
+  char* dst = sw.values.data();
+  // A pack (q|k|v, gate|up) is one weight: its members' rows back to back, one amax for all.
+  for (const ParamSpec* p : store_.layout().bound(roles[i % 4], Part::weight, first_layer_ + int(i / 4))) {
+    const std::vector<float> v = store_.fp8_values(*p);                  // as the compute copy would hold them
+    for (const float x : v) sw.amax = std::fmax(sw.amax, std::fabs(x));  // as fp8_amax: NaN skipped
+    if (act == DType::f32) {
+      std::memcpy(dst, v.data(), v.size() * es);
+    } else {
+      auto* h = reinterpret_cast<kernels::bf16_t*>(dst);
+      for (size_t j = 0; j < v.size(); ++j) h[j] = kernels::f32_to_bf16(v[j]);
+    }
+    dst += v.size() * es;
+  }
+  return sw;
+}
+
+void Model::stage_frozen_base() {
+  frozen_staged_.clear();
+  if (!s_.fp8_frozen || !fp8_buf_) return;
+  std::vector<StagedWeight> staged(fp8_weights_.size());
+  for (size_t i = 0; i < fp8_weights_.size(); ++i)
+    if (fp8_weights_[i].frozen) staged[i] = stage_frozen_weight(i);
+  frozen_staged_ = std::move(staged);
+}
+
+// Through the w_t scratch (free now: no backward runs) in blocks of whole rows: the cast is
+// element-wise once the amax is known, so the blocks give the bytes one whole-tensor cast would.
+// Without a staged set (the seeded init, which cannot fail on one rank alone) one weight at a time,
+// so the host holds one weight's values, not the chunk's.
+void Model::quantize_frozen_base() {
+  if (!s_.fp8_frozen || !fp8_buf_) return;
+  const bool staged = !frozen_staged_.empty();
+  const DType act = be_.act_dtype();
+  const int64_t es = int64_t(kernels::dtype_size(act));
+  for (size_t i = 0; i < fp8_weights_.size(); ++i) {
+    Fp8WeightCache& c = fp8_weights_[i];
+    if (!c.frozen) continue;
+    const StagedWeight sw = staged ? std::move(frozen_staged_[i]) : stage_frozen_weight(i);
+    const Tensor amax = c.stats.rows(0, 1), scale_inv = c.stats.rows(4, 1);  // cells 0 and 1 (linear_fp8.cpp)
+    be_.from_host(amax, &sw.amax);
+    tp_group_.max(amax);  // W is sharded whenever TP is on
+    const int64_t out = c.wq.dim(0), in = c.wq.dim(1), block = fp8_.w_t.numel() / (es * in);
+    if (block < 1) throw std::logic_error("Model: the FP8 transpose scratch cannot hold one weight row");
+    for (int64_t r = 0; r < out; r += block) {
+      const int64_t n = std::min(block, out - r);
+      const Tensor staging(fp8_.w_t.ptr, act, be_.device(), {n, in});
+      be_.from_host(staging, sw.values.data() + size_t(r * in * es));
+      be_.fp8_quantize({.out = c.wq.rows(r, n), .scale_inv = scale_inv, .inp = staging, .amax = amax, .cols = in});
+    }
+    c.valid = true;
+  }
+  frozen_staged_.clear();
 }
 
 void Model::fp8_end_step(const std::vector<Comm*>& groups) {
@@ -261,8 +335,9 @@ Model::Params Model::bind_params(bool grads, const LayerChunk& chunk) const {
       next += p->numel;
       rows += p->local_shape[0];
     }
-    Tensor t = grads ? store_.grad_span(ps[0]->offset, next - ps[0]->offset)
-                     : store_.compute_span(ps[0]->offset, next - ps[0]->offset);
+    Tensor t = grads        ? store_.grad_span(ps[0]->offset, next - ps[0]->offset)
+               : ps[0]->fp8 ? store_.fp8_span(ps[0]->offset, next - ps[0]->offset)
+                            : store_.compute_span(ps[0]->offset, next - ps[0]->offset);
     return part == Part::bias ? t : t.view({rows, ps[0]->local_shape[1]});
   };
   using R = Role;

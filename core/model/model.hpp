@@ -149,6 +149,17 @@ class Model {
   // step casts with them.
   void fp8_history_restored();
   int first_layer() const { return first_layer_; }
+  // peft.base_fp8_only: casts this chunk's FP8-only frozen weights (ParamSpec::fp8) into their FP8
+  // bytes, once, from the values the ParamStore's source gives (the seeded init or the checkpoint
+  // the base was loaded from): amax over the whole weight (max-reduced over the TP group), scale
+  // and cast exactly as a per-pass cast of the compute copy would (Linear::fp8_weight), so the
+  // GEMMs read the same bytes. Two phases, so that a failed read never leaves TP peers waiting in
+  // a collective: stage (host only, may throw: the values in the compute dtype and their local
+  // amaxes) and quantize (the TP max and the casts; without a staged set it reads each weight just
+  // before its cast, so the host holds one weight at a time). After every initialization or load
+  // of the base; nothing to do without such weights.
+  void stage_frozen_base();
+  void quantize_frozen_base();
   // The weights hook (if set) is called by forward with each ParamSpec::ready_phase value of this
   // chunk right before it first reads that phase's weights, in forward order (descending: the
   // embeddings, the layers bottom-up, then 0 before the final norm and the classifier). ZeRO-1
@@ -261,7 +272,15 @@ class Model {
   } fp8_hist_;                              // delayed scaling (undefined otherwise)
   std::vector<Fp8DelayedCells> fp8_cells_;  // [layer·4 + linear], views of fp8_hist_
   void* fp8_buf_ = nullptr;
-  std::vector<int64_t> first_rows_;  // per slot (set_first_token)
+  // stage_frozen_base's result per FP8-only frozen weight ([layer·4 + linear]; empty: none staged):
+  // its values in the compute dtype (raw bytes) and their local amax.
+  struct StagedWeight {
+    std::vector<char> values;
+    float amax = 0.f;
+  };
+  std::vector<StagedWeight> frozen_staged_;
+  StagedWeight stage_frozen_weight(size_t i) const;  // fp8_weights_[i]'s values from the store's source
+  std::vector<int64_t> first_rows_;                  // per slot (set_first_token)
   void* arena_ = nullptr;
   size_t arena_bytes_ = 0;
   std::vector<ArenaEntry> arena_entries_;

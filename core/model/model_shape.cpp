@@ -53,6 +53,7 @@ ModelShape model_shape(const plan::Plan& plan) {
   }
 
   s.fp8_linears = plan::fp8_linears(plan).mask;
+  s.fp8_frozen = plan::fp8_frozen_linears(plan);
   s.fp8_grad_e5m2 = plan.fp8.backward_format == plan::Fp8Format::e5m2;
   s.fp8_fast_accum_forward = plan.fp8.fast_accum_forward;
   if (s.fp8_linears && plan.fp8.scaling == plan::Fp8Scaling::delayed) {

@@ -57,7 +57,7 @@ class Builder {
   void set_phase(int phase) { phase_ = phase; }
 
   void add(const TensorDecl& d, int layer, std::vector<int64_t> shape, ShardRange shard, bool decay, double std,
-           bool trainable) {
+           bool trainable, bool fp8 = false) {
     const InitKind init = d.init;
     ParamSpec p;
     p.name = tensor_name(d, layer);
@@ -83,6 +83,7 @@ class Builder {
         (init == InitKind::normal || init == InitKind::normal_output || init == InitKind::kaiming_uniform) ? std : 0.0;
     p.ready_phase = phase_;
     p.trainable = trainable;
+    p.fp8 = fp8;
     layout_.params.push_back(std::move(p));
   }
   int64_t cursor() const { return cursor_; }
@@ -172,13 +173,22 @@ ParamLayout build_param_layout(const ModelShape& s, const plan::OptimizerConfig&
   // One group: its embedding rows, then layer by layer its layer rows, then its head rows, each
   // in table order. A row starts a new pack unless the row laid out just before it has the same
   // role and part in the same layer. The two decay groups hold the trainable rows, the frozen
-  // group the others (LoRA's base).
-  enum class Group { decay, no_decay, frozen };
+  // group the others (LoRA's base), the FP8-only frozen weights (ModelShape::fp8_frozen) last.
+  enum class Group { decay, no_decay, frozen, frozen_fp8 };
+  auto fp8_only = [&](const TensorDecl& d) {
+    if (d.part != Part::weight || trainable(d, s)) return false;
+    const unsigned bit = d.role == Role::qkv             ? lora_qkv
+                         : d.role == Role::attention_out ? lora_proj
+                         : d.role == Role::mlp_in        ? lora_mlp_in
+                         : d.role == Role::mlp_out       ? lora_mlp_out
+                                                         : 0u;
+    return (s.fp8_frozen & bit) != 0;
+  };
   auto lay_group = [&](Group group) {
     const bool decay_group = group == Group::decay;
     auto in_group = [&](const TensorDecl& d) {
-      if (!trainable(d, s)) return group == Group::frozen;
-      if (group == Group::frozen) return false;
+      if (!trainable(d, s)) return group == (fp8_only(d) ? Group::frozen_fp8 : Group::frozen);
+      if (group == Group::frozen || group == Group::frozen_fp8) return false;
       return d.decay == DecayGroup::embedding ? opt.decay_embeddings == decay_group
                                               : (d.decay == DecayGroup::decay) == decay_group;
     };
@@ -191,7 +201,8 @@ ParamLayout build_param_layout(const ModelShape& s, const plan::OptimizerConfig&
       const double init_std = d.init == InitKind::normal_output     ? out_std
                               : d.init == InitKind::kaiming_uniform ? 1.0 / std::sqrt(double(shape.at(1)))
                                                                     : std;
-      b.add(d, layer, shape, shard_of(d, shape), decay_group, init_std, group != Group::frozen);
+      const bool frozen = group == Group::frozen || group == Group::frozen_fp8;
+      b.add(d, layer, shape, shard_of(d, shape), decay_group, init_std, !frozen, group == Group::frozen_fp8);
       prev = &d;
       prev_layer = layer;
     };
@@ -222,6 +233,9 @@ ParamLayout build_param_layout(const ModelShape& s, const plan::OptimizerConfig&
   L.trainable_numel = b.cursor();
   L.frozen_begin = b.cursor();
   lay_group(Group::frozen);
+  L.fp8_begin = b.cursor();
+  lay_group(Group::frozen_fp8);
+  L.fp8_numel = b.cursor() - L.fp8_begin;
   L.frozen_numel = b.cursor() - L.frozen_begin;
   L.total_numel = b.cursor();
   return L;

@@ -21,6 +21,16 @@
 // compute copy covers all of it. Without adapters the frozen region is empty and the layout is the
 // one below, element for element.
 //
+// LoRA in FP8 with peft.base_fp8_only (ModelShape::fp8_frozen): the frozen weights of the FP8
+// linears close the frozen region as its own sub-region, in table order, held only in FP8 (one
+// byte per element, the ParamStore's FP8 buffer; no compute copy):
+//
+//   [ decay ][ no-decay ][ frozen base, compute dtype ][ frozen FP8 weights ]
+//                                                      '-- fp8_begin .. total_numel
+//
+// Element offsets keep their meaning in it (its byte offset is offset - fp8_begin), so packs stay
+// 64-element (here 64-byte) aligned.
+//
 // i.e. each group holds the table's rows of that group in table order: the embedding rows, then
 // layer by layer the layer rows, then the head rows. So AdamW runs as two calls, one per group.
 // Tensors that one GEMM reads together are "packs" (adjacent rows of one role and part in the
@@ -71,6 +81,7 @@ struct ParamSpec {
   // all their tensors are final.
   int ready_phase = 0;
   bool trainable = true;             // false: frozen (a LoRA base): no gradient, master or Adam state
+  bool fp8 = false;                  // held only in FP8 (the layout's FP8 region; see above)
   const TensorDecl* decl = nullptr;  // its row of the family's tensor table
   int layer = -1;                    // global layer number (layer rows), else -1
   bool tp_replicated() const { return shard_dim < 0; }
@@ -91,6 +102,7 @@ struct ParamLayout {
   int64_t decay_begin = 0, decay_numel = 0;  // [decay_begin, decay_begin+decay_numel)
   int64_t nodecay_begin = 0, nodecay_numel = 0;
   int64_t frozen_begin = 0, frozen_numel = 0;  // the frozen base (empty without LoRA)
+  int64_t fp8_begin = 0, fp8_numel = 0;        // its FP8-only tail, [fp8_begin, total_numel)
   int64_t trainable_numel = 0;                 // [0, trainable_numel): both groups, gaps included
   int64_t total_numel = 0;                     // including alignment gaps and the frozen region
   int tp_size = 1, tp_rank = 0;
@@ -100,6 +112,8 @@ struct ParamLayout {
   bool first_stage = true, last_stage = true;  // it holds the embeddings / the head
   int64_t align = 64;                          // pack alignment in elements (see LayoutOptions)
   int num_phases() const { return num_layers + 2; }
+  // Elements the compute copy holds: all but the FP8-only tail.
+  int64_t compute_numel() const { return total_numel - fp8_numel; }
 
   const ParamSpec* find(std::string_view name) const;
   const ParamSpec& get(std::string_view name) const;  // throws std::out_of_range naming it

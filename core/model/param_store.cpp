@@ -10,7 +10,7 @@ using kernels::Tensor;
 
 ParamStore::ParamStore(kernels::Backend& backend, ParamLayout layout, int64_t state_numel)
     : backend_(backend), layout_(std::move(layout)), compute_dtype_(backend.act_dtype()) {
-  const size_t n = size_t(layout_.total_numel), trained = size_t(layout_.trainable_numel);
+  const size_t n = size_t(layout_.compute_numel()), trained = size_t(layout_.trainable_numel);
   if (n == 0) throw std::invalid_argument("ParamStore: the model has no parameters");
   state_numel_ = state_numel < 0 ? layout_.trainable_numel : state_numel;
   auto get = [&](DType t, size_t count) {
@@ -26,8 +26,9 @@ ParamStore::ParamStore(kernels::Backend& backend, ParamLayout layout, int64_t st
     grads_ = get(DType::f32, trained);
     m_ = get(DType::f32, size_t(state_numel_));
     v_ = get(DType::f32, size_t(state_numel_));
+    if (layout_.fp8_numel > 0) fp8_ = get(DType::e4m3, size_t(layout_.fp8_numel));
   } catch (...) {  // out of device memory part-way: give back what was taken
-    for (void* p : {master_, grads_, m_, v_})
+    for (void* p : {master_, grads_, m_, v_, fp8_})
       if (p) backend_.free(p);
     if (compute_ && compute_ != master_) backend_.free(compute_);
     throw;
@@ -36,10 +37,50 @@ ParamStore::ParamStore(kernels::Backend& backend, ParamLayout layout, int64_t st
 
 ParamStore::~ParamStore() {
   for (void* p : {master_, grads_, m_, v_}) backend_.free(p);
+  if (fp8_) backend_.free(fp8_);
   if (compute_ != master_) backend_.free(compute_);
 }
 
+Tensor ParamStore::weight(const ParamSpec& p) const {
+  if (!p.fp8) return shaped(compute_, compute_dtype_, p);
+  Tensor x = fp8_span(p.offset, p.numel);
+  x.ndim = int(p.local_shape.size());
+  for (int i = 0; i < x.ndim; ++i) x.dims[i] = p.local_shape[i];
+  return x;
+}
+
+Tensor ParamStore::fp8_span(int64_t offset, int64_t n) const {
+  const int64_t begin = layout_.fp8_begin;
+  if (offset < begin || n < 0 || offset + n > layout_.total_numel || !fp8_)
+    throw std::out_of_range("ParamStore: span outside the FP8 region");
+  return Tensor(static_cast<char*>(fp8_) + size_t(offset - begin), DType::e4m3, backend_.device(), {n});
+}
+
+std::vector<float> ParamStore::fp8_values(const ParamSpec& p) const {
+  if (!p.fp8) throw std::logic_error("ParamStore: " + p.name + " is not held in FP8");
+  if (!fp8_source_)
+    throw std::logic_error("ParamStore: " + p.name + " is held in FP8 but nothing initialized or loaded it");
+  std::vector<float> v(size_t(p.numel));
+  fp8_source_(p, v.data());
+  if (compute_dtype_ != DType::f32)  // as compute_from_host would have stored them
+    for (float& x : v) x = kernels::bf16_to_f32(kernels::f32_to_bf16(x));
+  return v;
+}
+
+std::vector<float> ParamStore::frozen_to_host() const {
+  const int64_t begin = layout_.frozen_begin;
+  std::vector<float> out = compute_to_host(begin, layout_.compute_numel() - begin);
+  out.resize(size_t(layout_.total_numel - begin), 0.f);
+  for (const ParamSpec& p : layout_.params)
+    if (p.fp8) {
+      const std::vector<float> v = fp8_values(p);
+      std::copy(v.begin(), v.end(), out.begin() + (p.offset - begin));
+    }
+  return out;
+}
+
 Tensor ParamStore::master(const ParamSpec& p) const {
+  if (p.fp8) throw std::logic_error("ParamStore: " + p.name + " is held only in FP8 and has no f32 master");
   if (!p.trainable && !compute_is_master())
     throw std::logic_error("ParamStore: " + p.name + " is frozen and has no f32 master (read weight() instead)");
   return shaped(master_, DType::f32, p);
@@ -57,7 +98,7 @@ Tensor ParamStore::state_span(void* base, int64_t offset, int64_t n) const {
 }
 
 Tensor ParamStore::shaped(void* base, DType t, const ParamSpec& p) const {
-  Tensor x = span(base, t, p.offset, p.numel, base == compute_ ? layout_.total_numel : layout_.trainable_numel);
+  Tensor x = span(base, t, p.offset, p.numel, base == compute_ ? layout_.compute_numel() : layout_.trainable_numel);
   x.ndim = int(p.local_shape.size());
   for (int i = 0; i < x.ndim; ++i) x.dims[i] = p.local_shape[i];
   return x;

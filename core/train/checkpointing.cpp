@@ -183,14 +183,22 @@ void read_weights(ParamStore& store, const ckpt::CheckpointReader& reader, const
   // copy alone (on a backend whose compute copy is the master, that is one buffer).
   std::vector<float> host(size_t(layout.total_numel), 0.0f);                // gaps stay zero
   if (layout.trainable_numel > 0) be.to_host(host.data(), store.master());  // adapters that keep their init
+  // A tensor held only in FP8 is not read now: the checkpoint becomes its source, read again when
+  // the Model quantizes it (Model::quantize_frozen_base) or a save writes the base.
   for (const ParamSpec& p : layout.params)
-    if (!keeps_init(p)) reader.read(p.name, held_box(p), ckpt::DType::f32, host.data() + p.offset);
+    if (!keeps_init(p) && !p.fp8) reader.read(p.name, held_box(p), ckpt::DType::f32, host.data() + p.offset);
   if (store.compute_is_master()) {
     be.from_host(store.compute(), host.data());
   } else {
     be.from_host(store.master(), host.data());
-    if (layout.frozen_numel > 0)
-      store.compute_from_host(layout.frozen_begin, layout.frozen_numel, host.data() + layout.frozen_begin);
+    const int64_t frozen_end = layout.compute_numel();
+    if (frozen_end > layout.frozen_begin)
+      store.compute_from_host(layout.frozen_begin, frozen_end - layout.frozen_begin, host.data() + layout.frozen_begin);
+  }
+  if (layout.fp8_numel > 0) {
+    auto source = std::make_shared<const ckpt::CheckpointReader>(checkpoint_dir);
+    store.set_fp8_source(
+        [source](const ParamSpec& p, float* out) { source->read(p.name, held_box(p), ckpt::DType::f32, out); });
   }
   store.sync_compute();
 }
@@ -244,8 +252,8 @@ void write_checkpoint(Trainer& trainer, const std::string& final_dir, Contents c
       }
       // The frozen base (LoRA) has no master or moments: its weights come from the compute copy,
       // written once (DP rank 0), as f32.
-      if (write_frozen && layout.frozen_numel > 0 && rc.dp == 0)
-        frozen = store.compute_to_host(layout.frozen_begin, layout.frozen_numel);
+      // (Weights held only in FP8 come from their source: the init or checkpoint they were cast from.)
+      if (write_frozen && layout.frozen_numel > 0 && rc.dp == 0) frozen = store.frozen_to_host();
       const std::vector<AdamSegment> segments = trainer.grad_sync().optimizer_segments(layout);
       for (const ParamSpec& p : layout.params) {
         if (p.tp_replicated() && rc.tp != 0) continue;
@@ -389,6 +397,8 @@ LoadResult load_checkpoint(Trainer& trainer, const std::string& checkpoint_dir, 
       trainer.restore_steps_done(int(result.step));
       read_fp8_histories(trainer, reader, checkpoint_dir);
     }
+    // Weights held only in FP8: their values read now (host only), cast after every rank read its own.
+    for (int c = 0; c < trainer.num_chunks(); ++c) trainer.model(c).stage_frozen_base();
     if (layout.frozen_numel > 0) {
       if (const ckpt::BaseRef* b = reader.base_ref())
         result.base = *b;
@@ -400,6 +410,7 @@ LoadResult load_checkpoint(Trainer& trainer, const std::string& checkpoint_dir, 
     err = std::current_exception();
   }
   agree(par.world(), err, "loading checkpoint " + checkpoint_dir);
+  for (int c = 0; c < trainer.num_chunks(); ++c) trainer.model(c).quantize_frozen_base();
   return result;
 }
 

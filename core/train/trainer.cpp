@@ -99,6 +99,8 @@ Trainer::Trainer(const plan::Plan& plan, kernels::Backend& backend, ParallelStat
   // ZeRO-1's overlapped weight gather: each chunk's forward waits for the buckets of the weights
   // it is about to read (a no-op without it).
   for (auto& chunk : chunks_) chunk->set_weights_hook([this](int phase) { grad_sync_->wait_weights(phase); });
+  // peft.base_fp8_only: the frozen FP8 weights, cast once from the init (a load casts them again).
+  for (auto& chunk : chunks_) chunk->quantize_frozen_base();
   model_ = chunks_[0].get();
   schedule_ = std::make_unique<PipelineSchedule>(models, parallel_->pp(), pp_, pp_rank_);
   loader_ = std::make_unique<TokenLoader>(micro_, shape_.seq, shape_.vocab, ps.cp, parallel_->coords().cp);

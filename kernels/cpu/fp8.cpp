@@ -111,6 +111,20 @@ void CpuBackend::fp8_amax_history(const Fp8AmaxHistoryArgs& a) {
         fp8::roll_amax_history(hist + t * H, H, cur + t * fp8::kCellFloats, a.push, a.most_recent);
 }
 
+void CpuBackend::fp8_transpose(Tensor out, Tensor inp) {
+  const char* op = "fp8_transpose";
+  require_fp8(inp, op, "inp");
+  require_fp8(out, op, "out");
+  cpu::require(inp.ndim == 2 && out.ndim == 2 && out.dim(0) == inp.dim(1) && out.dim(1) == inp.dim(0), op,
+               "out " + out.shape_str() + " is not the transpose of inp " + inp.shape_str());
+  cpu::require(out.dtype == inp.dtype, op, "out and inp differ in format");
+  const int64_t rows = inp.dim(0), cols = inp.dim(1);
+  const uint8_t* src = inp.as<uint8_t>();
+  uint8_t* dst = out.as<uint8_t>();
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) dst[c * rows + r] = src[r * cols + c];
+}
+
 void CpuBackend::fp8_linear_fwd(const Fp8LinearFwdArgs& a) {
   const char* op = "fp8_linear_fwd";
   require_fp8(a.inp, op, "inp");

@@ -178,6 +178,37 @@ __global__ void add_bias_kernel(bf16* out, const bf16* bias, int64_t rows, int64
     out[i] = __float2bfloat16_rn(__bfloat162float(out[i]) + __bfloat162float(bias[i % cols]));
 }
 
+// Byte transpose (fp8_transpose_bytes), out [cols, rows] = inp [rows, cols]ᵀ. Fast form: 64×64
+// tiles, 256 threads, each loading 16 bytes of one input row into shared memory and storing 16
+// bytes of one output row gathered down a tile column (rows, cols multiples of 16, pointers
+// 16-byte aligned: every FP8 GEMM operand). Else 32×32 tiles of single bytes.
+constexpr int kT16 = 64;
+__global__ void transpose_vec16_kernel(uint8_t* out, const uint8_t* inp, int64_t rows, int64_t cols) {
+  __shared__ __align__(16) uint8_t tile[kT16][kT16 + 16];  // rows 16-byte aligned (80 bytes apart)
+  const int t = int(threadIdx.x), lr = t / 4, lc = (t % 4) * 16;
+  const int64_t r0 = int64_t(blockIdx.y) * kT16, c0 = int64_t(blockIdx.x) * kT16;
+  if (r0 + lr < rows && c0 + lc < cols)
+    *reinterpret_cast<uint4*>(&tile[lr][lc]) = *reinterpret_cast<const uint4*>(inp + (r0 + lr) * cols + c0 + lc);
+  __syncthreads();
+  // This thread's output row is input column c0 + lr, its 16 bytes input rows r0 + lc .. + 15.
+  if (c0 + lr < cols && r0 + lc < rows) {
+    __align__(16) uint8_t v[16];
+#pragma unroll
+    for (int j = 0; j < 16; ++j) v[j] = tile[lc + j][lr];
+    *reinterpret_cast<uint4*>(out + (c0 + lr) * rows + r0 + lc) = *reinterpret_cast<const uint4*>(v);
+  }
+}
+constexpr int kT1 = 32;
+__global__ void transpose_kernel(uint8_t* out, const uint8_t* inp, int64_t rows, int64_t cols) {
+  __shared__ uint8_t tile[kT1][kT1 + 1];
+  const int64_t r0 = int64_t(blockIdx.y) * kT1, c0 = int64_t(blockIdx.x) * kT1;
+  for (int i = int(threadIdx.y); i < kT1; i += int(blockDim.y))
+    if (r0 + i < rows && c0 + threadIdx.x < cols) tile[i][threadIdx.x] = inp[(r0 + i) * cols + c0 + threadIdx.x];
+  __syncthreads();
+  for (int i = int(threadIdx.y); i < kT1; i += int(blockDim.y))
+    if (c0 + i < cols && r0 + threadIdx.x < rows) out[(c0 + i) * rows + r0 + threadIdx.x] = tile[threadIdx.x][i];
+}
+
 int blocks_for(int64_t n, int threads) {
   const int64_t b = (n + threads - 1) / threads;
   return int(b < 65535 * 8 ? (b > 0 ? b : 1) : 65535 * 8);
@@ -223,6 +254,21 @@ void fp8_quantize_bf16(void* out, void* out_t, float* scale_inv, const void* inp
   else
     quantize_kernel<__NV_E4M3><<<grid, block, 0, s>>>(o, ot, scale_inv, x, amax, amax_out, rows, cols);
   RECIPE_CUDA_CHECK_LAUNCH("fp8_quantize");
+}
+
+void fp8_transpose_bytes(void* out, const void* inp, int64_t rows, int64_t cols, cudaStream_t s) {
+  if (rows <= 0 || cols <= 0) return;
+  auto* o = static_cast<uint8_t*>(out);
+  const auto* x = static_cast<const uint8_t*>(inp);
+  const bool aligned = reinterpret_cast<uintptr_t>(out) % 16 == 0 && reinterpret_cast<uintptr_t>(inp) % 16 == 0;
+  if (rows % 16 == 0 && cols % 16 == 0 && aligned) {
+    const dim3 grid(unsigned((cols + kT16 - 1) / kT16), unsigned((rows + kT16 - 1) / kT16));
+    transpose_vec16_kernel<<<grid, 256, 0, s>>>(o, x, rows, cols);
+  } else {
+    const dim3 grid(unsigned((cols + kT1 - 1) / kT1), unsigned((rows + kT1 - 1) / kT1)), block(kT1, 8);
+    transpose_kernel<<<grid, block, 0, s>>>(o, x, rows, cols);
+  }
+  RECIPE_CUDA_CHECK_LAUNCH("fp8_transpose");
 }
 
 void fp8_amax_history_f32(float* history, float* amax, float* scale_amax, int64_t tensors, int64_t history_len,

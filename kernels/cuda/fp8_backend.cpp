@@ -63,6 +63,16 @@ void CudaBackend::fp8_quantize(const Fp8QuantizeArgs& a) {
                     static_cast<float*>(ptr_or_null(a.amax_out)), n / a.cols, a.cols, fmt == DType::e5m2, stream_);
 }
 
+void CudaBackend::fp8_transpose(Tensor out, Tensor inp) {
+  const char* op = "fp8_transpose";
+  expect_fp8(op, "inp", inp);
+  expect_fp8(op, "out", out);
+  if (inp.ndim != 2 || out.ndim != 2 || out.dim(0) != inp.dim(1) || out.dim(1) != inp.dim(0))
+    bad_arg(op, "out " + out.shape_str() + " is not the transpose of inp " + inp.shape_str());
+  if (out.dtype != inp.dtype) bad_arg(op, "out and inp differ in format");
+  fp8_transpose_bytes(out.ptr, inp.ptr, inp.dim(0), inp.dim(1), stream_);
+}
+
 void CudaBackend::fp8_amax_history(const Fp8AmaxHistoryArgs& a) {
   const char* op = "fp8_amax_history";
   expect(op, "history", a.history, DType::f32);

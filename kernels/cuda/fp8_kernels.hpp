@@ -1,5 +1,5 @@
-// The FP8 kernels of the CUDA backend (fp8.cu): the amax reduction and the bf16 → FP8 casts with
-// tensorwise current scaling (the contract is Fp8QuantizeArgs in kernels/ops.hpp; the CPU twin is
+// The FP8 kernels of the CUDA backend (fp8.cu): the amax reduction, the bf16 → FP8 casts with
+// tensorwise current scaling, the FP8 byte transpose (the contract is Fp8QuantizeArgs in kernels/ops.hpp; the CPU twin is
 // kernels/cpu/fp8.cpp), and the bias add the FP8 GEMM needs where cuBLASLt has no BIAS epilogue.
 #pragma once
 
@@ -22,6 +22,11 @@ void fp8_amax_bf16(float* amax, const void* x, int64_t n, cudaStream_t s);
 // amax_out (nullable): max-accumulates max |inp| in the same pass (delayed scaling's record).
 void fp8_quantize_bf16(void* out, void* out_t, float* scale_inv, const void* inp, const float* amax, float* amax_out,
                        int64_t rows, int64_t cols, bool e5m2, cudaStream_t s);
+
+// out [cols, rows] = inp [rows, cols]ᵀ, one byte per element (an FP8 matrix copied transposed; the
+// contract is Backend::fp8_transpose in kernels/ops.hpp). Tiles through shared memory with 16-byte
+// loads and stores where rows and cols are multiples of 16 and both pointers 16-byte aligned.
+void fp8_transpose_bytes(void* out, const void* inp, int64_t rows, int64_t cols, cudaStream_t s);
 
 // Delayed scaling's roll of `tensors` histories [tensors, history_len] with their amax and
 // scale-source cells (4 floats apart); the contract is Fp8AmaxHistoryArgs in kernels/ops.hpp.

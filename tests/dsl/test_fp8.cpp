@@ -127,3 +127,37 @@ TEST_CASE("fp8: the memory estimate counts the FP8 operand scratch and the weigh
   CHECK(plan::fp8_history_bytes(f.plan) == 0);
   CHECK(d.plan.memory.weights == f.plan.memory.weights + int64_t(f.plan.model.num_layers) * 12 * (100 * 4 + 2 * 16));
 }
+
+TEST_CASE("fp8: LoRA holds the FP8 linears' base weights in FP8 alone (peft.base_fp8_only) and the estimate says so") {
+  const json lora = json::parse(R"({"mode": "finetune", "checkpoint": {"allow_random_init": true},
+      "peft": {"kind": "lora", "rank": 8, "target_modules": ["all-linear"]}})");
+  const auto held = resolve_json(fp8(lora));
+  const auto cast = resolve_json(fp8(with(lora, json::parse(R"({"peft": {"base_fp8_only": false}})"))));
+  REQUIRE_MESSAGE(held.ok(), report(held));
+  REQUIRE_MESSAGE(cast.ok(), report(cast));
+  CHECK(held.plan.peft.base_fp8_only);  // the default
+  CHECK(plan::fp8_frozen_linears(held.plan) == 0xF);
+  CHECK(plan::fp8_frozen_linears(cast.plan) == 0);
+  // Per layer qkv 64·192, proj 64·64, fc1 64·256, fc2 256·64 elements at 1 byte instead of the bf16
+  // copy (2) and the casts (2); the caches keep their cells (4·256 bytes per layer); one scratch of
+  // the largest weight (64·256) joins the operand scratch.
+  const int64_t per_layer = 64 * 192 + 64 * 64 + 64 * 256 + 256 * 64;
+  CHECK(plan::fp8_frozen_weight_numel(held.plan) == per_layer);
+  CHECK(plan::fp8_weight_cache_bytes(held.plan) == 4 * 256);
+  CHECK(plan::fp8_scratch_bytes(held.plan) == plan::fp8_scratch_bytes(cast.plan) + int64_t(64) * 256);
+  const int64_t layers = held.plan.model.num_layers;
+  CHECK(cast.plan.memory.weights - held.plan.memory.weights == layers * 3 * per_layer);
+  CHECK(held.plan.memory.activations - cast.plan.memory.activations == 64 * 256);
+  // Without LoRA (full training: the weights change every step) or without FP8 it has nothing to
+  // hold: setting it says so.
+  const auto full = resolve_json(fp8(json::parse(R"({"peft": {"base_fp8_only": true}})")));
+  REQUIRE_MESSAGE(full.ok(), report(full));
+  CHECK(has_warning(full, "peft.base_fp8_only=true has no effect"));
+  CHECK(plan::fp8_frozen_linears(full.plan) == 0);
+  const auto bf16 = resolve_json(
+      with(with(tiny_gpt(), lora), json::parse(R"({"trainer": {"device": "cpu"}, "peft": {"base_fp8_only": true}})")));
+  REQUIRE_MESSAGE(bf16.ok(), report(bf16));
+  CHECK(has_warning(bf16, "peft.base_fp8_only=true has no effect"));
+  CHECK(plan::fp8_frozen_linears(bf16.plan) == 0);
+  CHECK_FALSE(has_warning(held, "peft.base_fp8_only"));
+}

@@ -12,9 +12,11 @@
 //   <out>/losses.txt          world rank 0: one loss per step, %.17g
 //   <out>/params-<rank>.txt   every rank: each parameter it holds, as
 //                             name shard_dim shard_begin shard_size ndim dims... numel, then the
-//                             master values (%.9g) on the next line
+//                             master values (%.9g) on the next line (a weight held only in FP8,
+//                             peft.base_fp8_only: its FP8 bytes, 0..255)
 // Exit 0 on success; any error is printed and ends the whole world (abort_world).
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <exception>
 #include <fstream>
@@ -126,7 +128,13 @@ int main(int argc, char** argv) {
       for (int64_t d : p.global_shape) f << ' ' << d;
       f << ' ' << p.numel << '\n';
       host.resize(size_t(p.numel));
-      backend->to_host(host.data(), store.master(p));
+      if (p.fp8) {  // the bytes a layout cast: equal to the serial run's only with the same (TP-wide) amax
+        std::vector<uint8_t> bytes(size_t(p.numel));
+        backend->to_host(bytes.data(), store.weight(p));
+        std::copy(bytes.begin(), bytes.end(), host.begin());
+      } else {
+        backend->to_host(host.data(), store.master(p));
+      }
       for (float v : host) {
         std::snprintf(buf, sizeof buf, "%.9g ", double(v));
         f << buf;

@@ -57,6 +57,10 @@ struct ModelShape {
   // FP8 (trainer.precision = fp8): which linears run in FP8 (LoraTarget bits; 0 = none) and the
   // gradients' format (E5M2, else E4M3; activations and weights are E4M3). See core/model/linear.hpp.
   unsigned fp8_linears = 0;
+  // peft.base_fp8_only (LoRA in FP8): the FP8 linears whose frozen base weight is held only in FP8,
+  // quantized once at init/load (LoraTarget bits, a subset of fp8_linears; 0 = every FP8 linear
+  // keeps its compute-dtype weight and casts it each pass). See core/model/linear.hpp.
+  unsigned fp8_frozen = 0;
   bool fp8_grad_e5m2 = true;
   bool fp8_fast_accum_forward = true;
   // Delayed scaling (fp8.scaling = "delayed"): steps of amax history per FP8 tensor (0: current

@@ -58,7 +58,10 @@ Trained train_lora(const std::string& recipe, int world, const std::vector<std::
 bool is_adapter(const std::string& name) { return name.find(".lora_") != std::string::npos; }
 
 // `from`: the first step par ran (a resumed run holds only the losses from there on).
-void check_lora_equal(const Trained& serial, const Trained& par, const std::string& what, size_t from = 0) {
+// loss_tol, adapter_tol: the relative bounds (FP8 layouts round differently where summation orders
+// differ before a cast; see the FP8 test below).
+void check_lora_equal(const Trained& serial, const Trained& par, const std::string& what, size_t from = 0,
+                      double loss_tol = 1e-5, double adapter_tol = 1e-5) {
   INFO(what);
   CHECK(par.problems.empty());  // replicated adapters (A of q|k|v, B of o) agree across TP ranks
   INFO(par.problems);
@@ -68,7 +71,7 @@ void check_lora_equal(const Trained& serial, const Trained& par, const std::stri
   for (size_t i = from; i < serial.losses.size(); ++i)
     worst_loss = std::max(worst_loss, std::abs(par.losses[i - from] - serial.losses[i]) / std::abs(serial.losses[i]));
   INFO("worst relative loss difference " << worst_loss);
-  CHECK(worst_loss <= 1e-5);
+  CHECK(worst_loss <= loss_tol);
   REQUIRE(par.params.size() == serial.params.size());
   double worst = 0;
   std::string worst_name;
@@ -88,7 +91,7 @@ void check_lora_equal(const Trained& serial, const Trained& par, const std::stri
     // (the component of h common to all tokens, large with LayerNorm's bias): there rounding
     // noise of different summation orders, which Adam's normalization scales up, is all it holds
     // (as the key bias in the pretraining parity test). The losses agree to 1e-5 all the same; a looser bound here.
-    const double tol = name.find("attention.k.lora_b") != std::string::npos ? 1e-4 : 1e-5;
+    const double tol = (name.find("attention.k.lora_b") != std::string::npos ? 10 : 1) * adapter_tol;
     const double e = rel_l2(it->second, ref) / tol;  // ≤ 1: within its bound
     if (e > worst) worst = e, worst_name = name;
   }
@@ -128,6 +131,41 @@ TEST_CASE("LoRA with adapter dropout: TP, PP, DP and TP×PP train like one proce
   const Trained gpt_serial = train_lora("gpt_tiny_lora", 1, {}, "gpt-serial");
   check_lora_equal(gpt_serial, train_lora("gpt_tiny_lora", 4, {"parallelism.tp=2", "parallelism.pp=2"}, "gpt-TP2xPP2"),
                    "gpt_tiny_lora TP2xPP2");
+}
+
+// LoRA in FP8 with the frozen base held only in FP8 (peft.base_fp8_only, the default): every layout
+// casts the base to the serial run's bytes exactly (the amax of a TP-sharded weight is max-reduced
+// over the group; the params files hold those bytes), and trains like one process within the FP8
+// parity tolerance of the pretraining test for losses (1e-3; measured 1.8e-4 under TP2) and 0.1
+// relative L2 for the adapters (measured 3e-2: a different summation order before a cast can flip
+// an FP8 rounding, which Adam carries on); PP2 alone is exact.
+TEST_CASE("LoRA in FP8 with the base held only in FP8: TP, PP, DP and TP×PP train like one process") {
+  if (!recipe::testing::mpirun_available()) {
+    MESSAGE("skipped: mpirun not found");
+    return;
+  }
+  // (An FFN of 192: its shards of 96 are multiples of 16, as FP8 GEMMs need; the preset's 176 is not.)
+  const std::vector<std::string> fp8 = {"trainer.precision=fp8", "model.ffn_hidden_size=192"};
+  auto with = [&](std::vector<std::string> v) {
+    v.insert(v.end(), fp8.begin(), fp8.end());
+    return v;
+  };
+  const Trained serial = train_lora("llama_tiny_lora", 1, with({}), "llama-fp8-serial");
+  CHECK(serial.losses.back() < serial.losses.front() - 0.05);
+  struct Layout {
+    std::string name;
+    int world;
+    std::vector<std::string> overrides;
+  };
+  const std::vector<Layout> layouts = {
+      {"TP2", 2, {"parallelism.tp=2"}},
+      {"PP2", 2, {"parallelism.pp=2"}},
+      {"DP2+ZeRO-1", 2, {"parallelism.zero1=true"}},
+      {"TP2xPP2", 4, {"parallelism.tp=2", "parallelism.pp=2"}},
+  };
+  for (const Layout& l : layouts)
+    check_lora_equal(serial, train_lora("llama_tiny_lora", l.world, with(l.overrides), "llama-fp8-" + l.name),
+                     "llama_tiny_lora fp8 " + l.name, 0, 1e-3, 0.1);
 }
 
 TEST_CASE("LoRA with adapter dropout: a checkpoint saved in one layout resumes in another") {

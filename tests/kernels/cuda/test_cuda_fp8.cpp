@@ -144,6 +144,35 @@ TEST_CASE("cuda fp8 amax and casts equal the CPU reference bit for bit (E4M3, E5
   CHECK(read(gpu_backend(), q.scale_inv.g)[0] == 1.f);
 }
 
+// The byte transpose an FP8-only frozen weight's input-gradient GEMM reads (peft.base_fp8_only):
+// equal to the CPU reference and to the transposed cast (fp8_quantize's out_t) bit for bit, on the
+// 16-byte tile path (rows and cols multiples of 16, also not of the 64-byte tile) and the
+// element-wise one.
+TEST_CASE("cuda fp8 transpose equals the CPU reference and the transposed cast bit for bit" *
+          doctest::skip(!has_gpu())) {
+  const std::pair<int64_t, int64_t> shapes[] = {{64, 64}, {16, 48}, {1024, 4096 + 16}, {80, 208}, {20, 36}, {33, 24}};
+  uint32_t seed = 300;
+  for (const auto& shape : shapes) {
+    const int64_t rows = shape.first, cols = shape.second;
+    CAPTURE(rows);
+    CAPTURE(cols);
+    Rng r(seed++);
+    auto x = make_dual(Kind::act, {rows, cols}, r.normal(size_t(rows * cols)));
+    const Fp8Dual q = quantize_both(x, rows, cols, DType::e4m3);
+    Dual t = bytes_dual(DType::e4m3, cols, rows);
+    cpu_backend().fp8_transpose(t.c, q.q.c);
+    gpu_backend().fp8_transpose(t.g, q.q.g);
+    const std::vector<uint8_t> tc = read_bytes(cpu_backend(), t.c), tg = read_bytes(gpu_backend(), t.g);
+    CHECK(tc == read_bytes(cpu_backend(), q.q_t.c));  // the reference is the transposed cast
+    int64_t differ = 0;
+    for (size_t i = 0; i < tc.size(); ++i) differ += tc[i] != tg[i];
+    CHECK(differ == 0);
+  }
+  Dual a = bytes_dual(DType::e4m3, 32, 16), wrong = bytes_dual(DType::e4m3, 32, 16);
+  CHECK_THROWS_WITH_AS(gpu_backend().fp8_transpose(wrong.g, a.g), doctest::Contains("not the transpose"),
+                       std::invalid_argument);
+}
+
 TEST_CASE("cuda fp8 amax history roll equals the CPU reference (max and most recent, push and recompute)" *
           doctest::skip(!has_gpu())) {
   const int64_t T = 37, H = 5;
