@@ -48,6 +48,8 @@ void Linear::affine_fwd(const LinearFwd& a, Tensor bias) const {
 void Linear::affine_bwd(const LinearBwd& a) const {
   if (a.rebuild_input && !a.gelu_pre.defined())
     throw std::logic_error("Linear::bwd: rebuild_input needs gelu_pre (the input is rebuilt as gelu(gelu_pre))");
+  if (a.swiglu_pre.defined() && (!fp8_ || lora_))
+    throw std::logic_error("Linear::bwd: only the FP8 backward casts a SwiGLU gradient without materialising it");
   const Tensor dbias = a.bias_grad_done ? Tensor() : grad_.b;
   const Tensor dinp_sum = a.dinp_is_output_grad_of ? a.dinp_is_output_grad_of->bias_grad() : Tensor();
   if (fp8_ && !lora_) {
@@ -195,6 +197,12 @@ void ColumnParallelLinear::fwd(const LinearFwd& a) const {
 }
 
 void ColumnParallelLinear::bwd(const LinearBwd& a) const {
+  if (a.swiglu_pre.defined() && !fp8_fuses_swiglu_bwd(a)) {  // materialise dout = swiglu_bwd(...)
+    be_->swiglu_bwd(a.dout, a.swiglu_dact, a.swiglu_pre);
+    LinearBwd plain = a;
+    plain.swiglu_pre = plain.swiglu_dact = Tensor();
+    return bwd(plain);
+  }
   // dinp is partial here (a sum over this rank's output features only): an epilogue acting on it
   // element-wise would see the wrong values.
   if (tp_.size > 1 && (a.gelu_pre.defined() || a.dinp_is_output_grad_of))
@@ -214,6 +222,9 @@ void RowParallelLinear::fwd(const LinearFwd& a) const {
 }
 
 void RowParallelLinear::bwd(const LinearBwd& a) const {
+  if (a.swiglu_pre.defined())
+    throw std::logic_error(
+        "RowParallelLinear::bwd: swiglu_pre is for the column-parallel linear whose output feeds the SwiGLU");
   if (tp_.sequence_parallel()) return sp_row_bwd(a);
   affine_bwd(a);
 }

@@ -148,6 +148,9 @@ class Model {
   // After fp8_amax_history() was overwritten (a resume): recompute the scales from it; the next
   // step casts with them.
   void fp8_history_restored();
+  // Delayed scaling's casts inside the kernels that produce their operands (Fp8Scratch::
+  // fuse_producers): always on; tests turn them off to prove the fused path gives the same bits.
+  void fp8_fuse_producers(bool on) { fp8_.fuse_producers = on; }
   int first_layer() const { return first_layer_; }
   // The weights hook (if set) is called by forward with each ParamSpec::ready_phase value of this
   // chunk right before it first reads that phase's weights, in forward order (descending: the

@@ -23,6 +23,14 @@ void fp8_amax_bf16(float* amax, const void* x, int64_t n, cudaStream_t s);
 void fp8_quantize_bf16(void* out, void* out_t, float* scale_inv, const void* inp, const float* amax, float* amax_out,
                        int64_t rows, int64_t cols, bool e5m2, cudaStream_t s);
 
+// fp8_quantize_bf16 of dgate_up [rows, 2F] = swiglu_bwd(dout [rows, F], gate_up [rows, 2F]),
+// computed in registers and rounded to bf16 as swiglu_bwd_bf16 stores it, never written: out
+// [rows, 2F], out_t [2F, rows] (either nullable), the same tiles, bytes and amax_out as the cast
+// of the materialised tensor (the contract is Fp8QuantizeSwigluBwdArgs in kernels/ops.hpp).
+void fp8_quantize_swiglu_bwd_bf16(void* out, void* out_t, float* scale_inv, const void* dout, const void* gate_up,
+                                  const float* amax, float* amax_out, int64_t rows, int64_t F, bool e5m2,
+                                  cudaStream_t s);
+
 // Delayed scaling's roll of `tensors` histories [tensors, history_len] with their amax and
 // scale-source cells (4 floats apart); the contract is Fp8AmaxHistoryArgs in kernels/ops.hpp.
 void fp8_amax_history_f32(float* history, float* amax, float* scale_amax, int64_t tensors, int64_t history_len,
