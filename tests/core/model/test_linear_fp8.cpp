@@ -47,8 +47,8 @@ Fc1Result fc1_backward(bool fuse, bool history_ready, bool bias, float fill) {
               .db = std::vector<float>(2 * F, 0.f),
               .dout = std::vector<float>(N * 2 * F, fill),
               .amax_dy = {0.f}};
-  const LinearTensors weights{view(w, {2 * F, C}), bias ? view(b, {2 * F}) : Tensor()};
-  const LinearTensors grads{view(r.dw, {2 * F, C}), bias ? view(r.db, {2 * F}) : Tensor()};
+  const LinearTensors weights{.w = view(w, {2 * F, C}), .b = bias ? view(b, {2 * F}) : Tensor()};
+  const LinearTensors grads{.w = view(r.dw, {2 * F, C}), .b = bias ? view(r.db, {2 * F}) : Tensor()};
   ColumnParallelLinear fc1(weights, grads, *be, TpGroup{});
 
   // The shared scratch, the weight cache and the history cells, as Model::alloc_fp8_scratch lays them out.

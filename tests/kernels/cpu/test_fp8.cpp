@@ -203,9 +203,9 @@ TEST_CASE("fp8 quantize of the SwiGLU backward (CPU): bit for bit swiglu_bwd the
       CAPTURE(dtype_name(t));
       const int64_t rows = sh.rows, F = sh.F, n = rows * 2 * F;
       std::vector<float> gu = randn(size_t(n), ++seed, 2.f), dact = randn(size_t(rows * F), ++seed, 1e-2f);
-      std::vector<float> dgu(size_t(n)), src = {0.03f}, inv_ref(1), inv(1), rec_ref = {1e-4f}, rec = {1e-4f};
+      std::vector<float> dgu(static_cast<size_t>(n)), src = {0.03f}, inv_ref(1), inv(1), rec_ref = {1e-4f}, rec = {1e-4f};
       be->swiglu_bwd(view(dgu, {rows, 2 * F}), view(dact, {rows, F}), view(gu, {rows, 2 * F}));
-      std::vector<uint8_t> q_ref(size_t(n)), qt_ref(size_t(n));
+      std::vector<uint8_t> q_ref(static_cast<size_t>(n)), qt_ref(static_cast<size_t>(n));
       be->fp8_quantize({.out = bytes_view(q_ref, t, {rows, 2 * F}),
                         .out_t = bytes_view(qt_ref, t, {2 * F, rows}),
                         .scale_inv = view(inv_ref, {1}),
