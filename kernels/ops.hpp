@@ -104,6 +104,12 @@ struct Fp8QuantizeArgs {
 struct Fp8QuantizeSwigluBwdArgs {
   Tensor out{}, out_t{}, scale_inv{}, dout{}, gate_up{}, amax{}, amax_out{};
 };
+// swiglu_fwd with its output also cast to FP8 (delayed scaling's fusion for fc2's input): out
+// [rows, F] (act dtype) = swiglu(gate_up) as swiglu_fwd writes it, and q [rows, F] its FP8 cast
+// with scale_inv, amax, amax_out as in fp8_quantize (row layout only), in one pass.
+struct Fp8SwigluFwdQuantizeArgs {
+  Tensor out{}, q{}, scale_inv{}, gate_up{}, amax{}, amax_out{};
+};
 // Delayed scaling's once-per-step update of T tensors' amax histories (Transformer Engine's
 // DelayedScaling). history f32 [T, H], row t newest first (history[t][0] the last step's amax);
 // amax and scale_amax f32 [T, 4]: 16-byte cells, the value in column 0 (scale_amax feeds
@@ -370,6 +376,7 @@ class Backend {
   virtual void fp8_amax(Tensor amax, Tensor x);
   virtual void fp8_quantize(const Fp8QuantizeArgs& a);
   virtual void fp8_quantize_swiglu_bwd(const Fp8QuantizeSwigluBwdArgs& a);
+  virtual void fp8_swiglu_fwd_quantize(const Fp8SwigluFwdQuantizeArgs& a);
   virtual void fp8_amax_history(const Fp8AmaxHistoryArgs& a);
   virtual void fp8_linear_fwd(const Fp8LinearFwdArgs& a);
   virtual void fp8_linear_bwd(const Fp8LinearBwdArgs& a);

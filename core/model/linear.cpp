@@ -27,6 +27,8 @@ Tensor TpGroup::gather_rows(Tensor shard, Tensor buffer) const {
 void TpGroup::sum_scatter_rows(Tensor shard, Tensor full) const { comm->reduce_scatter_sum(shard, full); }
 
 void Linear::affine_fwd(const LinearFwd& a, Tensor bias) const {
+  if (a.swiglu_pre.defined() && (!fp8_ || lora_))
+    throw std::logic_error("Linear::fwd: only the FP8 forward computes a SwiGLU input with its cast");
   if (!lora_) {
     if (fp8_)
       fp8_affine_fwd(a, bias);  // linear_fp8.cpp
@@ -192,6 +194,8 @@ void Linear::sp_row_bwd(const LinearBwd& a) const {
 }
 
 void ColumnParallelLinear::fwd(const LinearFwd& a) const {
+  if (a.swiglu_pre.defined())
+    throw std::logic_error("ColumnParallelLinear::fwd: swiglu_pre is for the row-parallel linear after the SwiGLU");
   if (tp_.sequence_parallel()) return sp_column_fwd(a);
   affine_fwd(a, w_.b);
 }
@@ -213,6 +217,12 @@ void ColumnParallelLinear::bwd(const LinearBwd& a) const {
 }
 
 void RowParallelLinear::fwd(const LinearFwd& a) const {
+  if (a.swiglu_pre.defined() && !fp8_fuses_swiglu_fwd()) {  // materialise inp = swiglu(swiglu_pre)
+    be_->swiglu_fwd(a.inp, a.swiglu_pre);
+    LinearFwd plain = a;
+    plain.swiglu_pre = Tensor();
+    return fwd(plain);
+  }
   if (a.pre_gelu.defined())
     throw std::logic_error("RowParallelLinear::fwd: a GELU epilogue would act on a partial (pre-TP-sum) output");
   if (tp_.sequence_parallel()) return sp_row_fwd(a);

@@ -70,6 +70,9 @@
 // and written as gq and gtq with its amax recorded, in one kernel (fp8_quantize_swiglu_bwd,
 // LinearBwd::swiglu_pre); the bf16 dy is neither written nor read. Not where dy is needed in bf16:
 // the first step (current scaling needs amax(dy) before the cast), an adapter, a bias gradient.
+// Likewise fc2's input x = swiglu(fc_pre): the SwiGLU forward writes xq beside the bf16 x that
+// the block still keeps (fp8_swiglu_fwd_quantize, LinearFwd::swiglu_pre), so fc2's forward does
+// not read x again.
 // The bytes are those of the unfused path (tests/core/model/test_linear_fp8.cpp,
 // tests/core/train/test_fp8_training.cpp), so it is no recipe key: always on where it applies.
 //
@@ -289,6 +292,11 @@ struct LinearFwd {
   // Optional (column-parallel only): receives the affine result, and out = gelu(pre_gelu) (the
   // fused GELU epilogue of fc1).
   kernels::Tensor pre_gelu{};
+  // Optional (row-parallel only): inp is not computed yet; it is swiglu(swiglu_pre) (fc2 after the
+  // SwiGLU, swiglu_pre = fc1's output gate_up), written into inp here (the block keeps it). An FP8
+  // linear with delayed scaling, its history ready and no adapter casts it in the same kernel
+  // (fp8_swiglu_fwd_quantize) instead of reading it again.
+  kernels::Tensor swiglu_pre{};
 };
 
 struct LinearBwd {
@@ -379,6 +387,8 @@ class Linear {
   // LinearBwd::swiglu_pre: whether this backward casts the output gradient straight out of the
   // SwiGLU backward (else the caller materialises dout first).
   bool fp8_fuses_swiglu_bwd(const LinearBwd& a) const;
+  // LinearFwd::swiglu_pre: whether this forward computes its input and its FP8 cast in one kernel.
+  bool fp8_fuses_swiglu_fwd() const;
   // The FP8 forms of affine_fwd / affine_bwd (see the top of the file).
   void fp8_affine_fwd(const LinearFwd& a, kernels::Tensor bias) const;
   void fp8_affine_bwd(const LinearBwd& a, kernels::Tensor dbias, kernels::Tensor dinp_sum) const;

@@ -62,6 +62,10 @@ bool Linear::fp8_fuses_swiglu_bwd(const LinearBwd& a) const {
          !tp_.overlap;
 }
 
+bool Linear::fp8_fuses_swiglu_fwd() const {
+  return fp8_ && fp8_->fuse_producers && fp8_->delayed && fp8_->history_ready && fp8_d_ && !lora_ && !tp_.overlap;
+}
+
 const Fp8WeightCache& Linear::fp8_weight() const {
   Fp8WeightCache& c = *fp8_w_;
   if (!c.valid || !fp8_->cache_weights) {
@@ -75,8 +79,20 @@ void Linear::fp8_affine_fwd(const LinearFwd& a, Tensor bias) const {
   const Fp8Scratch& s = *fp8_;
   const int64_t in = w_.w.dim(1), n = a.inp.numel() / in;
   const Tensor xq = typed(s.x, s.fwd, n, in);
-  fp8_cast(a.inp, xq, Tensor(), s.stats, kX, row_parallel_, fp8_x,
-           true);  // a row-parallel input is sharded over its features
+  if (a.swiglu_pre.defined()) {
+    // x = swiglu(fc_pre) written with its cast, with the history's scale (the delayed branch of
+    // fp8_cast; the caller checked fp8_fuses_swiglu_fwd).
+    const Fp8DelayedCells& d = *fp8_d_;
+    be_->fp8_swiglu_fwd_quantize({.out = a.inp,
+                                  .q = xq,
+                                  .scale_inv = cell(s.stats, kX + 1),
+                                  .gate_up = a.swiglu_pre,
+                                  .amax = d.scale_amax[fp8_x],
+                                  .amax_out = s.record_amax ? d.amax[fp8_x] : Tensor()});
+  } else {
+    fp8_cast(a.inp, xq, Tensor(), s.stats, kX, row_parallel_, fp8_x,
+             true);  // a row-parallel input is sharded over its features
+  }
   const Fp8WeightCache& w = fp8_weight();
   be_->fp8_linear_fwd({.out = a.out,
                        .inp = xq,

@@ -210,7 +210,9 @@ class Model {
                      kernels::Tensor a, kernels::Tensor b, const Norm& n);
   // From a.ln1 to a.fc_act (everything but the MLP output projection).
   void alloc_fp8_scratch();  // fp8_ and fp8_buf_ (trainer.precision = fp8)
-  void layer_forward_body(Activations& A, int l, const LayerActs& a);
+  // act_by_fc_out: the SwiGLU output fc_act is left to fc_out's forward (LinearFwd::swiglu_pre),
+  // which the caller runs next; a recompute, which runs no fc_out forward, computes it here.
+  void layer_forward_body(Activations& A, int l, const LayerActs& a, bool act_by_fc_out = false);
   // dres_summed: the column sum of d(layer output), fc_out's bias gradient, was already added by
   // the norm backward that produced it.
   void layer_backward(Activations& A, int l, const LayerActs& a, bool dres_summed);

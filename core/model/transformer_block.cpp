@@ -52,7 +52,7 @@ void Model::residual_norm(Tensor residual, Tensor out, Tensor mean, Tensor rstd,
 }
 
 // Heads, KV heads and FFN columns are this rank's TP share (ls_).
-void Model::layer_forward_body(Activations& A, int l, const LayerActs& a) {
+void Model::layer_forward_body(Activations& A, int l, const LayerActs& a, bool act_by_fc_out) {
   const LayerParams& p = w_.layers[size_t(l)];
   const LayerLinears& L = linears_[size_t(l)];
   const kernels::AttentionShape att{
@@ -67,7 +67,7 @@ void Model::layer_forward_body(Activations& A, int l, const LayerActs& a) {
     L.fc_in.fwd({.out = a.fc_act, .inp = a.ln2, .pre_gelu = a.fc_pre});
   } else {
     L.fc_in.fwd({.out = a.fc_pre, .inp = a.ln2});
-    be_.swiglu_fwd(a.fc_act, a.fc_pre);
+    if (!act_by_fc_out) be_.swiglu_fwd(a.fc_act, a.fc_pre);
   }
 }
 

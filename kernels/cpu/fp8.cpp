@@ -112,6 +112,17 @@ void CpuBackend::fp8_quantize_swiglu_bwd(const Fp8QuantizeSwigluBwdArgs& a) {
                 .amax_out = a.amax_out});
 }
 
+// Likewise the forward: swiglu_fwd, then the cast of what it wrote.
+void CpuBackend::fp8_swiglu_fwd_quantize(const Fp8SwigluFwdQuantizeArgs& a) {
+  swiglu_fwd(a.out, a.gate_up);
+  fp8_quantize({.out = a.q,
+                .scale_inv = a.scale_inv,
+                .inp = a.out,
+                .amax = a.amax,
+                .cols = a.out.ndim >= 1 ? a.out.dim(-1) : 0,
+                .amax_out = a.amax_out});
+}
+
 void CpuBackend::fp8_amax_history(const Fp8AmaxHistoryArgs& a) {
   const char* op = "fp8_amax_history";
   cpu::require_tensor(a.history, op, "history", DType::f32);

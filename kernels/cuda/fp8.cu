@@ -238,6 +238,46 @@ void launch_quantize(uint8_t* out, uint8_t* out_t, float* scale_inv, Source src,
     quantize_kernel<__NV_E4M3><<<grid, block, 0, s>>>(out, out_t, scale_inv, src, amax, amax_out, rows);
 }
 
+// swiglu_fwd and the row-layout cast of its bf16 output in one pass (Fp8SwigluFwdQuantizeArgs):
+// W = 8 values per thread with 16-byte loads (F % 8 == 0, aligned), else 1. The cast reads the
+// value as stored (rounded to bf16), so the bytes are those of fp8_quantize of the output.
+template <__nv_fp8_interpretation_t Fmt, int W>
+__global__ void swiglu_fwd_quantize_kernel(bf16* out, uint8_t* q, float* scale_inv, const bf16* gu, const float* amax,
+                                           float* amax_out, int64_t rows, int64_t F) {
+  const float scale = scale_from_amax(*amax, Fmt == __NV_E4M3 ? 448.f : 57344.f);
+  if (blockIdx.x == 0 && threadIdx.x == 0) *scale_inv = __fdiv_rn(1.f, scale);
+  const int64_t per_row = F / W, n = rows * per_row;
+  float m = 0.f;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = i / per_row, c = (i - r * per_row) * W;
+    float g[W], u[W], o[W];
+    union {
+      uint2 u;
+      uint8_t b[8];
+    } qb;
+    if constexpr (W == 8) {
+      load8(gu + r * 2 * F + c, g);
+      load8(gu + r * 2 * F + F + c, u);
+    } else {
+      g[0] = __bfloat162float(gu[r * 2 * F + c]), u[0] = __bfloat162float(gu[r * 2 * F + F + c]);
+    }
+#pragma unroll
+    for (int k = 0; k < W; ++k) {
+      o[k] = __bfloat162float(__float2bfloat16_rn(swiglu_value(g[k], u[k])));
+      m = fmaxf(m, fabsf(o[k]));  // fmaxf skips NaN
+      qb.b[k] = __nv_cvt_float_to_fp8(__fmul_rn(o[k], scale), __NV_SATFINITE, Fmt);
+    }
+    if constexpr (W == 8) {
+      store8(out + r * F + c, o);
+      *reinterpret_cast<uint2*>(q + r * F + c) = qb.u;
+    } else {
+      out[r * F + c] = __float2bfloat16_rn(o[0]);
+      q[r * F + c] = qb.b[0];
+    }
+  }
+  if (amax_out) block_max_to(amax_out, m);
+}
+
 // Delayed scaling's roll (Fp8AmaxHistoryArgs): one thread per tensor, the CPU's
 // roll_amax_history (kernels/cpu/fp8_format.hpp) step for step.
 constexpr int kCell = 4;
@@ -302,6 +342,30 @@ void fp8_quantize_swiglu_bwd_bf16(void* out, void* out_t, float* scale_inv, cons
                   SwigluBwdSource{static_cast<const bf16*>(dout), static_cast<const bf16*>(gate_up), F}, amax, amax_out,
                   rows, aligned16(dout) && aligned16(gate_up), e5m2, s);
   RECIPE_CUDA_CHECK_LAUNCH("fp8_quantize_swiglu_bwd");
+}
+
+void fp8_swiglu_fwd_quantize_bf16(void* out, void* q, float* scale_inv, const void* gate_up, const float* amax,
+                                  float* amax_out, int64_t rows, int64_t F, bool e5m2, cudaStream_t s) {
+  if (rows <= 0 || F <= 0) return;
+  auto* o = static_cast<bf16*>(out);
+  auto* qb = static_cast<uint8_t*>(q);
+  const auto* gu = static_cast<const bf16*>(gate_up);
+  const bool vec = F % 8 == 0 && aligned16(out) && aligned16(gate_up) && reinterpret_cast<uintptr_t>(q) % 8 == 0;
+  const int64_t work = vec ? rows * F / 8 : rows * F;
+  const int blocks = blocks_for(work, kAmaxThreads);
+  if (vec && e5m2)
+    swiglu_fwd_quantize_kernel<__NV_E5M2, 8>
+        <<<blocks, kAmaxThreads, 0, s>>>(o, qb, scale_inv, gu, amax, amax_out, rows, F);
+  else if (vec)
+    swiglu_fwd_quantize_kernel<__NV_E4M3, 8>
+        <<<blocks, kAmaxThreads, 0, s>>>(o, qb, scale_inv, gu, amax, amax_out, rows, F);
+  else if (e5m2)
+    swiglu_fwd_quantize_kernel<__NV_E5M2, 1>
+        <<<blocks, kAmaxThreads, 0, s>>>(o, qb, scale_inv, gu, amax, amax_out, rows, F);
+  else
+    swiglu_fwd_quantize_kernel<__NV_E4M3, 1>
+        <<<blocks, kAmaxThreads, 0, s>>>(o, qb, scale_inv, gu, amax, amax_out, rows, F);
+  RECIPE_CUDA_CHECK_LAUNCH("fp8_swiglu_fwd_quantize");
 }
 
 void fp8_amax_history_f32(float* history, float* amax, float* scale_amax, int64_t tensors, int64_t history_len,

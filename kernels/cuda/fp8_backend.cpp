@@ -86,6 +86,24 @@ void CudaBackend::fp8_quantize_swiglu_bwd(const Fp8QuantizeSwigluBwdArgs& a) {
                                fmt == DType::e5m2, stream_);
 }
 
+void CudaBackend::fp8_swiglu_fwd_quantize(const Fp8SwigluFwdQuantizeArgs& a) {
+  const char* op = "fp8_swiglu_fwd_quantize";
+  expect(op, "out", a.out, DType::bf16);
+  expect(op, "gate_up", a.gate_up, DType::bf16);
+  expect_fp8(op, "q", a.q);
+  expect_scale(op, "amax", a.amax);
+  expect_scale(op, "scale_inv", a.scale_inv);
+  const int64_t F = a.out.ndim >= 1 ? a.out.dim(-1) : 0;
+  if (F <= 0) bad_arg(op, "out " + a.out.shape_str() + " has no columns");
+  const int64_t rows = a.out.numel() / F;
+  expect_numel(op, "gate_up", a.gate_up, rows * 2 * F);
+  expect_numel(op, "q", a.q, rows * F);
+  if (a.amax_out.defined()) expect(op, "amax_out", a.amax_out, DType::f32), expect_numel(op, "amax_out", a.amax_out, 1);
+  fp8_swiglu_fwd_quantize_bf16(a.out.ptr, a.q.ptr, a.scale_inv.as<float>(), a.gate_up.ptr, a.amax.as<float>(),
+                               static_cast<float*>(ptr_or_null(a.amax_out)), rows, F, a.q.dtype == DType::e5m2,
+                               stream_);
+}
+
 void CudaBackend::fp8_amax_history(const Fp8AmaxHistoryArgs& a) {
   const char* op = "fp8_amax_history";
   expect(op, "history", a.history, DType::f32);

@@ -140,14 +140,16 @@ TEST_CASE("fp8 delayed scaling (CPU emulation): gpt_tiny follows the unquantized
   }
 }
 
-// Delayed scaling casts fc1's output gradient inside the SwiGLU backward (linear.hpp); that fusion
-// is no recipe key because it changes no bit: llama_tiny trained with it and with it switched off
-// (Model::fp8_fuse_producers, the dy materialised and cast by fp8_quantize) gives the same losses
+// Delayed scaling casts fc1's output gradient inside the SwiGLU backward and fc2's input inside the
+// SwiGLU forward (linear.hpp); those fusions are no recipe key because they change no bit: llama_tiny
+// trained with them and with them switched off (Model::fp8_fuse_producers: the tensors
+// materialised, then cast by fp8_quantize) gives the same losses
 // and the same master weights, over micro-batches that accumulate the amax record, both
-// gradient formats, and the recompute level that rebuilds the SwiGLU output.
-TEST_CASE("fp8 delayed scaling (CPU emulation): the SwiGLU-fused dy cast trains llama_tiny bit for bit as unfused") {
+// gradient formats, and the recompute levels that rebuild the SwiGLU output (norm) or the whole
+// layer (full).
+TEST_CASE("fp8 delayed scaling (CPU emulation): the SwiGLU-fused casts train llama_tiny bit for bit as unfused") {
   for (plan::Fp8Format grad : {plan::Fp8Format::e5m2, plan::Fp8Format::e4m3}) {
-    for (plan::Recompute rc : {plan::Recompute::none, plan::Recompute::norm}) {
+    for (plan::Recompute rc : {plan::Recompute::none, plan::Recompute::norm, plan::Recompute::full}) {
       CAPTURE(plan::to_string(grad));
       CAPTURE(plan::to_string(rc));
       plan::Plan p = test::llama_tiny_plan();

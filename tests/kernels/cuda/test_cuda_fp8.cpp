@@ -209,6 +209,54 @@ TEST_CASE("cuda fp8 cast fused into the SwiGLU backward equals swiglu_bwd then f
       }
 }
 
+// The SwiGLU forward with its output's cast (delayed scaling's fc2 input): the bf16 output of
+// swiglu_fwd bit for bit, and the bytes, inverse scale and record of the GPU's fp8_quantize of it
+// (which quantize_both checks against the CPU cast). F multiple of 8 (the vector kernel) or not.
+TEST_CASE("cuda fp8 SwiGLU forward with its cast equals swiglu_fwd then fp8_quantize bit for bit" *
+          doctest::skip(!has_gpu())) {
+  struct Case {
+    int64_t rows, F;
+  };
+  const Case cases[] = {{64, 64}, {48, 40}, {1024, 392}, {20, 36}, {33, 24}, {7, 5}};
+  uint32_t seed = 400;
+  Backend& gb = gpu_backend();
+  for (const Case& c : cases)
+    for (DType t : {DType::e4m3, DType::e5m2})
+      for (bool record : {false, true}) {
+        CAPTURE(c.rows);
+        CAPTURE(c.F);
+        CAPTURE(dtype_name(t));
+        CAPTURE(record);
+        const int64_t rows = c.rows, F = c.F;
+        Rng r(seed++);
+        auto gu = make_dual(Kind::act, {rows, 2 * F}, r.normal(size_t(rows * 2 * F), 2.f));
+        Tensor act = alloc_on(gb, DType::bf16, {rows, F});
+        gb.swiglu_fwd(act, gu.g);
+        const std::vector<float> act_host = read(gb, act);
+        gb.free(act.ptr);
+        auto x = make_dual(Kind::act, {rows, F}, act_host);
+        const Fp8Dual measured = quantize_both(x, rows, F, t);
+        const float amax_want = read(cpu_backend(), measured.amax.c)[0], src = amax_want * 0.75f;
+        REQUIRE(src > 0.f);
+        const Fp8Dual want = quantize_both(x, rows, F, t, src);
+        Tensor out = alloc_on(gb, DType::bf16, {rows, F}), q = alloc_on(gb, t, {rows, F});
+        auto inv = make_dual(Kind::f32, {1}, {0.f}), amax = make_dual(Kind::f32, {1}, {src});
+        auto rec = make_dual(Kind::f32, {1}, {0.f});
+        gb.fp8_swiglu_fwd_quantize({.out = out,
+                                    .q = q,
+                                    .scale_inv = inv.g,
+                                    .gate_up = gu.g,
+                                    .amax = amax.g,
+                                    .amax_out = record ? rec.g : Tensor()});
+        CHECK(read(gb, out) == act_host);
+        CHECK(read_bytes(gb, q) == read_bytes(cpu_backend(), want.q.c));
+        CHECK(read(gb, inv.g)[0] == read(cpu_backend(), want.scale_inv.c)[0]);
+        CHECK(read(gb, rec.g)[0] == (record ? amax_want : 0.f));
+        gb.free(out.ptr);
+        gb.free(q.ptr);
+      }
+}
+
 TEST_CASE("cuda fp8 amax history roll equals the CPU reference (max and most recent, push and recompute)" *
           doctest::skip(!has_gpu())) {
   const int64_t T = 37, H = 5;

@@ -88,10 +88,11 @@ TEST_CASE("cuda fp8 delayed scaling: gpt_tiny follows the bf16 loss curve for 20
 }
 
 // llama_tiny with delayed scaling on the GPU: fc1's output gradient is cast inside the SwiGLU
-// backward (fp8_quantize_swiglu_bwd, from step 2, inside the captured graph). The run follows the
+// backward and fc2's input inside the SwiGLU forward (fp8_quantize_swiglu_bwd,
+// fp8_swiglu_fwd_quantize; from step 2, inside the captured graph). The run follows the
 // bf16 curve within the tolerance above, and it is bit for bit the run with the fusion switched off
 // (Model::fp8_fuse_producers; deterministic backends, so the GEMM algorithms do not differ by timing).
-TEST_CASE("cuda fp8 delayed scaling: llama_tiny with the SwiGLU-fused dy cast follows bf16 and equals unfused" *
+TEST_CASE("cuda fp8 delayed scaling: llama_tiny with the SwiGLU-fused casts follows bf16 and equals unfused" *
           doctest::skip(!has_gpu())) {
   plan::Plan ref = test::llama_tiny_plan();
   ref.trainer.precision = plan::Precision::bf16;
