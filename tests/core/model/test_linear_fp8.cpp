@@ -28,7 +28,7 @@ using kernels::test::view;
 
 namespace {
 
-constexpr int N = 5, C = 8, F = 6;  // fc1: [2F, C] into gate_up [N, 2F]
+constexpr int64_t N = 5, C = 8, F = 6;  // fc1: [2F, C] into gate_up [N, 2F]
 
 Tensor bytes(std::vector<uint8_t>& v, DType t, std::initializer_list<int64_t> shape) {
   return Tensor(v.data(), t, kernels::Device::cpu, shape);

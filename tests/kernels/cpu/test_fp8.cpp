@@ -241,8 +241,9 @@ TEST_CASE("fp8 quantize of the SwiGLU backward (CPU): bit for bit swiglu_bwd the
 TEST_CASE("fp8 SwiGLU forward with its cast (CPU): bit for bit swiglu_fwd then fp8_quantize, odd shapes") {
   auto be = make_cpu_backend();
   uint32_t seed = 70;
-  for (auto [rows, F] : {std::pair<int64_t, int64_t>{1, 1}, {3, 5}, {37, 24}, {65, 67}}) {
+  for (const std::pair<int64_t, int64_t> shape : {std::pair<int64_t, int64_t>{1, 1}, {3, 5}, {37, 24}, {65, 67}}) {
     for (DType t : {DType::e4m3, DType::e5m2}) {
+      const int64_t rows = shape.first, F = shape.second;
       CAPTURE(rows);
       CAPTURE(F);
       CAPTURE(dtype_name(t));
