@@ -43,6 +43,8 @@ namespace {
 }  // namespace
 void Backend::fp8_amax(Tensor, Tensor) { no_fp8(*this, "fp8_amax"); }
 void Backend::fp8_quantize(const Fp8QuantizeArgs&) { no_fp8(*this, "fp8_quantize"); }
+void Backend::fp8_quantize_swiglu_bwd(const Fp8QuantizeSwigluBwdArgs&) { no_fp8(*this, "fp8_quantize_swiglu_bwd"); }
+void Backend::fp8_swiglu_fwd_quantize(const Fp8SwigluFwdQuantizeArgs&) { no_fp8(*this, "fp8_swiglu_fwd_quantize"); }
 void Backend::fp8_amax_history(const Fp8AmaxHistoryArgs&) { no_fp8(*this, "fp8_amax_history"); }
 void Backend::fp8_transpose(Tensor, Tensor) { no_fp8(*this, "fp8_transpose"); }
 void Backend::fp8_linear_fwd(const Fp8LinearFwdArgs&) { no_fp8(*this, "fp8_linear_fwd"); }

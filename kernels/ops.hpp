@@ -95,6 +95,21 @@ struct Fp8QuantizeArgs {
   int64_t cols = 0;  // elements per row of inp
   Tensor amax_out{};
 };
+// fp8_quantize of the SwiGLU backward (delayed scaling's fusion of the cast into the kernel that
+// produces the operand; core/model/linear.hpp): the tensor cast is dgate_up [rows, 2F], the
+// gradient swiglu_bwd(dgate_up, dout, gate_up) would write (element for element the same value,
+// rounded to the act dtype as that op rounds it), which is never materialised. out [rows, 2F],
+// out_t [2F, rows], scale_inv, amax, amax_out as in fp8_quantize (amax_out records max |dgate_up|).
+// dout [rows, F] and gate_up [rows, 2F] as in swiglu_bwd.
+struct Fp8QuantizeSwigluBwdArgs {
+  Tensor out{}, out_t{}, scale_inv{}, dout{}, gate_up{}, amax{}, amax_out{};
+};
+// swiglu_fwd with its output also cast to FP8 (delayed scaling's fusion for fc2's input): out
+// [rows, F] (act dtype) = swiglu(gate_up) as swiglu_fwd writes it, and q [rows, F] its FP8 cast
+// with scale_inv, amax, amax_out as in fp8_quantize (row layout only), in one pass.
+struct Fp8SwigluFwdQuantizeArgs {
+  Tensor out{}, q{}, scale_inv{}, gate_up{}, amax{}, amax_out{};
+};
 // Delayed scaling's once-per-step update of T tensors' amax histories (Transformer Engine's
 // DelayedScaling). history f32 [T, H], row t newest first (history[t][0] the last step's amax);
 // amax and scale_amax f32 [T, 4]: 16-byte cells, the value in column 0 (scale_amax feeds
@@ -368,6 +383,8 @@ class Backend {
   // infinite one gives inf. Overwrites amax.
   virtual void fp8_amax(Tensor amax, Tensor x);
   virtual void fp8_quantize(const Fp8QuantizeArgs& a);
+  virtual void fp8_quantize_swiglu_bwd(const Fp8QuantizeSwigluBwdArgs& a);
+  virtual void fp8_swiglu_fwd_quantize(const Fp8SwigluFwdQuantizeArgs& a);
   virtual void fp8_amax_history(const Fp8AmaxHistoryArgs& a);
   // out[c, r] = inp[r, c]: an FP8 matrix inp [rows, cols] copied transposed into out [cols, rows]
   // (bytes as they are, same format; the inverse scale is unchanged). The K-major copy of a

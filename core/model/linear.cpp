@@ -27,6 +27,8 @@ Tensor TpGroup::gather_rows(Tensor shard, Tensor buffer) const {
 void TpGroup::sum_scatter_rows(Tensor shard, Tensor full) const { comm->reduce_scatter_sum(shard, full); }
 
 void Linear::affine_fwd(const LinearFwd& a, Tensor bias) const {
+  if (a.swiglu_pre.defined() && (!fp8_ || lora_))
+    throw std::logic_error("Linear::fwd: only the FP8 forward computes a SwiGLU input with its cast");
   if (!lora_) {
     if (fp8_)
       fp8_affine_fwd(a, bias);  // linear_fp8.cpp
@@ -48,6 +50,8 @@ void Linear::affine_fwd(const LinearFwd& a, Tensor bias) const {
 void Linear::affine_bwd(const LinearBwd& a) const {
   if (a.rebuild_input && !a.gelu_pre.defined())
     throw std::logic_error("Linear::bwd: rebuild_input needs gelu_pre (the input is rebuilt as gelu(gelu_pre))");
+  if (a.swiglu_pre.defined() && (!fp8_ || lora_))
+    throw std::logic_error("Linear::bwd: only the FP8 backward casts a SwiGLU gradient without materialising it");
   const Tensor dbias = a.bias_grad_done ? Tensor() : grad_.b;
   const Tensor dinp_sum = a.dinp_is_output_grad_of ? a.dinp_is_output_grad_of->bias_grad() : Tensor();
   if (fp8_ && !lora_) {
@@ -190,11 +194,19 @@ void Linear::sp_row_bwd(const LinearBwd& a) const {
 }
 
 void ColumnParallelLinear::fwd(const LinearFwd& a) const {
+  if (a.swiglu_pre.defined())
+    throw std::logic_error("ColumnParallelLinear::fwd: swiglu_pre is for the row-parallel linear after the SwiGLU");
   if (tp_.sequence_parallel()) return sp_column_fwd(a);
   affine_fwd(a, w_.b);
 }
 
 void ColumnParallelLinear::bwd(const LinearBwd& a) const {
+  if (a.swiglu_pre.defined() && !fp8_fuses_swiglu_bwd(a)) {  // materialise dout = swiglu_bwd(...)
+    be_->swiglu_bwd(a.dout, a.swiglu_dact, a.swiglu_pre);
+    LinearBwd plain = a;
+    plain.swiglu_pre = plain.swiglu_dact = Tensor();
+    return bwd(plain);
+  }
   // dinp is partial here (a sum over this rank's output features only): an epilogue acting on it
   // element-wise would see the wrong values.
   if (tp_.size > 1 && (a.gelu_pre.defined() || a.dinp_is_output_grad_of))
@@ -205,6 +217,12 @@ void ColumnParallelLinear::bwd(const LinearBwd& a) const {
 }
 
 void RowParallelLinear::fwd(const LinearFwd& a) const {
+  if (a.swiglu_pre.defined() && !fp8_fuses_swiglu_fwd()) {  // materialise inp = swiglu(swiglu_pre)
+    be_->swiglu_fwd(a.inp, a.swiglu_pre);
+    LinearFwd plain = a;
+    plain.swiglu_pre = Tensor();
+    return fwd(plain);
+  }
   if (a.pre_gelu.defined())
     throw std::logic_error("RowParallelLinear::fwd: a GELU epilogue would act on a partial (pre-TP-sum) output");
   if (tp_.sequence_parallel()) return sp_row_fwd(a);
@@ -214,6 +232,9 @@ void RowParallelLinear::fwd(const LinearFwd& a) const {
 }
 
 void RowParallelLinear::bwd(const LinearBwd& a) const {
+  if (a.swiglu_pre.defined())
+    throw std::logic_error(
+        "RowParallelLinear::bwd: swiglu_pre is for the column-parallel linear whose output feeds the SwiGLU");
   if (tp_.sequence_parallel()) return sp_row_bwd(a);
   affine_bwd(a);
 }

@@ -80,6 +80,17 @@
 // checkpoints save them per layer (fp8.layers.<l>.amax_history, [4 linears, 3 roles, H], equal on
 // every rank, written once), a resume restores them, so it continues bitwise. Memory per model
 // chunk: 12 tensors per layer × (H floats + two 16-byte cells), in the FP8 allocation.
+// Since a delayed scale is known before the operand exists, the kernel that produces an operand
+// can cast it itself: fc1's output gradient dy = swiglu_bwd(dact, fc_pre) [N, 2·ffn], the largest
+// cast of a Llama layer, is computed in registers, rounded to bf16 as swiglu_bwd would store it,
+// and written as gq and gtq with its amax recorded, in one kernel (fp8_quantize_swiglu_bwd,
+// LinearBwd::swiglu_pre); the bf16 dy is neither written nor read. Not where dy is needed in bf16:
+// the first step (current scaling needs amax(dy) before the cast), an adapter, a bias gradient.
+// Likewise fc2's input x = swiglu(fc_pre): the SwiGLU forward writes xq beside the bf16 x that
+// the block still keeps (fp8_swiglu_fwd_quantize, LinearFwd::swiglu_pre), so fc2's forward does
+// not read x again.
+// The bytes are those of the unfused path (tests/core/model/test_linear_fp8.cpp,
+// tests/core/train/test_fp8_training.cpp), so it is no recipe key: always on where it applies.
 //
 // LoRA (peft.kind=lora): y = x·Wᵀ (+ b) + s·(d(x)·Aᵀ)·Bᵀ with A [r, in], B [out, r], s = alpha/r
 // (rsLoRA: alpha/sqrt(r)) and d the adapter dropout (PEFT's lora_dropout, peft.dropout = p):
@@ -243,6 +254,10 @@ struct Fp8Scratch {
   // a pass that computes gradients; history_ready once the histories hold a step (else current
   // scaling seeds them).
   bool delayed = false, record_amax = false, history_ready = false;
+  // Delayed scaling casts an operand inside the kernel that produces it where one can (the
+  // SwiGLU backward: LinearBwd::swiglu_pre), bit for bit what the separate cast gives. Always on;
+  // tests turn it off (Model::fp8_fuse_producers) to compare the two.
+  bool fuse_producers = true;
 };
 
 // Delayed scaling: an FP8 linear's operand roles, and its cells (f32 [1] views of 16-byte cells)
@@ -297,6 +312,11 @@ struct LinearFwd {
   // Optional (column-parallel only): receives the affine result, and out = gelu(pre_gelu) (the
   // fused GELU epilogue of fc1).
   kernels::Tensor pre_gelu{};
+  // Optional (row-parallel only): inp is not computed yet; it is swiglu(swiglu_pre) (fc2 after the
+  // SwiGLU, swiglu_pre = fc1's output gate_up), written into inp here (the block keeps it). An FP8
+  // linear with delayed scaling, its history ready and no adapter casts it in the same kernel
+  // (fp8_swiglu_fwd_quantize) instead of reading it again.
+  kernels::Tensor swiglu_pre{};
 };
 
 struct LinearBwd {
@@ -318,6 +338,13 @@ struct LinearBwd {
   // This linear's bias gradient was already accumulated by whoever held the rows of dout (the
   // norm backward's dinp_sum, or the next linear's dinp_is_output_grad_of): skip the column sum.
   bool bias_grad_done = false;
+  // Optional (column-parallel only): this linear's output [N, 2F] fed a SwiGLU, and dout is not
+  // computed yet: the output gradient is swiglu_bwd(swiglu_dact, swiglu_pre), with swiglu_pre the
+  // forward's output (gate_up) and swiglu_dact [N, F] the gradient of the SwiGLU's output. The
+  // bf16 path writes it into dout first. An FP8 linear with delayed scaling, its history ready, no
+  // adapter and no bias gradient to sum casts it straight out of the SwiGLU backward (both layouts,
+  // one kernel: fp8_quantize_swiglu_bwd); dout is then never written, only its shape is read.
+  kernels::Tensor swiglu_pre{}, swiglu_dact{};
 };
 
 // What both kinds share: the tensors and the backend calls of the local affine map
@@ -377,6 +404,11 @@ class Linear {
   // dst (+)= src ⊙ keep/(1−p) with this linear's mask over the [n, in] rows of the input.
   void apply_dropout(kernels::Tensor dst, kernels::Tensor src, bool accumulate) const;
   bool dropout_now() const { return lora_->training && lora_->dropout > 0.f; }
+  // LinearBwd::swiglu_pre: whether this backward casts the output gradient straight out of the
+  // SwiGLU backward (else the caller materialises dout first).
+  bool fp8_fuses_swiglu_bwd(const LinearBwd& a) const;
+  // LinearFwd::swiglu_pre: whether this forward computes its input and its FP8 cast in one kernel.
+  bool fp8_fuses_swiglu_fwd() const;
   // The FP8 forms of affine_fwd / affine_bwd (see the top of the file).
   void fp8_affine_fwd(const LinearFwd& a, kernels::Tensor bias) const;
   void fp8_affine_bwd(const LinearBwd& a, kernels::Tensor dbias, kernels::Tensor dinp_sum) const;

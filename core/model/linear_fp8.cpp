@@ -53,6 +53,19 @@ void Linear::fp8_cast(Tensor src, Tensor out, Tensor out_t, Tensor stats, int sl
                      .amax_out = amax_out});
 }
 
+bool Linear::fp8_fuses_swiglu_bwd(const LinearBwd& a) const {
+  // The fused cast needs the scale before dy exists (a ready delayed history), and nothing else
+  // may need dy in the act dtype: no adapter (its GEMMs read it), no bias gradient to sum from it.
+  // (The TP comm-overlap rings, which read dy by blocks, are refused with FP8 by the resolver.)
+  const bool bias_sum = !a.bias_grad_done && grad_.b.defined();
+  return fp8_ && fp8_->fuse_producers && fp8_->delayed && fp8_->history_ready && fp8_d_ && !lora_ && !bias_sum &&
+         !tp_.overlap;
+}
+
+bool Linear::fp8_fuses_swiglu_fwd() const {
+  return fp8_ && fp8_->fuse_producers && fp8_->delayed && fp8_->history_ready && fp8_d_ && !lora_ && !tp_.overlap;
+}
+
 const Fp8WeightCache& Linear::fp8_weight() const {
   Fp8WeightCache& c = *fp8_w_;
   if (c.frozen) {  // held only in FP8: cast once, when the base was initialized or loaded
@@ -71,8 +84,20 @@ void Linear::fp8_affine_fwd(const LinearFwd& a, Tensor bias) const {
   const Fp8Scratch& s = *fp8_;
   const int64_t in = w_.w.dim(1), n = a.inp.numel() / in;
   const Tensor xq = typed(s.x, s.fwd, n, in);
-  fp8_cast(a.inp, xq, Tensor(), s.stats, kX, row_parallel_, fp8_x,
-           true);  // a row-parallel input is sharded over its features
+  if (a.swiglu_pre.defined()) {
+    // x = swiglu(fc_pre) written with its cast, with the history's scale (the delayed branch of
+    // fp8_cast; the caller checked fp8_fuses_swiglu_fwd).
+    const Fp8DelayedCells& d = *fp8_d_;
+    be_->fp8_swiglu_fwd_quantize({.out = a.inp,
+                                  .q = xq,
+                                  .scale_inv = cell(s.stats, kX + 1),
+                                  .gate_up = a.swiglu_pre,
+                                  .amax = d.scale_amax[fp8_x],
+                                  .amax_out = s.record_amax ? d.amax[fp8_x] : Tensor()});
+  } else {
+    fp8_cast(a.inp, xq, Tensor(), s.stats, kX, row_parallel_, fp8_x,
+             true);  // a row-parallel input is sharded over its features
+  }
   const Fp8WeightCache& w = fp8_weight();
   be_->fp8_linear_fwd({.out = a.out,
                        .inp = xq,
@@ -93,7 +118,20 @@ void Linear::fp8_affine_bwd(const LinearBwd& a, Tensor dbias, Tensor dinp_sum) c
   // dy: sharded over the output features in a column-parallel linear, replicated in a row-parallel one.
   const Tensor gq = need_dinp ? typed(s.g, s.bwd, n, out) : Tensor();
   const Tensor gtq = need_dw ? typed(s.g_t, s.bwd, out, n) : Tensor();
-  if (need_dinp || need_dw) fp8_cast(a.dout, gq, gtq, s.stats, kG, !row_parallel_, fp8_dy, true);
+  if (a.swiglu_pre.defined() && (need_dinp || need_dw)) {
+    // dy = swiglu_bwd(dact, fc_pre), cast as it is computed with the history's scale (the
+    // delayed branch of fp8_cast; the caller checked fp8_fuses_swiglu_bwd).
+    const Fp8DelayedCells& d = *fp8_d_;
+    be_->fp8_quantize_swiglu_bwd({.out = gq,
+                                  .out_t = gtq,
+                                  .scale_inv = cell(s.stats, kG + 1),
+                                  .dout = a.swiglu_dact,
+                                  .gate_up = a.swiglu_pre,
+                                  .amax = d.scale_amax[fp8_dy],
+                                  .amax_out = s.record_amax ? d.amax[fp8_dy] : Tensor()});
+  } else if (need_dinp || need_dw) {
+    fp8_cast(a.dout, gq, gtq, s.stats, kG, !row_parallel_, fp8_dy, true);
+  }
   const Fp8WeightCache* w = need_dinp ? &fp8_weight() : nullptr;
   Tensor weight_t = w ? w->wtq : Tensor();
   if (w && w->frozen) {  // the K-major copy the dinp GEMM reads, into the shared scratch
@@ -110,7 +148,7 @@ void Linear::fp8_affine_bwd(const LinearBwd& a, Tensor dbias, Tensor dinp_sum) c
                        .dbias = dbias,
                        .dinp_gelu_aux = need_dinp ? a.gelu_pre : Tensor(),
                        .dinp_sum = dinp_sum,
-                       .dout = a.dout,
+                       .dout = a.dout,  // fused SwiGLU: unwritten, only its shape is read (no dbias)
                        .dout_fp8 = gq,
                        .dout_t = gtq,
                        .dout_scale_inv = cell(s.stats, kG + 1),

@@ -470,8 +470,9 @@ void Model::forward(int slot, bool with_grad, Tensor losses, float dloss) {
   norm_fwd(first.ln1, first.residual, w_.layers[0].norm1, first.ln1_mean, first.ln1_rstd);
   for (int l = 0; l < nl; ++l) {
     const LayerActs a = A.layer(l);
-    layer_forward_body(A, l, a);
-    linears_[size_t(l)].fc_out.fwd({.out = A.proj_out, .inp = a.fc_act});
+    layer_forward_body(A, l, a, true);
+    // SwiGLU: fc_act = swiglu(fc_pre) is written by fc_out's forward (with its FP8 cast, if fused).
+    linears_[size_t(l)].fc_out.fwd({.out = A.proj_out, .inp = a.fc_act, .swiglu_pre = s_.gelu ? Tensor() : a.fc_pre});
     // The MLP residual add is fused with the next norm (the next layer's norm1 or the final norm),
     // whose weights are the next phase's.
     if (l + 1 < nl || last_stage_) weights_needed(l + 1 < nl ? layer_phase(l + 1) : 0);

@@ -148,6 +148,9 @@ class Model {
   // After fp8_amax_history() was overwritten (a resume): recompute the scales from it; the next
   // step casts with them.
   void fp8_history_restored();
+  // Delayed scaling's casts inside the kernels that produce their operands (Fp8Scratch::
+  // fuse_producers): always on; tests turn them off to prove the fused path gives the same bits.
+  void fp8_fuse_producers(bool on) { fp8_.fuse_producers = on; }
   int first_layer() const { return first_layer_; }
   // peft.base_fp8_only: casts this chunk's FP8-only frozen weights (ParamSpec::fp8) into their FP8
   // bytes, once, from the values the ParamStore's source gives (the seeded init or the checkpoint
@@ -218,7 +221,9 @@ class Model {
                      kernels::Tensor a, kernels::Tensor b, const Norm& n);
   // From a.ln1 to a.fc_act (everything but the MLP output projection).
   void alloc_fp8_scratch();  // fp8_ and fp8_buf_ (trainer.precision = fp8)
-  void layer_forward_body(Activations& A, int l, const LayerActs& a);
+  // act_by_fc_out: the SwiGLU output fc_act is left to fc_out's forward (LinearFwd::swiglu_pre),
+  // which the caller runs next; a recompute, which runs no fc_out forward, computes it here.
+  void layer_forward_body(Activations& A, int l, const LayerActs& a, bool act_by_fc_out = false);
   // dres_summed: the column sum of d(layer output), fc_out's bias gradient, was already added by
   // the norm backward that produced it.
   void layer_backward(Activations& A, int l, const LayerActs& a, bool dres_summed);

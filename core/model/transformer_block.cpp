@@ -52,7 +52,7 @@ void Model::residual_norm(Tensor residual, Tensor out, Tensor mean, Tensor rstd,
 }
 
 // Heads, KV heads and FFN columns are this rank's TP share (ls_).
-void Model::layer_forward_body(Activations& A, int l, const LayerActs& a) {
+void Model::layer_forward_body(Activations& A, int l, const LayerActs& a, bool act_by_fc_out) {
   const LayerParams& p = w_.layers[size_t(l)];
   const LayerLinears& L = linears_[size_t(l)];
   const kernels::AttentionShape att{
@@ -66,7 +66,7 @@ void Model::layer_forward_body(Activations& A, int l, const LayerActs& a) {
     L.fc_in.fwd({.out = a.fc_act, .inp = a.ln2, .pre_gelu = a.fc_pre});
   } else {
     L.fc_in.fwd({.out = a.fc_pre, .inp = a.ln2});
-    be_.swiglu_fwd(a.fc_act, a.fc_pre);
+    if (!act_by_fc_out) be_.swiglu_fwd(a.fc_act, a.fc_pre);
   }
 }
 
@@ -106,11 +106,17 @@ void Model::layer_backward(Activations& A, int l, const LayerActs& a, bool dres_
                   .bias_grad_done = dres_summed});
   } else {
     L.fc_out.bwd({.dinp = A.dfc_act, .dout = dres, .inp = a.fc_act, .bias_grad_done = dres_summed});
-    be_.swiglu_bwd(A.dfc, A.dfc_act, a.fc_pre);
   }
   // norm: ln2 (and below ln1) are rebuilt from the saved residual; the saved statistics stay.
   if (recompute_ == Recompute::norm) norm_fwd(a.ln2, a.residual2, p.norm2);
-  L.fc_in.bwd({.dinp = A.dln, .dout = A.dfc, .inp = a.ln2, .bias_grad_done = s_.gelu});
+  // SwiGLU: fc_in's output gradient dfc = swiglu_bwd(dfc_act, fc_pre) is left to fc_in's backward,
+  // which writes it (bf16) or casts it to FP8 as it is computed (swiglu_pre, linear.hpp).
+  L.fc_in.bwd({.dinp = A.dln,
+               .dout = A.dfc,
+               .inp = a.ln2,
+               .bias_grad_done = s_.gelu,
+               .swiglu_pre = s_.gelu ? Tensor() : a.fc_pre,
+               .swiglu_dact = s_.gelu ? Tensor() : A.dfc_act});
   // LayerNorm: the norm backward sums the rows of d(residual2) = d(proj output) into proj's bias
   // gradient (its dinp_sum), so proj's backward skips that sum.
   const bool proj_bias_from_norm = s_.layernorm;

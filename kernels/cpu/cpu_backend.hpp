@@ -45,6 +45,8 @@ class CpuBackend final : public Backend {
   // fp8.cpp (emulated: FP8 operands decoded to f32, then the f32 linear ops)
   void fp8_amax(Tensor amax, Tensor x) override;
   void fp8_quantize(const Fp8QuantizeArgs& args) override;
+  void fp8_quantize_swiglu_bwd(const Fp8QuantizeSwigluBwdArgs& args) override;
+  void fp8_swiglu_fwd_quantize(const Fp8SwigluFwdQuantizeArgs& args) override;
   void fp8_amax_history(const Fp8AmaxHistoryArgs& args) override;
   void fp8_transpose(Tensor out, Tensor inp) override;
   void fp8_linear_fwd(const Fp8LinearFwdArgs& args) override;

@@ -3,6 +3,7 @@
 // decode their FP8 operands times their inverse scales into f32 and run the f32 linear ops
 // (linear.cpp), so an FP8 linear on CPU is q(x)·q(W)ᵀ computed in f32. The CUDA GEMM differs from
 // it only in summation order (f32 accumulation both) and the bf16 rounding of its output.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -91,6 +92,35 @@ void CpuBackend::fp8_quantize(const Fp8QuantizeArgs& a) {
     for (int64_t i = 0; i < n; ++i) m = std::fmax(m, std::fabs(x[i]));  // fmax skips NaN
     *a.amax_out.as<float>() = m;
   }
+}
+
+// The reference of the fusion is the composition itself: swiglu_bwd into host memory, then the
+// cast of that tensor, so the fused op's bytes are those of the two ops by construction.
+void CpuBackend::fp8_quantize_swiglu_bwd(const Fp8QuantizeSwigluBwdArgs& a) {
+  const char* op = "fp8_quantize_swiglu_bwd";
+  cpu::require_tensor(a.gate_up, op, "gate_up", DType::f32);
+  const int64_t two_f = a.gate_up.dim(-1);
+  std::vector<float> dgate_up(size_t(a.gate_up.numel()));
+  const Tensor d(dgate_up.data(), DType::f32, Device::cpu, {a.gate_up.numel() / std::max<int64_t>(two_f, 1), two_f});
+  swiglu_bwd(d, a.dout, a.gate_up);
+  fp8_quantize({.out = a.out,
+                .out_t = a.out_t,
+                .scale_inv = a.scale_inv,
+                .inp = d,
+                .amax = a.amax,
+                .cols = two_f,
+                .amax_out = a.amax_out});
+}
+
+// Likewise the forward: swiglu_fwd, then the cast of what it wrote.
+void CpuBackend::fp8_swiglu_fwd_quantize(const Fp8SwigluFwdQuantizeArgs& a) {
+  swiglu_fwd(a.out, a.gate_up);
+  fp8_quantize({.out = a.q,
+                .scale_inv = a.scale_inv,
+                .inp = a.out,
+                .amax = a.amax,
+                .cols = a.out.ndim >= 1 ? a.out.dim(-1) : 0,
+                .amax_out = a.amax_out});
 }
 
 void CpuBackend::fp8_amax_history(const Fp8AmaxHistoryArgs& a) {

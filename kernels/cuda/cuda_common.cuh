@@ -41,6 +41,20 @@ __device__ __forceinline__ void store8(bf16* p, const float (&in)[8]) {
   *reinterpret_cast<Bf16x8*>(p) = x;
 }
 
+// SwiGLU of one (gate g, up u) pair in f32, before the act-dtype rounding: silu(g)·u. One definition
+// for swiglu_fwd (elementwise.cu) and the FP8 cast that fuses it (fp8.cu).
+__device__ __forceinline__ float swiglu_value(float g, float u) { return g / (1.f + __expf(-g)) * u; }
+
+// The SwiGLU backward of one (gate g, up u) pair with output gradient d, in f32 before the act-dtype
+// rounding: dg = d·u·silu'(g), du = d·silu(g). One definition for swiglu_bwd (elementwise.cu) and
+// the FP8 cast that fuses it (fp8.cu), so both round the same f32 values.
+__device__ __forceinline__ void swiglu_grad(float g, float u, float d, float& dg, float& du) {
+  const float sig = 1.f / (1.f + __expf(-g));
+  const float sl = g * sig;
+  dg = d * u * sig * (1.f + g * (1.f - sig));
+  du = d * sl;
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

@@ -95,15 +95,13 @@ __global__ void scale_f32_kernel(float* x, float k, int64_t n) {
     x[i] *= k;
 }
 
-__device__ __forceinline__ float silu(float g) { return g / (1.f + __expf(-g)); }
-
 // gate_up rows are [gate (F) | up (F)]; out rows are [F].
 __global__ void swiglu_fwd_kernel(bf16* out, const bf16* gu, int64_t rows, int64_t F) {
   const int64_t n = rows * F;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     int64_t r = i / F, c = i - r * F;
     float g = to_f(gu[r * 2 * F + c]), u = to_f(gu[r * 2 * F + F + c]);
-    out[i] = __float2bfloat16_rn(silu(g) * u);
+    out[i] = __float2bfloat16_rn(swiglu_value(g, u));
   }
 }
 // The same, 8 columns per thread with 16-byte loads and stores (F % 8 == 0, 16-byte aligned
@@ -117,7 +115,7 @@ __global__ void swiglu_fwd_vec_kernel(bf16* out, const bf16* gu, int64_t rows, i
     load8(gu + r * 2 * F + c, g);
     load8(gu + r * 2 * F + F + c, u);
 #pragma unroll
-    for (int k = 0; k < 8; ++k) o[k] = silu(g[k]) * u[k];
+    for (int k = 0; k < 8; ++k) o[k] = swiglu_value(g[k], u[k]);
     store8(out + r * F + c, o);
   }
 }
@@ -130,12 +128,7 @@ __global__ void swiglu_bwd_vec_kernel(bf16* dgu, const bf16* dout, const bf16* g
     load8(gu + r * 2 * F + F + c, u);
     load8(dout + r * F + c, d);
 #pragma unroll
-    for (int k = 0; k < 8; ++k) {
-      const float sig = 1.f / (1.f + __expf(-g[k]));
-      const float sl = g[k] * sig;
-      dg[k] = d[k] * u[k] * sig * (1.f + g[k] * (1.f - sig));
-      du[k] = d[k] * sl;
-    }
+    for (int k = 0; k < 8; ++k) swiglu_grad(g[k], u[k], d[k], dg[k], du[k]);
     store8(dgu + r * 2 * F + c, dg);
     store8(dgu + r * 2 * F + F + c, du);
   }
@@ -145,10 +138,10 @@ __global__ void swiglu_bwd_kernel(bf16* dgu, const bf16* dout, const bf16* gu, i
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     int64_t r = i / F, c = i - r * F;
     float g = to_f(gu[r * 2 * F + c]), u = to_f(gu[r * 2 * F + F + c]), d = to_f(dout[i]);
-    float sig = 1.f / (1.f + __expf(-g));
-    float sl = g * sig;
-    dgu[r * 2 * F + c] = __float2bfloat16_rn(d * u * sig * (1.f + g * (1.f - sig)));
-    dgu[r * 2 * F + F + c] = __float2bfloat16_rn(d * sl);
+    float dg, du;
+    swiglu_grad(g, u, d, dg, du);
+    dgu[r * 2 * F + c] = __float2bfloat16_rn(dg);
+    dgu[r * 2 * F + F + c] = __float2bfloat16_rn(du);
   }
 }
 

@@ -11,12 +11,11 @@
 #include <algorithm>
 
 #include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/fp8_kernels.hpp"
 
 namespace recipe::kernels::cuda {
 namespace {
-
-using bf16 = __nv_bfloat16;
 
 constexpr int kAmaxThreads = 256;
 
@@ -66,25 +65,78 @@ __device__ __forceinline__ float scale_from_amax(float amax, float fp8_max) {
   return isinf(s) ? 1.f : s;
 }
 
+// The casts read their input through a source: a loader of the bf16 values at (r, c), so the tiled,
+// transposing, amax-recording cast is written once for a plain tensor and for tensors that are never
+// materialised (the SwiGLU backward's, computed in registers). A source covers kHalves column
+// blocks of `cols` columns each: element (r, c) of block h is column h·cols + c of the cast tensor
+// [rows, kHalves·cols]; a block of the cast kernels handles the same tile in every half.
+struct PlainSource {  // the bf16 tensor x [rows, cols]
+  static constexpr int kHalves = 1;
+  const bf16* x;
+  int64_t cols;
+  __device__ __forceinline__ void load1(int64_t r, int64_t c, float (&v)[1][1]) const {
+    v[0][0] = __bfloat162float(x[r * cols + c]);
+  }
+  __device__ __forceinline__ void load8(int64_t r, int64_t c, float (&v)[1][8]) const {
+    cuda::load8(x + r * cols + c, v[0]);
+  }
+};
+
+// dgate_up [rows, 2F] = swiglu_bwd(dout [rows, F], gate_up [rows, 2F]): block 0 is dgate, block 1
+// dup, each rounded to bf16 as swiglu_bwd stores it (the cast then reads exactly its values).
+struct SwigluBwdSource {
+  static constexpr int kHalves = 2;
+  const bf16* dout;
+  const bf16* gu;
+  int64_t cols;  // F
+  __device__ __forceinline__ static float rounded(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
+  __device__ __forceinline__ void load1(int64_t r, int64_t c, float (&v)[2][1]) const {
+    float dg, du;
+    swiglu_grad(__bfloat162float(gu[r * 2 * cols + c]), __bfloat162float(gu[r * 2 * cols + cols + c]),
+                __bfloat162float(dout[r * cols + c]), dg, du);
+    v[0][0] = rounded(dg), v[1][0] = rounded(du);
+  }
+  __device__ __forceinline__ void load8(int64_t r, int64_t c, float (&v)[2][8]) const {
+    float g[8], u[8], d[8];
+    cuda::load8(gu + r * 2 * cols + c, g);
+    cuda::load8(gu + r * 2 * cols + cols + c, u);
+    cuda::load8(dout + r * cols + c, d);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      float dg, du;
+      swiglu_grad(g[k], u[k], d[k], dg, du);
+      v[0][k] = rounded(dg), v[1][k] = rounded(du);
+    }
+  }
+};
+
 constexpr int kTile = 32, kTileRows = 8;  // a 32×32 tile, 32×8 threads, 4 elements each
 
-template <__nv_fp8_interpretation_t Fmt>
-__global__ void quantize_kernel(uint8_t* out, uint8_t* out_t, float* scale_inv, const bf16* inp, const float* amax,
-                                float* amax_out, int64_t rows, int64_t cols) {
+// out [rows, H·cols] and out_t [H·cols, rows] (H = the source's kHalves).
+template <__nv_fp8_interpretation_t Fmt, class Source>
+__global__ void quantize_kernel(uint8_t* out, uint8_t* out_t, float* scale_inv, Source src, const float* amax,
+                                float* amax_out, int64_t rows) {
+  constexpr int H = Source::kHalves;
+  const int64_t cols = src.cols, width = H * cols;
   const float scale = scale_from_amax(*amax, Fmt == __NV_E4M3 ? 448.f : 57344.f);
   if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0 && threadIdx.y == 0) *scale_inv = __fdiv_rn(1.f, scale);
-  __shared__ uint8_t tile[kTile][kTile + 4];
+  __shared__ uint8_t tile[H][kTile][kTile + 4];
   const int64_t r0 = int64_t(blockIdx.y) * kTile, c0 = int64_t(blockIdx.x) * kTile;
   const int64_t c = c0 + threadIdx.x;
   float m = 0.f;
   for (int i = threadIdx.y; i < kTile; i += kTileRows) {
     const int64_t r = r0 + i;
     if (r < rows && c < cols) {
-      const float x = __bfloat162float(inp[r * cols + c]);
-      m = fmaxf(m, fabsf(x));  // fmaxf skips NaN
-      const uint8_t b = __nv_cvt_float_to_fp8(__fmul_rn(x, scale), __NV_SATFINITE, Fmt);
-      if (out) out[r * cols + c] = b;
-      tile[i][threadIdx.x] = b;
+      float v[H][1];
+      src.load1(r, c, v);
+#pragma unroll
+      for (int h = 0; h < H; ++h) {
+        const float x = v[h][0];
+        m = fmaxf(m, fabsf(x));  // fmaxf skips NaN
+        const uint8_t b = __nv_cvt_float_to_fp8(__fmul_rn(x, scale), __NV_SATFINITE, Fmt);
+        if (out) out[r * width + h * cols + c] = b;
+        tile[h][i][threadIdx.x] = b;
+      }
     }
   }
   if (amax_out) block_max_to(amax_out, m, int(threadIdx.y * kTile + threadIdx.x));
@@ -94,61 +146,136 @@ __global__ void quantize_kernel(uint8_t* out, uint8_t* out_t, float* scale_inv, 
   const int64_t r = r0 + threadIdx.x;
   for (int j = threadIdx.y; j < kTile; j += kTileRows) {
     const int64_t cc = c0 + j;
-    if (r < rows && cc < cols) out_t[cc * rows + r] = tile[threadIdx.x][j];
+    if (r >= rows || cc >= cols) continue;
+#pragma unroll
+    for (int h = 0; h < H; ++h) out_t[(h * cols + cc) * rows + r] = tile[h][threadIdx.x][j];
   }
 }
 
 // The vector form for rows and cols multiples of 8 (every FP8 GEMM operand: the resolver keeps
-// features and tokens multiples of 16) and 16-byte aligned inp: a 64×64 tile per block of 8×32
-// threads; a thread reads 8 bf16 of a row as one 16-byte load and writes their 8 bytes as one
-// 8-byte store; the transposed copy goes through shared memory, each thread writing 8 consecutive
-// bytes of an out_t row. Per element the arithmetic is the scalar kernel's, so the bytes are equal.
+// features and tokens multiples of 16) and 16-byte aligned inputs: a 64×64 tile (per half) per
+// block of 8×32 threads; a thread reads 8 bf16 of a row as one 16-byte load and writes their 8
+// bytes as one 8-byte store; the transposed copy goes through shared memory, each thread writing
+// 8 consecutive bytes of an out_t row. Per element the arithmetic is the scalar kernel's, so the
+// bytes are equal.
 constexpr int kVecTile = 64;
 
-template <__nv_fp8_interpretation_t Fmt>
-__global__ void quantize_vec8_kernel(uint8_t* out, uint8_t* out_t, float* scale_inv, const bf16* inp, const float* amax,
-                                     float* amax_out, int64_t rows, int64_t cols) {
+template <__nv_fp8_interpretation_t Fmt, class Source>
+__global__ void quantize_vec8_kernel(uint8_t* out, uint8_t* out_t, float* scale_inv, Source src, const float* amax,
+                                     float* amax_out, int64_t rows) {
+  constexpr int H = Source::kHalves;
+  const int64_t cols = src.cols, width = H * cols;
   const float scale = scale_from_amax(*amax, Fmt == __NV_E4M3 ? 448.f : 57344.f);
   if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0 && threadIdx.y == 0) *scale_inv = __fdiv_rn(1.f, scale);
-  __shared__ __align__(16) uint8_t tile[kVecTile][kVecTile + 8];
+  __shared__ __align__(16) uint8_t tile[H][kVecTile][kVecTile + 8];
   const int64_t r0 = int64_t(blockIdx.y) * kVecTile, c0 = int64_t(blockIdx.x) * kVecTile;
   const int64_t c = c0 + 8 * threadIdx.x;  // threadIdx.x < 8: this thread's 8 columns
   float m = 0.f;
   for (int i = threadIdx.y; i < kVecTile; i += 32) {
     const int64_t r = r0 + i;
     if (r >= rows || c >= cols) continue;
-    const uint4 v = *reinterpret_cast<const uint4*>(inp + r * cols + c);
-    const bf16* h = reinterpret_cast<const bf16*>(&v);
-    union {
-      uint2 u;
-      uint8_t b[8];
-    } q;
+    float v[H][8];
+    src.load8(r, c, v);
 #pragma unroll
-    for (int k = 0; k < 8; ++k) {
-      const float x = __bfloat162float(h[k]);
-      m = fmaxf(m, fabsf(x));
-      q.b[k] = __nv_cvt_float_to_fp8(__fmul_rn(x, scale), __NV_SATFINITE, Fmt);
+    for (int h = 0; h < H; ++h) {
+      union {
+        uint2 u;
+        uint8_t b[8];
+      } q;
+#pragma unroll
+      for (int k = 0; k < 8; ++k) {
+        const float x = v[h][k];
+        m = fmaxf(m, fabsf(x));
+        q.b[k] = __nv_cvt_float_to_fp8(__fmul_rn(x, scale), __NV_SATFINITE, Fmt);
+      }
+      if (out) *reinterpret_cast<uint2*>(out + r * width + h * cols + c) = q.u;
+      *reinterpret_cast<uint2*>(&tile[h][i][8 * threadIdx.x]) = q.u;
     }
-    if (out) *reinterpret_cast<uint2*>(out + r * cols + c) = q.u;
-    *reinterpret_cast<uint2*>(&tile[i][8 * threadIdx.x]) = q.u;
   }
   if (amax_out) block_max_to(amax_out, m, int(threadIdx.y * 8 + threadIdx.x));
   if (!out_t) return;
   __syncthreads();
-  // out_t[cc, r0 + 8·g .. + 7] for the tile's 64 columns × 8 groups of rows: 512 stores of 8 bytes.
+  // out_t[cc, r0 + 8·g .. + 7] for the tile's 64 columns × 8 groups of rows: 512 stores of 8 bytes
+  // per half.
   const int t = threadIdx.y * 8 + threadIdx.x;
   for (int w = t; w < kVecTile * 8; w += 256) {
     const int j = w / 8, g = w % 8;  // column j of the tile, rows 8g .. 8g+7
     const int64_t cc = c0 + j, r = r0 + 8 * g;
     if (cc >= cols || r >= rows) continue;
+#pragma unroll
+    for (int h = 0; h < H; ++h) {
+      union {
+        uint2 u;
+        uint8_t b[8];
+      } q;
+#pragma unroll
+      for (int k = 0; k < 8; ++k) q.b[k] = tile[h][8 * g + k][j];
+      *reinterpret_cast<uint2*>(out_t + (h * cols + cc) * rows + r) = q.u;
+    }
+  }
+}
+
+// Launches the cast of `src` ([rows, kHalves·src.cols]): the vector kernel when rows and cols are
+// multiples of 8 and the pointers aligned (`aligned`: the source's inputs 16 bytes, out / out_t 8).
+template <class Source>
+void launch_quantize(uint8_t* out, uint8_t* out_t, float* scale_inv, Source src, const float* amax, float* amax_out,
+                     int64_t rows, bool aligned, bool e5m2, cudaStream_t s) {
+  const int64_t cols = src.cols;
+  aligned = aligned && reinterpret_cast<uintptr_t>(out) % 8 == 0 && reinterpret_cast<uintptr_t>(out_t) % 8 == 0;
+  if (rows % 8 == 0 && cols % 8 == 0 && aligned) {
+    const dim3 grid(unsigned((cols + kVecTile - 1) / kVecTile), unsigned((rows + kVecTile - 1) / kVecTile)),
+        block(8, 32);
+    if (e5m2)
+      quantize_vec8_kernel<__NV_E5M2><<<grid, block, 0, s>>>(out, out_t, scale_inv, src, amax, amax_out, rows);
+    else
+      quantize_vec8_kernel<__NV_E4M3><<<grid, block, 0, s>>>(out, out_t, scale_inv, src, amax, amax_out, rows);
+    return;
+  }
+  const dim3 grid(unsigned((cols + kTile - 1) / kTile), unsigned((rows + kTile - 1) / kTile)), block(kTile, kTileRows);
+  if (e5m2)
+    quantize_kernel<__NV_E5M2><<<grid, block, 0, s>>>(out, out_t, scale_inv, src, amax, amax_out, rows);
+  else
+    quantize_kernel<__NV_E4M3><<<grid, block, 0, s>>>(out, out_t, scale_inv, src, amax, amax_out, rows);
+}
+
+// swiglu_fwd and the row-layout cast of its bf16 output in one pass (Fp8SwigluFwdQuantizeArgs):
+// W = 8 values per thread with 16-byte loads (F % 8 == 0, aligned), else 1. The cast reads the
+// value as stored (rounded to bf16), so the bytes are those of fp8_quantize of the output.
+template <__nv_fp8_interpretation_t Fmt, int W>
+__global__ void swiglu_fwd_quantize_kernel(bf16* out, uint8_t* q, float* scale_inv, const bf16* gu, const float* amax,
+                                           float* amax_out, int64_t rows, int64_t F) {
+  const float scale = scale_from_amax(*amax, Fmt == __NV_E4M3 ? 448.f : 57344.f);
+  if (blockIdx.x == 0 && threadIdx.x == 0) *scale_inv = __fdiv_rn(1.f, scale);
+  const int64_t per_row = F / W, n = rows * per_row;
+  float m = 0.f;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = i / per_row, c = (i - r * per_row) * W;
+    float g[W], u[W], o[W];
     union {
       uint2 u;
       uint8_t b[8];
-    } q;
+    } qb;
+    if constexpr (W == 8) {
+      load8(gu + r * 2 * F + c, g);
+      load8(gu + r * 2 * F + F + c, u);
+    } else {
+      g[0] = __bfloat162float(gu[r * 2 * F + c]), u[0] = __bfloat162float(gu[r * 2 * F + F + c]);
+    }
 #pragma unroll
-    for (int k = 0; k < 8; ++k) q.b[k] = tile[8 * g + k][j];
-    *reinterpret_cast<uint2*>(out_t + cc * rows + r) = q.u;
+    for (int k = 0; k < W; ++k) {
+      o[k] = __bfloat162float(__float2bfloat16_rn(swiglu_value(g[k], u[k])));
+      m = fmaxf(m, fabsf(o[k]));  // fmaxf skips NaN
+      qb.b[k] = __nv_cvt_float_to_fp8(__fmul_rn(o[k], scale), __NV_SATFINITE, Fmt);
+    }
+    if constexpr (W == 8) {
+      store8(out + r * F + c, o);
+      *reinterpret_cast<uint2*>(q + r * F + c) = qb.u;
+    } else {
+      out[r * F + c] = __float2bfloat16_rn(o[0]);
+      q[r * F + c] = qb.b[0];
+    }
   }
+  if (amax_out) block_max_to(amax_out, m);
 }
 
 // Delayed scaling's roll (Fp8AmaxHistoryArgs): one thread per tensor, the CPU's
@@ -233,26 +360,8 @@ void fp8_amax_bf16(float* amax, const void* x, int64_t n, cudaStream_t s) {
 void fp8_quantize_bf16(void* out, void* out_t, float* scale_inv, const void* inp, const float* amax, float* amax_out,
                        int64_t rows, int64_t cols, bool e5m2, cudaStream_t s) {
   if (rows <= 0 || cols <= 0) return;
-  auto* o = static_cast<uint8_t*>(out);
-  auto* ot = static_cast<uint8_t*>(out_t);
-  const auto* x = static_cast<const bf16*>(inp);
-  const bool aligned = reinterpret_cast<uintptr_t>(inp) % 16 == 0 && reinterpret_cast<uintptr_t>(out) % 8 == 0 &&
-                       reinterpret_cast<uintptr_t>(out_t) % 8 == 0;
-  if (rows % 8 == 0 && cols % 8 == 0 && aligned) {
-    const dim3 grid(unsigned((cols + kVecTile - 1) / kVecTile), unsigned((rows + kVecTile - 1) / kVecTile)),
-        block(8, 32);
-    if (e5m2)
-      quantize_vec8_kernel<__NV_E5M2><<<grid, block, 0, s>>>(o, ot, scale_inv, x, amax, amax_out, rows, cols);
-    else
-      quantize_vec8_kernel<__NV_E4M3><<<grid, block, 0, s>>>(o, ot, scale_inv, x, amax, amax_out, rows, cols);
-    RECIPE_CUDA_CHECK_LAUNCH("fp8_quantize");
-    return;
-  }
-  const dim3 grid(unsigned((cols + kTile - 1) / kTile), unsigned((rows + kTile - 1) / kTile)), block(kTile, kTileRows);
-  if (e5m2)
-    quantize_kernel<__NV_E5M2><<<grid, block, 0, s>>>(o, ot, scale_inv, x, amax, amax_out, rows, cols);
-  else
-    quantize_kernel<__NV_E4M3><<<grid, block, 0, s>>>(o, ot, scale_inv, x, amax, amax_out, rows, cols);
+  launch_quantize(static_cast<uint8_t*>(out), static_cast<uint8_t*>(out_t), scale_inv,
+                  PlainSource{static_cast<const bf16*>(inp), cols}, amax, amax_out, rows, aligned16(inp), e5m2, s);
   RECIPE_CUDA_CHECK_LAUNCH("fp8_quantize");
 }
 
@@ -269,6 +378,40 @@ void fp8_transpose_bytes(void* out, const void* inp, int64_t rows, int64_t cols,
     transpose_kernel<<<grid, block, 0, s>>>(o, x, rows, cols);
   }
   RECIPE_CUDA_CHECK_LAUNCH("fp8_transpose");
+}
+
+void fp8_quantize_swiglu_bwd_bf16(void* out, void* out_t, float* scale_inv, const void* dout, const void* gate_up,
+                                  const float* amax, float* amax_out, int64_t rows, int64_t F, bool e5m2,
+                                  cudaStream_t s) {
+  if (rows <= 0 || F <= 0) return;
+  launch_quantize(static_cast<uint8_t*>(out), static_cast<uint8_t*>(out_t), scale_inv,
+                  SwigluBwdSource{static_cast<const bf16*>(dout), static_cast<const bf16*>(gate_up), F}, amax, amax_out,
+                  rows, aligned16(dout) && aligned16(gate_up), e5m2, s);
+  RECIPE_CUDA_CHECK_LAUNCH("fp8_quantize_swiglu_bwd");
+}
+
+void fp8_swiglu_fwd_quantize_bf16(void* out, void* q, float* scale_inv, const void* gate_up, const float* amax,
+                                  float* amax_out, int64_t rows, int64_t F, bool e5m2, cudaStream_t s) {
+  if (rows <= 0 || F <= 0) return;
+  auto* o = static_cast<bf16*>(out);
+  auto* qb = static_cast<uint8_t*>(q);
+  const auto* gu = static_cast<const bf16*>(gate_up);
+  const bool vec = F % 8 == 0 && aligned16(out) && aligned16(gate_up) && reinterpret_cast<uintptr_t>(q) % 8 == 0;
+  const int64_t work = vec ? rows * F / 8 : rows * F;
+  const int blocks = blocks_for(work, kAmaxThreads);
+  if (vec && e5m2)
+    swiglu_fwd_quantize_kernel<__NV_E5M2, 8>
+        <<<blocks, kAmaxThreads, 0, s>>>(o, qb, scale_inv, gu, amax, amax_out, rows, F);
+  else if (vec)
+    swiglu_fwd_quantize_kernel<__NV_E4M3, 8>
+        <<<blocks, kAmaxThreads, 0, s>>>(o, qb, scale_inv, gu, amax, amax_out, rows, F);
+  else if (e5m2)
+    swiglu_fwd_quantize_kernel<__NV_E5M2, 1>
+        <<<blocks, kAmaxThreads, 0, s>>>(o, qb, scale_inv, gu, amax, amax_out, rows, F);
+  else
+    swiglu_fwd_quantize_kernel<__NV_E4M3, 1>
+        <<<blocks, kAmaxThreads, 0, s>>>(o, qb, scale_inv, gu, amax, amax_out, rows, F);
+  RECIPE_CUDA_CHECK_LAUNCH("fp8_swiglu_fwd_quantize");
 }
 
 void fp8_amax_history_f32(float* history, float* amax, float* scale_amax, int64_t tensors, int64_t history_len,

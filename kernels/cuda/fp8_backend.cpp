@@ -73,6 +73,47 @@ void CudaBackend::fp8_transpose(Tensor out, Tensor inp) {
   fp8_transpose_bytes(out.ptr, inp.ptr, inp.dim(0), inp.dim(1), stream_);
 }
 
+void CudaBackend::fp8_quantize_swiglu_bwd(const Fp8QuantizeSwigluBwdArgs& a) {
+  const char* op = "fp8_quantize_swiglu_bwd";
+  expect(op, "dout", a.dout, DType::bf16);
+  expect(op, "gate_up", a.gate_up, DType::bf16);
+  expect_scale(op, "amax", a.amax);
+  expect_scale(op, "scale_inv", a.scale_inv);
+  if (!a.out.defined() && !a.out_t.defined()) bad_arg(op, "out and out_t are both undefined");
+  const int64_t two_f = a.gate_up.ndim >= 1 ? a.gate_up.dim(-1) : 0, F = two_f / 2;
+  if (two_f <= 0 || two_f % 2)
+    bad_arg(op, "gate_up " + a.gate_up.shape_str() + " must have an even last dimension [gate (F) | up (F)]");
+  const int64_t n = a.gate_up.numel(), rows = n / two_f;
+  expect_numel(op, "dout", a.dout, rows * F);
+  if (a.out.defined()) expect_fp8(op, "out", a.out), expect_numel(op, "out", a.out, n);
+  if (a.out_t.defined()) expect_fp8(op, "out_t", a.out_t), expect_numel(op, "out_t", a.out_t, n);
+  if (a.out.defined() && a.out_t.defined() && a.out.dtype != a.out_t.dtype)
+    bad_arg(op, "out and out_t differ in format");
+  if (a.amax_out.defined()) expect(op, "amax_out", a.amax_out, DType::f32), expect_numel(op, "amax_out", a.amax_out, 1);
+  const DType fmt = a.out.defined() ? a.out.dtype : a.out_t.dtype;
+  fp8_quantize_swiglu_bwd_bf16(ptr_or_null(a.out), ptr_or_null(a.out_t), a.scale_inv.as<float>(), a.dout.ptr,
+                               a.gate_up.ptr, a.amax.as<float>(), static_cast<float*>(ptr_or_null(a.amax_out)), rows, F,
+                               fmt == DType::e5m2, stream_);
+}
+
+void CudaBackend::fp8_swiglu_fwd_quantize(const Fp8SwigluFwdQuantizeArgs& a) {
+  const char* op = "fp8_swiglu_fwd_quantize";
+  expect(op, "out", a.out, DType::bf16);
+  expect(op, "gate_up", a.gate_up, DType::bf16);
+  expect_fp8(op, "q", a.q);
+  expect_scale(op, "amax", a.amax);
+  expect_scale(op, "scale_inv", a.scale_inv);
+  const int64_t F = a.out.ndim >= 1 ? a.out.dim(-1) : 0;
+  if (F <= 0) bad_arg(op, "out " + a.out.shape_str() + " has no columns");
+  const int64_t rows = a.out.numel() / F;
+  expect_numel(op, "gate_up", a.gate_up, rows * 2 * F);
+  expect_numel(op, "q", a.q, rows * F);
+  if (a.amax_out.defined()) expect(op, "amax_out", a.amax_out, DType::f32), expect_numel(op, "amax_out", a.amax_out, 1);
+  fp8_swiglu_fwd_quantize_bf16(a.out.ptr, a.q.ptr, a.scale_inv.as<float>(), a.gate_up.ptr, a.amax.as<float>(),
+                               static_cast<float*>(ptr_or_null(a.amax_out)), rows, F, a.q.dtype == DType::e5m2,
+                               stream_);
+}
+
 void CudaBackend::fp8_amax_history(const Fp8AmaxHistoryArgs& a) {
   const char* op = "fp8_amax_history";
   expect(op, "history", a.history, DType::f32);

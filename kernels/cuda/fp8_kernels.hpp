@@ -28,6 +28,20 @@ void fp8_quantize_bf16(void* out, void* out_t, float* scale_inv, const void* inp
 // loads and stores where rows and cols are multiples of 16 and both pointers 16-byte aligned.
 void fp8_transpose_bytes(void* out, const void* inp, int64_t rows, int64_t cols, cudaStream_t s);
 
+// fp8_quantize_bf16 of dgate_up [rows, 2F] = swiglu_bwd(dout [rows, F], gate_up [rows, 2F]),
+// computed in registers and rounded to bf16 as swiglu_bwd_bf16 stores it, never written: out
+// [rows, 2F], out_t [2F, rows] (either nullable), the same tiles, bytes and amax_out as the cast
+// of the materialised tensor (the contract is Fp8QuantizeSwigluBwdArgs in kernels/ops.hpp).
+void fp8_quantize_swiglu_bwd_bf16(void* out, void* out_t, float* scale_inv, const void* dout, const void* gate_up,
+                                  const float* amax, float* amax_out, int64_t rows, int64_t F, bool e5m2,
+                                  cudaStream_t s);
+
+// swiglu_fwd_bf16 (out [rows, F] = silu(gate)·up of gate_up [rows, 2F], bf16) and q [rows, F] =
+// fp8_quantize_bf16 of that out (row layout), in one pass: the same bf16 values, bytes, scale_inv
+// and amax_out as the two calls (the contract is Fp8SwigluFwdQuantizeArgs in kernels/ops.hpp).
+void fp8_swiglu_fwd_quantize_bf16(void* out, void* q, float* scale_inv, const void* gate_up, const float* amax,
+                                  float* amax_out, int64_t rows, int64_t F, bool e5m2, cudaStream_t s);
+
 // Delayed scaling's roll of `tensors` histories [tensors, history_len] with their amax and
 // scale-source cells (4 floats apart); the contract is Fp8AmaxHistoryArgs in kernels/ops.hpp.
 void fp8_amax_history_f32(float* history, float* amax, float* scale_amax, int64_t tensors, int64_t history_len,

@@ -1,14 +1,15 @@
 // FP8 on the CPU reference: the E4M3/E5M2 encodings against the formats' tables (hand-picked
 // values: zero, ones, the largest finite, saturation, subnormals, ties to even, NaN, and the round
 // trip of every byte), tensorwise current scaling (amax, scale = max/amax, amax 0 → 1), the
-// quantize op (with its transposed copy and its fused amax record), delayed scaling's history
-// roll, and the emulated FP8 linear against a double-precision
+// quantize op (with its transposed copy and its fused amax record), its fusions into the SwiGLU
+// backward and forward, delayed scaling's history roll, and the emulated FP8 linear against a double-precision
 // evaluation of q(x)·q(W)ᵀ.
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/fp8_format.hpp"
@@ -185,6 +186,91 @@ TEST_CASE("fp8 quantize with amax_out (CPU): the cast records max |x| into amax_
   rec[0] = 1.f;
   cast(q, view(rec, {1}));
   CHECK(rec[0] == 3.f);
+}
+
+// The fused cast of the SwiGLU backward (delayed scaling's fc1 output gradient) against the two ops
+// it replaces, on shapes with rows and F not multiples of the CUDA tiles: the same bytes in both
+// layouts and either alone, the same inverse scale, the same recorded amax.
+TEST_CASE("fp8 quantize of the SwiGLU backward (CPU): bit for bit swiglu_bwd then fp8_quantize, odd shapes") {
+  auto be = make_cpu_backend();
+  struct Shape {
+    int64_t rows, F;
+  };
+  uint32_t seed = 7;
+  for (Shape sh : {Shape{1, 1}, Shape{3, 5}, Shape{37, 24}, Shape{65, 67}, Shape{130, 40}}) {
+    for (DType t : {DType::e4m3, DType::e5m2}) {
+      CAPTURE(sh.rows);
+      CAPTURE(sh.F);
+      CAPTURE(dtype_name(t));
+      const int64_t rows = sh.rows, F = sh.F, n = rows * 2 * F;
+      std::vector<float> gu = randn(size_t(n), ++seed, 2.f), dact = randn(size_t(rows * F), ++seed, 1e-2f);
+      std::vector<float> dgu(static_cast<size_t>(n)), src = {0.03f}, inv_ref(1), inv(1), rec_ref = {1e-4f},
+                                                      rec = {1e-4f};
+      be->swiglu_bwd(view(dgu, {rows, 2 * F}), view(dact, {rows, F}), view(gu, {rows, 2 * F}));
+      std::vector<uint8_t> q_ref(static_cast<size_t>(n)), qt_ref(static_cast<size_t>(n));
+      be->fp8_quantize({.out = bytes_view(q_ref, t, {rows, 2 * F}),
+                        .out_t = bytes_view(qt_ref, t, {2 * F, rows}),
+                        .scale_inv = view(inv_ref, {1}),
+                        .inp = view(dgu, {rows, 2 * F}),
+                        .amax = view(src, {1}),
+                        .cols = 2 * F,
+                        .amax_out = view(rec_ref, {1})});
+      for (int layouts = 1; layouts <= 3; ++layouts) {  // out, out_t, both
+        CAPTURE(layouts);
+        std::vector<uint8_t> q(size_t(n), 0xAA), qt(size_t(n), 0xAA);
+        rec[0] = 1e-4f;
+        be->fp8_quantize_swiglu_bwd({.out = layouts & 1 ? bytes_view(q, t, {rows, 2 * F}) : Tensor(),
+                                     .out_t = layouts & 2 ? bytes_view(qt, t, {2 * F, rows}) : Tensor(),
+                                     .scale_inv = view(inv, {1}),
+                                     .dout = view(dact, {rows, F}),
+                                     .gate_up = view(gu, {rows, 2 * F}),
+                                     .amax = view(src, {1}),
+                                     .amax_out = view(rec, {1})});
+        if (layouts & 1) CHECK(q == q_ref);
+        if (layouts & 2) CHECK(qt == qt_ref);
+        CHECK(inv[0] == inv_ref[0]);
+        CHECK(rec[0] == rec_ref[0]);
+      }
+      CHECK(rec_ref[0] > 1e-4f);  // the record saw the gradient (not only the seed value)
+    }
+  }
+}
+
+// The SwiGLU forward with its output's cast (delayed scaling's fc2 input) against swiglu_fwd then
+// fp8_quantize: the same act-dtype output, bytes, inverse scale and recorded amax, on odd shapes.
+TEST_CASE("fp8 SwiGLU forward with its cast (CPU): bit for bit swiglu_fwd then fp8_quantize, odd shapes") {
+  auto be = make_cpu_backend();
+  uint32_t seed = 70;
+  for (const std::pair<int64_t, int64_t> shape : {std::pair<int64_t, int64_t>{1, 1}, {3, 5}, {37, 24}, {65, 67}}) {
+    for (DType t : {DType::e4m3, DType::e5m2}) {
+      const int64_t rows = shape.first, F = shape.second;
+      CAPTURE(rows);
+      CAPTURE(F);
+      CAPTURE(dtype_name(t));
+      std::vector<float> gu = randn(static_cast<size_t>(rows * 2 * F), ++seed, 2.f);
+      std::vector<float> act_ref(static_cast<size_t>(rows * F)), act(static_cast<size_t>(rows * F), -1.f);
+      std::vector<float> src = {1.5f}, inv_ref(1), inv(1), rec_ref = {1e-4f}, rec = {1e-4f};
+      std::vector<uint8_t> q_ref(static_cast<size_t>(rows * F)), q(static_cast<size_t>(rows * F), 0xAA);
+      be->swiglu_fwd(view(act_ref, {rows, F}), view(gu, {rows, 2 * F}));
+      be->fp8_quantize({.out = bytes_view(q_ref, t, {rows, F}),
+                        .scale_inv = view(inv_ref, {1}),
+                        .inp = view(act_ref, {rows, F}),
+                        .amax = view(src, {1}),
+                        .cols = F,
+                        .amax_out = view(rec_ref, {1})});
+      be->fp8_swiglu_fwd_quantize({.out = view(act, {rows, F}),
+                                   .q = bytes_view(q, t, {rows, F}),
+                                   .scale_inv = view(inv, {1}),
+                                   .gate_up = view(gu, {rows, 2 * F}),
+                                   .amax = view(src, {1}),
+                                   .amax_out = view(rec, {1})});
+      CHECK(act == act_ref);
+      CHECK(q == q_ref);
+      CHECK(inv[0] == inv_ref[0]);
+      CHECK(rec[0] == rec_ref[0]);
+      CHECK(rec_ref[0] > 1e-4f);
+    }
+  }
 }
 
 TEST_CASE("fp8 amax history (CPU): push drops the oldest, max vs most_recent, H = 1, push=false only recomputes") {

@@ -173,6 +173,119 @@ TEST_CASE("cuda fp8 transpose equals the CPU reference and the transposed cast b
                        std::invalid_argument);
 }
 
+// The SwiGLU backward's fused cast (delayed scaling's fc1 output gradient): the same bytes, inverse
+// scale and recorded amax as the GPU's unfused path (swiglu_bwd into bf16, then fp8_quantize) and as
+// the CPU reference cast of that bf16 gradient (the SwiGLU itself uses __expf on the GPU, so the
+// gradient values are the GPU's; the cast of them is checked against the CPU). Shapes: the 64×64
+// vector tile exactly, rows and F multiples of 8 but not of the tile, a large one, and rows or F
+// not multiples of 8 (the element-wise kernel); out alone, out_t alone and both; with and without
+// the record; an amax source below the true amax (saturation).
+TEST_CASE("cuda fp8 cast fused into the SwiGLU backward equals swiglu_bwd then fp8_quantize bit for bit" *
+          doctest::skip(!has_gpu())) {
+  struct Case {
+    int64_t rows, F;
+  };
+  const Case cases[] = {{64, 64}, {48, 40}, {1024, 392}, {20, 36}, {33, 24}, {7, 5}};
+  uint32_t seed = 300;
+  Backend& gb = gpu_backend();
+  for (const Case& c : cases)
+    for (DType t : {DType::e4m3, DType::e5m2})
+      for (float shrink : {1.f, 0.5f}) {
+        CAPTURE(c.rows);
+        CAPTURE(c.F);
+        CAPTURE(dtype_name(t));
+        CAPTURE(shrink);
+        const int64_t rows = c.rows, F = c.F, n = rows * 2 * F;
+        Rng r(seed++);
+        auto gu = make_dual(Kind::act, {rows, 2 * F}, r.normal(size_t(n), 2.f));
+        auto dact = make_dual(Kind::act, {rows, F}, r.normal(size_t(rows * F), 1e-2f));
+        // Unfused on the GPU: the bf16 gradient, its amax, its cast.
+        Tensor dgu = alloc_on(gb, DType::bf16, {rows, 2 * F});
+        gb.swiglu_bwd(dgu, dact.g, gu.g);
+        const std::vector<float> dgu_host = read(gb, dgu);
+        gb.free(dgu.ptr);
+        auto g = make_dual(Kind::act, {rows, 2 * F}, dgu_host);  // bf16 values: exact on both sides
+        // The CPU cast of those values with the amax source below; quantize_both checks that the GPU's
+        // unfused cast agrees bit for bit, and records max |dgate_up|.
+        const Fp8Dual measured = quantize_both(g, rows, 2 * F, t);
+        const float amax_want = read(cpu_backend(), measured.amax.c)[0], src = amax_want * shrink;
+        REQUIRE(src > 0.f);
+        const Fp8Dual want = quantize_both(g, rows, 2 * F, t, src);
+        const std::vector<uint8_t> q_want = read_bytes(cpu_backend(), want.q.c);
+        const std::vector<uint8_t> qt_want = read_bytes(cpu_backend(), want.q_t.c);
+        const float inv_want = read(cpu_backend(), want.scale_inv.c)[0];
+        for (int layouts = 1; layouts <= 3; ++layouts)
+          for (bool record : {false, true}) {
+            CAPTURE(layouts);
+            CAPTURE(record);
+            Tensor q = alloc_on(gb, t, {rows, 2 * F}), qt = alloc_on(gb, t, {2 * F, rows});
+            auto inv = make_dual(Kind::f32, {1}, {0.f}), amax = make_dual(Kind::f32, {1}, {src});
+            auto rec = make_dual(Kind::f32, {1}, {0.f});
+            gb.fp8_quantize_swiglu_bwd({.out = layouts & 1 ? q : Tensor(),
+                                        .out_t = layouts & 2 ? qt : Tensor(),
+                                        .scale_inv = inv.g,
+                                        .dout = dact.g,
+                                        .gate_up = gu.g,
+                                        .amax = amax.g,
+                                        .amax_out = record ? rec.g : Tensor()});
+            if (layouts & 1) CHECK(read_bytes(gb, q) == q_want);
+            if (layouts & 2) CHECK(read_bytes(gb, qt) == qt_want);
+            CHECK(read(gb, inv.g)[0] == inv_want);
+            CHECK(read(gb, rec.g)[0] == (record ? amax_want : 0.f));
+            gb.free(q.ptr);
+            gb.free(qt.ptr);
+          }
+      }
+}
+
+// The SwiGLU forward with its output's cast (delayed scaling's fc2 input): the bf16 output of
+// swiglu_fwd bit for bit, and the bytes, inverse scale and record of the GPU's fp8_quantize of it
+// (which quantize_both checks against the CPU cast). F multiple of 8 (the vector kernel) or not.
+TEST_CASE("cuda fp8 SwiGLU forward with its cast equals swiglu_fwd then fp8_quantize bit for bit" *
+          doctest::skip(!has_gpu())) {
+  struct Case {
+    int64_t rows, F;
+  };
+  const Case cases[] = {{64, 64}, {48, 40}, {1024, 392}, {20, 36}, {33, 24}, {7, 5}};
+  uint32_t seed = 400;
+  Backend& gb = gpu_backend();
+  for (const Case& c : cases)
+    for (DType t : {DType::e4m3, DType::e5m2})
+      for (bool record : {false, true}) {
+        CAPTURE(c.rows);
+        CAPTURE(c.F);
+        CAPTURE(dtype_name(t));
+        CAPTURE(record);
+        const int64_t rows = c.rows, F = c.F;
+        Rng r(seed++);
+        auto gu = make_dual(Kind::act, {rows, 2 * F}, r.normal(size_t(rows * 2 * F), 2.f));
+        Tensor act = alloc_on(gb, DType::bf16, {rows, F});
+        gb.swiglu_fwd(act, gu.g);
+        const std::vector<float> act_host = read(gb, act);
+        gb.free(act.ptr);
+        auto x = make_dual(Kind::act, {rows, F}, act_host);
+        const Fp8Dual measured = quantize_both(x, rows, F, t);
+        const float amax_want = read(cpu_backend(), measured.amax.c)[0], src = amax_want * 0.75f;
+        REQUIRE(src > 0.f);
+        const Fp8Dual want = quantize_both(x, rows, F, t, src);
+        Tensor out = alloc_on(gb, DType::bf16, {rows, F}), q = alloc_on(gb, t, {rows, F});
+        auto inv = make_dual(Kind::f32, {1}, {0.f}), amax = make_dual(Kind::f32, {1}, {src});
+        auto rec = make_dual(Kind::f32, {1}, {0.f});
+        gb.fp8_swiglu_fwd_quantize({.out = out,
+                                    .q = q,
+                                    .scale_inv = inv.g,
+                                    .gate_up = gu.g,
+                                    .amax = amax.g,
+                                    .amax_out = record ? rec.g : Tensor()});
+        CHECK(read(gb, out) == act_host);
+        CHECK(read_bytes(gb, q) == read_bytes(cpu_backend(), want.q.c));
+        CHECK(read(gb, inv.g)[0] == read(cpu_backend(), want.scale_inv.c)[0]);
+        CHECK(read(gb, rec.g)[0] == (record ? amax_want : 0.f));
+        gb.free(out.ptr);
+        gb.free(q.ptr);
+      }
+}
+
 TEST_CASE("cuda fp8 amax history roll equals the CPU reference (max and most recent, push and recompute)" *
           doctest::skip(!has_gpu())) {
   const int64_t T = 37, H = 5;
