@@ -5,9 +5,7 @@
 #   OUT=/tmp/out bench/device_check.sh
 set -uo pipefail
 out=$OUT
-export PATH="$PATH:/usr/local/cuda/bin"
-[[ -d .deps/bundle && ! -f .deps/prefix/.complete ]] && scripts/setup_offline.sh .deps/bundle >"$out/setup.log" 2>&1
-[[ -f .deps/prefix/env.sh ]] && source .deps/prefix/env.sh
+source bench/device_env.sh "$out"
 B=/tmp/dev/build; mkdir -p $B
 t0=$SECONDS
 # One GPU target (the lent H100/H200 is sm_90a): the default builds seven, which costs device time.

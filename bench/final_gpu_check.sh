@@ -12,9 +12,7 @@ set -uo pipefail
 PHASES=${PHASES:-build check scaling}
 has() { [[ " $PHASES " == *" $1 "* ]]; }
 out=$OUT
-export PATH="$PATH:/usr/local/cuda/bin"
-[[ -d .deps/bundle && ! -f .deps/prefix/.complete ]] && scripts/setup_offline.sh .deps/bundle >"$out/setup.log" 2>&1
-[[ -f .deps/prefix/env.sh ]] && source .deps/prefix/env.sh
+source bench/device_env.sh "$out"
 B=/tmp/dev/build
 G=$(nvidia-smi -L | wc -l)
 nvidia-smi -L >"$out/gpus.txt"

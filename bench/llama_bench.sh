@@ -25,11 +25,7 @@ steps=${STEPS:-30}
 batches_1b=${BATCHES_1B:-2 4}
 layers_8b=${LAYERS_8B:-8}
 rows=$out/llama_rows.jsonl
-export PATH="$PATH:/usr/local/cuda/bin"
-if [[ -d .deps/bundle && ! -f .deps/prefix/.complete ]]; then
-  scripts/setup_offline.sh .deps/bundle >"$out/setup.log" 2>&1 || echo "offline bundle setup failed"
-fi
-[[ -f .deps/prefix/env.sh ]] && source .deps/prefix/env.sh
+source bench/device_env.sh "$out"
 
 # The workloads as engine overrides: Llama-3.2-1B shape, and the Llama-3-8B layer shape.
 w_1b=(llama3_8b model.num_layers=16 model.hidden_size=2048 model.num_attention_heads=32 model.num_kv_heads=8

@@ -27,11 +27,7 @@ recipe=$build/bin/recipe
 steps=${STEPS:-30}
 seq=${SEQ:-4096}
 rows=$out/lora_rows.jsonl
-export PATH="$PATH:/usr/local/cuda/bin"
-if [[ -d .deps/bundle && ! -f .deps/prefix/.complete ]]; then
-  scripts/setup_offline.sh .deps/bundle >"$out/setup.log" 2>&1 || echo "offline bundle setup failed"
-fi
-[[ -f .deps/prefix/env.sh ]] && source .deps/prefix/env.sh
+source bench/device_env.sh "$out"
 
 # The twins' protocol: one fixed batch repeated, 10 warm-up steps, cosine to 0 at the last step.
 common=(model.seq_length="$seq" trainer.micro_batch_size=1 trainer.global_batch_size=1 checkpoint.save_final=false

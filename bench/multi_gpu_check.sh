@@ -14,9 +14,7 @@
 set -uo pipefail
 out=$OUT
 PHASES=${PHASES:-build cudaops dpab parity}
-export PATH="$PATH:/usr/local/cuda/bin"
-[[ -d .deps/bundle && ! -f .deps/prefix/.complete ]] && scripts/setup_offline.sh .deps/bundle >"$out/setup.log" 2>&1
-[[ -f .deps/prefix/env.sh ]] && source .deps/prefix/env.sh
+source bench/device_env.sh "$out"
 B=/tmp/dev/build
 G=$(nvidia-smi -L | wc -l)
 has() { [[ " $PHASES " == *" $1 "* ]]; }
