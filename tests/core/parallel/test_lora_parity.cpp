@@ -100,6 +100,19 @@ void check_lora_equal(const Trained& serial, const Trained& par, const std::stri
   CHECK(worst <= 1.0);
 }
 
+// The layouts every LoRA parity case runs against one process.
+struct Layout {
+  std::string name;
+  int world;
+  std::vector<std::string> overrides;
+};
+const std::vector<Layout> kLayouts = {
+    {"TP2", 2, {"parallelism.tp=2"}},
+    {"PP2", 2, {"parallelism.pp=2"}},
+    {"DP2+ZeRO-1", 2, {"parallelism.zero1=true"}},
+    {"TP2xPP2", 4, {"parallelism.tp=2", "parallelism.pp=2"}},
+};
+
 }  // namespace
 
 TEST_CASE("LoRA with adapter dropout: TP, PP, DP and TP×PP train like one process") {
@@ -113,18 +126,7 @@ TEST_CASE("LoRA with adapter dropout: TP, PP, DP and TP×PP train like one proce
   const Trained no_dropout = train_lora("llama_tiny_lora", 1, {}, "llama-serial-p0", "0.0");
   CHECK(no_dropout.losses.back() != serial.losses.back());
 
-  struct Layout {
-    std::string name;
-    int world;
-    std::vector<std::string> overrides;
-  };
-  const std::vector<Layout> layouts = {
-      {"TP2", 2, {"parallelism.tp=2"}},
-      {"PP2", 2, {"parallelism.pp=2"}},
-      {"DP2+ZeRO-1", 2, {"parallelism.zero1=true"}},
-      {"TP2xPP2", 4, {"parallelism.tp=2", "parallelism.pp=2"}},
-  };
-  for (const Layout& l : layouts)
+  for (const Layout& l : kLayouts)
     check_lora_equal(serial, train_lora("llama_tiny_lora", l.world, l.overrides, "llama-" + l.name),
                      "llama_tiny_lora " + l.name);
 
@@ -152,18 +154,7 @@ TEST_CASE("LoRA in FP8 with the base held only in FP8: TP, PP, DP and TP×PP tra
   };
   const Trained serial = train_lora("llama_tiny_lora", 1, with({}), "llama-fp8-serial");
   CHECK(serial.losses.back() < serial.losses.front() - 0.05);
-  struct Layout {
-    std::string name;
-    int world;
-    std::vector<std::string> overrides;
-  };
-  const std::vector<Layout> layouts = {
-      {"TP2", 2, {"parallelism.tp=2"}},
-      {"PP2", 2, {"parallelism.pp=2"}},
-      {"DP2+ZeRO-1", 2, {"parallelism.zero1=true"}},
-      {"TP2xPP2", 4, {"parallelism.tp=2", "parallelism.pp=2"}},
-  };
-  for (const Layout& l : layouts)
+  for (const Layout& l : kLayouts)
     check_lora_equal(serial, train_lora("llama_tiny_lora", l.world, with(l.overrides), "llama-fp8-" + l.name),
                      "llama_tiny_lora fp8 " + l.name, 0, 1e-3, 0.1);
 }

@@ -34,6 +34,28 @@ std::vector<double> gpu_losses(const plan::Plan& plan) {
   return out;
 }
 
+// Trains `ref` in bf16 and again with `fp8_setup` applied on the GPU; every step's FP8 loss is
+// within 0.05 + 0.1·loss_bf16 of bf16's. Returns (bf16, fp8) losses for the caller's own checks.
+template <class Setup>
+std::pair<std::vector<double>, std::vector<double>> fp8_follows_bf16(plan::Plan ref, const std::string& label,
+                                                                     Setup fp8_setup) {
+  ref.trainer.precision = plan::Precision::bf16;  // what the CUDA backend computes in anyway
+  plan::Plan f8 = ref;
+  f8.trainer.precision = plan::Precision::fp8;
+  fp8_setup(f8);
+  std::vector<double> a = gpu_losses(ref), b = gpu_losses(f8);
+  for (size_t i = 0; i < a.size(); ++i)
+    CHECK_MESSAGE(std::fabs(b[i] - a[i]) <= 0.05 + 0.1 * a[i], "step " << i << ": fp8 " << b[i] << " vs bf16 " << a[i]);
+  MESSAGE(label << " on CUDA: fp8 loss " << b.front() << " -> " << b.back() << ", bf16 " << a.front() << " -> "
+                << a.back());
+  return {std::move(a), std::move(b)};
+}
+
+void delayed(plan::Plan& p) {
+  p.fp8.scaling = plan::Fp8Scaling::delayed;
+  p.fp8.amax_history_len = 16;
+}
+
 }  // namespace
 
 TEST_CASE("cuda fp8 training: gpt_tiny, llama_tiny and llama_tiny LoRA follow the bf16 loss curve for 200 steps" *
@@ -51,19 +73,10 @@ TEST_CASE("cuda fp8 training: gpt_tiny, llama_tiny and llama_tiny LoRA follow th
       ref.peft.target_modules = {"all-linear"};
       ref.optimizer.lr = 1e-2;
     }
-    ref.trainer.precision = plan::Precision::bf16;  // what the CUDA backend computes in anyway
-    plan::Plan f8 = ref;
-    f8.trainer.precision = plan::Precision::fp8;
-    const std::vector<double> a = gpu_losses(ref), b = gpu_losses(f8);
+    const auto [a, b] = fp8_follows_bf16(ref, std::string(llama ? "llama_tiny" : "gpt_tiny") + (lora ? " LoRA" : ""),
+                                         [](plan::Plan&) {});
     int differ = 0;
-    for (size_t i = 0; i < a.size(); ++i) {
-      differ += b[i] != a[i];
-      CHECK_MESSAGE(std::fabs(b[i] - a[i]) <= 0.05 + 0.1 * a[i],
-                    "step " << i << ": fp8 " << b[i] << " vs bf16 " << a[i]);
-    }
-    MESSAGE((std::string(llama ? "llama_tiny" : "gpt_tiny") + (lora ? " LoRA" : ""))
-            << " on CUDA: fp8 loss " << b.front() << " -> " << b.back() << ", bf16 " << a.front() << " -> "
-            << a.back());
+    for (size_t i = 0; i < a.size(); ++i) differ += b[i] != a[i];
     CHECK(b.back() < (lora ? b.front() - 0.5 : 0.5));
     CHECK(differ > int(a.size()) / 2);
   }
@@ -72,18 +85,7 @@ TEST_CASE("cuda fp8 training: gpt_tiny, llama_tiny and llama_tiny LoRA follow th
 // Delayed scaling on the GPU: the fused record-in-cast, the per-step roll inside the CUDA graph
 // (from step 2), the first step seeded with current scaling; same tolerance to bf16.
 TEST_CASE("cuda fp8 delayed scaling: gpt_tiny follows the bf16 loss curve for 200 steps" * doctest::skip(!has_gpu())) {
-  plan::Plan ref = test::gpt_tiny_plan();
-  ref.trainer.precision = plan::Precision::bf16;
-  plan::Plan f8 = ref;
-  f8.trainer.precision = plan::Precision::fp8;
-  f8.fp8.scaling = plan::Fp8Scaling::delayed;
-  f8.fp8.amax_history_len = 16;
-  const std::vector<double> a = gpu_losses(ref), b = gpu_losses(f8);
-  for (size_t i = 0; i < a.size(); ++i)
-    CHECK_MESSAGE(std::fabs(b[i] - a[i]) <= 0.05 + 0.1 * a[i],
-                  "step " << i << ": fp8 delayed " << b[i] << " vs bf16 " << a[i]);
-  MESSAGE("gpt_tiny on CUDA: fp8 delayed loss " << b.front() << " -> " << b.back() << ", bf16 " << a.front() << " -> "
-                                                << a.back());
+  const auto b = fp8_follows_bf16(test::gpt_tiny_plan(), "gpt_tiny, delayed scaling,", delayed).second;
   CHECK(b.back() < 0.5);
 }
 
@@ -158,20 +160,12 @@ TEST_CASE("cuda fp8 LoRA: the FP8-only base trains bitwise like the cast bf16 ba
 // (Model::fp8_fuse_producers; deterministic backends, so the GEMM algorithms do not differ by timing).
 TEST_CASE("cuda fp8 delayed scaling: llama_tiny with the SwiGLU-fused casts follows bf16 and equals unfused" *
           doctest::skip(!has_gpu())) {
-  plan::Plan ref = test::llama_tiny_plan();
-  ref.trainer.precision = plan::Precision::bf16;
-  plan::Plan f8 = ref;
-  f8.trainer.precision = plan::Precision::fp8;
-  f8.fp8.scaling = plan::Fp8Scaling::delayed;
-  f8.fp8.amax_history_len = 16;
-  const std::vector<double> a = gpu_losses(ref), b = gpu_losses(f8);
-  for (size_t i = 0; i < a.size(); ++i)
-    CHECK_MESSAGE(std::fabs(b[i] - a[i]) <= 0.05 + 0.1 * a[i],
-                  "step " << i << ": fp8 delayed " << b[i] << " vs bf16 " << a[i]);
-  MESSAGE("llama_tiny on CUDA: fp8 delayed loss " << b.front() << " -> " << b.back() << ", bf16 " << a.front() << " -> "
-                                                  << a.back());
+  const auto b = fp8_follows_bf16(test::llama_tiny_plan(), "llama_tiny, delayed scaling,", delayed).second;
   CHECK(b.back() < 0.5);
 
+  plan::Plan f8 = test::llama_tiny_plan();
+  f8.trainer.precision = plan::Precision::fp8;
+  delayed(f8);
   std::vector<double> runs[2];
   for (int fuse = 0; fuse < 2; ++fuse) {
     kernels::BackendOptions o;
