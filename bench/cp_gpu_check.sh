@@ -8,16 +8,9 @@
 #   PHASES="build ops parity speed" OUT=/tmp/out bench/cp_gpu_check.sh
 set -uo pipefail
 PHASES=${PHASES:-build ops parity speed}
-has() { [[ " $PHASES " == *" $1 "* ]]; }
 out=$OUT
 source bench/device_env.sh "$out"
-B=${BUILD:-/tmp/dev/build}
-if has build; then
-  t0=$SECONDS; mkdir -p "$B"
-  cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DRECIPE_CUDA_ARCHITECTURES="90a-real" >"$out/cmake.log" 2>&1 &&
-    cmake --build "$B" -j"$(nproc)" --target recipe recipe_tests recipe_train_probe >"$out/build.log" 2>&1
-  echo "build rc=$? in $((SECONDS - t0)) s"; grep -E "error" "$out/build.log" | head -20
-fi
+has build && device_build "$out" recipe recipe_tests recipe_train_probe
 if has ops; then
   t0=$SECONDS
   CUDA_VISIBLE_DEVICES=0 RECIPE_TEST_VERBOSE=1 timeout 240 "$B/tests/recipe_tests" -ts=kernels/cuda \

@@ -10,7 +10,6 @@
 #   (check: the GPU-0 work, the parity tests and, with no GPU visible, the CPU test suite (ctest), at once)
 set -uo pipefail
 PHASES=${PHASES:-build check scaling}
-has() { [[ " $PHASES " == *" $1 "* ]]; }
 out=$OUT
 source bench/device_env.sh "$out"
 B=/tmp/dev/build

@@ -16,16 +16,9 @@
 #             loss curves in one plot
 set -uo pipefail
 PHASES=${PHASES:-build debug tests portable ab converge}
-has() { [[ " $PHASES " == *" $1 "* ]]; }
 out=$OUT
 source bench/device_env.sh "$out"
-B=${BUILD:-/tmp/dev/build}
-if has build; then
-  t0=$SECONDS; mkdir -p "$B"
-  cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DRECIPE_CUDA_ARCHITECTURES="90a-real" >"$out/cmake.log" 2>&1 &&
-    cmake --build "$B" -j"$(nproc)" --target recipe recipe_tests_kernels_cuda ${EXTRA_TARGETS:-} >"$out/build.log" 2>&1
-  echo "build rc=$? in $((SECONDS - t0)) s"; grep -E "error" "$out/build.log" | head -20
-fi
+has build && device_build "$out" recipe recipe_tests_kernels_cuda ${EXTRA_TARGETS:-}
 T=$B/tests/recipe_tests_kernels_cuda
 if has debug; then
   RECIPE_DEBUG_LT=1 timeout 300 "$T" -tc="cuda fp8*" >"$out/fp8_debug.log" 2>&1

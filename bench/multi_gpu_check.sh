@@ -17,7 +17,6 @@ PHASES=${PHASES:-build cudaops dpab parity}
 source bench/device_env.sh "$out"
 B=/tmp/dev/build
 G=$(nvidia-smi -L | wc -l)
-has() { [[ " $PHASES " == *" $1 "* ]]; }
 nvidia-smi -L >"$out/gpus.txt"
 if has build; then
   t0=$SECONDS; mkdir -p $B

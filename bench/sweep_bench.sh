@@ -6,16 +6,9 @@
 #   PHASES="build engine twin" OUT=/tmp/out bench/sweep_bench.sh
 set -uo pipefail
 PHASES=${PHASES:-build engine twin}
-has() { [[ " $PHASES " == *" $1 "* ]]; }
 out=$OUT
 source bench/device_env.sh "$out"
-B=${BUILD:-/tmp/dev/build}
-if has build; then
-  t0=$SECONDS; mkdir -p "$B"
-  cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DRECIPE_CUDA_ARCHITECTURES="90a-real" >"$out/cmake.log" 2>&1 &&
-    cmake --build "$B" -j"$(nproc)" --target recipe >"$out/build.log" 2>&1
-  echo "build rc=$? in $((SECONDS - t0)) s"; grep -E "error" "$out/build.log" | head -20
-fi
+has build && device_build "$out" recipe
 if has engine; then
   t0=$SECONDS
   "$B/bin/recipe" sweep gpt3_345m trainer.micro_batch_size=2,4,8,16 model.seq_length=1024,2048 \
