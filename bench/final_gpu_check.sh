@@ -18,7 +18,7 @@ nvidia-smi -L >"$out/gpus.txt"
 if has build; then
   t0=$SECONDS; mkdir -p $B
   cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DRECIPE_CUDA_ARCHITECTURES="90a-real" >$out/cmake.log 2>&1 &&
-    cmake --build $B -j"$(nproc)" >$out/build.log 2>&1
+    cmake --build $B -j"$(nproc)" --target ${TARGETS:-all} >$out/build.log 2>&1
   echo "build rc=$? in $((SECONDS-t0)) s"; grep -E "error" $out/build.log | head -20
   $B/bin/recipe keys --format markdown >$out/recipes.md
 fi
@@ -53,8 +53,10 @@ run() { # label gpus [model] overrides... (model: llama3_8b with the ~1B shape u
   want "$label" || return
   local model=(llama3_8b $L1B)
   [[ ${1:-} == gpt3_345m ]] && { model=(gpt3_345m); shift; }
+  local t0=$SECONDS
   timeout ${RUN_S:-90} $B/bin/recipe pretrain "${model[@]}" "$@" --device cuda --gpus-per-node $n --max-steps 25 trainer.log_interval=5 \
     checkpoint.save_final=false --experiments-dir /tmp/dev/scal --name "$label" >$out/scal-$label.log 2>&1
+  echo "$label: $((SECONDS-t0)) s" >>$out/run_times.txt
   python3 - "/tmp/dev/scal/$label" "$label" "$n" <<'PY'
 import json, sys, glob, os
 d = sorted(glob.glob(os.path.join(sys.argv[1], "run-*")))
@@ -75,6 +77,14 @@ run tp1 1 parallelism.tp=1 trainer.micro_batch_size=2 trainer.global_batch_size=
 run tp2 2 parallelism.tp=2 trainer.micro_batch_size=2 trainer.global_batch_size=16
 run tp2-sp 2 parallelism.tp=2 parallelism.sequence_parallel=true trainer.micro_batch_size=2 trainer.global_batch_size=16
 run tp2-sp-ov 2 parallelism.tp=2 parallelism.sequence_parallel=true parallelism.tp_comm_overlap=true trainer.micro_batch_size=2 trainer.global_batch_size=16
+run tp1-mb4 1 parallelism.tp=1 trainer.micro_batch_size=4 trainer.global_batch_size=16
+run tp2-mb4 2 parallelism.tp=2 trainer.micro_batch_size=4 trainer.global_batch_size=16
+run tp2-sp-mb4 2 parallelism.tp=2 parallelism.sequence_parallel=true trainer.micro_batch_size=4 trainer.global_batch_size=16
+run tp2-sp-ov-mb4 2 parallelism.tp=2 parallelism.sequence_parallel=true parallelism.tp_comm_overlap=true trainer.micro_batch_size=4 trainer.global_batch_size=16
+run dp2 2 $G345 trainer.global_batch_size=16
+run dp2-zero1 2 $G345 trainer.global_batch_size=16 parallelism.zero1=true
+run pp2 2 parallelism.tp=1 parallelism.pp=2 trainer.micro_batch_size=2 trainer.global_batch_size=16
+run pp2-v2 2 parallelism.tp=1 parallelism.pp=2 parallelism.virtual_pp=2 trainer.micro_batch_size=2 trainer.global_batch_size=16
 run tp4 4 parallelism.tp=4 trainer.micro_batch_size=2 trainer.global_batch_size=16
 run tp4-sp 4 parallelism.tp=4 parallelism.sequence_parallel=true trainer.micro_batch_size=2 trainer.global_batch_size=16
 run tp4-sp-ov 4 parallelism.tp=4 parallelism.sequence_parallel=true parallelism.tp_comm_overlap=true trainer.micro_batch_size=2 trainer.global_batch_size=16

@@ -13,7 +13,9 @@
 #     report  $OUT/llama_bench.md from the rows of engine and twin
 #     prof:W:B  ncu per-kernel profile of 2 engine steps of workload W at micro-batch B
 # Environment: OUT (results, default bench/results), STEPS (30), BATCHES_1B ("2 4"), LAYERS_8B (8),
-# IMPLS (titan,hf), MODES (eager,compile), RECIPE_OVERRIDES (extra engine overrides).
+# IMPLS (titan,hf), MODES (eager,compile), RECIPE_OVERRIDES (extra engine overrides), ACCUM (1:
+# micro-batches per optimizer step, gradient accumulation; the engine's global batch = ACCUM ·
+# micro-batch, the twins' --accum).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -22,6 +24,7 @@ mkdir -p "$out"
 build=${BUILD:-/tmp/llama-bench/build}
 recipe=$build/bin/recipe
 steps=${STEPS:-30}
+accum=${ACCUM:-1}
 batches_1b=${BATCHES_1B:-2 4}
 layers_8b=${LAYERS_8B:-8}
 rows=$out/llama_rows.jsonl
@@ -38,16 +41,16 @@ common=(parallelism.tp=1 executor.gpus_per_node=1 checkpoint.save_final=false --
 
 engine_run() {  # $1 workload name, $2 layers, $3 micro-batch, then the workload's overrides
   local wl=$1 layers=$2 b=$3; shift 3
-  local exp=/tmp/llama-bench/runs name="${wl}_b$b${LABEL:+_$LABEL}" log="$out/engine_${wl}_b$b${LABEL:+_$LABEL}.log"
+  local exp=/tmp/llama-bench/runs name="${wl}_b${b}_a$accum${LABEL:+_$LABEL}" log="$out/engine_${wl}_b${b}_a$accum${LABEL:+_$LABEL}.log"
   rm -rf "$exp/$name"
-  "$recipe" pretrain "$@" "${common[@]}" trainer.micro_batch_size="$b" trainer.global_batch_size="$b" \
+  "$recipe" pretrain "$@" "${common[@]}" trainer.micro_batch_size="$b" trainer.global_batch_size="$((b * accum))" \
     --experiments-dir "$exp" --name "$name" ${RECIPE_OVERRIDES:-} >"$log" 2>&1
   local rc=$?
   grep -E "^recipe:" "$log" | head -n 5
   tail -n 2 "$log"
   local run_dir
   run_dir=$(ls -d "$exp/$name"/run-* 2>/dev/null | sort -V | tail -n 1)
-  python3 bench/summarize.py engine-run --run-dir "${run_dir:-/nonexistent}" --micro-batch "$b" \
+  python3 bench/summarize.py engine-run --run-dir "${run_dir:-/nonexistent}" --micro-batch "$b" --accum "$accum" \
     --exit-code "$rc" --log "$log" --workload "$wl" --layers "$layers" --impl "recipe${LABEL:+ ($LABEL)}" | tee -a "$rows"
 }
 
@@ -78,9 +81,9 @@ for stage in "$@"; do
       for b in $batches_1b; do LABEL=recompute-none engine_run 1b 16 "$b" "${w_1b[@]}" trainer.recompute=none; done ;;
     twin)
       PYTHONUNBUFFERED=1 python3 bench/llama_twin.py --workload 1b --impls "${IMPLS:-titan,hf}" \
-        --modes "${MODES:-eager,compile}" --batches "${batches_1b// /,}" --steps "$steps" --out "$rows"
+        --modes "${MODES:-eager,compile}" --batches "${batches_1b// /,}" --steps "$steps" --accum "$accum" --out "$rows"
       PYTHONUNBUFFERED=1 python3 bench/llama_twin.py --workload 8b-slice --layers "$layers_8b" \
-        --impls "${IMPLS:-titan,hf}" --modes "${MODES:-eager,compile}" --batches 1 --steps "$steps" --out "$rows" ;;
+        --impls "${IMPLS:-titan,hf}" --modes "${MODES:-eager,compile}" --batches 1 --steps "$steps" --accum "$accum" --out "$rows" ;;
     report)
       python3 bench/summarize.py llama-report --rows "$rows" --md "$out/llama_bench.md"
       cat "$out/llama_bench.md" ;;

@@ -18,6 +18,10 @@ Workloads:
   8b-slice  Llama-3-8B layer shape: hidden 4096, 32/8 heads, ffn 14336, vocab 128256, untied,
             seq 8192, --layers layers (default 8)
 
+--accum K runs K micro-batches per optimizer step (gradient accumulation, as the engine does with
+trainer.global_batch_size = K · micro-batch): the optimizer's full pass over the parameters is paid
+once per K micro-batches, as in real pretraining (the llama3_8b preset: 128 sequences per step).
+
 Prints one JSON line per (impl, mode, micro-batch): mean step time of steps 10..steps-1,
 tokens/s, TFLOP/s and MFU with the engine's FLOP count (6·N + 12·L·(heads·head_dim)·T, N
 without the input-embedding lookup of an untied model: the PaLM/Megatron convention; peak 989e12
@@ -187,10 +191,14 @@ def run(impl, mode, batch, w, args):
         starts[step].record()
         for group in opt.param_groups:
             group["lr"] = lr_at(step, args.lr, 10, args.steps)
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            logits = fwd(x)
-        loss = F.cross_entropy(logits.float().view(-1, V), y.view(-1))
-        loss.backward()
+        # Gradient accumulation: args.accum micro-batches per optimizer step, each loss scaled by
+        # 1/accum so the gradient is the mean over the step's tokens (the engine's global batch =
+        # accum · micro-batch); the fixed batch is repeated for every micro-batch.
+        for _ in range(args.accum):
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                logits = fwd(x)
+            loss = F.cross_entropy(logits.float().view(-1, V), y.view(-1))
+            (loss / args.accum).backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -200,7 +208,7 @@ def run(impl, mode, batch, w, args):
     torch.cuda.synchronize()
     wall = time.perf_counter() - wall0
     step_ms, _ = steady_step_ms(starts, ends, args.steps)
-    tokens = batch * T
+    tokens = batch * T * args.accum
     flops_per_token = 6 * n_matmul + 12 * w["layers"] * w["d"] * T
     tflops = flops_per_token * tokens / (step_ms / 1e3) / 1e12
     result = {
@@ -208,6 +216,7 @@ def run(impl, mode, batch, w, args):
         "workload": args.workload,
         "layers": w["layers"],
         "micro_batch": batch,
+        "accum": args.accum,
         "seq": T,
         "steps": args.steps,
         "step_ms": round(step_ms, 3),
@@ -237,6 +246,9 @@ def main():
     ap.add_argument("--batches", default="2,4", help="comma list of micro-batch sizes")
     ap.add_argument("--layers", type=int, default=0, help="override the workload's layer count")
     ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--accum", type=int, default=1,
+                    help="micro-batches per optimizer step (gradient accumulation; the engine's "
+                         "trainer.global_batch_size = accum x micro-batch)")
     ap.add_argument("--lr", type=float, default=3e-4)
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--out", default="", help="also append the JSON lines to this file")

@@ -33,7 +33,7 @@ def read_jsonl(path):
 
 
 def engine_run(args):
-    res = {"impl": args.impl, "mode": "engine", "micro_batch": args.micro_batch}
+    res = {"impl": args.impl, "mode": "engine", "micro_batch": args.micro_batch, "accum": args.accum}
     if args.workload:
         res["workload"] = args.workload
         res["layers"] = args.layers
@@ -102,21 +102,26 @@ def llama_report(args):
         sel = [r for r in rows if r.get("workload", "") == wl]
         device = next((r["device"] for r in rows if "device" in r), "unknown GPU")
         lines += [f"## {wl} ({device})", "",
-                  "| impl | layers | micro-batch | tok/s | step ms | TFLOP/s | MFU | peak GiB | first loss | last loss | × best twin |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "| impl | layers | micro-batch | micro-batches / step | tok/s | step ms | TFLOP/s | MFU | peak GiB | "
+                  "first loss | last loss | × best twin |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        # Rows compare at the same (micro-batch, micro-batches per optimizer step).
+        def key(r):
+            return r.get("micro_batch", 0), r.get("accum", 1)
         best = {}
         for r in sel:
             if not r.get("impl", "").startswith("recipe") and "tokens_per_sec" in r:
-                b = r["micro_batch"]
-                best[b] = max(best.get(b, 0), r["tokens_per_sec"])
-        sel.sort(key=lambda r: (r.get("micro_batch", 0), r.get("impl", "").startswith("recipe"), r.get("impl", "")))
+                best[key(r)] = max(best.get(key(r), 0), r["tokens_per_sec"])
+        sel.sort(key=lambda r: (key(r), r.get("impl", "").startswith("recipe"), r.get("impl", "")))
         for r in sel:
             if "error" in r:
-                lines.append(f"| {r['impl']} | | {r.get('micro_batch')} | error: {r['error'][:140]} | | | | | | | |")
+                lines.append(f"| {r['impl']} | | {r.get('micro_batch')} | {r.get('accum', 1)} | "
+                             f"error: {r['error'][:140]} | | | | | | | |")
                 continue
-            ratio = r["tokens_per_sec"] / best[r["micro_batch"]] if best.get(r["micro_batch"]) else float("nan")
+            ratio = r["tokens_per_sec"] / best[key(r)] if best.get(key(r)) else float("nan")
             impl = r["impl"] + (f" ({r['attention_path']} attention)" if r.get("attention_path") else "")
-            lines.append(f"| {impl} | {r.get('layers', '')} | {r['micro_batch']} | {r['tokens_per_sec']:,.0f} | "
+            lines.append(f"| {impl} | {r.get('layers', '')} | {r['micro_batch']} | {r.get('accum', 1)} | "
+                         f"{r['tokens_per_sec']:,.0f} | "
                          f"{r['step_ms']:.1f} | {r['tflops']:.1f} | {r['mfu']:.1%} | {r['peak_alloc_gib']:.2f} | "
                          f"{r['first_loss']:.3f} | {r['last_loss']:.4f} | {ratio:.2f} |")
         lines.append("")
@@ -140,6 +145,7 @@ def main():
     e.add_argument("--workload", default="")
     e.add_argument("--impl", default="recipe")
     e.add_argument("--layers", type=int, default=0)
+    e.add_argument("--accum", type=int, default=1, help="micro-batches per optimizer step")
     r = sub.add_parser("report")
     r.add_argument("--torch", default="")
     r.add_argument("--engine", default="")
