@@ -44,6 +44,40 @@ wait $g0; cat $out/gpu0.log; grep -E "ERROR" $out/cuda_tests.log $out/cuda_tests
 grep -hE "test cases|assertions" $out/cuda_tests.log $out/cuda_tests_portable.log 2>/dev/null
 wait $ct; grep -E "tests passed|tests failed|\*\*\*Failed|Timeout|ctest exit" $out/ctest.log | head -30
 fi
+if has tpprof; then  # per-kernel times on each rank (ncu; NCCL kernels run unprofiled), TP1 and TP2 at micro-batch 4
+  for cfg in tp1:1 tp2:2; do
+    IFS=: read -r label n <<<"$cfg"
+    csv=/tmp/dev/prof_$label.csv
+    timeout ${PROF_S:-150} ncu --target-processes all --kernel-name "regex:^(?!nccl)" --clock-control none --cache-control none \
+      --csv --page raw --metrics gpu__time_duration.sum \
+      $B/bin/recipe pretrain llama3_8b model.num_layers=16 model.hidden_size=2048 model.num_attention_heads=16 \
+      model.num_kv_heads=8 model.ffn_hidden_size=5632 model.vocab_size=32000 model.seq_length=1024 trainer.recompute=none \
+      parallelism.tp=$n trainer.micro_batch_size=4 trainer.global_batch_size=16 --device cuda --gpus-per-node $n \
+      --max-steps 4 checkpoint.save_final=false --experiments-dir /tmp/dev/prof --name "$label" >$csv 2>$out/prof_$label.err
+    echo "ncu $label exit $?"
+    python3 - "$csv" "$out" "$label" <<'PY'
+import csv, io, subprocess, sys
+text = open(sys.argv[1], errors="replace").read()
+start = text.find('"ID"')
+rows = list(csv.DictReader(io.StringIO(text[start:]))) if start >= 0 else []
+by_pid = {}
+for r in rows:
+    if not r.get("Process ID", "").strip().isdigit():
+        continue  # the units row
+    by_pid.setdefault(r.get("Process ID", "?"), []).append(r)
+for i, (pid, rs) in enumerate(sorted(by_pid.items())):
+    path = f"/tmp/dev/prof_{sys.argv[3]}_rank{i}.csv"
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rs[0].keys()))
+        w.writeheader()
+        w.writerows(rs)
+    md = subprocess.run([sys.executable, "bench/kernel_profile.py", path, "--last-steps", "2", "--top", "45"],
+                        capture_output=True, text=True).stdout
+    open(f"{sys.argv[2]}/prof_{sys.argv[3]}_rank{i}.md", "w").write(md)
+    print(f"{sys.argv[3]} process {i} ({pid}): {len(rs)} kernels")
+PY
+  done
+fi
 has scaling || exit 0
 L1B="model.num_layers=16 model.hidden_size=2048 model.num_attention_heads=16 model.num_kv_heads=8 model.ffn_hidden_size=5632 model.vocab_size=32000 model.seq_length=1024 trainer.recompute=none"
 want() { [[ -z ${RUNS:-} || " $RUNS " == *" $1 "* ]]; }
