@@ -115,6 +115,8 @@ run tp1-mb4 1 parallelism.tp=1 trainer.micro_batch_size=4 trainer.global_batch_s
 run tp2-mb4 2 parallelism.tp=2 trainer.micro_batch_size=4 trainer.global_batch_size=16
 run tp2-sp-mb4 2 parallelism.tp=2 parallelism.sequence_parallel=true trainer.micro_batch_size=4 trainer.global_batch_size=16
 run tp2-sp-ov-mb4 2 parallelism.tp=2 parallelism.sequence_parallel=true parallelism.tp_comm_overlap=true trainer.micro_batch_size=4 trainer.global_batch_size=16
+run tp1-mb8 1 parallelism.tp=1 trainer.micro_batch_size=8 trainer.global_batch_size=16
+run tp2-mb8 2 parallelism.tp=2 trainer.micro_batch_size=8 trainer.global_batch_size=16
 run dp2 2 $G345 trainer.global_batch_size=16
 run dp2-zero1 2 $G345 trainer.global_batch_size=16 parallelism.zero1=true
 run pp2 2 parallelism.tp=1 parallelism.pp=2 trainer.micro_batch_size=2 trainer.global_batch_size=16
