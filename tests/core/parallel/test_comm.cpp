@@ -186,6 +186,16 @@ TEST_CASE("MPI communicators on CPU: every operation of every group, 4 ranks") {
   SUBCASE("pp=4 (middle stages outside the embedding group)") { expect_probe_ok(4, {"--pp", "4"}); }
 }
 
+// Three ranks: where Open MPI's blocking and non-blocking reductions would sum in different
+// orders (the probe checks that the started forms give the blocking forms' bits).
+TEST_CASE("MPI communicators on CPU: every operation of every group, 3 ranks") {
+  if (!mpirun_available() || !recipe::core::built_with_mpi()) {
+    MESSAGE("skipped: mpirun or MPI missing");
+    return;
+  }
+  expect_probe_ok(3, {"--tp", "3"});
+}
+
 TEST_CASE("MPI world: a world-size mismatch fails on every rank with both sizes named") {
   if (!mpirun_available() || !recipe::core::built_with_mpi()) {
     MESSAGE("skipped: mpirun or MPI missing");
