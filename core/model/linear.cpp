@@ -1,6 +1,8 @@
 // The column- and row-parallel linears: the backend calls of the local affine map and the TP
 // reductions around them (see linear.hpp). The op sequence is the one the block issued before the
-// seam existed, call for call, so training stays bitwise identical.
+// seam existed, so training stays bitwise identical; the plain column-parallel backward under TP
+// issues its one linear_bwd as two (input gradient, then weight gradient) with its collectives
+// between them (linear.hpp, "Backward collectives overlapped").
 #include "core/model/linear.hpp"
 
 #include <stdexcept>
