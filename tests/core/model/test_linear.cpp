@@ -31,7 +31,7 @@ using kernels::test::weighted_sum;
 
 namespace {
 
-constexpr int N = 5, IC = 6, OC = 4;
+constexpr int64_t N = 5, IC = 6, OC = 4;
 
 // One member of a simulated TP group: all_reduce_sum records a copy of what this rank contributes
 // (the partial tensor) and leaves it as is, so a test can sum the ranks' partials itself and see
@@ -165,7 +165,7 @@ TEST_CASE("column- and row-parallel linears on one rank: forward and gradients")
 TEST_CASE("column-parallel GELU epilogue forward and the fused bias-gradient paths of the backward") {
   auto be = kernels::make_cpu_backend();
   // fc1 [F, C] (column-parallel, GELU epilogue) then fc2 [C, F] (row-parallel), as the GELU MLP.
-  constexpr int C = 4, F = 6;
+  constexpr int64_t C = 4, F = 6;
   auto x = randn(N * C, 11), w1 = randn(F * C, 12), b1 = randn(F, 13), w2 = randn(C * F, 14), b2 = randn(C, 15);
   auto r = randn(N * C, 16);
   std::vector<float> dw1(F * C, 0.0f), db1(F, 0.0f), dw2(C * F, 0.0f), db2(C, 0.0f);
@@ -258,7 +258,7 @@ TEST_CASE(
     "gradient's") {
   auto be = kernels::make_cpu_backend();
   auto x = randn(N * IC, 31), w = randn(OC * IC, 32), b = randn(OC, 33), r = randn(N * OC, 34);
-  constexpr int half = OC / 2;
+  constexpr int64_t half = OC / 2;
   // The full dinp = dout·W.
   std::vector<float> dx_full(N * IC, 0.0f);
   for (int n = 0; n < N; ++n)
@@ -292,7 +292,7 @@ TEST_CASE(
     CHECK(comm.watched[0] == std::vector<float>(dw.size(), 0.0f));
     CHECK(comm.watched[1] == dw);
     // dW += doutᵀ·x for this rank's rows of W.
-    std::vector<float> dw_want(half * IC);
+    std::vector<float> dw_want(size_t(half) * IC);
     for (int o = 0; o < half; ++o)
       for (int i = 0; i < IC; ++i) {
         double s = 0;
@@ -316,20 +316,21 @@ TEST_CASE(
     "column-parallel under sequence parallelism: the input's gather runs under the dinp GEMM, dinp's "
     "reduce-scatter under the weight gradient's") {
   auto be = kernels::make_cpu_backend();
-  constexpr int half = OC / 2, rows = 2 * N;  // two TP ranks: N rows each, 2N whole rows
+  constexpr int64_t half = OC / 2, rows = 2 * N;  // two TP ranks: N rows each, 2N whole rows
   auto x_full = randn(rows * IC, 41), w = randn(OC * IC, 42), b = randn(half, 43), r = randn(rows * OC, 44);
-  constexpr int rank = 1;
+  constexpr int64_t rank = 1;
   std::vector<float> w_r(w.begin() + rank * half * IC, w.begin() + (rank + 1) * half * IC);
   auto r_r = columns(r, rows, OC, rank * half, half);  // dout: every row, this rank's output features
   std::vector<float> x_r(x_full.begin() + rank * N * IC, x_full.begin() + (rank + 1) * N * IC);
-  std::vector<float> dw(half * IC, 0.0f), db(half, 0.0f), dx(N * IC, -1.0f);
+  std::vector<float> dw(half * IC, 0.0f), db(half, 0.0f), dx(int64_t(N) * IC, -1.0f);
   std::vector<float> full(rows * IC, 0.0f), full_grad(rows * IC, 0.0f);
   const core::SequenceParallelScratch sp{.full = view(full, {rows, IC}), .full_grad = view(full_grad, {rows, IC})};
   RecordingComm comm(rank, 2);
   comm.watch = &dw;
   comm.gathered = x_full;
-  const ColumnParallelLinear lin({view(w_r, {half, IC}), view(b, {half})}, {view(dw, {half, IC}), view(db, {half})},
-                                 *be, TpGroup{.comm = &comm, .rank = rank, .size = 2, .sp = &sp});
+  const ColumnParallelLinear lin({.w = view(w_r, {half, IC}), .b = view(b, {half})},
+                                 {.w = view(dw, {half, IC}), .b = view(db, {half})}, *be,
+                                 TpGroup{.comm = &comm, .rank = rank, .size = 2, .sp = &sp});
   lin.bwd({.dinp = view(dx, {N, IC}), .dout = view(r_r, {rows, half}), .inp = view(x_r, {N, IC})});
   // Gather started; dinp GEMM; reduce-scatter started; the weight GEMM only after the gather's wait
   // (dW still zero there) and before the reduce-scatter's (dW complete there).

@@ -132,7 +132,7 @@ TEST_CASE("bootstrap_parallel: a multi-rank layout needs a launcher (or MPI) and
     INFO(msg);
     CHECK(msg.find("tp=2") != std::string::npos);
     CHECK(msg.find("dp=2") != std::string::npos);
-    CHECK(msg.find("4") != std::string::npos);
+    CHECK(msg.find('4') != std::string::npos);
     if (recipe::core::built_with_mpi())
       CHECK(msg.find("mpirun -np 4") != std::string::npos);
     else
