@@ -44,10 +44,10 @@ class Comm {
   // until then (or until the op's own wait, below). The defaults run the blocking form at once and
   // return a handle that waits for nothing.
   //
-  // ---- One started operation, waited for alone (issue 20: the DP gradient buckets,
-  // core/train/grad_sync.cpp; ZeRO-1's weight gather overlapped with the next forward; the TP
-  // linears' backward collectives overlapped with their weight-gradient GEMM, core/model/linear.cpp;
-  // the TP communication overlap's ring steps, parallelism.tp_comm_overlap,
+  // ---- One started operation, waited for alone (issue 20: ZeRO-1's weight gather overlapped with
+  // the next forward, core/train/grad_sync.cpp, whose gradient buckets are started and joined by
+  // wait_all(); the TP linears' backward collectives overlapped with their weight-gradient GEMM,
+  // core/model/linear.cpp; the TP communication overlap's ring steps, parallelism.tp_comm_overlap,
   // core/model/linear_overlap.cpp) ----
   // all_reduce_sum_start, reduce_scatter_sum_start, all_gather_start and send_recv_start enqueue
   // their blocking forms' work; wait(op) makes that one result visible to later work without

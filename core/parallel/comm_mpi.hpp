@@ -91,8 +91,7 @@ class MpiComm final : public Comm {
   int rank_ = 0, size_ = 1;
   std::deque<Pending> pending_;
   int64_t next_seq_ = 0;  // the waitable ops' handles, counted over the communicator's life
-  Pending
-      scratch_;  // the blocking all-reduce's / reduce-scatter's request and staging, reused (no steady-state allocation)
+  Pending scratch_;       // the blocking sums' request and staging, reused: steady state never allocates
 };
 
 // Throws std::runtime_error "<what> failed in <group>: <MPI's error string>" when rc != MPI_SUCCESS.
