@@ -1,6 +1,8 @@
 // The column- and row-parallel linears: the backend calls of the local affine map and the TP
 // reductions around them (see linear.hpp). The op sequence is the one the block issued before the
-// seam existed, call for call, so training stays bitwise identical.
+// seam existed, so training stays bitwise identical; the plain column-parallel backward under TP
+// issues its one linear_bwd as two (input gradient, then weight gradient) with its collectives
+// between them (linear.hpp, "Backward collectives overlapped").
 #include "core/model/linear.hpp"
 
 #include <stdexcept>
@@ -92,6 +94,11 @@ void Linear::affine_bwd(const LinearBwd& a) const {
                      .dinp_sum = dinp_sum});
 }
 
+bool Linear::splits_bwd(const LinearBwd& a) const {
+  return !fp8_ && !lora_ && a.dinp.defined() && !a.gelu_pre.defined() && !a.rebuild_input &&
+         !a.dinp_is_output_grad_of && !a.swiglu_pre.defined();
+}
+
 Tensor Linear::adapter_input(Tensor x) const {
   if (!dropout_now()) return x;
   const int64_t in = w_.lora_a.dim(1), n = x.numel() / in;
@@ -164,6 +171,22 @@ void Linear::sp_column_bwd(const LinearBwd& a) const {
   if (tp_.overlap && a.dinp.defined()) return ring_column_bwd(a);
   // The input is gathered again rather than kept from the forward: the saved per-layer tensor is
   // this rank's rows only.
+  if (splits_bwd(a)) {
+    // The gather runs under the dinp GEMM (which reads dout and W only), the reduce-scatter of
+    // dinp under the weight-gradient GEMM (linear.hpp, "Backward collectives overlapped").
+    const int64_t in = w_.w.dim(1), rows = a.inp.numel() / in * tp_.size;
+    const Tensor x = TpGroup::leading(tp_.sp->full, rows, in), dx = TpGroup::leading(tp_.sp->full_grad, rows, in);
+    const Comm::Op gathered = tp_.comm->all_gather_start(x, a.inp.view({rows / tp_.size, in}));
+    // inp gives the op its shapes only: x is still being gathered.
+    be_->linear_bwd({.dinp = dx, .dout = a.dout, .inp = x, .weight = w_.w});
+    const Comm::Op scattered = tp_.comm->reduce_scatter_sum_start(a.dinp.view({rows / tp_.size, in}), dx);
+    tp_.comm->wait(gathered);
+    be_->linear_bwd(
+        {.dweight = grad_.w, .dbias = a.bias_grad_done ? Tensor() : grad_.b, .dout = a.dout, .inp = x, .weight = w_.w});
+    tp_.comm->wait(scattered);
+    tp_.comm->wait_all();  // both were waited: this only recycles their events / requests
+    return;
+  }
   LinearBwd whole = a;
   whole.inp = tp_.gather_rows(a.inp, tp_.sp->full);
   if (a.dinp.defined()) whole.dinp = TpGroup::leading(tp_.sp->full_grad, whole.inp.dim(0), whole.inp.dim(1));
@@ -212,8 +235,22 @@ void ColumnParallelLinear::bwd(const LinearBwd& a) const {
   if (tp_.size > 1 && (a.gelu_pre.defined() || a.dinp_is_output_grad_of))
     throw std::logic_error("ColumnParallelLinear::bwd: dGELU and dinp column-sum epilogues need the TP-summed dinp");
   if (tp_.sequence_parallel()) return sp_column_bwd(a);
-  affine_bwd(a);
-  tp_.sum(a.dinp);
+  if (tp_.size == 1 || !splits_bwd(a)) {
+    affine_bwd(a);
+    tp_.sum(a.dinp);
+    return;
+  }
+  // The all-reduce of dinp runs under the weight-gradient GEMM, which does not read dinp (linear.hpp,
+  // "Backward collectives overlapped"): the same two GEMMs affine_bwd's one call runs, in its order.
+  be_->linear_bwd({.dinp = a.dinp, .dout = a.dout, .inp = a.inp, .weight = w_.w});
+  const Comm::Op summed = tp_.comm->all_reduce_sum_start(a.dinp);
+  be_->linear_bwd({.dweight = grad_.w,
+                   .dbias = a.bias_grad_done ? Tensor() : grad_.b,
+                   .dout = a.dout,
+                   .inp = a.inp,
+                   .weight = w_.w});
+  tp_.comm->wait(summed);
+  tp_.comm->wait_all();  // summed was waited: this only recycles its event / request
 }
 
 void RowParallelLinear::fwd(const LinearFwd& a) const {

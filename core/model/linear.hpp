@@ -177,6 +177,25 @@
 // and the whole-row output gradient, so the TP rules above hold unchanged (its dropout mask is
 // keyed by the whole-row token index).
 //
+// Backward collectives overlapped (always on; Megatron's "async tensor-model-parallel all-reduce"
+// and its sequence-parallel backward). A column-parallel backward's two GEMMs are independent:
+// dinp = dout·W reads dout and the weight, dW += doutᵀ·x (and db += Σ_rows dout) reads dout and
+// the input. So the collectives are started on the comm stream (Comm::*_start) and waited for,
+// device-side, by exactly the GEMM that needs their result, instead of blocking between the GEMMs:
+// - TP without SP: dinp GEMM; start the all-reduce of dinp; weight-gradient GEMM (it runs while
+//   dinp is summed); wait for the all-reduce.
+// - SP, blocking path (tp_comm_overlap off): start the all-gather of the input rows; dinp GEMM
+//   (it runs while the input is gathered); start the reduce-scatter of dinp; wait for the gather;
+//   weight-gradient GEMM (it runs while dinp is reduce-scattered); wait for the reduce-scatter.
+// The GEMMs are the two halves of the one linear_bwd call they replace, in its order, and the
+// collectives are the blocking ones' work: the results are bitwise those of the serialized
+// order. Only the plain path splits (Linear::splits_bwd): FP8 (its casts of dy serve both GEMMs),
+// an adapter (its dh all-reduce sits between them) and the epilogues on dinp (which column-
+// parallel linears under TP refuse anyway) keep the one call between blocking collectives. The
+// row-parallel backward has no collective after its GEMMs (without SP) or needs the gathered dout
+// for both (with SP), so it has nothing to hide here; the forward's collectives feed or follow
+// their one GEMM directly (hidden only by the rings below).
+//
 // Communication overlap (parallelism.tp_comm_overlap, with sequence parallelism; Megatron's /
 // Transformer Engine's ring-exchange "TP comm overlap", torchtitan's async TP): the collectives
 // above no longer block the compute stream before or after the GEMM; each is split into the t row
@@ -396,6 +415,10 @@ class Linear {
   // The local backward: dinp (with the optional dGELU / rebuild / fused bias-sum epilogues),
   // dweight and dbias (+=).
   void affine_bwd(const LinearBwd& a) const;
+  // Whether this backward is the plain one whose GEMMs a collective may run between (the input
+  // gradient, then the weight and bias gradients, as two linear_bwd calls): no FP8, no adapter, no
+  // epilogue on dinp, dinp wanted (see "Backward collectives overlapped" at the top of the file).
+  bool splits_bwd(const LinearBwd& a) const;
   // The adapter's terms: y += s·(d(x)·Aᵀ)·Bᵀ; and dx += ..., dA, dB += ... (see the top of the file).
   void adapter_fwd(kernels::Tensor y, kernels::Tensor x) const;
   void adapter_bwd(kernels::Tensor dx, kernels::Tensor dy, kernels::Tensor x) const;

@@ -37,29 +37,41 @@ class Comm {
   // deadlock (the pipeline schedule's send-forward/receive-backward pairs). Either tensor may be
   // undefined: that half is skipped.
   virtual void send_recv(kernels::Tensor send, int dst, kernels::Tensor recv, int src) = 0;
-  // Asynchronous forms, for overlapping gradient reduction with the backward pass. *_start enqueues
-  // (NCCL: on the communicator's own stream, after the work already issued on the compute stream;
-  // MPI: a non-blocking collective) and returns; wait_all() completes everything started, after
-  // which the host and later device work see the results. The tensors must stay untouched until
-  // then. The defaults run the blocking form at once.
-  virtual void all_reduce_sum_start(kernels::Tensor t) { all_reduce_sum(t); }
-  virtual void reduce_scatter_sum_start(kernels::Tensor out, kernels::Tensor in) { reduce_scatter_sum(out, in); }
-  virtual void wait_all() {}
-
+  // Asynchronous forms, for overlapping communication with computation: *_start enqueues (NCCL: on
+  // the communicator's own stream, after the work already issued on the compute stream; MPI: a
+  // non-blocking collective) and returns the op's handle; wait_all() completes everything started,
+  // after which the host and later device work see the results. The tensors must stay untouched
+  // until then (or until the op's own wait, below). The defaults run the blocking form at once and
+  // return a handle that waits for nothing.
+  //
   // ---- One started operation, waited for alone (issue 20: ZeRO-1's weight gather overlapped with
-  // the next forward, core/train/grad_sync.cpp; the TP communication overlap's ring steps,
-  // parallelism.tp_comm_overlap, core/model/linear_overlap.cpp) ----
-  // all_gather_start enqueues all_gather(out, in), send_recv_start send_recv(send, dst, recv, src),
-  // like the *_start forms above, and each returns its handle; wait(op) makes that one result
-  // visible to later work without waiting for the rest (NCCL: the compute stream waits on the op's
-  // event, the host does not wait, legal inside CUDA-graph capture; MPI: MPI_Wait on its requests).
+  // the next forward, core/train/grad_sync.cpp, whose gradient buckets are started and joined by
+  // wait_all(); the TP linears' backward collectives overlapped with their weight-gradient GEMM,
+  // core/model/linear.cpp; the TP communication overlap's ring steps, parallelism.tp_comm_overlap,
+  // core/model/linear_overlap.cpp) ----
+  // all_reduce_sum_start, reduce_scatter_sum_start, all_gather_start and send_recv_start enqueue
+  // their blocking forms' work; wait(op) makes that one result visible to later work without
+  // waiting for the rest (NCCL: the compute stream waits on the op's event, the host does not
+  // wait, legal inside CUDA-graph capture; MPI: MPI_Wait on its requests, then the result is moved
+  // out of its staging). The result is the blocking form's, bit for bit, so a caller may mix the
+  // two forms (the TP linears do): NCCL runs the same call; MPI's blocking sums are the
+  // non-blocking collectives waited at once (Open MPI's blocking and non-blocking algorithms sum in
+  // different orders beyond two ranks).
   // wait_all() completes them too, and a handle from before the last wait_all() waits for nothing;
   // a user that never needs wait_all() otherwise calls it after its last wait, so the handles'
-  // events (NCCL) and requests (MPI) are recycled. The defaults run the blocking form at once and
-  // return a handle that waits for nothing.
+  // events (NCCL) and requests (MPI) are recycled.
   struct Op {
     int64_t seq = -1;  // the communicator's count of started ops; -1: complete already
   };
+  virtual Op all_reduce_sum_start(kernels::Tensor t) {
+    all_reduce_sum(t);
+    return {};
+  }
+  virtual Op reduce_scatter_sum_start(kernels::Tensor out, kernels::Tensor in) {
+    reduce_scatter_sum(out, in);
+    return {};
+  }
+  virtual void wait_all() {}
   virtual Op all_gather_start(kernels::Tensor out, kernels::Tensor in) {
     all_gather(out, in);
     return {};

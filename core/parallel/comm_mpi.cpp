@@ -126,17 +126,12 @@ MpiComm::~MpiComm() {
 
 void MpiComm::check(int rc, const char* op) const { check_mpi(rc, op, name_); }
 
+// The non-blocking collective waited at once, as reduce_scatter_sum below: Open MPI's MPI_Allreduce
+// and MPI_Iallreduce sum in different orders for some sizes beyond two ranks.
 void MpiComm::all_reduce_sum(Tensor t) {
-  require_host(t, name_, "all_reduce_sum", "tensor");
-  const int n = count_of(t, name_, "all_reduce_sum");
-  if (t.dtype == DType::bf16) {
-    std::vector<float>& f = scratch_.staging;
-    widen(f, t);
-    check(MPI_Allreduce(MPI_IN_PLACE, f.data(), n, MPI_FLOAT, MPI_SUM, comm_), "MPI_Allreduce");
-    narrow(t, f.data());
-    return;
-  }
-  check(MPI_Allreduce(MPI_IN_PLACE, t.ptr, n, mpi_reduce_type(t.dtype), MPI_SUM, comm_), "MPI_Allreduce");
+  start_all_reduce(scratch_, t, "all_reduce_sum");
+  check(MPI_Wait(&scratch_.request, MPI_STATUS_IGNORE), "MPI_Wait(all_reduce_sum)");
+  finish(scratch_);
 }
 
 double MpiComm::all_reduce_sum(double v) {
@@ -174,25 +169,32 @@ void MpiComm::broadcast(Tensor t, int root) {
 
 void MpiComm::barrier() { check(MPI_Barrier(comm_), "MPI_Barrier"); }
 
+// The non-blocking collective waited at once: Open MPI's MPI_Reduce_scatter_block and
+// MPI_Ireduce_scatter_block sum in different orders beyond two ranks, and the TP linears mix the
+// blocking and the started forms (linear.cpp), so both go through the same call (comm.hpp: a
+// started op's result is the blocking form's, bit for bit).
 void MpiComm::reduce_scatter_sum(Tensor out, Tensor in) {
-  start_reduce_scatter(scratch_, out, in, "reduce_scatter_sum", /*blocking=*/true);
+  start_reduce_scatter(scratch_, out, in, "reduce_scatter_sum");
+  check(MPI_Wait(&scratch_.request, MPI_STATUS_IGNORE), "MPI_Wait(reduce_scatter_sum)");
   finish(scratch_);
 }
 
-void MpiComm::reduce_scatter_sum_start(Tensor out, Tensor in) {
+Comm::Op MpiComm::reduce_scatter_sum_start(Tensor out, Tensor in) {
   pending_.emplace_back();
   try {
-    start_reduce_scatter(pending_.back(), out, in, "reduce_scatter_sum_start", /*blocking=*/false);
+    start_reduce_scatter(pending_.back(), out, in, "reduce_scatter_sum_start");
   } catch (...) {
     pending_.pop_back();
     throw;
   }
+  pending_.back().seq = next_seq_;
+  return {next_seq_++};
 }
 
 // Out of place when `out` is separate f32/i32 memory; otherwise the result goes through f32
 // staging (which also keeps the rest of `in` intact in the in-place case) and is copied or
 // rounded into `out` by finish().
-void MpiComm::start_reduce_scatter(Pending& p, Tensor out, Tensor in, const char* op, bool blocking) {
+void MpiComm::start_reduce_scatter(Pending& p, Tensor out, Tensor in, const char* op) {
   require_host(out, name_, op, "out");
   require_host(in, name_, op, "in");
   require_chunks(out, in, size_, name_, op);
@@ -216,13 +218,10 @@ void MpiComm::start_reduce_scatter(Pending& p, Tensor out, Tensor in, const char
     p.copy_back = true;
     recv = p.staging.data();
   }
-  if (blocking)
-    check(MPI_Reduce_scatter_block(send, recv, n, type, MPI_SUM, comm_), "MPI_Reduce_scatter_block");
-  else
-    check(MPI_Ireduce_scatter_block(send, recv, n, type, MPI_SUM, comm_, &p.request), "MPI_Ireduce_scatter_block");
+  check(MPI_Ireduce_scatter_block(send, recv, n, type, MPI_SUM, comm_, &p.request), "MPI_Ireduce_scatter_block");
 }
 
-void MpiComm::all_reduce_sum_start(Tensor t) {
+Comm::Op MpiComm::all_reduce_sum_start(Tensor t) {
   pending_.emplace_back();
   try {
     start_all_reduce(pending_.back(), t, "all_reduce_sum_start");
@@ -230,12 +229,16 @@ void MpiComm::all_reduce_sum_start(Tensor t) {
     pending_.pop_back();
     throw;
   }
+  pending_.back().seq = next_seq_;
+  return {next_seq_++};
 }
 
 void MpiComm::start_all_reduce(Pending& p, Tensor t, const char* op) {
   require_host(t, name_, op, "tensor");
   const int n = count_of(t, name_, op);
   p.dst = t;
+  p.copy_back = false;
+  p.request = MPI_REQUEST_NULL;
   if (t.dtype == DType::bf16) {
     widen(p.staging, t);
     p.copy_back = true;
@@ -311,6 +314,10 @@ void MpiComm::wait(Op op) {
     // MPI_Wait leaves MPI_REQUEST_NULL behind, so a second wait and wait_all() pass over it.
     if (p.request != MPI_REQUEST_NULL) check(MPI_Wait(&p.request, MPI_STATUS_IGNORE), "MPI_Wait");
     if (p.request2 != MPI_REQUEST_NULL) check(MPI_Wait(&p.request2, MPI_STATUS_IGNORE), "MPI_Wait");
+    // The result moves out of its staging once: wait_all() must not overwrite what the caller
+    // may have done with the tensor since.
+    finish(p);
+    p.copy_back = false;
     return;
   }
   // Not pending: completed by an earlier wait_all().

@@ -38,26 +38,29 @@ class MpiComm final : public Comm {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string name() const override { return name_; }
+  // Blocking: the non-blocking collective waited at once (the started form's arithmetic, see
+  // comm_mpi.cpp).
   void all_reduce_sum(kernels::Tensor t) override;
   double all_reduce_sum(double v) override;
   double all_reduce_max(double v) override;
   void broadcast(kernels::Tensor t, int root) override;
   void barrier() override;
   void all_reduce_max(kernels::Tensor t) override;
-  // In place (out == chunk rank() of in) the rest of `in` is left as it was.
+  // In place (out == chunk rank() of in) the rest of `in` is left as it was. Blocking: the
+  // non-blocking collective waited at once (the started form's arithmetic, see comm_mpi.cpp).
   void reduce_scatter_sum(kernels::Tensor out, kernels::Tensor in) override;
   void all_gather(kernels::Tensor out, kernels::Tensor in) override;
   void send_recv(kernels::Tensor send, int dst, kernels::Tensor recv, int src) override;
-  // Non-blocking collectives (MPI_Iallreduce, MPI_Ireduce_scatter_block); results land in the
-  // tensors at wait_all(). Without an MPI progress thread the transfer advances inside MPI calls,
-  // so on CPU the overlap is modest; the ordering guarantees are what matter.
-  void all_reduce_sum_start(kernels::Tensor t) override;
-  void reduce_scatter_sum_start(kernels::Tensor out, kernels::Tensor in) override;
   void wait_all() override;
-  // ---- one started op waited for alone (comm.hpp; ZeRO-1's overlapped weight gather, the TP
-  // overlap's ring steps) ----
-  // MPI_Iallgather, or MPI_Irecv + MPI_Isend; wait(op) is MPI_Wait on its requests (the entry
-  // stays in the pending list with null requests until wait_all()).
+  // ---- one started op waited for alone (comm.hpp) ----
+  // Non-blocking collectives (MPI_Iallreduce, MPI_Ireduce_scatter_block, MPI_Iallgather) or
+  // MPI_Irecv + MPI_Isend; wait(op) is MPI_Wait on its requests, then the result moves out of its
+  // staging (a bf16 sum, an in-place reduce-scatter); the entry stays in the pending list with null
+  // requests and nothing left to move until wait_all(). Without an MPI progress thread the
+  // transfer advances inside MPI calls, so on CPU the overlap is modest; the ordering guarantees
+  // are what matter.
+  Op all_reduce_sum_start(kernels::Tensor t) override;
+  Op reduce_scatter_sum_start(kernels::Tensor out, kernels::Tensor in) override;
   Op all_gather_start(kernels::Tensor out, kernels::Tensor in) override;
   Op send_recv_start(kernels::Tensor send, int dst, kernels::Tensor recv, int src) override;
   void wait(Op op) override;
@@ -72,11 +75,11 @@ class MpiComm final : public Comm {
     std::vector<float> staging;               // f32 result (bf16 dst: rounded back; f32 dst: copied)
     std::vector<float> staging_in;            // bf16 input widened to f32 (reduce-scatter)
     bool copy_back = false;
-    int64_t seq = -1;  // a waitable op's handle (Op::seq); -1 for the other ops
+    int64_t seq = -1;  // the op's handle (Op::seq); -1 for a blocking call's staging
   };
 
   void check(int rc, const char* op) const;
-  void start_reduce_scatter(Pending& p, kernels::Tensor out, kernels::Tensor in, const char* op, bool blocking);
+  void start_reduce_scatter(Pending& p, kernels::Tensor out, kernels::Tensor in, const char* op);
   void start_all_reduce(Pending& p, kernels::Tensor t, const char* op);
   static void finish(Pending& p);
   // Posts send_recv's receive and send into `requests` (null where a half is undefined).
@@ -88,7 +91,7 @@ class MpiComm final : public Comm {
   int rank_ = 0, size_ = 1;
   std::deque<Pending> pending_;
   int64_t next_seq_ = 0;  // the waitable ops' handles, counted over the communicator's life
-  Pending scratch_;       // staging of the blocking reduce-scatter, reused so steady state never allocates
+  Pending scratch_;       // the blocking sums' request and staging, reused: steady state never allocates
 };
 
 // Throws std::runtime_error "<what> failed in <group>: <MPI's error string>" when rc != MPI_SUCCESS.

@@ -227,9 +227,9 @@ void NcclComm::all_reduce_max(Tensor t) {
   join();
 }
 
-void NcclComm::all_reduce_sum_start(Tensor t) {
+Comm::Op NcclComm::all_reduce_sum_start(Tensor t) {
   enqueue_all_reduce(t, ncclSum, "all_reduce_sum_start");
-  pending_ = true;
+  return record_op();
 }
 
 void NcclComm::broadcast(Tensor t, int root) {
@@ -257,9 +257,9 @@ void NcclComm::reduce_scatter_sum(Tensor out, Tensor in) {
   join();
 }
 
-void NcclComm::reduce_scatter_sum_start(Tensor out, Tensor in) {
+Comm::Op NcclComm::reduce_scatter_sum_start(Tensor out, Tensor in) {
   enqueue_reduce_scatter(out, in, "reduce_scatter_sum_start");
-  pending_ = true;
+  return record_op();
 }
 
 void NcclComm::enqueue_all_gather(Tensor out, Tensor in, const char* what) {

@@ -73,14 +73,13 @@ class NcclComm final : public Comm {
   void reduce_scatter_sum(kernels::Tensor out, kernels::Tensor in) override;
   void all_gather(kernels::Tensor out, kernels::Tensor in) override;
   void send_recv(kernels::Tensor send, int dst, kernels::Tensor recv, int src) override;
-  void all_reduce_sum_start(kernels::Tensor t) override;
-  void reduce_scatter_sum_start(kernels::Tensor out, kernels::Tensor in) override;
   void wait_all() override;
-  // ---- one started op waited for alone (comm.hpp; ZeRO-1's overlapped weight gather, the TP
-  // overlap's ring steps) ----
+  // ---- one started op waited for alone (comm.hpp) ----
   // On the comm stream like every op, followed by a record of its own event; wait(op) makes the
   // compute stream wait on that event only (no host wait; legal inside CUDA-graph capture as
   // long as the op is waited, or wait_all() called, before the capture ends).
+  Op all_reduce_sum_start(kernels::Tensor t) override;
+  Op reduce_scatter_sum_start(kernels::Tensor out, kernels::Tensor in) override;
   Op all_gather_start(kernels::Tensor out, kernels::Tensor in) override;
   Op send_recv_start(kernels::Tensor send, int dst, kernels::Tensor recv, int src) override;
   void wait(Op op) override;

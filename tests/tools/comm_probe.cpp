@@ -404,6 +404,80 @@ class Probe {
     c.barrier();
   }
 
+  // The started reductions waited for alone (comm.hpp; the TP linears' backward, core/model/
+  // linear.cpp): all_reduce_sum_start and reduce_scatter_sum_start return handles; f32 and bf16
+  // (MPI: through f32 staging), in place and out of place, in flight together with an
+  // all_gather_start (the sequence-parallel backward's pattern), each waited in reverse order and
+  // read before any wait_all(); a tensor changed after its op's wait keeps the change through
+  // wait_all() (the staged result moves out once). And bitwise the blocking form's result on
+  // order-sensitive data, small (latency algorithms) and large (bandwidth algorithms).
+  void check_waited_reductions(Comm& c, const std::vector<int>& members) {
+    const std::string g = c.name();
+    const int n = c.size(), r = c.rank();
+    if (n < 2 || n != int(members.size())) return;
+    auto sum_over = [&](float (*f)(int, int64_t), int64_t offset) {
+      return [&, f, offset](int64_t i) {
+        float s = 0;
+        for (int m : members) s += f(m, offset + i);
+        return s;
+      };
+    };
+    const int64_t len = 23, chunk = 6;
+    for (DType dt : {DType::f32, DType::bf16}) {
+      const std::string tag = recipe::kernels::dtype_name(dt);
+      std::vector<float> a(len), s(size_t(chunk * n)), mine(static_cast<size_t>(chunk));
+      for (int64_t i = 0; i < len; ++i) a[size_t(i)] = small_int(me_, i);
+      for (size_t j = 0; j < s.size(); ++j) s[j] = small_int(me_, int64_t(j));
+      for (int64_t k = 0; k < chunk; ++k) mine[size_t(k)] = exact_value(me_, k);
+      Tensor ta = upload(a, dt), in_place = upload(s, dt), in = upload(s, dt), out = alloc(chunk, dt);
+      Tensor src = upload(mine, dt), gathered = alloc(chunk * n, dt);
+      const Comm::Op oa = c.all_reduce_sum_start(ta);
+      const Comm::Op og = c.all_gather_start(gathered, src);
+      const Comm::Op oi = c.reduce_scatter_sum_start(in_place.rows(r * chunk, chunk), in_place);
+      const Comm::Op oo = c.reduce_scatter_sum_start(out, in);
+      expect(oa.seq >= 0 && oi.seq >= 0 && oo.seq >= 0, g, "a started reduction returned no handle");
+      c.wait(oo);
+      expect_values(read(out), sum_over(small_int, r * chunk), g,
+                    "reduce_scatter_sum_start(" + tag + ", out of place) + wait");
+      c.wait(oi);
+      expect_values(read(in_place.rows(r * chunk, chunk)), sum_over(small_int, r * chunk), g,
+                    "reduce_scatter_sum_start(" + tag + ", in place) + wait");
+      c.wait(og);
+      expect_values(
+          read(gathered), [&](int64_t j) { return exact_value(members[size_t(j / chunk)], j % chunk); }, g,
+          "all_gather_start(" + tag + ") + wait, beside started reductions");
+      c.wait(oa);
+      expect_values(read(ta), sum_over(small_int, 0), g, "all_reduce_sum_start(" + tag + ") + wait");
+      const std::vector<float> changed(len, 2.0f);
+      write(ta, changed);
+      c.wait_all();
+      c.wait(oa);  // completed by wait_all(): nothing to do
+      expect_values(
+          read(ta), [](int64_t) { return 2.0f; }, g,
+          "all_reduce_sum_start(" + tag + "): wait_all() overwrote the tensor after its op's wait");
+    }
+    for (const int64_t size : {int64_t(37), int64_t(4099), int64_t(100003)}) {
+      const int64_t big = size - size % n;
+      std::vector<float> h(static_cast<size_t>(big));
+      for (int64_t i = 0; i < big; ++i) h[size_t(i)] = noisy_value(me_, i);
+      Tensor t = upload(h, DType::f32), u = upload(h, DType::f32);
+      Tensor in_t = upload(h, DType::f32), in_u = upload(h, DType::f32);
+      const int64_t part = big / n;
+      Tensor out_t = alloc(part, DType::f32), out_u = alloc(part, DType::f32);
+      c.all_reduce_sum(t);
+      c.reduce_scatter_sum(out_t, in_t);
+      const Comm::Op summed = c.all_reduce_sum_start(u);
+      const Comm::Op scattered = c.reduce_scatter_sum_start(out_u, in_u);
+      c.wait(scattered);
+      c.wait(summed);
+      const std::string what = "(f32, " + std::to_string(big) + " noisy values) differs bitwise from ";
+      expect(read(t) == read(u), g, "all_reduce_sum_start + wait" + what + "all_reduce_sum");
+      expect(read(out_t) == read(out_u), g, "reduce_scatter_sum_start + wait" + what + "reduce_scatter_sum");
+      c.wait_all();
+    }
+    c.barrier();
+  }
+
  private:
   Backend& be_;
   int me_;
@@ -458,6 +532,8 @@ int run(int argc, char** argv) {
   probe.check_send_recv(ps->world(), everyone);
   probe.check_chunk_ops(ps->tp(), recipe::core::group_ranks(sizes, me, Group::tp));
   probe.check_chunk_ops(ps->world(), everyone);
+  probe.check_waited_reductions(ps->tp(), recipe::core::group_ranks(sizes, me, Group::tp));
+  probe.check_waited_reductions(ps->world(), everyone);
 
   const double total = ps->world().all_reduce_sum(double(probe.failures()));
   for (const auto& line : probe.failure_lines()) std::fprintf(stderr, "%s\n", line.c_str());

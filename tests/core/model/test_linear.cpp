@@ -1,12 +1,15 @@
 // The linear seam (core/model/linear.hpp) on the CPU backend: column- and row-parallel fwd/bwd
 // against a direct computation and finite differences, the fused bias-gradient and GELU paths, and
 // the tensor-parallel rules (row-parallel: partial outputs summed, bias added by TP rank 0 only;
-// column-parallel: dinp summed right after the GEMM) with each simulated rank's reduction recorded.
+// column-parallel: dinp summed right after its GEMM, while the weight gradient's runs; under
+// sequence parallelism the input gathered while dinp's GEMM runs, dinp reduce-scattered while the
+// weight gradient's runs) with each simulated rank's communication recorded.
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "core/model/linear.hpp"
@@ -28,11 +31,15 @@ using kernels::test::weighted_sum;
 
 namespace {
 
-constexpr int N = 5, IC = 6, OC = 4;
+constexpr int64_t N = 5, IC = 6, OC = 4;
 
 // One member of a simulated TP group: all_reduce_sum records a copy of what this rank contributes
 // (the partial tensor) and leaves it as is, so a test can sum the ranks' partials itself and see
-// exactly when and on what each reduction ran. Nothing else may be called.
+// exactly when and on what each reduction ran. The started forms record the same and their call;
+// all_gather_start writes `gathered` (what the group's shards would give) into its output, and
+// reduce_scatter_sum_start records its input like a sum. Every communication call also records a
+// copy of `watch` at that moment (a weight gradient: whether its GEMM ran before or after). Nothing
+// else may be called.
 class RecordingComm final : public core::Comm {
  public:
   RecordingComm(int rank, int size) : rank_(rank), size_(size) {}
@@ -42,6 +49,7 @@ class RecordingComm final : public core::Comm {
   void all_reduce_sum(Tensor t) override {
     const float* p = t.as<float>();
     sums.emplace_back(p, p + t.numel());
+    log("all_reduce_sum");
   }
   double all_reduce_sum(double) override { throw std::logic_error("unexpected"); }
   double all_reduce_max(double) override { throw std::logic_error("unexpected"); }
@@ -51,11 +59,41 @@ class RecordingComm final : public core::Comm {
   void reduce_scatter_sum(Tensor, Tensor) override { throw std::logic_error("unexpected"); }
   void all_gather(Tensor, Tensor) override { throw std::logic_error("unexpected"); }
   void send_recv(Tensor, int, Tensor, int) override { throw std::logic_error("unexpected"); }
+  Op all_reduce_sum_start(Tensor t) override {
+    const float* p = t.as<float>();
+    sums.emplace_back(p, p + t.numel());
+    return started("all_reduce_sum_start");
+  }
+  Op reduce_scatter_sum_start(Tensor, Tensor in) override {
+    const float* p = in.as<float>();
+    sums.emplace_back(p, p + in.numel());
+    return started("reduce_scatter_sum_start");
+  }
+  Op all_gather_start(Tensor out, Tensor) override {
+    REQUIRE(size_t(out.numel()) == gathered.size());
+    std::copy(gathered.begin(), gathered.end(), out.as<float>());
+    return started("all_gather_start");
+  }
+  void wait(Op op) override { log("wait " + std::to_string(op.seq)); }
+  void wait_all() override { log("wait_all"); }
 
-  std::vector<std::vector<float>> sums;  // one entry per all_reduce_sum, in call order
+  std::vector<std::vector<float>> sums;  // one entry per sum (or reduce-scatter input), in call order
+  std::vector<std::string> calls;        // every communication call, in order
+  std::vector<std::vector<float>> watched;
+  const std::vector<float>* watch = nullptr;
+  std::vector<float> gathered;
 
  private:
+  Op started(const std::string& what) {
+    log(what + " " + std::to_string(next_));
+    return {next_++};
+  }
+  void log(const std::string& what) {
+    calls.push_back(what);
+    if (watch) watched.push_back(*watch);
+  }
   int rank_, size_;
+  int64_t next_ = 0;
 };
 
 // out[n, o] = Σ_i inp[n, i]·w[o, i] + b[o], in double.
@@ -127,7 +165,7 @@ TEST_CASE("column- and row-parallel linears on one rank: forward and gradients")
 TEST_CASE("column-parallel GELU epilogue forward and the fused bias-gradient paths of the backward") {
   auto be = kernels::make_cpu_backend();
   // fc1 [F, C] (column-parallel, GELU epilogue) then fc2 [C, F] (row-parallel), as the GELU MLP.
-  constexpr int C = 4, F = 6;
+  constexpr int64_t C = 4, F = 6;
   auto x = randn(N * C, 11), w1 = randn(F * C, 12), b1 = randn(F, 13), w2 = randn(C * F, 14), b2 = randn(C, 15);
   auto r = randn(N * C, 16);
   std::vector<float> dw1(F * C, 0.0f), db1(F, 0.0f), dw2(C * F, 0.0f), db2(C, 0.0f);
@@ -215,10 +253,12 @@ TEST_CASE("row-parallel over two TP ranks: partial outputs summed, bias added by
   CHECK(max_abs_diff(sum(partials[0], partials[1]), full) < 1e-5);
 }
 
-TEST_CASE("column-parallel over two TP ranks: the input gradient is summed right after the GEMM") {
+TEST_CASE(
+    "column-parallel over two TP ranks: the input gradient is summed right after its GEMM, under the weight "
+    "gradient's") {
   auto be = kernels::make_cpu_backend();
   auto x = randn(N * IC, 31), w = randn(OC * IC, 32), b = randn(OC, 33), r = randn(N * OC, 34);
-  constexpr int half = OC / 2;
+  constexpr int64_t half = OC / 2;
   // The full dinp = dout·W.
   std::vector<float> dx_full(N * IC, 0.0f);
   for (int n = 0; n < N; ++n)
@@ -236,6 +276,7 @@ TEST_CASE("column-parallel over two TP ranks: the input gradient is summed right
     auto r_r = columns(r, N, OC, rank * half, half);
     std::vector<float> dw(half * IC, 0.0f), db(half, 0.0f), y(N * half), dx(N * IC);
     RecordingComm comm(rank, 2);
+    comm.watch = &dw;
     const ColumnParallelLinear lin({view(w_r, {half, IC}), view(b_r, {half})}, {view(dw, {half, IC}), view(db, {half})},
                                    *be, TpGroup{.comm = &comm, .rank = rank, .size = 2});
     lin.fwd({.out = view(y, {N, half}), .inp = view(x, {N, IC})});
@@ -244,6 +285,21 @@ TEST_CASE("column-parallel over two TP ranks: the input gradient is summed right
     lin.bwd({.dinp = view(dx, {N, IC}), .dout = view(r_r, {N, half}), .inp = view(x, {N, IC})});
     REQUIRE(comm.sums.size() == 1);  // one reduction, of dinp, after the GEMM wrote it
     CHECK(comm.sums[0] == dx);
+    // Started, then the weight-gradient GEMM ran (dW was still zero at the start, complete at the
+    // wait): the reduction overlaps it.
+    CHECK(comm.calls == std::vector<std::string>{"all_reduce_sum_start 0", "wait 0", "wait_all"});
+    REQUIRE(comm.watched.size() == 3);
+    CHECK(comm.watched[0] == std::vector<float>(dw.size(), 0.0f));
+    CHECK(comm.watched[1] == dw);
+    // dW += doutᵀ·x for this rank's rows of W.
+    std::vector<float> dw_want(size_t(half) * IC);
+    for (int o = 0; o < half; ++o)
+      for (int i = 0; i < IC; ++i) {
+        double s = 0;
+        for (int n = 0; n < N; ++n) s += double(r_r[n * half + o]) * x[n * IC + i];
+        dw_want[o * IC + i] = float(s);
+      }
+    CHECK(max_abs_diff(dw, dw_want) < 1e-5);
     partials.push_back(dx);
     // An element-wise epilogue on the partial dinp would be wrong: refused under TP.
     std::vector<float> pre(N * IC);
@@ -254,6 +310,59 @@ TEST_CASE("column-parallel over two TP ranks: the input gradient is summed right
                     std::logic_error);
   }
   CHECK(max_abs_diff(sum(partials[0], partials[1]), dx_full) < 1e-4);
+}
+
+TEST_CASE(
+    "column-parallel under sequence parallelism: the input's gather runs under the dinp GEMM, dinp's "
+    "reduce-scatter under the weight gradient's") {
+  auto be = kernels::make_cpu_backend();
+  constexpr int64_t half = OC / 2, rows = 2 * N;  // two TP ranks: N rows each, 2N whole rows
+  auto x_full = randn(rows * IC, 41), w = randn(OC * IC, 42), b = randn(half, 43), r = randn(rows * OC, 44);
+  constexpr int64_t rank = 1;
+  std::vector<float> w_r(w.begin() + rank * half * IC, w.begin() + (rank + 1) * half * IC);
+  auto r_r = columns(r, rows, OC, rank * half, half);  // dout: every row, this rank's output features
+  std::vector<float> x_r(x_full.begin() + rank * N * IC, x_full.begin() + (rank + 1) * N * IC);
+  std::vector<float> dw(half * IC, 0.0f), db(half, 0.0f), dx(int64_t(N) * IC, -1.0f);
+  std::vector<float> full(rows * IC, 0.0f), full_grad(rows * IC, 0.0f);
+  const core::SequenceParallelScratch sp{.full = view(full, {rows, IC}), .full_grad = view(full_grad, {rows, IC})};
+  RecordingComm comm(rank, 2);
+  comm.watch = &dw;
+  comm.gathered = x_full;
+  const ColumnParallelLinear lin({.w = view(w_r, {half, IC}), .b = view(b, {half})},
+                                 {.w = view(dw, {half, IC}), .b = view(db, {half})}, *be,
+                                 TpGroup{.comm = &comm, .rank = rank, .size = 2, .sp = &sp});
+  lin.bwd({.dinp = view(dx, {N, IC}), .dout = view(r_r, {rows, half}), .inp = view(x_r, {N, IC})});
+  // Gather started; dinp GEMM; reduce-scatter started; the weight GEMM only after the gather's wait
+  // (dW still zero there) and before the reduce-scatter's (dW complete there).
+  CHECK(comm.calls ==
+        std::vector<std::string>{"all_gather_start 0", "reduce_scatter_sum_start 1", "wait 0", "wait 1", "wait_all"});
+  REQUIRE(comm.watched.size() == 5);
+  CHECK(comm.watched[2] == std::vector<float>(dw.size(), 0.0f));
+  CHECK(comm.watched[3] == dw);
+  // The reduce-scatter's input is this rank's partial dinp of every row, dout·W_r.
+  REQUIRE(comm.sums.size() == 1);
+  std::vector<float> dx_want(rows * IC);
+  for (int n = 0; n < rows; ++n)
+    for (int i = 0; i < IC; ++i) {
+      double s = 0;
+      for (int o = 0; o < half; ++o) s += double(r_r[n * half + o]) * w_r[o * IC + i];
+      dx_want[n * IC + i] = float(s);
+    }
+  CHECK(max_abs_diff(comm.sums[0], dx_want) < 1e-5);
+  // dW += doutᵀ·x over every (gathered) row; db += Σ_rows dout.
+  std::vector<float> dw_want(half * IC), db_want(half);
+  for (int o = 0; o < half; ++o) {
+    double sb = 0;
+    for (int n = 0; n < rows; ++n) sb += r_r[n * half + o];
+    db_want[o] = float(sb);
+    for (int i = 0; i < IC; ++i) {
+      double s = 0;
+      for (int n = 0; n < rows; ++n) s += double(r_r[n * half + o]) * x_full[n * IC + i];
+      dw_want[o * IC + i] = float(s);
+    }
+  }
+  CHECK(max_abs_diff(dw, dw_want) < 1e-5);
+  CHECK(max_abs_diff(db, db_want) < 1e-5);
 }
 
 TEST_SUITE_END();
