@@ -29,7 +29,7 @@ using kernels::test::weighted_sum;
 
 namespace {
 
-constexpr int N = 5, IC = 6, OC = 4;
+constexpr int64_t N = 5, IC = 6, OC = 4;
 
 // One member of a simulated TP group: all_reduce_sum records a copy of what this rank contributes
 // (the partial tensor) and leaves it as is, so a test can sum the ranks' partials itself and see
@@ -128,7 +128,7 @@ TEST_CASE("column- and row-parallel linears on one rank: forward and gradients")
 TEST_CASE("column-parallel GELU epilogue forward and the fused bias-gradient paths of the backward") {
   auto be = kernels::make_cpu_backend();
   // fc1 [F, C] (column-parallel, GELU epilogue) then fc2 [C, F] (row-parallel), as the GELU MLP.
-  constexpr int C = 4, F = 6;
+  constexpr int64_t C = 4, F = 6;
   auto x = randn(N * C, 11), w1 = randn(F * C, 12), b1 = randn(F, 13), w2 = randn(C * F, 14), b2 = randn(C, 15);
   auto r = randn(N * C, 16);
   std::vector<float> dw1(F * C, 0.0f), db1(F, 0.0f), dw2(C * F, 0.0f), db2(C, 0.0f);
@@ -184,7 +184,7 @@ TEST_CASE("column-parallel GELU epilogue forward and the fused bias-gradient pat
 TEST_CASE("row-parallel backward through the SwiGLU (swiglu_pre): the separate ops bit for bit, and the gradients") {
   auto be = kernels::make_cpu_backend();
   // fc1 [2F, C] (column-parallel) → SwiGLU → fc2 [C, F] (row-parallel), as the Llama MLP.
-  constexpr int C = 4, F = 3;
+  constexpr int64_t C = 4, F = 3;
   auto x = randn(N * C, 41), w1 = randn(2 * F * C, 42), b1 = randn(2 * F, 43), w2 = randn(C * F, 44), b2 = randn(C, 45);
   auto r = randn(N * C, 46);
   std::vector<float> dw1(2 * F * C), db1(2 * F), dw2(C * F), db2(C);
@@ -256,7 +256,7 @@ TEST_CASE("row-parallel over two TP ranks: partial outputs summed, bias added by
   auto be = kernels::make_cpu_backend();
   auto x = randn(N * IC, 21), w = randn(OC * IC, 22), b = randn(OC, 23);
   const auto full = affine(x, w, &b, N, IC, OC);
-  constexpr int half = IC / 2;
+  constexpr int64_t half = IC / 2;
   std::vector<std::vector<float>> partials;
   for (int rank = 0; rank < 2; ++rank) {
     CAPTURE(rank);
@@ -290,7 +290,7 @@ TEST_CASE("row-parallel over two TP ranks: partial outputs summed, bias added by
 TEST_CASE("column-parallel over two TP ranks: the input gradient is summed right after the GEMM") {
   auto be = kernels::make_cpu_backend();
   auto x = randn(N * IC, 31), w = randn(OC * IC, 32), b = randn(OC, 33), r = randn(N * OC, 34);
-  constexpr int half = OC / 2;
+  constexpr int64_t half = OC / 2;
   // The full dinp = dout·W.
   std::vector<float> dx_full(N * IC, 0.0f);
   for (int n = 0; n < N; ++n)

@@ -58,12 +58,12 @@ TEST_CASE("cpu gelu is the tanh approximation and its gradient matches finite di
 
 TEST_CASE("cpu swiglu: out = silu(gate)·up on [gate | up] rows; gradient matches finite differences") {
   auto be = make_cpu_backend();
-  constexpr int N = 3, F = 5;
+  constexpr int64_t N = 3, F = 5;
   auto gu = randn(N * 2 * F, 11, 1.5f), r = randn(N * F, 12);
   std::vector<float> out(N * F);
   be->swiglu_fwd(view(out, {N, F}), view(gu, {N, 2 * F}));
-  for (int n = 0; n < N; ++n)
-    for (int f = 0; f < F; ++f) {
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t f = 0; f < F; ++f) {
       double g = gu[n * 2 * F + f], u = gu[n * 2 * F + F + f];
       CHECK(out[n * F + f] == doctest::Approx(g / (1.0 + std::exp(-g)) * u).epsilon(1e-6));
     }
@@ -79,7 +79,7 @@ TEST_CASE("cpu swiglu: out = silu(gate)·up on [gate | up] rows; gradient matche
 
 TEST_CASE("cpu swiglu_bwd_rebuild is swiglu_bwd and, with act, swiglu_fwd, bit for bit") {
   auto be = make_cpu_backend();
-  constexpr int N = 3, F = 5;
+  constexpr int64_t N = 3, F = 5;
   auto gu = randn(N * 2 * F, 21, 1.5f), d = randn(N * F, 22);
   std::vector<float> dgu_ref(N * 2 * F), act_ref(N * F);
   be->swiglu_bwd(view(dgu_ref, {N, 2 * F}), view(d, {N, F}), view(gu, {N, 2 * F}));
