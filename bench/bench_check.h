@@ -1,4 +1,4 @@
-// Exit-on-error checks for the standalone bench tools (gemm_search.cu, fused_mlp_dgrad.cu):
+// Exit-on-error checks for the standalone bench tools (gemm_search.cu, fused_mlp_dgrad.cu, swiglu_bwd.cu):
 // any nonzero status from a CUDA runtime, driver or cuBLASLt call prints the call, file:line and
 // the code, and ends the program — these tools measure, they do not recover.
 #pragma once

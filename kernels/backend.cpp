@@ -35,6 +35,11 @@ void Backend::gelu_rebuild_linear_bwd(const GeluRebuildLinearBwdArgs& a) {
               .dinp_sum = a.dinp_sum});
 }
 
+void Backend::swiglu_bwd_rebuild(const SwigluBwdRebuildArgs& a) {
+  if (a.act.defined()) swiglu_fwd(a.act, a.gate_up);
+  swiglu_bwd(a.dgate_up, a.dout, a.gate_up);
+}
+
 // A backend without FP8 (none today: both implement them) cannot run trainer.precision = fp8.
 namespace {
 [[noreturn]] void no_fp8(const Backend& b, const char* op) {

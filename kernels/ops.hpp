@@ -142,6 +142,17 @@ struct Fp8LinearBwdArgs {
   Tensor weight_t{}, weight_scale_inv{};          // [IC, OC]
   Tensor inp_t{}, inp_scale_inv{};                // [IC, N]
 };
+// The SwiGLU backward and, optionally, the forward's rebuild, in one pass over gate_up (the
+// backward of fc2's input under trainer.recompute gelu / norm, which keep no SwiGLU output: fc2's
+// weight gradient needs it rebuilt, and the backward reads gate_up anyway). Layouts as swiglu_bwd:
+//   gate_up  [rows, 2F]  each row [gate (F) | up (F)], the SwiGLU's input
+//   dout     [rows, F]   d(SwiGLU output)
+//   dgate_up [rows, 2F]  = swiglu_bwd(dout, gate_up), overwritten, same row layout as gate_up
+//   act      [rows, F]   (optional) = swiglu_fwd(gate_up); undefined: not written
+// Every value written is the one the separate op writes, bit for bit.
+struct SwigluBwdRebuildArgs {
+  Tensor dgate_up{}, act{}, dout{}, gate_up{};
+};
 struct GeluRebuildLinearBwdArgs {
   Tensor dinp{}, act{}, dweight{}, dbias{}, dout{}, weight{}, pre{}, dinp_sum{};
 };
@@ -422,6 +433,9 @@ class Backend {
   virtual void gelu_bwd(Tensor dinp, Tensor dout, Tensor inp) = 0;
   virtual void swiglu_fwd(Tensor out, Tensor gate_up) = 0;
   virtual void swiglu_bwd(Tensor dgate_up, Tensor dout, Tensor gate_up) = 0;
+  // swiglu_bwd, and swiglu_fwd into a.act when it is defined (SwigluBwdRebuildArgs). The default
+  // composes the two ops; the CUDA backend reads gate_up once for both.
+  virtual void swiglu_bwd_rebuild(const SwigluBwdRebuildArgs& a);
   virtual void rope_fwd(const RopeArgs& a) = 0;
   virtual void rope_bwd(const RopeArgs& a) = 0;  // a.qkv holds dqkv
   // out (+)= inp ⊙ keep / (1 − p) with keep the counter-based mask of DropoutArgs (the element's

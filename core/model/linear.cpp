@@ -50,11 +50,13 @@ void Linear::affine_fwd(const LinearFwd& a, Tensor bias) const {
 }
 
 void Linear::affine_bwd(const LinearBwd& a) const {
-  if (a.rebuild_input && !a.gelu_pre.defined())
-    throw std::logic_error("Linear::bwd: rebuild_input needs gelu_pre (the input is rebuilt as gelu(gelu_pre))");
+  if (a.rebuild_input && !a.gelu_pre.defined() && !a.swiglu_pre.defined())
+    throw std::logic_error(
+        "Linear::bwd: rebuild_input needs gelu_pre or swiglu_pre (the input is rebuilt as gelu or swiglu of it)");
+  const Tensor dbias = a.bias_grad_done ? Tensor() : grad_.b;
+  if (a.swiglu_pre.defined() && row_parallel_) return swiglu_input_bwd(a, dbias);
   if (a.swiglu_pre.defined() && (!fp8_ || lora_))
     throw std::logic_error("Linear::bwd: only the FP8 backward casts a SwiGLU gradient without materialising it");
-  const Tensor dbias = a.bias_grad_done ? Tensor() : grad_.b;
   const Tensor dinp_sum = a.dinp_is_output_grad_of ? a.dinp_is_output_grad_of->bias_grad() : Tensor();
   if (fp8_ && !lora_) {
     fp8_affine_bwd(a, dbias, dinp_sum);
@@ -97,6 +99,36 @@ void Linear::affine_bwd(const LinearBwd& a) const {
 bool Linear::splits_bwd(const LinearBwd& a) const {
   return !fp8_ && !lora_ && a.dinp.defined() && !a.gelu_pre.defined() && !a.rebuild_input &&
          !a.dinp_is_output_grad_of && !a.swiglu_pre.defined();
+}
+
+// fc2's backward through the SwiGLU before it (LinearBwd::swiglu_pre, row-parallel): the dinp
+// GEMM into swiglu_dact, then one pass over gate_up for dinp = d(gate_up) and the rebuilt input,
+// then the weight gradient reads that input.
+void Linear::swiglu_input_bwd(const LinearBwd& a, Tensor dbias) const {
+  if (fp8_ || lora_) {
+    // The separate ops: the adapter's dx joins the base's before the SwiGLU backward, and the FP8
+    // backward casts the input for its weight GEMM inside the same op as its dinp GEMM; both read
+    // the input before d(act) is complete.
+    if (a.rebuild_input) be_->swiglu_fwd(a.inp, a.swiglu_pre);
+    LinearBwd plain = a;
+    plain.dinp = a.dinp.defined() ? a.swiglu_dact : Tensor();
+    plain.rebuild_input = false;
+    plain.swiglu_pre = plain.swiglu_dact = Tensor();
+    affine_bwd(plain);
+    if (a.dinp.defined()) be_->swiglu_bwd(a.dinp, a.swiglu_dact, a.swiglu_pre);
+    return;
+  }
+  if (a.dinp.defined()) {
+    // inp gives the dinp GEMM its shapes only (it is rebuilt right after).
+    be_->linear_bwd({.dinp = a.swiglu_dact, .dout = a.dout, .inp = a.inp, .weight = w_.w});
+    be_->swiglu_bwd_rebuild({.dgate_up = a.dinp,
+                             .act = a.rebuild_input ? a.inp : Tensor(),
+                             .dout = a.swiglu_dact,
+                             .gate_up = a.swiglu_pre});
+  } else if (a.rebuild_input) {
+    be_->swiglu_fwd(a.inp, a.swiglu_pre);
+  }
+  be_->linear_bwd({.dweight = grad_.w, .dbias = dbias, .dout = a.dout, .inp = a.inp, .weight = w_.w});
 }
 
 Tensor Linear::adapter_input(Tensor x) const {
@@ -269,9 +301,9 @@ void RowParallelLinear::fwd(const LinearFwd& a) const {
 }
 
 void RowParallelLinear::bwd(const LinearBwd& a) const {
-  if (a.swiglu_pre.defined())
+  if (a.swiglu_pre.defined() && (a.gelu_pre.defined() || a.dinp_is_output_grad_of || !a.swiglu_dact.defined()))
     throw std::logic_error(
-        "RowParallelLinear::bwd: swiglu_pre is for the column-parallel linear whose output feeds the SwiGLU");
+        "RowParallelLinear::bwd: swiglu_pre needs swiglu_dact and takes neither gelu_pre nor dinp_is_output_grad_of");
   if (tp_.sequence_parallel()) return sp_row_bwd(a);
   affine_bwd(a);
 }

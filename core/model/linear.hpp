@@ -341,13 +341,15 @@ struct LinearFwd {
 struct LinearBwd {
   kernels::Tensor dinp{};  // d(input), overwritten (column-parallel: summed over the group)
   kernels::Tensor dout{};  // d(output)
-  // The forward's input; with rebuild_input, the buffer it is rebuilt into first.
+  // The forward's input; with rebuild_input, the buffer it is rebuilt into before the weight
+  // gradient reads it.
   kernels::Tensor inp{};
   // Optional (row-parallel only): the input was gelu(gelu_pre), so dinp also gets the dGELU
   // epilogue and becomes the gradient of the previous linear's output.
   kernels::Tensor gelu_pre{};
   // The input was not kept (trainer.recompute gelu / norm): rebuild inp = gelu(gelu_pre) inside the
-  // backward (gelu_rebuild_linear_bwd, which a backend may fuse into the dinp GEMM). Needs gelu_pre.
+  // backward (gelu_rebuild_linear_bwd, which a backend may fuse into the dinp GEMM), or
+  // inp = swiglu(swiglu_pre) in the SwiGLU backward's pass (below). Needs gelu_pre or swiglu_pre.
   bool rebuild_input = false;
   // Optional (row-parallel, or no TP): dinp (after the dGELU epilogue, if any) is the gradient of
   // that linear's output, so its bias gradient Σ_rows dinp is summed here in the same pass
@@ -357,12 +359,22 @@ struct LinearBwd {
   // This linear's bias gradient was already accumulated by whoever held the rows of dout (the
   // norm backward's dinp_sum, or the next linear's dinp_is_output_grad_of): skip the column sum.
   bool bias_grad_done = false;
-  // Optional (column-parallel only): this linear's output [N, 2F] fed a SwiGLU, and dout is not
-  // computed yet: the output gradient is swiglu_bwd(swiglu_dact, swiglu_pre), with swiglu_pre the
-  // forward's output (gate_up) and swiglu_dact [N, F] the gradient of the SwiGLU's output. The
-  // bf16 path writes it into dout first. An FP8 linear with delayed scaling, its history ready, no
-  // adapter and no bias gradient to sum casts it straight out of the SwiGLU backward (both layouts,
-  // one kernel: fp8_quantize_swiglu_bwd); dout is then never written, only its shape is read.
+  // The SwiGLU between fc1 and fc2 (gate_up [N, 2F] = fc1's output, act [N, F] = swiglu(gate_up)
+  // = fc2's input); swiglu_pre is gate_up, swiglu_dact [N, F] is d(act). Either linear may own the
+  // SwiGLU backward dgate_up = swiglu_bwd(d(act), gate_up):
+  // - Row-parallel (fc2, as LinearFwd::swiglu_pre): inp was swiglu(swiglu_pre). The dinp GEMM
+  //   writes d(act) into swiglu_dact, then one pass over gate_up (swiglu_bwd_rebuild) writes dinp =
+  //   dgate_up [N, 2F], the gradient of fc1's output, and with rebuild_input the input inp =
+  //   swiglu(gate_up), which the weight gradient reads after it. Valid under TP: fc2's dinp is this
+  //   rank's complete slice, and the SwiGLU is element-wise on it. Takes no gelu_pre and no
+  //   dinp_is_output_grad_of. With an adapter or in FP8 the steps are the separate ops (rebuild,
+  //   the whole backward into swiglu_dact, swiglu_bwd into dinp).
+  // - Column-parallel (fc1): dout is not computed yet: the output gradient is swiglu_bwd(
+  //   swiglu_dact, swiglu_pre), with swiglu_dact already written. The bf16 path writes it into dout
+  //   first. An FP8 linear with delayed scaling, its history ready, no adapter and no bias gradient
+  //   to sum casts it straight out of the SwiGLU backward (both layouts, one kernel:
+  //   fp8_quantize_swiglu_bwd); dout is then never written, only its shape is read. The block uses
+  //   this form only where that cast applies (casts_swiglu_grad), the row-parallel one otherwise.
   kernels::Tensor swiglu_pre{}, swiglu_dact{};
 };
 
@@ -412,13 +424,15 @@ class Linear {
   // The local affine forward with the bias given (row-parallel passes it on rank 0 only).
   // Adapters and FP8 scaling plug in here and in affine_bwd.
   void affine_fwd(const LinearFwd& a, kernels::Tensor bias) const;
-  // The local backward: dinp (with the optional dGELU / rebuild / fused bias-sum epilogues),
-  // dweight and dbias (+=).
+  // The local backward: dinp (with the optional dGELU / rebuild / fused bias-sum epilogues, or
+  // through the SwiGLU backward), dweight and dbias (+=).
   void affine_bwd(const LinearBwd& a) const;
   // Whether this backward is the plain one whose GEMMs a collective may run between (the input
   // gradient, then the weight and bias gradients, as two linear_bwd calls): no FP8, no adapter, no
   // epilogue on dinp, dinp wanted (see "Backward collectives overlapped" at the top of the file).
   bool splits_bwd(const LinearBwd& a) const;
+  // affine_bwd of a row-parallel linear whose input was swiglu(a.swiglu_pre) (LinearBwd::swiglu_pre).
+  void swiglu_input_bwd(const LinearBwd& a, kernels::Tensor dbias) const;
   // The adapter's terms: y += s·(d(x)·Aᵀ)·Bᵀ; and dx += ..., dA, dB += ... (see the top of the file).
   void adapter_fwd(kernels::Tensor y, kernels::Tensor x) const;
   void adapter_bwd(kernels::Tensor dx, kernels::Tensor dy, kernels::Tensor x) const;
@@ -464,6 +478,9 @@ class ColumnParallelLinear final : public Linear {
   void fwd(const LinearFwd& a) const;
   // The local backward, then dinp summed over the TP group.
   void bwd(const LinearBwd& a) const;
+  // Whether bwd(a), a.swiglu_pre defined, casts the output gradient to FP8 straight out of the
+  // SwiGLU backward (LinearBwd::swiglu_pre) instead of materialising it.
+  bool casts_swiglu_grad(const LinearBwd& a) const { return fp8_fuses_swiglu_bwd(a); }
 };
 
 class RowParallelLinear final : public Linear {
@@ -473,7 +490,8 @@ class RowParallelLinear final : public Linear {
       : Linear(weights, grads, backend, tp, lora, true, dropout_key) {}
   // out = Σ_group inp_local·W_localᵀ, + b added by TP rank 0 only.
   void fwd(const LinearFwd& a) const;
-  // The local backward; no communication.
+  // The local backward; no communication. With swiglu_pre, dinp is the SwiGLU's input gradient
+  // (LinearBwd::swiglu_pre).
   void bwd(const LinearBwd& a) const;
 };
 

@@ -119,7 +119,9 @@ void Linear::ring_column_bwd(const LinearBwd& a) const {
 
 // The mirror of ring_column_fwd for the output gradient: the blocks of dout arrive around the
 // ring into the gathered buffer while each held block's dinp rows are computed (dinp is complete
-// per row: no reduction); the weight gradient then reads the whole gathered dout.
+// per row: no reduction); the weight gradient then reads the whole gathered dout. Through a SwiGLU
+// (swiglu_pre) the blocks' rows go to swiglu_dact, and the SwiGLU backward (with the input's
+// rebuild) runs once on all rows after the ring, as in the blocking path.
 void Linear::ring_row_bwd(const LinearBwd& a) const {
   const int t = tp_.size, r = tp_.rank;
   const int64_t in = w_.w.dim(1), out = w_.w.dim(0);
@@ -127,7 +129,8 @@ void Linear::ring_row_bwd(const LinearBwd& a) const {
   const int64_t m = shard.dim(0);
   const Tensor dy = TpGroup::leading(tp_.sp->full, m * t, out);
   const Tensor x = matrix(a.inp, in);
-  const Tensor dx = a.dinp.defined() ? matrix(a.dinp, in) : Tensor();
+  const bool swiglu = a.swiglu_pre.defined();
+  const Tensor dx = a.dinp.defined() ? matrix(swiglu ? a.swiglu_dact : a.dinp, in) : Tensor();
   const Tensor pre = a.gelu_pre.defined() ? matrix(a.gelu_pre, in) : Tensor();
   const Tensor dinp_sum = a.dinp_is_output_grad_of ? a.dinp_is_output_grad_of->bias_grad() : Tensor();
   be_->copy(dy.rows(r * m, m), shard);  // the own block of the gathered dout, for the weight gradient
@@ -141,7 +144,13 @@ void Linear::ring_row_bwd(const LinearBwd& a) const {
                        .dinp_gelu_aux = block_rows(pre, j, m),
                        .dinp_sum = dinp_sum});
   });
-  if (a.rebuild_input) be_->gelu_fwd(x, pre);  // the input was not kept: rebuilt for the weight gradient
+  if (swiglu && dx.defined())
+    be_->swiglu_bwd_rebuild(
+        {.dgate_up = a.dinp, .act = a.rebuild_input ? x : Tensor(), .dout = dx, .gate_up = a.swiglu_pre});
+  else if (swiglu && a.rebuild_input)
+    be_->swiglu_fwd(x, a.swiglu_pre);
+  else if (a.rebuild_input)
+    be_->gelu_fwd(x, pre);  // the input was not kept: rebuilt for the weight gradient
   be_->linear_bwd({.dweight = grad_.w, .dout = dy, .inp = x, .weight = w_.w});
   if (a.bias_grad_done || !grad_.b.defined()) return;
   // As sp_row_bwd: Σ over this rank's rows of dout, summed over the group by the Model.

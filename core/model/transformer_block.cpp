@@ -84,18 +84,24 @@ void Model::layer_backward(Activations& A, int l, const LayerActs& a, bool dres_
       .B = B_, .T = s_.seq, .Hq = ls_.heads, .Hkv = ls_.kv_heads, .D = s_.head_dim, .max_samples = s_.max_samples};
   Tensor dres = A.dresidual;
 
-  // gelu/norm levels keep no fc_act per layer: rebuild it from the saved fc_pre into the shared
-  // buffer for fc2's weight gradient (deterministic, so bitwise what forward fed fc2 on the CPU; the
-  // CUDA forward's fused epilogue rounds from f32, the recompute from the bf16 fc_pre, as llm.c).
-  // With GELU the rebuild is part of fc2's backward below (rebuild_input: gelu_rebuild_linear_bwd),
-  // which a backend may fuse into the dinp GEMM.
+  // gelu/norm levels keep no fc_act per layer: fc2's backward rebuilds it from the saved fc_pre
+  // into the shared buffer for its weight gradient (rebuild_input; deterministic, so bitwise what
+  // forward fed fc2 on the CPU; the CUDA forward's fused GELU epilogue rounds from f32, the
+  // recompute from the bf16 fc_pre, as llm.c). With GELU the rebuild joins fc2's dinp GEMM
+  // (gelu_rebuild_linear_bwd); with SwiGLU it joins the SwiGLU backward's pass over fc_pre.
   const bool lazy = recompute_ == Recompute::gelu || recompute_ == Recompute::norm;
-  if (lazy && !s_.gelu) be_.swiglu_fwd(a.fc_act, a.fc_pre);
 
   // MLP: out = fc_out(act(fc_in(ln2)))
   // With GELU, fc2's backward writes dfc = (dres·W2) ⊙ gelu'(fc_pre) (the dGELU epilogue) and sums
   // its rows into fc_in's bias gradient in the same pass, so fc_in's backward skips that sum.
+  // With SwiGLU, fc2's backward writes dfc_act = dres·W2, then dfc = swiglu_bwd(dfc_act, fc_pre)
+  // and the rebuilt fc_act in one pass, then its weight gradient (LinearBwd::swiglu_pre). Where
+  // fc_in casts dfc to FP8 straight out of the SwiGLU backward (casts_swiglu_grad: delayed
+  // scaling), dfc is never written: fc2 stops at dfc_act and fc_in's backward owns the SwiGLU.
   // dres_summed: the norm backward that produced dres already summed fc_out's bias gradient.
+  const LinearBwd fc_in_casting{
+      .dinp = A.dln, .dout = A.dfc, .inp = a.ln2, .swiglu_pre = a.fc_pre, .swiglu_dact = A.dfc_act};
+  const bool fc_in_owns_swiglu = !s_.gelu && L.fc_in.casts_swiglu_grad(fc_in_casting);
   if (s_.gelu) {
     L.fc_out.bwd({.dinp = A.dfc,
                   .dout = dres,
@@ -104,19 +110,24 @@ void Model::layer_backward(Activations& A, int l, const LayerActs& a, bool dres_
                   .rebuild_input = lazy,
                   .dinp_is_output_grad_of = &L.fc_in,
                   .bias_grad_done = dres_summed});
-  } else {
+  } else if (fc_in_owns_swiglu) {
+    if (lazy) be_.swiglu_fwd(a.fc_act, a.fc_pre);
     L.fc_out.bwd({.dinp = A.dfc_act, .dout = dres, .inp = a.fc_act, .bias_grad_done = dres_summed});
+  } else {
+    L.fc_out.bwd({.dinp = A.dfc,
+                  .dout = dres,
+                  .inp = a.fc_act,
+                  .rebuild_input = lazy,
+                  .bias_grad_done = dres_summed,
+                  .swiglu_pre = a.fc_pre,
+                  .swiglu_dact = A.dfc_act});
   }
   // norm: ln2 (and below ln1) are rebuilt from the saved residual; the saved statistics stay.
   if (recompute_ == Recompute::norm) norm_fwd(a.ln2, a.residual2, p.norm2);
-  // SwiGLU: fc_in's output gradient dfc = swiglu_bwd(dfc_act, fc_pre) is left to fc_in's backward,
-  // which writes it (bf16) or casts it to FP8 as it is computed (swiglu_pre, linear.hpp).
-  L.fc_in.bwd({.dinp = A.dln,
-               .dout = A.dfc,
-               .inp = a.ln2,
-               .bias_grad_done = s_.gelu,
-               .swiglu_pre = s_.gelu ? Tensor() : a.fc_pre,
-               .swiglu_dact = s_.gelu ? Tensor() : A.dfc_act});
+  if (fc_in_owns_swiglu)
+    L.fc_in.bwd(fc_in_casting);
+  else
+    L.fc_in.bwd({.dinp = A.dln, .dout = A.dfc, .inp = a.ln2, .bias_grad_done = s_.gelu});
   // LayerNorm: the norm backward sums the rows of d(residual2) = d(proj output) into proj's bias
   // gradient (its dinp_sum), so proj's backward skips that sum.
   const bool proj_bias_from_norm = s_.layernorm;

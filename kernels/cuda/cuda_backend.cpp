@@ -499,7 +499,20 @@ void CudaBackend::swiglu_bwd(Tensor dgate_up, Tensor dout, Tensor gate_up) {
   const int64_t F = dout.dim(-1), rows = dout.numel() / F;
   expect_numel("swiglu_bwd", "gate_up", gate_up, rows * 2 * F);
   expect_numel("swiglu_bwd", "dgate_up", dgate_up, rows * 2 * F);
-  swiglu_bwd_bf16(dgate_up.ptr, dout.ptr, gate_up.ptr, rows, F, stream_);
+  swiglu_bwd_bf16(dgate_up.ptr, nullptr, dout.ptr, gate_up.ptr, rows, F, stream_);
+}
+
+void CudaBackend::swiglu_bwd_rebuild(const SwigluBwdRebuildArgs& a) {
+  const char* op = "swiglu_bwd_rebuild";
+  expect(op, "dout", a.dout, DType::bf16);
+  expect(op, "gate_up", a.gate_up, DType::bf16);
+  expect(op, "dgate_up", a.dgate_up, DType::bf16);
+  expect_opt(op, "act", a.act, DType::bf16);
+  const int64_t F = a.dout.dim(-1), rows = a.dout.numel() / F;
+  expect_numel(op, "gate_up", a.gate_up, rows * 2 * F);
+  expect_numel(op, "dgate_up", a.dgate_up, rows * 2 * F);
+  if (a.act.defined()) expect_numel(op, "act", a.act, rows * F);
+  swiglu_bwd_bf16(a.dgate_up.ptr, ptr_or_null(a.act), a.dout.ptr, a.gate_up.ptr, rows, F, stream_);
 }
 
 // The angle table is made on the first call outside recording (the trainer's first step runs

@@ -98,6 +98,7 @@ class CudaBackend final : public Backend {
   void gelu_bwd(Tensor dinp, Tensor dout, Tensor inp) override;
   void swiglu_fwd(Tensor out, Tensor gate_up) override;
   void swiglu_bwd(Tensor dgate_up, Tensor dout, Tensor gate_up) override;
+  void swiglu_bwd_rebuild(const SwigluBwdRebuildArgs& args) override;
   void rope_fwd(const RopeArgs& a) override;
   void rope_bwd(const RopeArgs& a) override;
   void dropout(const DropoutArgs& a) override;

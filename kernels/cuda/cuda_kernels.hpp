@@ -43,7 +43,11 @@ void gelu_fwd_bf16(void* out, const void* inp, int64_t n, cudaStream_t s);
 // dinp = dout · gelu'(inp); dinp may alias dout (the in-place dGELU fallback).
 void gelu_bwd_bf16(void* dinp, const void* dout, const void* inp, int64_t n, cudaStream_t s);
 void swiglu_fwd_bf16(void* out, const void* gate_up, int64_t rows, int64_t F, cudaStream_t s);
-void swiglu_bwd_bf16(void* dgate_up, const void* dout, const void* gate_up, int64_t rows, int64_t F, cudaStream_t s);
+// dgate_up [rows, 2F] = swiglu_bwd(dout [rows, F], gate_up [rows, 2F]) and, when act is not null,
+// act [rows, F] = swiglu_fwd(gate_up) in the same pass (the contract is SwigluBwdRebuildArgs in
+// kernels/ops.hpp); each value bitwise what swiglu_fwd_bf16 / the backward alone write.
+void swiglu_bwd_bf16(void* dgate_up, void* act, const void* dout, const void* gate_up, int64_t rows, int64_t F,
+                     cudaStream_t s);
 // Dropout (dropout.cu, the op's contract in ops.hpp: DropoutArgs): out (+)= inp ⊙ keep·keep_scale
 // over a [rows, cols] block, f32 or bf16 (bf16_data) row-major, out may alias inp.
 struct DropoutMask {

@@ -2,6 +2,7 @@
 // one-launch column sum used for bias gradients. bf16 kernels move 8 values (16 bytes) per thread when every
 // pointer is 16-byte aligned, else one value per thread.
 #include <algorithm>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -119,21 +120,55 @@ __global__ void swiglu_fwd_vec_kernel(bf16* out, const bf16* gu, int64_t rows, i
     store8(out + r * F + c, o);
   }
 }
-__global__ void swiglu_bwd_vec_kernel(bf16* dgu, const bf16* dout, const bf16* gu, int64_t rows, int64_t F) {
-  const int64_t per_row = F / 8, n = rows * per_row;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t r = i / per_row, c = (i - r * per_row) * 8;
-    float g[8], u[8], d[8], dg[8], du[8];
-    load8(gu + r * 2 * F + c, g);
-    load8(gu + r * 2 * F + F + c, u);
-    load8(dout + r * F + c, d);
+// SwiGLU's backward and, with act non-null, the forward's rebuild (SwigluBwdRebuildArgs), 8
+// columns per vector with 16-byte loads and stores (F % 8 == 0, every pointer 16-byte aligned).
+// Each thread owns kUnroll vectors, kThreads vectors apart (every warp access is one contiguous
+// 512-byte run), and issues all their loads (gate, up, dout: 48 bytes a vector) before any
+// arithmetic or store; no grid-stride loop, the grid covers the vectors once. Index is the vector
+// index type: 32-bit where rows·F/8 fits (a 32-bit division per vector instead of a 64-bit one,
+// and 64 registers at kUnroll 2: four 256-thread blocks per SM), else int64_t; element offsets are
+// 64-bit either way. The per-element arithmetic is swiglu_grad's and swiglu_value's, rounded once
+// as the separate kernels round, so dgate_up is bitwise the backward's and act swiglu_fwd's.
+// (The former one-vector grid-stride backward ran at ~1.95 TB/s at the Llama 1B shape, against
+// swiglu_fwd_vec's 3.07; bench/swiglu_bwd.cu times it against this kernel at kUnroll 1, 2, 4.)
+constexpr int kSwigluUnroll = 2;
+template <bool kAct, class Index, int kUnroll = kSwigluUnroll>
+__global__ void __launch_bounds__(kThreads)
+    swiglu_bwd_vec_kernel(bf16* dgu, bf16* act, const bf16* dout, const bf16* gu, Index per_row, Index n) {
+  const int64_t F = int64_t(per_row) * 8;
+  const Index first = Index(blockIdx.x) * Index(kThreads * kUnroll) + Index(threadIdx.x);
+  // Raw bf16 until the arithmetic: 4 registers per 8 values, so the loads in flight cost half
+  // the registers f32 copies would (occupancy).
+  Bf16x8 g[kUnroll], u[kUnroll], d[kUnroll];
+  int64_t row[kUnroll], col[kUnroll];
 #pragma unroll
-    for (int k = 0; k < 8; ++k) swiglu_grad(g[k], u[k], d[k], dg[k], du[k]);
-    store8(dgu + r * 2 * F + c, dg);
-    store8(dgu + r * 2 * F + F + c, du);
+  for (int k = 0; k < kUnroll; ++k) {
+    const Index i = first + Index(k) * Index(kThreads);
+    if (i >= n) continue;
+    const Index r = i / per_row;
+    row[k] = int64_t(r);
+    col[k] = int64_t(i - r * per_row) * 8;
+    g[k] = *reinterpret_cast<const Bf16x8*>(gu + row[k] * 2 * F + col[k]);
+    u[k] = *reinterpret_cast<const Bf16x8*>(gu + row[k] * 2 * F + F + col[k]);
+    d[k] = *reinterpret_cast<const Bf16x8*>(dout + row[k] * F + col[k]);
+  }
+#pragma unroll
+  for (int k = 0; k < kUnroll; ++k) {
+    if (first + Index(k) * Index(kThreads) >= n) continue;
+    float dg[8], du[8], o[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const float gj = to_f(g[k].v[j]), uj = to_f(u[k].v[j]);
+      swiglu_grad(gj, uj, to_f(d[k].v[j]), dg[j], du[j]);
+      if constexpr (kAct) o[j] = swiglu_value(gj, uj);
+    }
+    store8(dgu + row[k] * 2 * F + col[k], dg);
+    store8(dgu + row[k] * 2 * F + F + col[k], du);
+    if constexpr (kAct) store8(act + row[k] * F + col[k], o);
   }
 }
-__global__ void swiglu_bwd_kernel(bf16* dgu, const bf16* dout, const bf16* gu, int64_t rows, int64_t F) {
+// One element per thread: any F and alignment (act may be null).
+__global__ void swiglu_bwd_kernel(bf16* dgu, bf16* act, const bf16* dout, const bf16* gu, int64_t rows, int64_t F) {
   const int64_t n = rows * F;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     int64_t r = i / F, c = i - r * F;
@@ -142,7 +177,16 @@ __global__ void swiglu_bwd_kernel(bf16* dgu, const bf16* dout, const bf16* gu, i
     swiglu_grad(g, u, d, dg, du);
     dgu[r * 2 * F + c] = __float2bfloat16_rn(dg);
     dgu[r * 2 * F + F + c] = __float2bfloat16_rn(du);
+    if (act) act[i] = __float2bfloat16_rn(swiglu_value(g, u));
   }
+}
+
+template <bool kAct, class Index>
+void launch_swiglu_bwd_vec(bf16* dgu, bf16* act, const bf16* dout, const bf16* gu, int64_t rows, int64_t F,
+                           cudaStream_t s) {
+  const int64_t n = rows * (F / 8), per_block = int64_t(kThreads) * kSwigluUnroll;
+  const int64_t blocks = (n + per_block - 1) / per_block;
+  swiglu_bwd_vec_kernel<kAct, Index><<<unsigned(blocks), kThreads, 0, s>>>(dgu, act, dout, gu, Index(F / 8), Index(n));
 }
 
 // Column sums dst[c] += Σ_r src[r, c] in ONE launch, reading src once with 16-byte loads.
@@ -310,16 +354,28 @@ void swiglu_fwd_bf16(void* out, const void* gate_up, int64_t rows, int64_t F, cu
                                                             rows, F);
   RECIPE_CUDA_CHECK_LAUNCH("swiglu_fwd");
 }
-void swiglu_bwd_bf16(void* dgate_up, const void* dout, const void* gate_up, int64_t rows, int64_t F, cudaStream_t s) {
+void swiglu_bwd_bf16(void* dgate_up, void* act, const void* dout, const void* gate_up, int64_t rows, int64_t F,
+                     cudaStream_t s) {
   if (rows * F <= 0) return;
-  if (F % 8 == 0 && aligned16(dgate_up) && aligned16(dout) && aligned16(gate_up)) {
-    swiglu_bwd_vec_kernel<<<grid_for(rows * F / 8), kThreads, 0, s>>>(
-        static_cast<bf16*>(dgate_up), static_cast<const bf16*>(dout), static_cast<const bf16*>(gate_up), rows, F);
+  bf16* dgu = static_cast<bf16*>(dgate_up);
+  bf16* a = static_cast<bf16*>(act);
+  const bf16* d = static_cast<const bf16*>(dout);
+  const bf16* gu = static_cast<const bf16*>(gate_up);
+  if (F % 8 == 0 && aligned16(dgate_up) && aligned16(dout) && aligned16(gate_up) && (!act || aligned16(act))) {
+    // The 32-bit index also covers the last block's overshoot (< kThreads·kSwigluUnroll vectors).
+    const bool narrow = rows * (F / 8) + int64_t(kThreads) * kSwigluUnroll <= int64_t(UINT32_MAX);
+    if (act && narrow)
+      launch_swiglu_bwd_vec<true, uint32_t>(dgu, a, d, gu, rows, F, s);
+    else if (act)
+      launch_swiglu_bwd_vec<true, int64_t>(dgu, a, d, gu, rows, F, s);
+    else if (narrow)
+      launch_swiglu_bwd_vec<false, uint32_t>(dgu, a, d, gu, rows, F, s);
+    else
+      launch_swiglu_bwd_vec<false, int64_t>(dgu, a, d, gu, rows, F, s);
     RECIPE_CUDA_CHECK_LAUNCH("swiglu_bwd");
     return;
   }
-  swiglu_bwd_kernel<<<grid_for(rows * F), kThreads, 0, s>>>(
-      static_cast<bf16*>(dgate_up), static_cast<const bf16*>(dout), static_cast<const bf16*>(gate_up), rows, F);
+  swiglu_bwd_kernel<<<grid_for(rows * F), kThreads, 0, s>>>(dgu, a, d, gu, rows, F);
   RECIPE_CUDA_CHECK_LAUNCH("swiglu_bwd");
 }
 

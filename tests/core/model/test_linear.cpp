@@ -1,5 +1,6 @@
 // The linear seam (core/model/linear.hpp) on the CPU backend: column- and row-parallel fwd/bwd
-// against a direct computation and finite differences, the fused bias-gradient and GELU paths, and
+// against a direct computation and finite differences, the fused bias-gradient, GELU and SwiGLU
+// backward paths, and
 // the tensor-parallel rules (row-parallel: partial outputs summed, bias added by TP rank 0 only;
 // column-parallel: dinp summed right after its GEMM, while the weight gradient's runs; under
 // sequence parallelism the input gathered while dinp's GEMM runs, dinp reduce-scattered while the
@@ -218,11 +219,82 @@ TEST_CASE("column-parallel GELU epilogue forward and the fused bias-gradient pat
   CHECK(fc2.bias_grad().as<float>() == db2.data());
 }
 
+TEST_CASE("row-parallel backward through the SwiGLU (swiglu_pre): the separate ops bit for bit, and the gradients") {
+  auto be = kernels::make_cpu_backend();
+  // fc1 [2F, C] (column-parallel) → SwiGLU → fc2 [C, F] (row-parallel), as the Llama MLP.
+  constexpr int64_t C = 4, F = 3;
+  auto x = randn(N * C, 41), w1 = randn(2 * F * C, 42), b1 = randn(2 * F, 43), w2 = randn(C * F, 44), b2 = randn(C, 45);
+  auto r = randn(N * C, 46);
+  std::vector<float> dw1(2 * F * C), db1(2 * F), dw2(C * F), db2(C);
+  const ColumnParallelLinear fc1({view(w1, {2 * F, C}), view(b1, {2 * F})}, {view(dw1, {2 * F, C}), view(db1, {2 * F})},
+                                 *be, TpGroup{});
+  const RowParallelLinear fc2({view(w2, {C, F}), view(b2, {C})}, {view(dw2, {C, F}), view(db2, {C})}, *be, TpGroup{});
+  std::vector<float> gu(N * 2 * F), act(N * F), y(N * C);
+  auto forward = [&] {
+    fc1.fwd({.out = view(gu, {N, 2 * F}), .inp = view(x, {N, C})});
+    be->swiglu_fwd(view(act, {N, F}), view(gu, {N, 2 * F}));
+    fc2.fwd({.out = view(y, {N, C}), .inp = view(act, {N, F})});
+  };
+  for (bool rebuild : {false, true}) {
+    CAPTURE(rebuild);
+    forward();
+    for (auto* g : {&dw1, &db1, &dw2, &db2}) std::fill(g->begin(), g->end(), 0.0f);
+    // With rebuild_input, fc2's input buffer starts as garbage and is rebuilt from gate_up.
+    std::vector<float> act_buf = rebuild ? std::vector<float>(N * F, 123.0f) : act;
+    std::vector<float> dact(N * F, 55.0f), dgu(N * 2 * F, 66.0f), dx(N * C);
+    fc2.bwd({.dinp = view(dgu, {N, 2 * F}),
+             .dout = view(r, {N, C}),
+             .inp = view(act_buf, {N, F}),
+             .rebuild_input = rebuild,
+             .swiglu_pre = view(gu, {N, 2 * F}),
+             .swiglu_dact = view(dact, {N, F})});
+    if (rebuild) CHECK(act_buf == act);
+    // The ops the block ran before the fusion, on the kept input: the same bits.
+    std::vector<float> dact_ref(N * F), dgu_ref(N * 2 * F), dw2_ref(C * F, 0.0f), db2_ref(C, 0.0f);
+    be->linear_bwd({.dinp = view(dact_ref, {N, F}),
+                    .dweight = view(dw2_ref, {C, F}),
+                    .dbias = view(db2_ref, {C}),
+                    .dout = view(r, {N, C}),
+                    .inp = view(act, {N, F}),
+                    .weight = view(w2, {C, F})});
+    be->swiglu_bwd(view(dgu_ref, {N, 2 * F}), view(dact_ref, {N, F}), view(gu, {N, 2 * F}));
+    CHECK(dact == dact_ref);
+    CHECK(dgu == dgu_ref);
+    CHECK(dw2 == dw2_ref);
+    CHECK(db2 == db2_ref);
+    fc1.bwd({.dinp = view(dx, {N, C}), .dout = view(dgu, {N, 2 * F}), .inp = view(x, {N, C})});
+    auto objective = [&] {
+      forward();
+      return weighted_sum(y, r);
+    };
+    const kernels::test::GradCheck gc{.step = 1e-2f, .rtol = 2e-2, .atol = 2e-3};
+    check_gradient("dx", x, dx, objective, gc);
+    check_gradient("dw1", w1, dw1, objective, gc);
+    check_gradient("db1", b1, db1, objective, gc);
+    check_gradient("dw2", w2, dw2, objective, gc);
+    check_gradient("db2", b2, db2, objective, gc);
+  }
+  // swiglu_pre needs the d(act) buffer and takes no other epilogue.
+  std::vector<float> dact(N * F), dgu(N * 2 * F);
+  CHECK_THROWS_AS(fc2.bwd({.dinp = view(dgu, {N, 2 * F}),
+                           .dout = view(r, {N, C}),
+                           .inp = view(act, {N, F}),
+                           .swiglu_pre = view(gu, {N, 2 * F})}),
+                  std::logic_error);
+  CHECK_THROWS_AS(fc2.bwd({.dinp = view(dgu, {N, 2 * F}),
+                           .dout = view(r, {N, C}),
+                           .inp = view(act, {N, F}),
+                           .gelu_pre = view(act, {N, F}),
+                           .swiglu_pre = view(gu, {N, 2 * F}),
+                           .swiglu_dact = view(dact, {N, F})}),
+                  std::logic_error);
+}
+
 TEST_CASE("row-parallel over two TP ranks: partial outputs summed, bias added by rank 0 only") {
   auto be = kernels::make_cpu_backend();
   auto x = randn(N * IC, 21), w = randn(OC * IC, 22), b = randn(OC, 23);
   const auto full = affine(x, w, &b, N, IC, OC);
-  constexpr int half = IC / 2;
+  constexpr int64_t half = IC / 2;
   std::vector<std::vector<float>> partials;
   for (int rank = 0; rank < 2; ++rank) {
     CAPTURE(rank);

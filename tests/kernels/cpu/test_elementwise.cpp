@@ -1,5 +1,6 @@
 // CPU elementwise ops: residual add (with aliasing), GELU (tanh approximation) and SwiGLU, forward
-// against closed forms in double and backward against central differences.
+// against closed forms in double and backward against central differences; the fused SwiGLU
+// backward + rebuild against the two ops.
 #include <doctest/doctest.h>
 
 #include <numbers>
@@ -57,12 +58,12 @@ TEST_CASE("cpu gelu is the tanh approximation and its gradient matches finite di
 
 TEST_CASE("cpu swiglu: out = silu(gate)·up on [gate | up] rows; gradient matches finite differences") {
   auto be = make_cpu_backend();
-  constexpr int N = 3, F = 5;
+  constexpr int64_t N = 3, F = 5;
   auto gu = randn(N * 2 * F, 11, 1.5f), r = randn(N * F, 12);
   std::vector<float> out(N * F);
   be->swiglu_fwd(view(out, {N, F}), view(gu, {N, 2 * F}));
-  for (int n = 0; n < N; ++n)
-    for (int f = 0; f < F; ++f) {
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t f = 0; f < F; ++f) {
       double g = gu[n * 2 * F + f], u = gu[n * 2 * F + F + f];
       CHECK(out[n * F + f] == doctest::Approx(g / (1.0 + std::exp(-g)) * u).epsilon(1e-6));
     }
@@ -74,6 +75,26 @@ TEST_CASE("cpu swiglu: out = silu(gate)·up on [gate | up] rows; gradient matche
   std::vector<float> dgu(N * 2 * F, 7.0f);
   be->swiglu_bwd(view(dgu, {N, 2 * F}), view(r, {N, F}), view(gu, {N, 2 * F}));
   check_gradient("swiglu dgate_up", gu, dgu, objective);
+}
+
+TEST_CASE("cpu swiglu_bwd_rebuild is swiglu_bwd and, with act, swiglu_fwd, bit for bit") {
+  auto be = make_cpu_backend();
+  constexpr int64_t N = 3, F = 5;
+  auto gu = randn(N * 2 * F, 21, 1.5f), d = randn(N * F, 22);
+  std::vector<float> dgu_ref(N * 2 * F), act_ref(N * F);
+  be->swiglu_bwd(view(dgu_ref, {N, 2 * F}), view(d, {N, F}), view(gu, {N, 2 * F}));
+  be->swiglu_fwd(view(act_ref, {N, F}), view(gu, {N, 2 * F}));
+  std::vector<float> dgu(N * 2 * F, 7.0f), act(N * F, 7.0f);
+  be->swiglu_bwd_rebuild({.dgate_up = view(dgu, {N, 2 * F}),
+                          .act = view(act, {N, F}),
+                          .dout = view(d, {N, F}),
+                          .gate_up = view(gu, {N, 2 * F})});
+  CHECK(dgu == dgu_ref);
+  CHECK(act == act_ref);
+  std::vector<float> dgu_only(N * 2 * F, 9.0f);
+  be->swiglu_bwd_rebuild(
+      {.dgate_up = view(dgu_only, {N, 2 * F}), .dout = view(d, {N, F}), .gate_up = view(gu, {N, 2 * F})});
+  CHECK(dgu_only == dgu_ref);
 }
 
 TEST_SUITE_END();
