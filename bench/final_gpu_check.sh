@@ -7,7 +7,8 @@
 #   them by label; default all): DP with ZeRO-1's gather blocking / overlapped, TP with and without
 #   sequence parallelism and its communication overlap, PP with virtual stages, CP.
 #   PHASES="build check scaling" OUT=/tmp/out bench/final_gpu_check.sh
-#   (check: the GPU-0 work, the parity tests and, with no GPU visible, the CPU test suite (ctest), at once)
+#   (check: the GPU-0 work, the parity tests and, with no GPU visible, the CPU test suite (ctest), at once;
+#   PARITY_TC picks parity cases (default "CUDA:*"), CTEST_S=0 skips ctest, TARGETS the build targets)
 set -uo pipefail
 PHASES=${PHASES:-build check scaling}
 out=$OUT
@@ -34,49 +35,15 @@ if has check; then
 ) >$out/gpu0.log 2>&1 &
 g0=$!
 others=$(seq -s, 1 $((G-1)))
-(cd $B && CUDA_VISIBLE_DEVICES="" timeout ${CTEST_S:-420} ctest -j 24 --output-on-failure >$out/ctest.log 2>&1; echo "ctest exit $?" >>$out/ctest.log) &
+[[ ${CTEST_S:-420} -gt 0 ]] && (cd $B && CUDA_VISIBLE_DEVICES="" timeout ${CTEST_S:-420} ctest -j 24 --output-on-failure >$out/ctest.log 2>&1; echo "ctest exit $?" >>$out/ctest.log) &
 ct=$!
 t0=$SECONDS
-CUDA_VISIBLE_DEVICES=$others timeout ${PARITY_S:-330} $B/tests/recipe_tests -tc="CUDA:*" -ts="core/parallel" >$out/parity.log 2>&1
+CUDA_VISIBLE_DEVICES=$others timeout ${PARITY_S:-330} $B/tests/recipe_tests -tc="${PARITY_TC:-CUDA:*}" -ts="core/parallel" >$out/parity.log 2>&1
 echo "CUDA parity (GPUs $others) exit $? in $((SECONDS-t0)) s"
 grep -E "ERROR|test cases|assertions|skipped" $out/parity.log | head -30
 wait $g0; cat $out/gpu0.log; grep -E "ERROR" $out/cuda_tests.log $out/cuda_tests_portable.log 2>/dev/null | head -20
 grep -hE "test cases|assertions" $out/cuda_tests.log $out/cuda_tests_portable.log 2>/dev/null
-wait $ct; grep -E "tests passed|tests failed|\*\*\*Failed|Timeout|ctest exit" $out/ctest.log | head -30
-fi
-if has tpprof; then  # per-kernel times on each rank (ncu; NCCL kernels run unprofiled), TP1 and TP2 at micro-batch 4
-  for cfg in tp1:1 tp2:2; do
-    IFS=: read -r label n <<<"$cfg"
-    csv=/tmp/dev/prof_$label.csv
-    timeout ${PROF_S:-150} ncu --target-processes all --kernel-name "regex:^(?!nccl)" --clock-control none --cache-control none \
-      --csv --page raw --metrics gpu__time_duration.sum \
-      $B/bin/recipe pretrain llama3_8b model.num_layers=16 model.hidden_size=2048 model.num_attention_heads=16 \
-      model.num_kv_heads=8 model.ffn_hidden_size=5632 model.vocab_size=32000 model.seq_length=1024 trainer.recompute=none \
-      parallelism.tp=$n trainer.micro_batch_size=4 trainer.global_batch_size=16 --device cuda --gpus-per-node $n \
-      --max-steps 4 checkpoint.save_final=false --experiments-dir /tmp/dev/prof --name "$label" >$csv 2>$out/prof_$label.err
-    echo "ncu $label exit $?"
-    python3 - "$csv" "$out" "$label" <<'PY'
-import csv, io, subprocess, sys
-text = open(sys.argv[1], errors="replace").read()
-start = text.find('"ID"')
-rows = list(csv.DictReader(io.StringIO(text[start:]))) if start >= 0 else []
-by_pid = {}
-for r in rows:
-    if not r.get("Process ID", "").strip().isdigit():
-        continue  # the units row
-    by_pid.setdefault(r.get("Process ID", "?"), []).append(r)
-for i, (pid, rs) in enumerate(sorted(by_pid.items())):
-    path = f"/tmp/dev/prof_{sys.argv[3]}_rank{i}.csv"
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rs[0].keys()))
-        w.writeheader()
-        w.writerows(rs)
-    md = subprocess.run([sys.executable, "bench/kernel_profile.py", path, "--last-steps", "2", "--top", "45"],
-                        capture_output=True, text=True).stdout
-    open(f"{sys.argv[2]}/prof_{sys.argv[3]}_rank{i}.md", "w").write(md)
-    print(f"{sys.argv[3]} process {i} ({pid}): {len(rs)} kernels")
-PY
-  done
+[[ -n ${ct:-} ]] && wait $ct; grep -E "tests passed|tests failed|\*\*\*Failed|Timeout|ctest exit" $out/ctest.log | head -30
 fi
 has scaling || exit 0
 L1B="model.num_layers=16 model.hidden_size=2048 model.num_attention_heads=16 model.num_kv_heads=8 model.ffn_hidden_size=5632 model.vocab_size=32000 model.seq_length=1024 trainer.recompute=none"
@@ -122,9 +89,15 @@ run dp2-zero1 2 $G345 trainer.global_batch_size=16 parallelism.zero1=true
 run pp2 2 parallelism.tp=1 parallelism.pp=2 trainer.micro_batch_size=2 trainer.global_batch_size=16
 run pp2-v2 2 parallelism.tp=1 parallelism.pp=2 parallelism.virtual_pp=2 trainer.micro_batch_size=2 trainer.global_batch_size=16
 run tp4 4 parallelism.tp=4 trainer.micro_batch_size=2 trainer.global_batch_size=16
+run tp4-mb4 4 parallelism.tp=4 trainer.micro_batch_size=4 trainer.global_batch_size=16
+run tp4-mb8 4 parallelism.tp=4 trainer.micro_batch_size=8 trainer.global_batch_size=16
+run tp4-sp-mb4 4 parallelism.tp=4 parallelism.sequence_parallel=true trainer.micro_batch_size=4 trainer.global_batch_size=16
 run tp4-sp 4 parallelism.tp=4 parallelism.sequence_parallel=true trainer.micro_batch_size=2 trainer.global_batch_size=16
 run tp4-sp-ov 4 parallelism.tp=4 parallelism.sequence_parallel=true parallelism.tp_comm_overlap=true trainer.micro_batch_size=2 trainer.global_batch_size=16
 run pp4 4 parallelism.tp=1 parallelism.pp=4 trainer.micro_batch_size=2 trainer.global_batch_size=16
 run pp4-v2 4 parallelism.tp=1 parallelism.pp=4 parallelism.virtual_pp=2 trainer.micro_batch_size=2 trainer.global_batch_size=16
+run pp4-v4 4 parallelism.tp=1 parallelism.pp=4 parallelism.virtual_pp=4 trainer.micro_batch_size=2 trainer.global_batch_size=16
+run pp4-mb1-v4 4 parallelism.tp=1 parallelism.pp=4 parallelism.virtual_pp=4 trainer.micro_batch_size=1 trainer.global_batch_size=16
+run tp1-mb1 1 parallelism.tp=1 trainer.micro_batch_size=1 trainer.global_batch_size=16
 run cp1-8k 1 parallelism.tp=1 model.seq_length=8192 trainer.micro_batch_size=1 trainer.global_batch_size=2
 run cp2-8k 2 parallelism.tp=1 model.seq_length=8192 parallelism.cp=2 trainer.micro_batch_size=1 trainer.global_batch_size=2
