@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "executors/launch.hpp"
+#include "plan/pipeline_split.hpp"
 
 namespace recipe::cli {
 
@@ -94,6 +95,20 @@ void print_plan_summary(std::ostream& out, const plan::Plan& p) {
   if (p.parallelism.tp_comm_overlap) out << ", TP comm overlap";
   if (p.parallelism.zero1) out << ", zero1";
   out << "\n";
+  if (p.parallelism.pp > 1) {
+    // The split and what each stage computes, in layers (the head counted on the last): a
+    // pipeline runs at its heaviest stage's pace.
+    const auto& counts = p.parallelism.stage_num_layers;
+    const double head = plan::head_cost_in_layers(m);
+    out << "  pipeline   layers per " << (p.parallelism.virtual_pp > 1 ? "model chunk" : "stage") << " [";
+    for (size_t i = 0; i < counts.size(); ++i) out << (i ? "," : "") << counts[i];
+    out << "] ("
+        << (p.parallelism.layers_per_stage.empty() ? std::string(plan::to_string(p.parallelism.pipeline_split))
+                                                   : std::string("layers_per_stage"))
+        << "); stage compute in layers";
+    for (const double load : plan::stage_loads(counts, p.parallelism.pp, head)) out << " " << fmt("%.2f", load);
+    out << " (head " << fmt("%.2f", head) << " layers)\n";
+  }
   out << "  batch      global " << p.trainer.global_batch_size << " = micro " << p.trainer.micro_batch_size << " x dp "
       << dp_of(p) << " x " << p.trainer.num_micro_batches << " micro-batches\n";
   out << "  executor   " << plan::to_string(p.executor.kind) << ", experiment " << p.experiment.name << " in "

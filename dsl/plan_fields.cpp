@@ -459,7 +459,14 @@ std::vector<FieldInfo> build_fields() {
                     "timing)"));
   f.push_back(field(pa, "layers_per_stage", &P::parallelism, &Par::layers_per_stage,
                     "explicit pipeline split, one entry per stage (per model chunk in model order with "
-                    "virtual_pp > 1); empty = even split"));
+                    "virtual_pp > 1); empty = parallelism.pipeline_split's"));
+  f.push_back(field(pa, "pipeline_split", &P::parallelism, &Par::pipeline_split,
+                    "how the layers split over the pipeline's model chunks when layers_per_stage is empty: even (the "
+                    "first chunks take the remainder), or balanced by compute, the output head's FLOPs "
+                    "(6·hidden·vocab per token, against a layer's 6·params + 12·width·seq) counted on the last stage "
+                    "and layers moved from the heaviest stage to the lightest while that lowers the heaviest (a "
+                    "pipeline runs at its slowest stage's pace); balanced needs pp·virtual_pp ≤ num_layers, not "
+                    "divisibility"));
   f.push_back(
       field(pa, "grad_bucket_mb", &P::parallelism, &Par::grad_bucket_mb,
             "size of the gradient buckets reduced over DP while backward runs (MiB of f32); 0 = one bucket per layer"));
@@ -605,7 +612,8 @@ const std::vector<DerivedFieldInfo>& derived_fields() {
       {"parallelism.world_size", "executor.nodes × executor.gpus_per_node (or executor.cpu_ranks on CPU)"},
       {"parallelism.rank_order", "\"tp-cp-dp-pp\": tp varies fastest over consecutive ranks, pp slowest"},
       {"parallelism.stage_num_layers",
-       "parallelism.layers_per_stage, else model.num_layers split evenly over the pp·virtual_pp model chunks"},
+       "parallelism.layers_per_stage, else model.num_layers over the pp·virtual_pp model chunks as "
+       "parallelism.pipeline_split says (even or balanced)"},
       {"parallelism.pipeline_bubble",
        "the idle fraction of a step in the pipeline: (pp-1)/(virtual_pp·trainer.num_micro_batches), 0 without pp"},
       {"kernels.workspace_bytes",

@@ -381,6 +381,13 @@ void check_relations(ResolveContext& ctx) {
       ctx.violation("parallelism.layers_per_stage",
                     "parallelism.layers_per_stage [" + list + "] has a stage with no layers",
                     "every stage needs ≥ 1 layer");
+  } else if (par.pipeline_split == plan::PipelineSplit::balanced) {
+    // Any count splits, as long as every model chunk gets a layer.
+    if (chunks > m.num_layers)
+      ctx.violation(vpp > 1 ? "parallelism.virtual_pp" : "parallelism.pp",
+                    "parallelism." + split_of + " exceeds model.num_layers=" + str(m.num_layers) +
+                        ": every model chunk needs ≥ 1 layer",
+                    "use " + std::string(vpp > 1 ? "pp·virtual_pp" : "pp") + " ≤ " + str(m.num_layers));
   } else if (vpp > 1 && pp >= 2 && m.num_layers % chunks != 0) {
     std::vector<std::string> choices;
     for (int q = 2; q <= std::min(m.num_layers / pp, 8); ++q)
@@ -388,7 +395,8 @@ void check_relations(ResolveContext& ctx) {
     ctx.violation("parallelism.virtual_pp",
                   "parallelism." + split_of + " does not divide model.num_layers=" + str(m.num_layers),
                   (choices.empty() ? std::string("use virtual_pp=1") : "try " + join_or(choices)) +
-                      ", or give parallelism.layers_per_stage with " + str(chunks) + " entries");
+                      ", set parallelism.pipeline_split=\"balanced\", or give parallelism.layers_per_stage with " +
+                      str(chunks) + " entries");
   } else if (pp > m.num_layers) {
     ctx.violation("parallelism.pp", "parallelism.pp=" + str(pp) + " exceeds model.num_layers=" + str(m.num_layers),
                   "use pp ≤ num_layers");
@@ -398,7 +406,8 @@ void check_relations(ResolveContext& ctx) {
       if (q != pp && m.num_layers % q == 0) choices.push_back("pp=" + std::to_string(q));
     ctx.violation("parallelism.pp",
                   "parallelism.pp=" + str(pp) + " does not divide model.num_layers=" + str(m.num_layers),
-                  "try " + join_or(choices) + ", or give parallelism.layers_per_stage explicitly");
+                  "try " + join_or(choices) +
+                      ", set parallelism.pipeline_split=\"balanced\", or give parallelism.layers_per_stage explicitly");
   }
 
   // World size = tp·pp·cp·dp, and the executor must supply it.

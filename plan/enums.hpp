@@ -125,6 +125,11 @@ RECIPE_PLAN_ENUM(Fp8Format, e4m3, e5m2)
 // fp8.amax_compute (delayed scaling): the history's maximum or its most recent entry.
 RECIPE_PLAN_ENUM(Fp8AmaxCompute, max, most_recent)
 
+// parallelism.pipeline_split: how the layers split over the pipeline's model chunks without
+// parallelism.layers_per_stage: even, or balanced by compute with the output head counted
+// (plan/pipeline_split.hpp).
+RECIPE_PLAN_ENUM(PipelineSplit, even, balanced)
+
 // executor.kind: how ranks are started.
 RECIPE_PLAN_ENUM(ExecutorKind, local, mpi, slurm)
 

@@ -6,6 +6,7 @@
 #include "plan/fp8.hpp"
 #include "plan/model_size.hpp"
 #include "plan/pipeline_order.hpp"
+#include "plan/pipeline_split.hpp"
 
 namespace recipe::plan {
 
@@ -150,9 +151,10 @@ int64_t classifier_chunk_rows(const Plan& plan) {
 std::vector<int> stage_layer_counts(const Plan& plan) {
   const int n = std::max(1, plan.parallelism.pp) * std::max(1, plan.parallelism.virtual_pp);
   if (static_cast<int>(plan.parallelism.layers_per_stage.size()) == n) return plan.parallelism.layers_per_stage;
-  std::vector<int> counts(n, plan.model.num_layers / n);
-  for (int s = 0; s < plan.model.num_layers % n; ++s) ++counts[s];
-  return counts;
+  if (plan.parallelism.pipeline_split == PipelineSplit::balanced)
+    return balanced_stage_layers(plan.model.num_layers, std::max(1, plan.parallelism.pp),
+                                 std::max(1, plan.parallelism.virtual_pp), head_cost_in_layers(plan.model));
+  return even_stage_layers(plan.model.num_layers, n);
 }
 
 double pipeline_bubble(const Plan& plan) {

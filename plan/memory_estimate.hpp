@@ -38,7 +38,7 @@ int64_t classifier_chunk_rows(const Plan& plan);
 
 // Layers held by each virtual pipeline stage (model chunk), in model order: pp·virtual_pp entries,
 // stage k of pp holding entries k, k+pp, ... (pp entries without virtual_pp).
-// parallelism.layers_per_stage, or an even split (the first chunks take the remainder).
+// parallelism.layers_per_stage, else parallelism.pipeline_split's (plan/pipeline_split.hpp).
 std::vector<int> stage_layer_counts(const Plan& plan);
 
 // The pipeline bubble: the idle fraction of a step against the pipeline's compute,

@@ -148,14 +148,17 @@ struct ParallelismConfig {
   // ZeRO-1: all-gather the updated weights bucket by bucket while the next forward runs (each
   // layer waits for its own buckets) instead of blocking at the end of the step.
   bool zero1_overlap_gather = true;
-  std::vector<int> layers_per_stage;  // explicit PP split (pp·virtual_pp entries); empty = even split
-  double grad_bucket_mb = 128.0;      // DP gradient bucket size (f32 MiB); 0 = one per layer
-  bool grad_reduce_bf16 = false;      // reduce DP gradients in bf16 (half the bytes) instead of f32
+  std::vector<int> layers_per_stage;  // explicit PP split (pp·virtual_pp entries); empty = pipeline_split
+  // Without layers_per_stage: an even split, or one balanced by compute (the output head counted
+  // against the last stage; plan/pipeline_split.hpp).
+  PipelineSplit pipeline_split = PipelineSplit::even;
+  double grad_bucket_mb = 128.0;  // DP gradient bucket size (f32 MiB); 0 = one per layer
+  bool grad_reduce_bf16 = false;  // reduce DP gradients in bf16 (half the bytes) instead of f32
   // derived
   int world_size = 0;      // tp·pp·cp·dp: the ranks the executor starts
   std::string rank_order;  // "tp-cp-dp-pp": tp varies fastest over consecutive ranks
   // Layers of each virtual pipeline stage in model order (pp·virtual_pp entries: stage k holds
-  // entries k, k+pp, ...): layers_per_stage or an even split.
+  // entries k, k+pp, ...): layers_per_stage, else pipeline_split's.
   std::vector<int> stage_num_layers;
   // The pipeline bubble: the idle fraction of a step, (pp-1)/(virtual_pp·num_micro_batches).
   double pipeline_bubble = 0;

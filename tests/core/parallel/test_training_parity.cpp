@@ -116,6 +116,21 @@ TEST_CASE("gpt_tiny: every parallel layout trains like one process") { parity_fo
 
 TEST_CASE("llama_tiny: every parallel layout trains like one process") { parity_for("llama_tiny"); }
 
+// parallelism.pipeline_split=balanced gives uneven stages: with a 4096-token vocabulary the head
+// costs 4.5 layers of gpt_tiny, so of 4 layers PP2 puts 3 on the first stage and 1 beside the head
+// (tests/dsl/test_pipeline_split.cpp derives the same split). Uneven stages train like one process.
+TEST_CASE("gpt_tiny: PP2 with the balanced (uneven) pipeline split trains like one process") {
+  if (!recipe::testing::mpirun_available()) {
+    MESSAGE("skipped: mpirun not found");
+    return;
+  }
+  const std::vector<std::string> shape = {"model.num_layers=4", "model.vocab_size=4096"};
+  const Trained serial = train("gpt_tiny", 1, {}, "split-serial", shape);
+  const Trained pp2 =
+      train("gpt_tiny", 2, {"parallelism.pp=2", "parallelism.pipeline_split=balanced"}, "split-pp2", shape);
+  check_equal(serial, pp2, "gpt_tiny PP2 balanced split [3, 1]");
+}
+
 // parallelism.grad_reduce_bf16: the DP reduction moves bf16 copies of the buckets and casts the
 // sums back. The run follows one process within bf16 rounding of the gradients (it is not the f32
 // run: the losses differ from it), with the all-reduce and with ZeRO-1's reduce-scatter.
