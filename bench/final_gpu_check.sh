@@ -74,6 +74,7 @@ run dp1 1 $G345 trainer.global_batch_size=8
 run dp4-zero1-blocking 4 $G345 trainer.global_batch_size=32 parallelism.zero1=true parallelism.zero1_overlap_gather=false
 run dp4-zero1-overlap 4 $G345 trainer.global_batch_size=32 parallelism.zero1=true
 run dp4 4 $G345 trainer.global_batch_size=32
+run dp4-zero1-bf16 4 $G345 trainer.global_batch_size=32 parallelism.zero1=true parallelism.grad_reduce_bf16=true
 run tp1 1 parallelism.tp=1 trainer.micro_batch_size=2 trainer.global_batch_size=16
 run tp2 2 parallelism.tp=2 trainer.micro_batch_size=2 trainer.global_batch_size=16
 run tp2-sp 2 parallelism.tp=2 parallelism.sequence_parallel=true trainer.micro_batch_size=2 trainer.global_batch_size=16
@@ -96,6 +97,9 @@ run tp4-sp 4 parallelism.tp=4 parallelism.sequence_parallel=true trainer.micro_b
 run tp4-sp-ov 4 parallelism.tp=4 parallelism.sequence_parallel=true parallelism.tp_comm_overlap=true trainer.micro_batch_size=2 trainer.global_batch_size=16
 run pp4 4 parallelism.tp=1 parallelism.pp=4 trainer.micro_batch_size=2 trainer.global_batch_size=16
 run pp4-v2 4 parallelism.tp=1 parallelism.pp=4 parallelism.virtual_pp=2 trainer.micro_batch_size=2 trainer.global_batch_size=16
+run pp4-bal 4 parallelism.tp=1 parallelism.pp=4 parallelism.pipeline_split=balanced trainer.micro_batch_size=2 trainer.global_batch_size=16
+run pp4-v2-bal 4 parallelism.tp=1 parallelism.pp=4 parallelism.virtual_pp=2 parallelism.pipeline_split=balanced trainer.micro_batch_size=2 trainer.global_batch_size=16
+run pp4-mb1-v2-bal 4 parallelism.tp=1 parallelism.pp=4 parallelism.virtual_pp=2 parallelism.pipeline_split=balanced trainer.micro_batch_size=1 trainer.global_batch_size=16
 run pp4-v4 4 parallelism.tp=1 parallelism.pp=4 parallelism.virtual_pp=4 trainer.micro_batch_size=2 trainer.global_batch_size=16
 run pp4-mb1-v4 4 parallelism.tp=1 parallelism.pp=4 parallelism.virtual_pp=4 trainer.micro_batch_size=1 trainer.global_batch_size=16
 run tp1-mb1 1 parallelism.tp=1 trainer.micro_batch_size=1 trainer.global_batch_size=16
