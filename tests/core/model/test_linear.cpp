@@ -385,9 +385,8 @@ TEST_CASE(
       const RowParallelLinear fc2(
           weights, grads, *be,
           TpGroup{.comm = &swiglu_comm, .rank = rank, .size = 2, .overlap = true, .overlap_chunks = chunks});
-      fc2.fwd({.out = view(y_swiglu, {N, OC}),
-               .inp = view(act, {N, half}),
-               .swiglu_pre = view(gate_up, {N, 2 * half})});
+      fc2.fwd(
+          {.out = view(y_swiglu, {N, OC}), .inp = view(act, {N, half}), .swiglu_pre = view(gate_up, {N, 2 * half})});
       plain.fwd({.out = view(y_plain, {N, OC}),
                  .inp = view(act_plain, {N, half}),
                  .swiglu_pre = view(gate_up, {N, 2 * half})});

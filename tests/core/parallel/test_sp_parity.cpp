@@ -300,8 +300,8 @@ void chunked_overlap_parity_for(const std::string& recipe) {
   const Trained serial = probe(recipe, 1, {}, tmp.path / "serial");
   const Trained plain = probe(recipe, 2, kTp2, tmp.path / "plain");
   const Trained chunked = probe(recipe, 2, kChunked, tmp.path / "chunked");
-  const Trained chunked3 = probe(recipe, 2, with(kChunked, {"parallelism.tp_overlap_chunks=3", "trainer.recompute=full"}),
-                                 tmp.path / "chunked3");
+  const Trained chunked3 = probe(
+      recipe, 2, with(kChunked, {"parallelism.tp_overlap_chunks=3", "trainer.recompute=full"}), tmp.path / "chunked3");
   const Trained plain_full = probe(recipe, 2, with(kTp2, {"trainer.recompute=full"}), tmp.path / "plain-full");
   check_equal(serial, chunked, recipe + " TP2+overlap (2 chunks)");
   check_equal(serial, chunked3, recipe + " TP2+overlap (3 chunks), recompute full");
@@ -316,8 +316,8 @@ void chunked_overlap_parity_for(const std::string& recipe) {
   const std::vector<std::string> tp4_model =
       recipe == "llama_tiny" ? std::vector<std::string>{"model.num_kv_heads=4"} : std::vector<std::string>{};
   const Trained serial4 = tp4_model.empty() ? serial : probe(recipe, 1, tp4_model, tmp.path / "serial-tp4");
-  check_equal(serial4, probe(recipe, 4, with(kChunked4, with(tp4_model, {"parallelism.tp_overlap_chunks=4"})),
-                             tmp.path / "tp4"),
+  check_equal(serial4,
+              probe(recipe, 4, with(kChunked4, with(tp4_model, {"parallelism.tp_overlap_chunks=4"})), tmp.path / "tp4"),
               recipe + " TP4+overlap (4 chunks)");
 }
 
@@ -401,13 +401,13 @@ TEST_CASE("CUDA: TP comm overlap without sequence parallelism trains like one GP
     return;
   }
   for (const std::string recipe : {"gpt_tiny", "llama_tiny"}) {
-    std::vector<Layout> layouts = {
-        {"TP2+overlap", 2, kChunked},
-        {"TP2+overlap, 3 chunks, recompute full", 2,
-         with(kChunked, {"parallelism.tp_overlap_chunks=3", "trainer.recompute=full"})},
-        {"TP2+overlap x PP2", 4, with(kChunked, {"parallelism.pp=2"})}};
+    std::vector<Layout> layouts = {{"TP2+overlap", 2, kChunked},
+                                   {"TP2+overlap, 3 chunks, recompute full", 2,
+                                    with(kChunked, {"parallelism.tp_overlap_chunks=3", "trainer.recompute=full"})},
+                                   {"TP2+overlap x PP2", 4, with(kChunked, {"parallelism.pp=2"})}};
     // TP4 on gpt_tiny only (llama_tiny's 2 KV heads do not split 4 ways).
-    if (recipe == "gpt_tiny") layouts.push_back({"TP4+overlap, 4 chunks", 4, with(kChunked4, {"parallelism.tp_overlap_chunks=4"})});
+    if (recipe == "gpt_tiny")
+      layouts.push_back({"TP4+overlap, 4 chunks", 4, with(kChunked4, {"parallelism.tp_overlap_chunks=4"})});
     cuda_parity(recipe, layouts, gpus, "tpchunk-cuda");
   }
 }
