@@ -343,23 +343,21 @@ void check_relations(ResolveContext& ctx) {
   // chunk needs a token row: micro_batch_size × seq_length / cp rows per rank and micro-batch.
   const bool chunked = par.tp_comm_overlap && !par.sequence_parallel && tp > 1;
   if (ctx.was_set("parallelism.tp_overlap_chunks") && !chunked && !ctx.bad_paths.count("parallelism.tp_overlap_chunks"))
-    ctx.violation("parallelism.tp_overlap_chunks",
-                  "parallelism.tp_overlap_chunks=" + str(par.tp_overlap_chunks) +
-                      " has no effect here: it splits the row-parallel forward of tensor parallelism without sequence "
-                      "parallelism, with the overlap on (tp_comm_overlap=true, sequence_parallel=false, tp > 1); got "
-                      "tp=" +
-                      str(tp) + ", sequence_parallel=" + (par.sequence_parallel ? "true" : "false") +
-                      ", tp_comm_overlap=" + (par.tp_comm_overlap ? "true" : "false") +
-                      (par.sequence_parallel ? " (the sequence-parallel rings always take tp row blocks)" : ""),
-                  "remove parallelism.tp_overlap_chunks, or set tp_comm_overlap=true with sequence_parallel=false");
+    ctx.violation(
+        "parallelism.tp_overlap_chunks",
+        "parallelism.tp_overlap_chunks=" + str(par.tp_overlap_chunks) +
+            " has no effect here: it splits the row-parallel forward of tensor parallelism without sequence "
+            "parallelism, with the overlap on (tp_comm_overlap=true, sequence_parallel=false, tp > 1); got tp=" +
+            str(tp) + ", sequence_parallel=" + (par.sequence_parallel ? "true" : "false") +
+            ", tp_comm_overlap=" + (par.tp_comm_overlap ? "true" : "false") +
+            (par.sequence_parallel ? " (the sequence-parallel rings always take tp row blocks)" : ""),
+        "remove parallelism.tp_overlap_chunks, or set tp_comm_overlap=true with sequence_parallel=false");
   const int64_t chunk_rows = static_cast<int64_t>(p.trainer.micro_batch_size) * m.seq_length / std::max(1, par.cp);
   if (chunked && p.trainer.micro_batch_size > 0 && chunk_rows > 0 && par.tp_overlap_chunks > chunk_rows)
     ctx.violation("parallelism.tp_overlap_chunks",
                   "parallelism.tp_overlap_chunks=" + str(par.tp_overlap_chunks) +
-                      " splits trainer.micro_batch_size × "
-                      "model.seq_length" +
-                      (par.cp > 1 ? " / parallelism.cp" : "") + " = " + std::to_string(chunk_rows) +
-                      " token rows, fewer than the chunks",
+                      " splits trainer.micro_batch_size × model.seq_length" + (par.cp > 1 ? " / parallelism.cp" : "") +
+                      " = " + std::to_string(chunk_rows) + " token rows, fewer than the chunks",
                   "set tp_overlap_chunks ≤ " + std::to_string(chunk_rows) + " (the default is 2)");
 
   // Context parallelism: each rank holds two mirrored chunks of the sequence (load balance with causal masking).
