@@ -456,9 +456,9 @@ std::vector<FieldInfo> build_fields() {
   f.push_back(field(pa, "tp_overlap_chunks", &P::parallelism, &Par::tp_overlap_chunks,
                     "with tp_comm_overlap=true and sequence_parallel=false: the row chunks of the row-parallel "
                     "forward (chunk i holds token rows [i·N/k, (i+1)·N/k) of the N = micro_batch_size × "
-                    "seq_length / cp rows, so sizes differ by at most one row); 1 ≤ k ≤ N, 1 = no pipelining; "
-                    "rejected where it cannot act (no overlap, or sequence parallelism, whose rings always take "
-                    "tp blocks)"));
+                    "seq_length / cp rows, so sizes differ by at most one row); 1 ≤ k ≤ N, 1 = no pipelining; a "
+                    "value other than 2 is rejected where it cannot act (no overlap, or sequence parallelism, whose "
+                    "rings always take tp blocks)"));
   f.push_back(field(pa, "zero1", &P::parallelism, &Par::zero1, "shard the Adam state over DP ranks"));
   f.push_back(field(pa, "zero1_overlap_gather", &P::parallelism, &Par::zero1_overlap_gather,
                     "with zero1: all-gather the updated weights bucket by bucket while the next step's forward runs "

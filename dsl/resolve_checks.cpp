@@ -340,9 +340,12 @@ void check_relations(ResolveContext& ctx) {
                   "collectives with the linears' GEMMs), got tp=1",
                   "set parallelism.tp ≥ 2, or tp_comm_overlap=false");
   // tp_overlap_chunks acts only on that non-SP forward (the rings always take tp blocks), and each
-  // chunk needs a token row: micro_batch_size × seq_length / cp rows per rank and micro-batch.
+  // chunk needs a token row: micro_batch_size × seq_length / cp rows per rank and micro-batch. A
+  // value other than the default where it cannot act is refused (the default itself is written
+  // into every resolved.toml, which must re-resolve).
   const bool chunked = par.tp_comm_overlap && !par.sequence_parallel && tp > 1;
-  if (ctx.was_set("parallelism.tp_overlap_chunks") && !chunked && !ctx.bad_paths.count("parallelism.tp_overlap_chunks"))
+  if (par.tp_overlap_chunks != plan::ParallelismConfig{}.tp_overlap_chunks && !chunked &&
+      !ctx.bad_paths.count("parallelism.tp_overlap_chunks"))
     ctx.violation(
         "parallelism.tp_overlap_chunks",
         "parallelism.tp_overlap_chunks=" + str(par.tp_overlap_chunks) +

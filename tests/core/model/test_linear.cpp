@@ -339,7 +339,8 @@ TEST_CASE(
   for (int rank = 0; rank < 2; ++rank) {
     auto w_r = columns(w, OC, IC, rank * half, half), x_r = columns(x, N, IC, rank * half, half);
     std::vector<float> dw(OC * half), db(OC);
-    const LinearTensors weights{view(w_r, {OC, half}), view(b, {OC})}, grads{view(dw, {OC, half}), view(db, {OC})};
+    const LinearTensors weights{.w = view(w_r, {OC, half}), .b = view(b, {OC})},
+        grads{.w = view(dw, {OC, half}), .b = view(db, {OC})};
     // The blocking forward: one GEMM, one all-reduce (recorded, not summed: the partials).
     RecordingComm plain_comm(rank, 2);
     std::vector<float> y_plain(N * OC), act_plain(N * half);
