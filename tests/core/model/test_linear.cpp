@@ -361,7 +361,7 @@ TEST_CASE(
       CHECK(y == y_plain);  // every row is the unchunked GEMM's row, bias on rank 0 only
       const int k = std::min<int>(chunks, int(N));
       std::vector<std::string> want;
-      want.reserve(size_t(2 * k + 1));
+      want.reserve(2 * size_t(k) + 1);
       for (int i = 0; i < k; ++i) want.push_back("all_reduce_sum_start " + std::to_string(i));
       for (int i = 0; i < k; ++i) want.push_back("wait " + std::to_string(i));
       want.emplace_back("wait_all");
