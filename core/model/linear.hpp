@@ -207,10 +207,11 @@
 // compute stream), so chunk i is summed while chunk i+1's GEMM runs, and only the last chunk's
 // all-reduce stays exposed. The bias is added per chunk, on TP rank 0 only as before; a SwiGLU
 // input (LinearFwd::swiglu_pre) is materialised first, over all rows, then chunked. Each output
-// row is the same GEMM row on the same operands, and the group sums the same partials: with two
-// ranks (a + b is commutative) the output is bitwise the unchunked one's; with more, a ring or tree
-// all-reduce may sum an element's partials in an order that depends on its position in the
-// buffer, so chunking can change the last bit (the parity tests compare against one process).
+// row is the same GEMM row on the same operands (bit for bit on CPU; cuBLASLt may pick another
+// algorithm for fewer rows), and the group sums the same partials: with two ranks (a + b is
+// commutative) the CPU output is bitwise the unchunked one's; with more, a ring or tree all-reduce
+// may sum an element's partials in an order that depends on its position in the buffer, so
+// chunking can change the last bit (the parity tests compare against one process).
 //
 // Communication overlap (parallelism.tp_comm_overlap, with sequence parallelism; Megatron's /
 // Transformer Engine's ring-exchange "TP comm overlap", torchtitan's async TP): the collectives
