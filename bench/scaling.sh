@@ -4,10 +4,13 @@
 #   a ~1B Llama-style model (16 layers, d 2048, 16 heads / 8 KV heads, FFN 5632, vocab 32000,
 #   seq 1024) alone at TP1/TP2/TP4 and PP1/PP2/PP4 (global batch 16, micro-batch 2), tok/s per GPU;
 #   set tpsp: TP2/TP4 with sequence parallelism, set tpov: the same with parallelism.tp_comm_overlap
-#   (their efficiency is against the TP1 run of set tp, so run SETS="tp tpsp tpov" to compare).
+#   set tpchunk: TP2/TP4 without SP, with tp_comm_overlap (the row-parallel forward in TP_CHUNKS
+#   row chunks, default 2) (their efficiency is against the TP1 run of set tp, so run
+#   SETS="tp tpsp tpov tpchunk" to compare).
 # Every run is `recipe pretrain ... --gpus-per-node N` through the local executor (mpirun + NCCL).
 # Env: RECIPE (binary, default build/bin/recipe), OUT_DIR (default bench/results), STEPS (default 30),
-# GPUS (max GPUs to use, default: all visible), SETS (which groups to run, default "dp tp pp"; also tpsp, tpov),
+# GPUS (max GPUs to use, default: all visible), SETS (which groups to run, default "dp tp pp"; also tpsp, tpov, tpchunk),
+# TP_CHUNKS (parallelism.tp_overlap_chunks of set tpchunk, default 2),
 # MIN_GPUS (skip runs on fewer GPUs, default 1), EXTRA (overrides appended to every run, e.g. "kernels.host_clip=true" for an A/B).
 # Writes $OUT_DIR/scaling.jsonl (one line per run) and $OUT_DIR/scaling.md.
 set -uo pipefail
@@ -17,6 +20,7 @@ OUT_DIR=${OUT_DIR:-bench/results}
 STEPS=${STEPS:-30}
 GPUS=${GPUS:-$(nvidia-smi -L 2>/dev/null | wc -l)}
 SETS=${SETS:-dp tp pp}
+TP_CHUNKS=${TP_CHUNKS:-2}
 read -r -a EXTRA_ARGS <<<"${EXTRA:-}"
 mkdir -p "$OUT_DIR"
 EXP="$OUT_DIR/scaling-runs"
@@ -68,6 +72,11 @@ for set in $SETS; do
     tpov) for t in 2 4; do
           run "llama-1B TP$t+SP+overlap" "$t" llama3_8b "${LLAMA_1B[@]}" parallelism.tp=$t parallelism.sequence_parallel=true \
               parallelism.tp_comm_overlap=true trainer.micro_batch_size=2 trainer.global_batch_size=16
+        done ;;
+    tpchunk) for t in 2 4; do
+          run "llama-1B TP$t+overlap ($TP_CHUNKS chunks)" "$t" llama3_8b "${LLAMA_1B[@]}" parallelism.tp=$t \
+              parallelism.tp_comm_overlap=true parallelism.tp_overlap_chunks=$TP_CHUNKS \
+              trainer.micro_batch_size=2 trainer.global_batch_size=16
         done ;;
     pp) for p in 2 4; do
           run "llama-1B PP$p" "$p" llama3_8b "${LLAMA_1B[@]}" parallelism.tp=1 parallelism.pp=$p trainer.micro_batch_size=2 trainer.global_batch_size=16

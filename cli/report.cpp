@@ -93,6 +93,8 @@ void print_plan_summary(std::ostream& out, const plan::Plan& p) {
   if (p.parallelism.pp > 1) out << ", pipeline bubble " << fmt("%.1f", 100.0 * p.parallelism.pipeline_bubble) << "%";
   if (p.parallelism.sequence_parallel) out << ", sequence parallel";
   if (p.parallelism.tp_comm_overlap) out << ", TP comm overlap";
+  if (p.parallelism.tp_comm_overlap && !p.parallelism.sequence_parallel)
+    out << " (" << p.parallelism.tp_overlap_chunks << " row chunks)";
   if (p.parallelism.zero1) out << ", zero1";
   out << "\n";
   if (p.parallelism.pp > 1) {

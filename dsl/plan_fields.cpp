@@ -448,9 +448,17 @@ std::vector<FieldInfo> build_fields() {
                     "tp > 1 and micro_batch_size × seq_length divisible by tp"));
   f.push_back(field(pa, "tp_comm_overlap", &P::parallelism, &Par::tp_comm_overlap,
                     "overlap tensor parallelism's communication with the linears' GEMMs (Megatron/Transformer "
-                    "Engine's TP comm overlap, torchtitan's async TP): each sequence-parallel all-gather and "
-                    "reduce-scatter becomes a ring of tp row-block exchanges on the comm stream, pipelined with the "
-                    "GEMM of the block at hand; needs sequence_parallel=true; not with LoRA or FP8 in this version"));
+                    "Engine's TP comm overlap, torchtitan's async TP): with sequence_parallel=true each "
+                    "all-gather and reduce-scatter becomes a ring of tp row-block exchanges on the comm stream, "
+                    "pipelined with the GEMM of the block at hand; without it the row-parallel linears' forward "
+                    "(attention out-projection, fc2) runs in tp_overlap_chunks row chunks, each chunk's all-reduce "
+                    "under the next chunk's GEMM; needs tp > 1; not with LoRA or FP8 in this version"));
+  f.push_back(field(pa, "tp_overlap_chunks", &P::parallelism, &Par::tp_overlap_chunks,
+                    "with tp_comm_overlap=true and sequence_parallel=false: the row chunks of the row-parallel "
+                    "forward (chunk i holds token rows [i·N/k, (i+1)·N/k) of the N = micro_batch_size × "
+                    "seq_length / cp rows, so sizes differ by at most one row); 1 ≤ k ≤ N, 1 = no pipelining; a "
+                    "value other than 2 is rejected where it cannot act (no overlap, or sequence parallelism, whose "
+                    "rings always take tp blocks)"));
   f.push_back(field(pa, "zero1", &P::parallelism, &Par::zero1, "shard the Adam state over DP ranks"));
   f.push_back(field(pa, "zero1_overlap_gather", &P::parallelism, &Par::zero1_overlap_gather,
                     "with zero1: all-gather the updated weights bucket by bucket while the next step's forward runs "

@@ -170,6 +170,8 @@ void check_ranges(ResolveContext& ctx) {
   shape(require(ctx, "parallelism.dp", par.dp, par.dp >= 0, "must be at least 0 (0 = world / (tp·pp·cp))"));
   require(ctx, "parallelism.grad_bucket_mb", par.grad_bucket_mb, par.grad_bucket_mb >= 0,
           "must not be negative (0 = one bucket per layer)");
+  require(ctx, "parallelism.tp_overlap_chunks", par.tp_overlap_chunks, par.tp_overlap_chunks >= 1,
+          "must be at least 1 (1 = one GEMM, then its all-reduce: no pipelining)", "the default is 2");
 
   const plan::CheckpointConfig& c = p.checkpoint;
   require(ctx, "checkpoint.save_interval", c.save_interval, c.save_interval >= 0, "must not be negative");
@@ -328,17 +330,38 @@ void check_relations(ResolveContext& ctx) {
             str(p.trainer.micro_batch_size) + " × " + str(m.seq_length) + " = " + std::to_string(sp_rows) +
             " token rows over parallelism.tp=" + str(tp) + " ranks, which does not divide them",
         "make micro_batch_size × seq_length a multiple of tp=" + str(tp) + ", or set sequence_parallel=false");
-  // The communication overlap pipelines sequence parallelism's all-gathers / reduce-scatters, which
-  // split into the TP ranks' row blocks; plain TP's all-reduce of a whole output has no row blocks
-  // to pipeline with its GEMM.
-  if (par.tp_comm_overlap && !par.sequence_parallel)
+  // The communication overlap pipelines TP's collectives with the linears' GEMMs: with sequence
+  // parallelism its all-gathers / reduce-scatters, one TP rank's row block at a time; without it the
+  // row-parallel forward's all-reduce, in tp_overlap_chunks row chunks (core/model/linear.hpp).
+  // Without TP there is no collective to hide.
+  if (par.tp_comm_overlap && tp == 1)
     ctx.violation("parallelism.tp_comm_overlap",
-                  "parallelism.tp_comm_overlap=true needs parallelism.sequence_parallel=true (it overlaps sequence "
-                  "parallelism's all-gathers and reduce-scatters with the GEMMs, one TP rank's token rows at a time; "
-                  "tensor parallelism without it all-reduces whole outputs), got sequence_parallel=false with tp=" +
-                      str(tp),
-                  tp > 1 ? "set parallelism.sequence_parallel=true, or tp_comm_overlap=false"
-                         : "set parallelism.tp ≥ 2 and sequence_parallel=true, or tp_comm_overlap=false");
+                  "parallelism.tp_comm_overlap=true needs parallelism.tp > 1 (it overlaps tensor parallelism's "
+                  "collectives with the linears' GEMMs), got tp=1",
+                  "set parallelism.tp ≥ 2, or tp_comm_overlap=false");
+  // tp_overlap_chunks acts only on that non-SP forward (the rings always take tp blocks), and each
+  // chunk needs a token row: micro_batch_size × seq_length / cp rows per rank and micro-batch. A
+  // value other than the default where it cannot act is refused (the default itself is written
+  // into every resolved.toml, which must re-resolve).
+  const bool chunked = par.tp_comm_overlap && !par.sequence_parallel && tp > 1;
+  if (par.tp_overlap_chunks != plan::ParallelismConfig{}.tp_overlap_chunks && !chunked &&
+      !ctx.bad_paths.count("parallelism.tp_overlap_chunks"))
+    ctx.violation(
+        "parallelism.tp_overlap_chunks",
+        "parallelism.tp_overlap_chunks=" + str(par.tp_overlap_chunks) +
+            " has no effect here: it splits the row-parallel forward of tensor parallelism without sequence "
+            "parallelism, with the overlap on (tp_comm_overlap=true, sequence_parallel=false, tp > 1); got tp=" +
+            str(tp) + ", sequence_parallel=" + (par.sequence_parallel ? "true" : "false") +
+            ", tp_comm_overlap=" + (par.tp_comm_overlap ? "true" : "false") +
+            (par.sequence_parallel ? " (the sequence-parallel rings always take tp row blocks)" : ""),
+        "remove parallelism.tp_overlap_chunks, or set tp_comm_overlap=true with sequence_parallel=false");
+  const int64_t chunk_rows = static_cast<int64_t>(p.trainer.micro_batch_size) * m.seq_length / std::max(1, par.cp);
+  if (chunked && p.trainer.micro_batch_size > 0 && chunk_rows > 0 && par.tp_overlap_chunks > chunk_rows)
+    ctx.violation("parallelism.tp_overlap_chunks",
+                  "parallelism.tp_overlap_chunks=" + str(par.tp_overlap_chunks) +
+                      " splits trainer.micro_batch_size × model.seq_length" + (par.cp > 1 ? " / parallelism.cp" : "") +
+                      " = " + std::to_string(chunk_rows) + " token rows, fewer than the chunks",
+                  "set tp_overlap_chunks ≤ " + std::to_string(chunk_rows) + " (the default is 2)");
 
   // Context parallelism: each rank holds two mirrored chunks of the sequence (load balance with causal masking).
   if (par.cp > 1 && m.seq_length % (2 * par.cp) != 0)

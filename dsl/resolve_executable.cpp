@@ -77,20 +77,21 @@ void check_executable(ResolveContext& ctx) {
                       " with parallelism.sequence_parallel=true: the two together are not implemented in this "
                       "version; available: either one alone",
                   "set parallelism.virtual_pp=1 or parallelism.sequence_parallel=false");
-  // The communication overlap splits each linear's GEMMs into the TP ranks' row blocks; an
-  // adapter's dropout mask and FP8's per-tensor scales are computed per call over the whole rows.
-  if (p.parallelism.tp_comm_overlap && p.parallelism.sequence_parallel) {
+  // The communication overlap splits linears' GEMMs into row blocks (the TP ranks' with sequence
+  // parallelism, tp_overlap_chunks without); an adapter's dropout mask and FP8's per-tensor scales
+  // are computed per call over the whole rows. (tp = 1 is refused by check_relations.)
+  if (p.parallelism.tp_comm_overlap && p.parallelism.tp > 1) {
     if (p.peft.kind == plan::PeftKind::lora)
       ctx.violation("parallelism.tp_comm_overlap",
                     "parallelism.tp_comm_overlap=true with peft.kind=\"lora\": the overlapped linears run their GEMMs "
-                    "one TP rank's row block at a time, which the adapters' path (whole-row scratch and dropout rows) "
-                    "does not take in this version; available: LoRA with sequence parallelism without the overlap",
+                    "one block of token rows at a time, which the adapters' path (whole-row scratch and dropout rows) "
+                    "does not take in this version; available: LoRA under tensor parallelism without the overlap",
                     "set parallelism.tp_comm_overlap=false");
     if (p.trainer.precision == plan::Precision::fp8)
       ctx.violation("parallelism.tp_comm_overlap",
                     "parallelism.tp_comm_overlap=true with trainer.precision=\"fp8\": FP8 scales each GEMM operand "
                     "by its amax over the whole call, which per-row-block GEMMs would change; not implemented in this "
-                    "version; available: FP8 with sequence parallelism without the overlap",
+                    "version; available: FP8 under tensor parallelism without the overlap",
                     "set parallelism.tp_comm_overlap=false, or trainer.precision=\"bf16\"");
   }
   // Packing (several conversations per sequence) gives RoPE and attention each token's position in

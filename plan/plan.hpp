@@ -141,9 +141,12 @@ struct ParallelismConfig {
   int cp = 1;
   int dp = 0;  // 0 = world / (tp·pp·cp)
   bool sequence_parallel = false;
-  // Pipeline the sequence-parallel all-gathers / reduce-scatters with the linears' GEMMs, one TP
-  // rank's row block at a time (core/model/linear.hpp); needs sequence_parallel.
+  // Pipeline TP's collectives with the linears' GEMMs (core/model/linear.hpp): with
+  // sequence_parallel its all-gathers / reduce-scatters, one TP rank's row block at a time;
+  // without it the row-parallel forward's all-reduce, in tp_overlap_chunks row chunks. Needs tp > 1.
   bool tp_comm_overlap = false;
+  // Row chunks of that non-SP forward overlap (≥ 1; ≤ the micro-batch's token rows per rank).
+  int tp_overlap_chunks = 2;
   bool zero1 = false;  // distributed optimizer (shard Adam state over DP)
   // ZeRO-1: all-gather the updated weights bucket by bucket while the next forward runs (each
   // layer waits for its own buckets) instead of blocking at the end of the step.

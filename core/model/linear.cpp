@@ -2,7 +2,8 @@
 // reductions around them (see linear.hpp). The op sequence is the one the block issued before the
 // seam existed, so training stays bitwise identical; the plain column-parallel backward under TP
 // issues its one linear_bwd as two (input gradient, then weight gradient) with its collectives
-// between them (linear.hpp, "Backward collectives overlapped").
+// between them (linear.hpp, "Backward collectives overlapped"), and with parallelism.tp_comm_overlap
+// the row-parallel forward runs in row chunks (linear_overlap.cpp).
 #include "core/model/linear.hpp"
 
 #include <stdexcept>
@@ -295,6 +296,7 @@ void RowParallelLinear::fwd(const LinearFwd& a) const {
   if (a.pre_gelu.defined())
     throw std::logic_error("RowParallelLinear::fwd: a GELU epilogue would act on a partial (pre-TP-sum) output");
   if (tp_.sequence_parallel()) return sp_row_fwd(a);
+  if (tp_.size > 1 && tp_.overlap) return chunked_row_fwd(a);
   // The output is summed over the group: only rank 0 adds the replicated bias.
   affine_fwd(a, tp_.rank == 0 ? w_.b : Tensor());
   tp_.sum(a.out);

@@ -194,7 +194,24 @@
 // parallel linears under TP refuse anyway) keep the one call between blocking collectives. The
 // row-parallel backward has no collective after its GEMMs (without SP) or needs the gathered dout
 // for both (with SP), so it has nothing to hide here; the forward's collectives feed or follow
-// their one GEMM directly (hidden only by the rings below).
+// their one GEMM directly (hidden only by the overlap below).
+//
+// Communication overlap without sequence parallelism (parallelism.tp_comm_overlap with
+// sequence_parallel off; the non-SP form of Megatron's / torchtitan's TP overlap). What plain TP
+// still exposes is the forward all-reduce of every row-parallel output (attention's out-projection,
+// fc2). With the overlap, RowParallelLinear::fwd splits the N rows into k chunks
+// (parallelism.tp_overlap_chunks; chunk i holds rows [i·N/k, (i+1)·N/k), integer division, so
+// sizes differ by at most one row) and pipelines them (Linear::chunked_row_fwd, linear_overlap.cpp):
+//   GEMM chunk 0; start all-reduce 0; GEMM chunk 1; start all-reduce 1; ...; wait for every one.
+// Each start forks the comm stream after the GEMM just issued (NCCL: an event recorded on the
+// compute stream), so chunk i is summed while chunk i+1's GEMM runs, and only the last chunk's
+// all-reduce stays exposed. The bias is added per chunk, on TP rank 0 only as before; a SwiGLU
+// input (LinearFwd::swiglu_pre) is materialised first, over all rows, then chunked. Each output
+// row is the same GEMM row on the same operands (bit for bit on CPU; cuBLASLt may pick another
+// algorithm for fewer rows), and the group sums the same partials: with two ranks (a + b is
+// commutative) the CPU output is bitwise the unchunked one's; with more, a ring or tree all-reduce
+// may sum an element's partials in an order that depends on its position in the buffer, so
+// chunking can change the last bit (the parity tests compare against one process).
 //
 // Communication overlap (parallelism.tp_comm_overlap, with sequence parallelism; Megatron's /
 // Transformer Engine's ring-exchange "TP comm overlap", torchtitan's async TP): the collectives
@@ -215,8 +232,8 @@
 //   (with its dGELU epilogue and bias-sum) is computed; then the weight gradient on the whole dout.
 // Same math as the blocking path per row, with two differences in rounding: a reduce-scatter sums
 // in ring order (one add per step) and the fused bias-sum of dinp accumulates block by block. The
-// resolver refuses the overlap with LoRA adapters and FP8 (their per-call state, the adapter
-// dropout's first row and FP8's per-tensor amax, would change with the blocks).
+// resolver refuses the overlap (both forms) with LoRA adapters and FP8 (their per-call state, the
+// adapter dropout's first row and FP8's per-tensor amax, would change with the blocks).
 #pragma once
 
 #include <cstdint>
@@ -305,9 +322,12 @@ struct TpGroup {
   int rank = 0, size = 1;
   // Sequence parallelism's buffers; null: sequence parallelism is off.
   const SequenceParallelScratch* sp = nullptr;
-  // parallelism.tp_comm_overlap: the sequence-parallel collectives run as rings pipelined with the
-  // GEMMs (see the top of the file).
+  // parallelism.tp_comm_overlap (see the top of the file): with sequence parallelism its
+  // collectives run as rings pipelined with the GEMMs; without it the row-parallel forward's
+  // all-reduce is pipelined with its GEMM in `overlap_chunks` row chunks
+  // (parallelism.tp_overlap_chunks, ≥ 1; the rings always take `size` blocks).
   bool overlap = false;
+  int overlap_chunks = 2;
   // Sums t in place over the group (nothing to do for a group of one).
   void sum(kernels::Tensor t) const;
   bool sequence_parallel() const { return sp != nullptr && size > 1; }
@@ -408,6 +428,10 @@ class Linear {
   void ring_column_bwd(const LinearBwd& a) const;
   void ring_row_fwd(const LinearFwd& a) const;
   void ring_row_bwd(const LinearBwd& a) const;
+  // The row-parallel forward without sequence parallelism, with communication overlap: the GEMM
+  // and the all-reduce of the output pipelined over tp_.overlap_chunks row chunks, bias on TP rank
+  // 0 only (linear_overlap.cpp; see the top of the file).
+  void chunked_row_fwd(const LinearFwd& a) const;
 
   // row_parallel: the input features are split over the TP group (which also decides how the
   // adapter reduces). dropout_key: the stream of this linear's adapter dropout mask.
@@ -488,7 +512,8 @@ class RowParallelLinear final : public Linear {
   RowParallelLinear(const LinearTensors& weights, const LinearTensors& grads, kernels::Backend& backend,
                     const TpGroup& tp, const LoraScratch* lora = nullptr, uint64_t dropout_key = 0)
       : Linear(weights, grads, backend, tp, lora, true, dropout_key) {}
-  // out = Σ_group inp_local·W_localᵀ, + b added by TP rank 0 only.
+  // out = Σ_group inp_local·W_localᵀ, + b added by TP rank 0 only (with tp_comm_overlap and no
+  // sequence parallelism: in row chunks, each chunk's sum under the next chunk's GEMM).
   void fwd(const LinearFwd& a) const;
   // The local backward; no communication. With swiglu_pre, dinp is the SwiGLU's input gradient
   // (LinearBwd::swiglu_pre).

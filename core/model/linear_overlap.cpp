@@ -1,6 +1,8 @@
-// Tensor-parallel communication overlap (parallelism.tp_comm_overlap): the ring forms of the
-// sequence-parallel linears (linear.hpp), which pipeline each all-gather / reduce-scatter with the
-// GEMM beside it, one row block (one TP rank's N/t token rows) at a time. Ring neighbours:
+// Tensor-parallel communication overlap (parallelism.tp_comm_overlap; linear.hpp). Without
+// sequence parallelism: the row-parallel forward's GEMM and output all-reduce pipelined over row
+// chunks (chunked_row_fwd). With it: the ring forms of the sequence-parallel linears, which
+// pipeline each all-gather / reduce-scatter with the GEMM beside it, one row block (one TP rank's
+// N/t token rows) at a time. Ring neighbours:
 // next = rank+1, prev = rank-1 (mod t); every step sends one block to next and receives one from
 // prev (Comm::send_recv_start on the comm stream) while the compute stream runs the GEMM of the
 // block it already holds, and the compute stream waits (device-side) only for the block it needs
@@ -8,6 +10,10 @@
 // function waits for every op it started and ends with wait_all(), which then joins nothing new
 // (NCCL: one more event wait) but recycles the ops' events (NCCL) and requests (MPI).
 #include "core/model/linear.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+#include <vector>
 
 namespace recipe::core {
 
@@ -62,6 +68,31 @@ void reduce_ring(Comm& comm, kernels::Backend& be, int t, int r, const Tensor& p
 }
 
 }  // namespace
+
+// GEMM + all-reduce in row chunks (no sequence parallelism). Chunk i's rows [i·N/k, (i+1)·N/k)
+// of the output are computed, then their sum over the group is started (on the comm stream, after
+// the GEMM just issued) while the next chunk's GEMM runs; the compute stream waits for every sum
+// before the output is read. Each output row is the unchunked GEMM's row; the bias is added per
+// chunk by TP rank 0 only. A group of fewer rows than chunks takes one row per chunk.
+void Linear::chunked_row_fwd(const LinearFwd& a) const {
+  // The resolver refuses the overlap with both: an adapter's scratch and dropout rows, and FP8's
+  // per-call amax, are whole-call state.
+  if (fp8_ || lora_) throw std::logic_error("Linear::chunked_row_fwd: not with FP8 or LoRA (the resolver refuses it)");
+  const int64_t in = w_.w.dim(1), out = w_.w.dim(0);
+  const Tensor x = matrix(a.inp, in), y = matrix(a.out, out);
+  const int64_t rows = x.dim(0), chunks = std::clamp<int64_t>(tp_.overlap_chunks, 1, std::max<int64_t>(rows, 1));
+  const Tensor bias = tp_.rank == 0 ? w_.b : Tensor();
+  std::vector<Comm::Op> summed;
+  summed.reserve(size_t(chunks));
+  for (int64_t i = 0; i < chunks; ++i) {
+    const int64_t first = i * rows / chunks, count = (i + 1) * rows / chunks - first;
+    const Tensor yi = y.rows(first, count);
+    affine_fwd({.out = yi, .inp = x.rows(first, count)}, bias);
+    summed.push_back(tp_.comm->all_reduce_sum_start(yi));
+  }
+  for (const Comm::Op& op : summed) tp_.comm->wait(op);
+  tp_.comm->wait_all();  // every op was waited: this only recycles their events / requests
+}
 
 // All-gather + GEMM. At step s this rank holds block j = rank-s (its own at s = 0, read from the
 // shard itself) and passes it on while receiving block j-1 into the gathered buffer; the GEMM of

@@ -373,7 +373,8 @@ void Model::make_linears() {
                .rank = tp_rank_,
                .size = tp_size_,
                .sp = sp_ ? &sp_scratch_ : nullptr,
-               .overlap = sp_ && s_.tp_comm_overlap};
+               .overlap = tp_size_ > 1 && s_.tp_comm_overlap,
+               .overlap_chunks = s_.tp_overlap_chunks};
   const TpGroup& tp = tp_group_;
   // Each adapter's dropout mask has its own stream, keyed by the seed and the linear's global
   // layer and name (the same on every TP rank, stage and DP rank).

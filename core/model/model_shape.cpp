@@ -40,6 +40,7 @@ ModelShape model_shape(const plan::Plan& plan) {
   s.classifier_chunk_rows = plan.trainer.classifier_chunk_rows;
   if (plan.parallelism.sequence_parallel && plan.parallelism.tp > 1) s.sequence_parallel = plan.parallelism.tp;
   s.tp_comm_overlap = plan.parallelism.tp_comm_overlap;
+  s.tp_overlap_chunks = plan.parallelism.tp_overlap_chunks;
   if (plan.peft.kind == plan::PeftKind::lora) {
     // The resolver checked rank, alpha and the target names; a plan without targets has no adapters.
     s.lora_targets = plan::lora_targets(plan.peft.target_modules).mask;

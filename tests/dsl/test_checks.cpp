@@ -101,13 +101,52 @@ const std::vector<RuleCase>& rule_cases() {
        R"({"model": {"seq_length": 34}, "trainer": {"micro_batch_size": 1},
            "parallelism": {"sequence_parallel": true, "tp": 2}, "executor": {"cpu_ranks": 2}})",
        {"multiple of tp=2", "sequence_parallel=false"}},
-      {"TP comm overlap needs sequence parallelism",
-       R"({"parallelism": {"tp": 2, "tp_comm_overlap": true}, "executor": {"cpu_ranks": 2}})",
+      {"TP comm overlap needs tensor parallelism (with or without sequence parallelism)",
+       R"({"parallelism": {"tp_comm_overlap": true}})",
        "parallelism.tp_comm_overlap",
-       {"tp_comm_overlap=true", "sequence_parallel=false", "tp=2"},
+       {"tp_comm_overlap=true", "tp > 1", "tp=1"},
+       R"({"parallelism": {"tp": 2, "tp_comm_overlap": true}, "executor": {"cpu_ranks": 2}})",
+       {"tp ≥ 2", "tp_comm_overlap=false"}},
+      {"TP overlap chunks are at least 1",
+       R"({"parallelism": {"tp": 2, "tp_comm_overlap": true, "tp_overlap_chunks": 0}, "executor": {"cpu_ranks": 2}})",
+       "parallelism.tp_overlap_chunks",
+       {"tp_overlap_chunks=0", "at least 1"},
+       R"({"parallelism": {"tp": 2, "tp_comm_overlap": true, "tp_overlap_chunks": 1}, "executor": {"cpu_ranks": 2}})"},
+      {"TP overlap chunks need a token row each (micro_batch_size 2 × seq_length 32 = 64)",
+       R"({"parallelism": {"tp": 2, "tp_comm_overlap": true, "tp_overlap_chunks": 65}, "executor": {"cpu_ranks": 2}})",
+       "parallelism.tp_overlap_chunks",
+       {"tp_overlap_chunks=65", "= 64 token rows"},
+       R"({"parallelism": {"tp": 2, "tp_comm_overlap": true, "tp_overlap_chunks": 64}, "executor": {"cpu_ranks": 2}})",
+       {"tp_overlap_chunks ≤ 64"}},
+      {"TP overlap chunks do nothing without the overlap",
+       R"({"parallelism": {"tp": 2, "tp_overlap_chunks": 4}, "executor": {"cpu_ranks": 2}})",
+       "parallelism.tp_overlap_chunks",
+       {"tp_overlap_chunks=4", "no effect", "tp_comm_overlap=false"},
+       R"({"parallelism": {"tp": 2, "tp_comm_overlap": true, "tp_overlap_chunks": 4}, "executor": {"cpu_ranks": 2}})",
+       {"remove parallelism.tp_overlap_chunks"}},
+      {"TP overlap chunks do nothing with sequence parallelism (its rings take tp blocks)",
+       R"({"parallelism": {"tp": 2, "sequence_parallel": true, "tp_comm_overlap": true, "tp_overlap_chunks": 4},
+           "executor": {"cpu_ranks": 2}})",
+       "parallelism.tp_overlap_chunks",
+       {"tp_overlap_chunks=4", "sequence_parallel=true", "tp row blocks"},
        R"({"parallelism": {"tp": 2, "sequence_parallel": true, "tp_comm_overlap": true},
            "executor": {"cpu_ranks": 2}})",
-       {"sequence_parallel=true", "tp_comm_overlap=false"}},
+       {"sequence_parallel=false"}},
+      {"TP comm overlap without sequence parallelism is not implemented with LoRA",
+       R"({"mode": "finetune", "peft": {"kind": "lora", "target_modules": ["qkv"]},
+           "parallelism": {"tp": 2, "tp_comm_overlap": true}, "executor": {"cpu_ranks": 2}})",
+       "parallelism.tp_comm_overlap",
+       {"tp_comm_overlap=true", "lora"},
+       R"({"mode": "finetune", "peft": {"kind": "lora", "target_modules": ["qkv"]},
+           "parallelism": {"tp": 2}, "executor": {"cpu_ranks": 2}})",
+       {"tp_comm_overlap=false"}},
+      {"TP comm overlap without sequence parallelism is not implemented with FP8",
+       R"({"trainer": {"precision": "fp8"}, "parallelism": {"tp": 2, "tp_comm_overlap": true},
+           "executor": {"cpu_ranks": 2}})",
+       "parallelism.tp_comm_overlap",
+       {"tp_comm_overlap=true", "fp8"},
+       R"({"trainer": {"precision": "fp8"}, "parallelism": {"tp": 2}, "executor": {"cpu_ranks": 2}})",
+       {"tp_comm_overlap=false"}},
       {"TP comm overlap is not implemented with LoRA",
        R"({"mode": "finetune", "peft": {"kind": "lora", "target_modules": ["qkv"]},
            "parallelism": {"tp": 2, "sequence_parallel": true, "tp_comm_overlap": true},
@@ -284,6 +323,26 @@ TEST_CASE("dsl_resolve: each rule fails when broken and passes when fixed") {
     const auto good = resolve_json(fixed);
     CHECK_MESSAGE(ok_but_unexecutable(good), report(good));
   }
+}
+
+TEST_CASE("dsl_resolve: TP comm overlap without sequence parallelism resolves, with its chunks in the plan") {
+  const auto dflt = resolve_json(with(tiny_gpt(), json::parse(R"({"parallelism": {"tp": 2, "tp_comm_overlap": true},
+                                                                    "executor": {"cpu_ranks": 2}})")));
+  CHECK_MESSAGE(ok_but_unexecutable(dflt), report(dflt));
+  CHECK(dflt.plan.parallelism.tp_comm_overlap);
+  CHECK_FALSE(dflt.plan.parallelism.sequence_parallel);
+  CHECK(dflt.plan.parallelism.tp_overlap_chunks == 2);
+  const auto four = resolve_json(with(tiny_gpt(), json::parse(R"({
+      "parallelism": {"tp": 2, "tp_comm_overlap": true, "tp_overlap_chunks": 4}, "executor": {"cpu_ranks": 2}})")));
+  CHECK_MESSAGE(ok_but_unexecutable(four), report(four));
+  CHECK(four.plan.parallelism.tp_overlap_chunks == 4);
+  // With context parallelism a rank holds seq_length / cp rows: 2 × 32 / 2 = 32.
+  const auto cp = resolve_json(with(tiny_gpt(), json::parse(R"({
+      "parallelism": {"tp": 2, "cp": 2, "tp_comm_overlap": true, "tp_overlap_chunks": 33},
+      "executor": {"cpu_ranks": 4}})")));
+  const Violation* v = find_violation(cp, "parallelism.tp_overlap_chunks");
+  REQUIRE_MESSAGE(v, report(cp));
+  CHECK_MESSAGE(v->message.find("/ parallelism.cp = 32 token rows") != std::string::npos, v->message);
 }
 
 TEST_CASE("dsl_resolve: every violation is reported at once") {

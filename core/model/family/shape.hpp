@@ -42,8 +42,10 @@ struct ModelShape {
   // parameter (core/model/linear.hpp).
   int sequence_parallel = 1;
   // parallelism.tp_comm_overlap: the sequence-parallel collectives pipelined with the linears'
-  // GEMMs (core/model/linear.hpp).
+  // GEMMs, or without sequence parallelism the row-parallel forward's all-reduce pipelined with
+  // its GEMM in tp_overlap_chunks row chunks (parallelism.tp_overlap_chunks; core/model/linear.hpp).
   bool tp_comm_overlap = false;
+  int tp_overlap_chunks = 2;
   // LoRA (peft.kind=lora): the adapter rank (0 = no adapters, every tensor trains), which linears
   // carry adapters (LoraTarget bits) and the scale of the adapter path (alpha/rank, or
   // alpha/sqrt(rank) with rsLoRA). With adapters, only the adapters train (trainable()).

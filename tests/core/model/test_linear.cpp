@@ -4,7 +4,9 @@
 // the tensor-parallel rules (row-parallel: partial outputs summed, bias added by TP rank 0 only;
 // column-parallel: dinp summed right after its GEMM, while the weight gradient's runs; under
 // sequence parallelism the input gathered while dinp's GEMM runs, dinp reduce-scattered while the
-// weight gradient's runs) with each simulated rank's communication recorded.
+// weight gradient's runs; with tp_comm_overlap and no sequence parallelism, the row-parallel
+// forward in row chunks, each chunk's sum started before the next chunk's GEMM, bitwise the
+// unchunked rows) with each simulated rank's communication recorded.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -323,6 +325,79 @@ TEST_CASE("row-parallel over two TP ranks: partial outputs summed, bias added by
                     std::logic_error);
   }
   CHECK(max_abs_diff(sum(partials[0], partials[1]), full) < 1e-5);
+}
+
+TEST_CASE(
+    "row-parallel forward with TP comm overlap (no SP): row chunks pipelined with their all-reduces, bitwise the "
+    "unchunked output") {
+  auto be = kernels::make_cpu_backend();
+  constexpr int64_t half = IC / 2;
+  constexpr float kUnwritten = 12345.0f;
+  auto x = randn(N * IC, 51), w = randn(OC * IC, 52), b = randn(OC, 53);
+  // fc2's SwiGLU input: gate_up [N, 2·half] of this rank's FFN columns.
+  auto gate_up = randn(N * 2 * half, 54);
+  for (int rank = 0; rank < 2; ++rank) {
+    auto w_r = columns(w, OC, IC, rank * half, half), x_r = columns(x, N, IC, rank * half, half);
+    std::vector<float> dw(OC * half), db(OC);
+    const LinearTensors weights{.w = view(w_r, {OC, half}), .b = view(b, {OC})},
+        grads{.w = view(dw, {OC, half}), .b = view(db, {OC})};
+    // The blocking forward: one GEMM, one all-reduce (recorded, not summed: the partials).
+    RecordingComm plain_comm(rank, 2);
+    std::vector<float> y_plain(N * OC), act_plain(N * half);
+    const RowParallelLinear plain(weights, grads, *be, TpGroup{.comm = &plain_comm, .rank = rank, .size = 2});
+    plain.fwd({.out = view(y_plain, {N, OC}), .inp = view(x_r, {N, half})});
+    REQUIRE(plain_comm.calls == std::vector<std::string>{"all_reduce_sum"});
+    // 7 chunks of 5 rows: one row each. 3 chunks: rows 0..0, 1..2, 3..4 (i·N/k).
+    for (int chunks : {1, 2, 3, 5, 7}) {
+      CAPTURE(rank);
+      CAPTURE(chunks);
+      RecordingComm comm(rank, 2);
+      std::vector<float> y(N * OC, kUnwritten);
+      comm.watch = &y;
+      const RowParallelLinear lin(
+          weights, grads, *be,
+          TpGroup{.comm = &comm, .rank = rank, .size = 2, .overlap = true, .overlap_chunks = chunks});
+      lin.fwd({.out = view(y, {N, OC}), .inp = view(x_r, {N, half})});
+      CHECK(y == y_plain);  // every row is the unchunked GEMM's row, bias on rank 0 only
+      const int k = std::min<int>(chunks, int(N));
+      std::vector<std::string> want;
+      want.reserve(2 * size_t(k) + 1);
+      for (int i = 0; i < k; ++i) want.push_back("all_reduce_sum_start " + std::to_string(i));
+      for (int i = 0; i < k; ++i) want.push_back("wait " + std::to_string(i));
+      want.emplace_back("wait_all");
+      CHECK(comm.calls == want);
+      REQUIRE(comm.sums.size() == size_t(k));
+      REQUIRE(comm.watched.size() == want.size());
+      int64_t first = 0;
+      for (int i = 0; i < k; ++i) {
+        const int64_t end = (i + 1) * N / k;
+        CHECK(end > first);  // no empty chunk
+        // Chunk i's sum starts on exactly its rows, once they are written and before the next
+        // chunk's GEMM has run (its rows still unwritten).
+        CHECK(comm.sums[size_t(i)] == std::vector<float>(y_plain.begin() + first * OC, y_plain.begin() + end * OC));
+        const std::vector<float>& seen = comm.watched[size_t(i)];
+        CHECK(std::equal(seen.begin(), seen.begin() + end * OC, y_plain.begin()));
+        CHECK(std::all_of(seen.begin() + end * OC, seen.end(), [](float v) { return v == kUnwritten; }));
+        first = end;
+      }
+      CHECK(first == N);
+      // fc2 after the SwiGLU (swiglu_pre): the input is materialised over all rows, then chunked.
+      RecordingComm swiglu_comm(rank, 2);
+      std::vector<float> act(N * half, kUnwritten), y_swiglu(N * OC);
+      const RowParallelLinear fc2(
+          weights, grads, *be,
+          TpGroup{.comm = &swiglu_comm, .rank = rank, .size = 2, .overlap = true, .overlap_chunks = chunks});
+      fc2.fwd(
+          {.out = view(y_swiglu, {N, OC}), .inp = view(act, {N, half}), .swiglu_pre = view(gate_up, {N, 2 * half})});
+      plain.fwd({.out = view(y_plain, {N, OC}),
+                 .inp = view(act_plain, {N, half}),
+                 .swiglu_pre = view(gate_up, {N, 2 * half})});
+      CHECK(act == act_plain);
+      CHECK(y_swiglu == y_plain);
+      CHECK(swiglu_comm.sums.size() == size_t(k));
+      plain.fwd({.out = view(y_plain, {N, OC}), .inp = view(x_r, {N, half})});  // back to the x output
+    }
+  }
 }
 
 TEST_CASE(

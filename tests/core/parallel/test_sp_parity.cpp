@@ -8,7 +8,8 @@
 // loss), under TP2+SP follow their serial runs the same way. Sequence parallelism
 // changes no parameter layout, so a checkpoint saved with it resumes without it (one process, or
 // TP2 alone) on the serial curve, and resumes with it bitwise. The TP communication overlap
-// (parallelism.tp_comm_overlap) trains like one process too, and like the blocking path (below).
+// (parallelism.tp_comm_overlap) trains like one process too, and like the blocking path (below),
+// with sequence parallelism (rings) and without it (the row-parallel forward in row chunks).
 // The CUDA cases run the same comparisons on GPUs (NCCL, bf16).
 #include <doctest/doctest.h>
 
@@ -279,6 +280,59 @@ TEST_CASE("llama_tiny: TP comm overlap (TP2+SP, every recompute level, x PP2, x 
 
 namespace {
 
+// TP comm overlap without sequence parallelism: the row-parallel forward (proj, fc2) in
+// parallelism.tp_overlap_chunks row chunks, each chunk's all-reduce started before the next
+// chunk's GEMM (core/model/linear_overlap.cpp). Every output row is the unchunked GEMM's row and a
+// two-rank sum adds the same two partials, so at TP2 the whole run is bitwise plain TP2's (the
+// default 2 chunks, and 3 uneven ones of gpt_tiny's 512 rows with recompute full, whose backward
+// reruns the chunked forward); x PP2 and TP4 (whose all-reduces may sum in another order per
+// chunk) follow one process within the parity tolerance.
+const std::vector<std::string> kTp2 = {"parallelism.tp=2"};
+const std::vector<std::string> kChunked = with(kTp2, {"parallelism.tp_comm_overlap=true"});
+const std::vector<std::string> kChunked4 = {"parallelism.tp=4", "parallelism.tp_comm_overlap=true"};
+
+void chunked_overlap_parity_for(const std::string& recipe) {
+  if (!recipe::testing::mpirun_available()) {
+    MESSAGE("skipped: mpirun not found");
+    return;
+  }
+  TempOut tmp("tpchunk-" + recipe);
+  const Trained serial = probe(recipe, 1, {}, tmp.path / "serial");
+  const Trained plain = probe(recipe, 2, kTp2, tmp.path / "plain");
+  const Trained chunked = probe(recipe, 2, kChunked, tmp.path / "chunked");
+  const Trained chunked3 = probe(
+      recipe, 2, with(kChunked, {"parallelism.tp_overlap_chunks=3", "trainer.recompute=full"}), tmp.path / "chunked3");
+  const Trained plain_full = probe(recipe, 2, with(kTp2, {"trainer.recompute=full"}), tmp.path / "plain-full");
+  check_equal(serial, chunked, recipe + " TP2+overlap (2 chunks)");
+  check_equal(serial, chunked3, recipe + " TP2+overlap (3 chunks), recompute full");
+  for (const auto& pair : {std::pair{&chunked, &plain}, std::pair{&chunked3, &plain_full}}) {
+    INFO(recipe << ": TP2 with the chunked overlap is bitwise TP2 without it");
+    CHECK(pair.first->losses == pair.second->losses);
+    for (const auto& entry : pair.second->params)
+      CHECK_MESSAGE(pair.first->params.at(entry.first) == entry.second, entry.first);
+  }
+  check_equal(serial, probe(recipe, 4, with(kChunked, {"parallelism.pp=2"}), tmp.path / "pp2"),
+              recipe + " TP2+overlap x PP2");
+  const std::vector<std::string> tp4_model =
+      recipe == "llama_tiny" ? std::vector<std::string>{"model.num_kv_heads=4"} : std::vector<std::string>{};
+  const Trained serial4 = tp4_model.empty() ? serial : probe(recipe, 1, tp4_model, tmp.path / "serial-tp4");
+  check_equal(serial4,
+              probe(recipe, 4, with(kChunked4, with(tp4_model, {"parallelism.tp_overlap_chunks=4"})), tmp.path / "tp4"),
+              recipe + " TP4+overlap (4 chunks)");
+}
+
+}  // namespace
+
+TEST_CASE("gpt_tiny: TP comm overlap without sequence parallelism (TP2, x PP2, TP4) trains like one process") {
+  chunked_overlap_parity_for("gpt_tiny");
+}
+
+TEST_CASE("llama_tiny: TP comm overlap without sequence parallelism (TP2, x PP2, TP4) trains like one process") {
+  chunked_overlap_parity_for("llama_tiny");
+}
+
+namespace {
+
 const std::vector<std::string> kCuda = {"trainer.device=cuda", "trainer.precision=bf16"};
 
 // Each layout (on CUDA) against one GPU, within the bf16 tolerance of test_training_parity.cpp's
@@ -334,6 +388,27 @@ TEST_CASE("CUDA: TP comm overlap trains like one GPU (bf16 tolerance) [gpu]") {
                                    {"TP2+SP+overlap x PP2", 4, with(kOverlap, {"parallelism.pp=2"})}};
     if (recipe == "gpt_tiny") layouts.push_back({"TP4+SP+overlap", 4, kOverlap4});
     cuda_parity(recipe, layouts, gpus, "tpov-cuda");
+  }
+}
+
+// TP comm overlap without sequence parallelism on GPUs: each row chunk's all-reduce on NCCL's comm
+// stream, forked after that chunk's GEMM and joined by device-side event waits, inside the
+// captured step; follows one GPU like plain TP. Needs ≥ 2 GPUs (x PP2 and TP4 ≥ 4).
+TEST_CASE("CUDA: TP comm overlap without sequence parallelism trains like one GPU (bf16 tolerance) [gpu]") {
+  const int gpus = recipe::kernels::query_gpus().count;
+  if (gpus < 2 || !recipe::testing::mpirun_available()) {
+    MESSAGE("skipped: needs 2 or more GPUs and mpirun (found " << gpus << " GPUs)");
+    return;
+  }
+  for (const std::string recipe : {"gpt_tiny", "llama_tiny"}) {
+    std::vector<Layout> layouts = {{"TP2+overlap", 2, kChunked},
+                                   {"TP2+overlap, 3 chunks, recompute full", 2,
+                                    with(kChunked, {"parallelism.tp_overlap_chunks=3", "trainer.recompute=full"})},
+                                   {"TP2+overlap x PP2", 4, with(kChunked, {"parallelism.pp=2"})}};
+    // TP4 on gpt_tiny only (llama_tiny's 2 KV heads do not split 4 ways).
+    if (recipe == "gpt_tiny")
+      layouts.push_back({"TP4+overlap, 4 chunks", 4, with(kChunked4, {"parallelism.tp_overlap_chunks=4"})});
+    cuda_parity(recipe, layouts, gpus, "tpchunk-cuda");
   }
 }
 
