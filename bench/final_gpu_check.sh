@@ -90,6 +90,10 @@ run dp2-zero1 2 $G345 trainer.global_batch_size=16 parallelism.zero1=true
 run pp2 2 parallelism.tp=1 parallelism.pp=2 trainer.micro_batch_size=2 trainer.global_batch_size=16
 run pp2-v2 2 parallelism.tp=1 parallelism.pp=2 parallelism.virtual_pp=2 trainer.micro_batch_size=2 trainer.global_batch_size=16
 run tp4 4 parallelism.tp=4 trainer.micro_batch_size=2 trainer.global_batch_size=16
+run tp2-ov-mb4 2 parallelism.tp=2 parallelism.tp_comm_overlap=true trainer.micro_batch_size=4 trainer.global_batch_size=16
+run tp2-ov-mb8 2 parallelism.tp=2 parallelism.tp_comm_overlap=true trainer.micro_batch_size=8 trainer.global_batch_size=16
+run tp4-ov-mb8 4 parallelism.tp=4 parallelism.tp_comm_overlap=true trainer.micro_batch_size=8 trainer.global_batch_size=16
+run tp4-ov4-mb8 4 parallelism.tp=4 parallelism.tp_comm_overlap=true parallelism.tp_overlap_chunks=4 trainer.micro_batch_size=8 trainer.global_batch_size=16
 run tp4-mb4 4 parallelism.tp=4 trainer.micro_batch_size=4 trainer.global_batch_size=16
 run tp4-mb8 4 parallelism.tp=4 trainer.micro_batch_size=8 trainer.global_batch_size=16
 run tp4-sp-mb4 4 parallelism.tp=4 parallelism.sequence_parallel=true trainer.micro_batch_size=4 trainer.global_batch_size=16
