@@ -110,6 +110,22 @@ void print_plan_summary(std::ostream& out, const plan::Plan& p) {
         << "); stage compute in layers";
     for (const double load : plan::stage_loads(counts, p.parallelism.pp, head)) out << " " << fmt("%.2f", load);
     out << " (head " << fmt("%.2f", head) << " layers)\n";
+    // An even split whose head stage is 5% or more heavier than the balanced split's heaviest:
+    // say what the balanced split would be (measured: +5% at the ~1B Llama's PP4).
+    if (p.parallelism.layers_per_stage.empty() && p.parallelism.pipeline_split == plan::PipelineSplit::even) {
+      const auto balanced = plan::balanced_stage_layers(m.num_layers, p.parallelism.pp, p.parallelism.virtual_pp, head);
+      const auto heaviest = [&](const std::vector<int>& c) {
+        const auto loads = plan::stage_loads(c, p.parallelism.pp, head);
+        return *std::max_element(loads.begin(), loads.end());
+      };
+      if (heaviest(counts) >= 1.05 * heaviest(balanced)) {
+        out << "             the last stage's head makes it the slowest: parallelism.pipeline_split=\"balanced\" gives "
+               "[";
+        for (size_t i = 0; i < balanced.size(); ++i) out << (i ? "," : "") << balanced[i];
+        out << "], heaviest stage " << fmt("%.2f", heaviest(balanced)) << " instead of "
+            << fmt("%.2f", heaviest(counts)) << " layers\n";
+      }
+    }
   }
   out << "  batch      global " << p.trainer.global_batch_size << " = micro " << p.trainer.micro_batch_size << " x dp "
       << dp_of(p) << " x " << p.trainer.num_micro_batches << " micro-batches\n";

@@ -151,6 +151,23 @@ TEST_CASE("show --format json is JSON; show's TOML re-resolves to the same plan"
   CHECK(j2["trainer"]["max_steps"] == 37);
 }
 
+TEST_CASE("--dry-run says when the output head makes the last pipeline stage the slowest") {
+  TempDir tmp;
+  // gpt_tiny with a 4096-token vocabulary: the head costs 4.5 layers, on the last of two stages.
+  auto r = run({"pretrain", "gpt_tiny", "model.num_layers=4", "model.vocab_size=4096", "parallelism.pp=2",
+                "executor.cpu_ranks=2", "--dry-run", "--experiments-dir", tmp.str()});
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  CHECK(r.out.find("layers per stage [2,2] (even)") != std::string::npos);
+  CHECK(r.out.find("parallelism.pipeline_split=\"balanced\" gives [3,1], heaviest stage 5.51 instead of 6.51") !=
+        std::string::npos);
+  auto balanced =
+      run({"pretrain", "gpt_tiny", "model.num_layers=4", "model.vocab_size=4096", "parallelism.pp=2",
+           "parallelism.pipeline_split=balanced", "executor.cpu_ranks=2", "--dry-run", "--experiments-dir", tmp.str()});
+  REQUIRE_MESSAGE(balanced.code == 0, balanced.err);
+  CHECK(balanced.out.find("layers per stage [3,1] (balanced); stage compute in layers 3.00 5.51") != std::string::npos);
+  CHECK(balanced.out.find("gives [") == std::string::npos);
+}
+
 TEST_CASE("--dry-run prints the rank map, memory and launch command and creates nothing") {
   TempDir tmp;
   auto r = run(
@@ -192,6 +209,11 @@ TEST_CASE("--dry-run prints the rank map, memory and launch command and creates 
   CHECK(r.out.find("FLOPs/token") != std::string::npos);
   CHECK(r.out.find("mpirun -np 32") != std::string::npos);
   CHECK(r.out.find("worker --run-dir") != std::string::npos);
+  // The pipeline line: 80 layers evenly over 4 stages, the head (1.07 layers) on the last one;
+  // too small an imbalance (21.07 against a balanced 21.00) for the hint.
+  CHECK(r.out.find("layers per stage [20,20,20,20] (even); stage compute in layers 20.00 20.00 20.00 21.07") !=
+        std::string::npos);
+  CHECK(r.out.find("pipeline_split=\"balanced\" gives") == std::string::npos);
 
   auto slurm = run({"pretrain", "llama3_70b", "--nodes", "4", "--gpus-per-node", "8", "--executor", "slurm",
                     "--dry-run", "--experiments-dir", tmp.str()});
