@@ -137,6 +137,7 @@ TEST_CASE("the walk covers every enum key: the field table lists exactly the spe
       {"fp8.forward_format", plan::enum_names<plan::Fp8Format>()},
       {"fp8.backward_format", plan::enum_names<plan::Fp8Format>()},
       {"fp8.amax_compute", plan::enum_names<plan::Fp8AmaxCompute>()},
+      {"parallelism.pipeline_split", plan::enum_names<plan::PipelineSplit>()},
   };
   int enum_fields = 0;
   for (const auto& f : recipe::dsl::plan_fields()) enum_fields += f.allowed.empty() ? 0 : 1;
