@@ -115,8 +115,7 @@ void print_plan_summary(std::ostream& out, const plan::Plan& p) {
     if (p.parallelism.layers_per_stage.empty() && p.parallelism.pipeline_split == plan::PipelineSplit::even) {
       const auto balanced = plan::balanced_stage_layers(m.num_layers, p.parallelism.pp, p.parallelism.virtual_pp, head);
       const auto heaviest = [&](const std::vector<int>& c) {
-        const auto loads = plan::stage_loads(c, p.parallelism.pp, head);
-        return *std::max_element(loads.begin(), loads.end());
+        return plan::heaviest_stage_load(c, p.parallelism.pp, head);
       };
       if (heaviest(counts) >= 1.05 * heaviest(balanced)) {
         out << "             the last stage's head makes it the slowest: parallelism.pipeline_split=\"balanced\" gives "

@@ -29,6 +29,11 @@ std::vector<double> stage_loads(const std::vector<int>& chunk_layers, int pp, do
   return loads;
 }
 
+double heaviest_stage_load(const std::vector<int>& chunk_layers, int pp, double head_layers) {
+  const std::vector<double> loads = stage_loads(chunk_layers, pp, head_layers);
+  return *std::max_element(loads.begin(), loads.end());
+}
+
 std::vector<int> balanced_stage_layers(int num_layers, int pp, int virtual_pp, double head_layers) {
   pp = std::max(1, pp);
   const int chunks = pp * std::max(1, virtual_pp);

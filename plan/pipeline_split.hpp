@@ -27,6 +27,8 @@ std::vector<int> even_stage_layers(int num_layers, int chunks);
 
 // Each pipeline stage's compute in layers: the layers of its chunks, plus head_layers on the last.
 std::vector<double> stage_loads(const std::vector<int>& chunk_layers, int pp, double head_layers);
+// The heaviest of those loads: the pace of the pipeline.
+double heaviest_stage_load(const std::vector<int>& chunk_layers, int pp, double head_layers);
 
 // The chunk sizes (each ≥ 1, summing to num_layers; needs pp·virtual_pp ≤ num_layers) whose
 // heaviest stage is lightest: from the even split, one layer at a time moves from a chunk of the

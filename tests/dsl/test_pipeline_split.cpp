@@ -14,14 +14,9 @@ using namespace recipe::dsl;
 using namespace recipe::dsl::test;
 using recipe::plan::balanced_stage_layers;
 using recipe::plan::even_stage_layers;
-using recipe::plan::stage_loads;
+using recipe::plan::heaviest_stage_load;
 
 namespace {
-
-double heaviest(const std::vector<int>& counts, int pp, double head) {
-  const auto loads = stage_loads(counts, pp, head);
-  return *std::max_element(loads.begin(), loads.end());
-}
 
 // tiny_gpt (d 64, seq 32) with `layers` layers and a 4096-token vocabulary (its head costs several
 // layers) on `pp` CPU ranks.
@@ -59,7 +54,8 @@ TEST_CASE("pipeline_split: balancing moves layers off the stage that holds the h
           REQUIRE(static_cast<int>(counts.size()) == pp * vpp);
           CHECK(std::accumulate(counts.begin(), counts.end(), 0) == layers);
           CHECK(*std::min_element(counts.begin(), counts.end()) >= 1);
-          CHECK(heaviest(counts, pp, head) <= heaviest(even_stage_layers(layers, pp * vpp), pp, head) + 1e-12);
+          CHECK(heaviest_stage_load(counts, pp, head) <=
+                heaviest_stage_load(even_stage_layers(layers, pp * vpp), pp, head) + 1e-12);
         }
 }
 

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -129,6 +130,26 @@ std::vector<float> sum(const std::vector<float>& a, const std::vector<float>& b)
   return s;
 }
 
+// A parameter (or input), perturbed by the finite differences, and its analytic gradient.
+struct Checked {
+  const char* name;
+  std::vector<float>& param;
+  const std::vector<float>& grad;
+};
+
+// The MLP tests' finite-difference check: Σ r ⊙ y with y from `forward` (fc1 → activation → fc2),
+// at the step and tolerance that suit two f32 linears around a nonlinearity.
+template <class Forward>
+void check_mlp_gradients(Forward& forward, const std::vector<float>& y, const std::vector<float>& r,
+                         std::initializer_list<Checked> checked) {
+  auto objective = [&] {
+    forward();
+    return weighted_sum(y, r);
+  };
+  const kernels::test::GradCheck gc{.step = 1e-2f, .rtol = 2e-2, .atol = 2e-3};
+  for (const Checked& c : checked) check_gradient(c.name, c.param, c.grad, objective, gc);
+}
+
 }  // namespace
 
 TEST_CASE("column- and row-parallel linears on one rank: forward and gradients") {
@@ -201,16 +222,8 @@ TEST_CASE("column-parallel GELU epilogue forward and the fused bias-gradient pat
     if (rebuild) CHECK(act_buf == act);
     // fc2 already summed dpre's rows into fc1's bias gradient: fc1 must not add them again.
     fc1.bwd({.dinp = view(dx, {N, C}), .dout = view(dpre, {N, F}), .inp = view(x, {N, C}), .bias_grad_done = true});
-    auto objective = [&] {
-      forward();
-      return weighted_sum(y, r);
-    };
-    const kernels::test::GradCheck gc{.step = 1e-2f, .rtol = 2e-2, .atol = 2e-3};
-    check_gradient("dx", x, dx, objective, gc);
-    check_gradient("dw1", w1, dw1, objective, gc);
-    check_gradient("db1", b1, db1, objective, gc);
-    check_gradient("dw2", w2, dw2, objective, gc);
-    check_gradient("db2", b2, db2, objective, gc);
+    check_mlp_gradients(forward, y, r,
+                        {{"dx", x, dx}, {"dw1", w1, dw1}, {"db1", b1, db1}, {"dw2", w2, dw2}, {"db2", b2, db2}});
   }
 
   // bias_grad_done on fc2: its bias gradient stays untouched (the norm backward owns that sum).
@@ -265,16 +278,8 @@ TEST_CASE("row-parallel backward through the SwiGLU (swiglu_pre): the separate o
     CHECK(dw2 == dw2_ref);
     CHECK(db2 == db2_ref);
     fc1.bwd({.dinp = view(dx, {N, C}), .dout = view(dgu, {N, 2 * F}), .inp = view(x, {N, C})});
-    auto objective = [&] {
-      forward();
-      return weighted_sum(y, r);
-    };
-    const kernels::test::GradCheck gc{.step = 1e-2f, .rtol = 2e-2, .atol = 2e-3};
-    check_gradient("dx", x, dx, objective, gc);
-    check_gradient("dw1", w1, dw1, objective, gc);
-    check_gradient("db1", b1, db1, objective, gc);
-    check_gradient("dw2", w2, dw2, objective, gc);
-    check_gradient("db2", b2, db2, objective, gc);
+    check_mlp_gradients(forward, y, r,
+                        {{"dx", x, dx}, {"dw1", w1, dw1}, {"db1", b1, db1}, {"dw2", w2, dw2}, {"db2", b2, db2}});
   }
   // swiglu_pre needs the d(act) buffer and takes no other epilogue.
   std::vector<float> dact(N * F), dgu(N * 2 * F);
