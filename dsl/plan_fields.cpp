@@ -459,6 +459,12 @@ std::vector<FieldInfo> build_fields() {
                     "seq_length / cp rows, so sizes differ by at most one row); 1 ≤ k ≤ N, 1 = no pipelining; a "
                     "value other than 2 is rejected where it cannot act (no overlap, or sequence parallelism, whose "
                     "rings always take tp blocks)"));
+  f.push_back(field(pa, "pp_comm_overlap", &P::parallelism, &Par::pp_comm_overlap,
+                    "overlap the pipeline's point-to-point transfers with compute (Megatron-Core's overlap_p2p_comm): "
+                    "each send/receive of stage tensors starts as soon as the forward or backward that produced or "
+                    "last used its activation slot was issued, and a forward or backward waits only for the "
+                    "transfers of its own slot; false = every transfer completes at its place in the schedule "
+                    "(A/B timing); acts with pp > 1, the same results either way"));
   f.push_back(field(pa, "zero1", &P::parallelism, &Par::zero1, "shard the Adam state over DP ranks"));
   f.push_back(field(pa, "zero1_overlap_gather", &P::parallelism, &Par::zero1_overlap_gather,
                     "with zero1: all-gather the updated weights bucket by bucket while the next step's forward runs "

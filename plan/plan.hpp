@@ -147,6 +147,10 @@ struct ParallelismConfig {
   bool tp_comm_overlap = false;
   // Row chunks of that non-SP forward overlap (≥ 1; ≤ the micro-batch's token rows per rank).
   int tp_overlap_chunks = 2;
+  // Start the pipeline's neighbour exchanges as early as their data allows and wait for each only
+  // where a forward/backward needs its slot (plan/pipeline_overlap.hpp); false = each completes at
+  // its place in the schedule. Acts with pp > 1.
+  bool pp_comm_overlap = true;
   bool zero1 = false;  // distributed optimizer (shard Adam state over DP)
   // ZeRO-1: all-gather the updated weights bucket by bucket while the next forward runs (each
   // layer waits for its own buckets) instead of blocking at the end of the step.

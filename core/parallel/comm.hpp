@@ -81,6 +81,12 @@ class Comm {
     return {};
   }
   virtual void wait(Op) {}
+  // Whether the started ops of this communicator run one after the other in the order started
+  // (NCCL: one comm stream; the defaults: each is complete when its start returns). MPI's
+  // non-blocking operations may run at once, so a caller that starts an op writing a buffer an
+  // earlier started op still reads must wait for that one first (the pipeline's overlapped
+  // exchanges, core/train/pipeline_schedule.cpp).
+  virtual bool started_ops_in_order() const { return true; }
 };
 
 // The group of one: every collective is the identity.

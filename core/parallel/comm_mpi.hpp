@@ -63,6 +63,7 @@ class MpiComm final : public Comm {
   Op reduce_scatter_sum_start(kernels::Tensor out, kernels::Tensor in) override;
   Op all_gather_start(kernels::Tensor out, kernels::Tensor in) override;
   Op send_recv_start(kernels::Tensor send, int dst, kernels::Tensor recv, int src) override;
+  bool started_ops_in_order() const override { return false; }
   void wait(Op op) override;
 
  private:

@@ -102,7 +102,8 @@ Trainer::Trainer(const plan::Plan& plan, kernels::Backend& backend, ParallelStat
   // peft.base_fp8_only: the frozen FP8 weights, cast once from the init (a load casts them again).
   for (auto& chunk : chunks_) chunk->quantize_frozen_base();
   model_ = chunks_[0].get();
-  schedule_ = std::make_unique<PipelineSchedule>(models, parallel_->pp(), pp_, pp_rank_);
+  schedule_ = std::make_unique<PipelineSchedule>(models, parallel_->pp(), pp_, pp_rank_,
+                                                 plan_.parallelism.pp_comm_overlap);
   loader_ = std::make_unique<TokenLoader>(micro_, shape_.seq, shape_.vocab, ps.cp, parallel_->coords().cp);
   optimizer_ = std::make_unique<Optimizer>(Optimizer::from_plan(plan_));
   loss_holder_ = parallel_->last_stage() && parallel_->coords().tp == 0;
