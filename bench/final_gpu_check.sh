@@ -104,10 +104,10 @@ run pp4-v2 4 parallelism.tp=1 parallelism.pp=4 parallelism.virtual_pp=2 trainer.
 run pp4-bal 4 parallelism.tp=1 parallelism.pp=4 parallelism.pipeline_split=balanced trainer.micro_batch_size=2 trainer.global_batch_size=16
 run pp4-v2-bal 4 parallelism.tp=1 parallelism.pp=4 parallelism.virtual_pp=2 parallelism.pipeline_split=balanced trainer.micro_batch_size=2 trainer.global_batch_size=16
 run pp4-mb1-v2-bal 4 parallelism.tp=1 parallelism.pp=4 parallelism.virtual_pp=2 parallelism.pipeline_split=balanced trainer.micro_batch_size=1 trainer.global_batch_size=16
-run pp4-mb1-v2-bal-block 4 parallelism.tp=1 parallelism.pp=4 parallelism.virtual_pp=2 parallelism.pipeline_split=balanced parallelism.pp_comm_overlap=false trainer.micro_batch_size=1 trainer.global_batch_size=16
-run pp4-v2-bal-block 4 parallelism.tp=1 parallelism.pp=4 parallelism.virtual_pp=2 parallelism.pipeline_split=balanced parallelism.pp_comm_overlap=false trainer.micro_batch_size=2 trainer.global_batch_size=16
-run pp4-mb1-v4-block 4 parallelism.tp=1 parallelism.pp=4 parallelism.virtual_pp=4 parallelism.pp_comm_overlap=false trainer.micro_batch_size=1 trainer.global_batch_size=16
-run pp4-bal-block 4 parallelism.tp=1 parallelism.pp=4 parallelism.pipeline_split=balanced parallelism.pp_comm_overlap=false trainer.micro_batch_size=2 trainer.global_batch_size=16
+run pp4-mb1-v2-bal-ov 4 parallelism.tp=1 parallelism.pp=4 parallelism.virtual_pp=2 parallelism.pipeline_split=balanced parallelism.pp_comm_overlap=true trainer.micro_batch_size=1 trainer.global_batch_size=16
+run pp4-v2-bal-ov 4 parallelism.tp=1 parallelism.pp=4 parallelism.virtual_pp=2 parallelism.pipeline_split=balanced parallelism.pp_comm_overlap=true trainer.micro_batch_size=2 trainer.global_batch_size=16
+run pp4-mb1-v4-ov 4 parallelism.tp=1 parallelism.pp=4 parallelism.virtual_pp=4 parallelism.pp_comm_overlap=true trainer.micro_batch_size=1 trainer.global_batch_size=16
+run pp4-bal-ov 4 parallelism.tp=1 parallelism.pp=4 parallelism.pipeline_split=balanced parallelism.pp_comm_overlap=true trainer.micro_batch_size=2 trainer.global_batch_size=16
 run pp4-v4 4 parallelism.tp=1 parallelism.pp=4 parallelism.virtual_pp=4 trainer.micro_batch_size=2 trainer.global_batch_size=16
 run pp4-mb1-v4 4 parallelism.tp=1 parallelism.pp=4 parallelism.virtual_pp=4 trainer.micro_batch_size=1 trainer.global_batch_size=16
 run tp1-mb1 1 parallelism.tp=1 trainer.micro_batch_size=1 trainer.global_batch_size=16

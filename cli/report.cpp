@@ -92,7 +92,7 @@ void print_plan_summary(std::ostream& out, const plan::Plan& p) {
   if (p.parallelism.virtual_pp > 1) out << ", virtual_pp " << p.parallelism.virtual_pp << " (interleaved 1F1B)";
   if (p.parallelism.pp > 1)
     out << ", pipeline bubble " << fmt("%.1f", 100.0 * p.parallelism.pipeline_bubble) << "%"
-        << (p.parallelism.pp_comm_overlap ? ", PP comm overlap" : ", PP exchanges blocking");
+        << (p.parallelism.pp_comm_overlap ? ", PP comm overlap" : "");
   if (p.parallelism.sequence_parallel) out << ", sequence parallel";
   if (p.parallelism.tp_comm_overlap) out << ", TP comm overlap";
   if (p.parallelism.tp_comm_overlap && !p.parallelism.sequence_parallel)

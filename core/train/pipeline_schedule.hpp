@@ -5,7 +5,7 @@
 // on this rank: the forward and backward of a micro-batch are the caller's (token loading, loss
 // rows, gradient hooks), the sends and receives move the model chunks' stage tensors over the
 // pipeline group. Where a send and a receive cross they go as one send_recv, so neighbours never
-// wait on each other in a cycle. With parallelism.pp_comm_overlap (the default) the exchanges are
+// wait on each other in a cycle. With parallelism.pp_comm_overlap the exchanges are
 // started early and waited for only by the compute that touches their activation slot
 // (plan/pipeline_overlap.hpp); without it each one completes at its place in the order.
 #pragma once
@@ -36,7 +36,7 @@ class PipelineSchedule {
   // `pp`: the pipeline group (rank = stage). `chunks`: this stage's model chunks, local chunk c
   // first (one Model each, holding the chunk's layers and slots). `overlap`: start the exchanges
   // early (parallelism.pp_comm_overlap).
-  PipelineSchedule(std::vector<Model*> chunks, Comm& pp, int stages, int stage, bool overlap = true);
+  PipelineSchedule(std::vector<Model*> chunks, Comm& pp, int stages, int stage, bool overlap = false);
 
   // Micro-batch m of chunk c lives in activation slot m mod slots of that chunk's model.
   int slot(int chunk, int m) const { return m % chunks_[size_t(chunk)]->slots(); }

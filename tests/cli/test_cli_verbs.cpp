@@ -166,13 +166,13 @@ TEST_CASE("--dry-run says when the output head makes the last pipeline stage the
   REQUIRE_MESSAGE(balanced.code == 0, balanced.err);
   CHECK(balanced.out.find("layers per stage [3,1] (balanced); stage compute in layers 3.00 5.51") != std::string::npos);
   CHECK(balanced.out.find("gives [") == std::string::npos);
-  // The exchanges overlap compute by default; the dry run says which way they run.
-  CHECK(balanced.out.find("%, PP comm overlap") != std::string::npos);
-  auto blocking = run({"pretrain", "gpt_tiny", "model.num_layers=4", "parallelism.pp=2",
-                       "parallelism.pp_comm_overlap=false", "executor.cpu_ranks=2", "--dry-run", "--experiments-dir",
-                       tmp.str()});
-  REQUIRE_MESSAGE(blocking.code == 0, blocking.err);
-  CHECK(blocking.out.find(", PP exchanges blocking") != std::string::npos);
+  // The exchanges block by default; the dry run names the overlap when it is on.
+  CHECK(balanced.out.find("PP comm overlap") == std::string::npos);
+  auto overlapped = run({"pretrain", "gpt_tiny", "model.num_layers=4", "parallelism.pp=2",
+                         "parallelism.pp_comm_overlap=true", "executor.cpu_ranks=2", "--dry-run", "--experiments-dir",
+                         tmp.str()});
+  REQUIRE_MESSAGE(overlapped.code == 0, overlapped.err);
+  CHECK(overlapped.out.find("%, PP comm overlap") != std::string::npos);
 }
 
 TEST_CASE("--dry-run prints the rank map, memory and launch command and creates nothing") {

@@ -1,4 +1,4 @@
-// The pipeline's overlapped exchanges (parallelism.pp_comm_overlap, the default; plan/
+// The pipeline's overlapped exchanges (parallelism.pp_comm_overlap; plan/
 // pipeline_overlap.hpp): each send/receive of stage tensors starts as soon as the compute that
 // produced or last used its activation slot was issued, and a forward/backward waits only for
 // the exchanges of its own slot. Proven on CPU ranks under Open MPI (MPI_Isend/MPI_Irecv, MPI_Wait
@@ -75,8 +75,8 @@ TEST_CASE("PP with the overlapped exchanges gives the blocking exchanges' run bi
   for (const Layout& l : pipeline_layouts()) {
     INFO(l.name);
     const fs::path dir = tmp.path / ("case-" + std::to_string(n++));
-    const Trained overlapped = probe("gpt_tiny", l, dir / "on", {});
-    const Trained blocking = probe("gpt_tiny", l, dir / "off", {"parallelism.pp_comm_overlap=false"});
+    const Trained overlapped = probe("gpt_tiny", l, dir / "on", {"parallelism.pp_comm_overlap=true"});
+    const Trained blocking = probe("gpt_tiny", l, dir / "off", {});
     REQUIRE(overlapped.losses.size() == 20);
     CHECK(overlapped.problems.empty());
     for (size_t i = 0; i < blocking.losses.size(); ++i) CHECK(overlapped.losses[i] == blocking.losses[i]);
@@ -107,10 +107,10 @@ TEST_CASE("CUDA: PP with the overlapped exchanges trains like one GPU and like t
       if (l.world > gpus) continue;
       INFO(recipe << " " << l.name);
       const fs::path dir = tmp.path / ("case-" + std::to_string(n++));
-      const Trained overlapped = probe(recipe, l, dir / "on", cuda);
-      std::vector<std::string> off = cuda;
-      off.push_back("parallelism.pp_comm_overlap=false");
-      const Trained blocking = probe(recipe, l, dir / "off", off);
+      std::vector<std::string> on = cuda;
+      on.push_back("parallelism.pp_comm_overlap=true");
+      const Trained overlapped = probe(recipe, l, dir / "on", on);
+      const Trained blocking = probe(recipe, l, dir / "off", cuda);
       const Trained serial = probe(recipe, {"serial", 1, {l.overrides.front()}}, dir / "serial", cuda);
       CHECK(overlapped.problems.empty());
       const auto [loss_b, param_b] = difference(blocking, overlapped);
