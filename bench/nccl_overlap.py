@@ -1,0 +1,88 @@
+"""How long one TP-sized all-reduce takes over NVLink, and how much of it a GEMM beside it hides.
+
+Twin-side reference for docs/performance.md (issue 20): PyTorch's NCCL (same library family as the
+engine's), one process per GPU. For world sizes 2 and 4 (as many as there are GPUs):
+  ar      all-reduce of a [rows, 2048] bf16 tensor (rows = 8 x 1024: the ~1B Llama at micro-batch 8)
+  gemm    the fc2 GEMM of a TP rank, [rows, 5632 / tp] x [5632 / tp, 2048] bf16
+  both    the two at once, the all-reduce on a high-priority side stream (as the engine runs them)
+Times are CUDA-event means over 50 iterations after 10 warm-up ones, rank 0's.
+  python3 bench/nccl_overlap.py > nccl_overlap.md
+"""
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+ROWS, D, F = 8 * 1024, 2048, 5632
+
+
+def timed(fn, iters=50, warm=10):
+    for _ in range(warm):
+        fn()
+    torch.cuda.synchronize()
+    dist.barrier()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(iters):
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) * 1000.0 / iters  # µs
+
+
+def worker(rank, world, port, q):
+    os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+    torch.cuda.set_device(rank)
+    # NCCL's own stream at high priority, as the engine's comm streams are.
+    opts = dist.ProcessGroupNCCL.Options()
+    opts.is_high_priority_stream = True
+    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+                            pg_options=opts)
+    x = torch.randn(ROWS, D, device="cuda", dtype=torch.bfloat16)
+    a = torch.randn(ROWS, F // world, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(F // world, D, device="cuda", dtype=torch.bfloat16)
+    out = torch.empty(ROWS, D, device="cuda", dtype=torch.bfloat16)
+    side = torch.cuda.Stream(priority=-1)
+    main = torch.cuda.current_stream()
+
+    def ar():
+        dist.all_reduce(x)
+
+    def gemm():
+        torch.matmul(a, w, out=out)
+
+    def both():
+        side.wait_stream(main)
+        with torch.cuda.stream(side):
+            dist.all_reduce(x)
+        torch.matmul(a, w, out=out)
+        main.wait_stream(side)
+
+    t_ar, t_gemm, t_both = timed(ar), timed(gemm), timed(both)
+    if rank == 0:
+        q.put((world, t_ar, t_gemm, t_both))
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def main():
+    gpus = torch.cuda.device_count()
+    print("| GPUs | all-reduce 32 MiB bf16 alone | bus bandwidth | fc2 GEMM alone | both at once | all-reduce hidden |")
+    print("|---|---|---|---|---|---|")
+    for world in (2, 4):
+        if world > gpus:
+            continue
+        q = mp.get_context("spawn").SimpleQueue()
+        mp.spawn(worker, args=(world, 29500 + world, q), nprocs=world, join=True)
+        w, t_ar, t_gemm, t_both = q.get()
+        size = ROWS * D * 2
+        busbw = size * 2 * (w - 1) / w / (t_ar * 1e-6) / 1e9
+        hidden = (t_ar + t_gemm - t_both) / t_ar
+        print(f"| {w} | {t_ar:.1f} µs | {busbw:.0f} GB/s | {t_gemm:.1f} µs | {t_both:.1f} µs | {100 * hidden:.0f}% |")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
