@@ -6,7 +6,7 @@
 # (tp, dp, pp): the step without that communication (wrong numbers, right compute), to split a
 # layout's lost time into communication and compute. The patch is never part of the product.
 #   SET="pp nccl" [SKIP_PATCH=1] [PARITY=1] OUT=/tmp/out bench/comm_experiments.sh
-# SET picks the tables below (decompose, pp, nccl); PARITY=1 also runs the pipeline's GPU parity
+# SET picks the tables below (decompose, pp, nccl, dp, dp-repeat); PARITY=1 also runs the pipeline's GPU parity
 # tests on all GPUs first (needs TARGETS to include recipe_tests).
 set -uo pipefail
 out=$OUT
@@ -87,6 +87,28 @@ dp1 1 - $G345 trainer.global_batch_size=8
 dp4-zero1 4 - $D4
 dp4-zero1-cta32 4 NCCL_MIN_CTAS=32 $D4
 R
+    ;;
+    dp) cat <<R
+dp1 1 - $G345 trainer.global_batch_size=8
+dp4-zero1 4 - $D4
+dp4-zero1-b32 4 - $D4 parallelism.grad_bucket_mb=32
+dp4-zero1-b64 4 - $D4 parallelism.grad_bucket_mb=64
+dp4-zero1-b256 4 - $D4 parallelism.grad_bucket_mb=256
+dp4-zero1-b512 4 - $D4 parallelism.grad_bucket_mb=512
+dp4-zero1-cta32 4 NCCL_MIN_CTAS=32 $D4
+dp4-zero1-bf16-cta32 4 NCCL_MIN_CTAS=32 $D4 parallelism.grad_reduce_bf16=true
+dp4-zero1-b512-cta32 4 NCCL_MIN_CTAS=32 $D4 parallelism.grad_bucket_mb=512
+dp1-again 1 - $G345 trainer.global_batch_size=8
+R
+    ;;
+    dp-repeat) for i in 1 2; do cat <<R
+dp1-$i 1 - $G345 trainer.global_batch_size=8
+dp4-zero1-$i 4 - $D4
+dp4-zero1-b256-$i 4 - $D4 parallelism.grad_bucket_mb=256
+dp4-zero1-b512-$i 4 - $D4 parallelism.grad_bucket_mb=512
+R
+    done
+    echo "dp1-3 1 - $G345 trainer.global_batch_size=8"
     ;;
   esac
 }

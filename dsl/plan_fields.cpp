@@ -464,7 +464,7 @@ std::vector<FieldInfo> build_fields() {
                     "each send/receive of stage tensors starts as soon as the forward or backward that produced or "
                     "last used its activation slot was issued, and a forward or backward waits only for the "
                     "transfers of its own slot; false (the default) = every transfer completes at its place in the "
-                    "schedule; the same results either way; acts with pp > 1. Measured on 4 NVLink H100s: +2.7% at "
+                    "schedule; the same results either way; needs pp > 1. Measured on 4 NVLink H100s: +2.7% at "
                     "virtual_pp 4, 1.5-3% slower at virtual_pp 2 and 1F1B (NCCL's kernels, started early, wait for "
                     "the peer on SMs the compute needs); try it where transfers are slow (PCIe, across nodes)"));
   f.push_back(field(pa, "zero1", &P::parallelism, &Par::zero1, "shard the Adam state over DP ranks"));

@@ -374,6 +374,12 @@ void check_relations(ResolveContext& ctx) {
   // (layers_per_stage then lists one count per chunk, in model order).
   const int pp = par.pp, vpp = par.virtual_pp, chunks = pp * vpp;
   const std::string split_of = vpp > 1 ? "pp·virtual_pp=" + str(pp) + "·" + str(vpp) + "=" + str(chunks) : "pp";
+  // The overlapped exchanges move stage tensors between pipeline stages; one stage has none.
+  if (par.pp_comm_overlap && pp == 1)
+    ctx.violation("parallelism.pp_comm_overlap",
+                  "parallelism.pp_comm_overlap=true needs parallelism.pp > 1 (it overlaps the pipeline's sends and "
+                  "receives between stages with compute), got pp=1",
+                  "set parallelism.pp ≥ 2, or pp_comm_overlap=false");
   if (vpp > 1 && pp < 2)
     ctx.violation(
         "parallelism.virtual_pp",

@@ -150,7 +150,7 @@ struct ParallelismConfig {
   // Start the pipeline's neighbour exchanges as early as their data allows and wait for each only
   // where a forward/backward needs its slot (plan/pipeline_overlap.hpp); false = each completes at
   // its place in the schedule (the default: on NVLink H100s the early NCCL kernels slow the
-  // compute they run beside more than the transfers gain; docs/performance.md). Acts with pp > 1.
+  // compute they run beside more than the transfers gain; docs/performance.md). Needs pp > 1.
   bool pp_comm_overlap = false;
   bool zero1 = false;  // distributed optimizer (shard Adam state over DP)
   // ZeRO-1: all-gather the updated weights bucket by bucket while the next forward runs (each

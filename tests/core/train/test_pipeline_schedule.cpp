@@ -564,8 +564,8 @@ std::string simulate_overlapped(const std::vector<std::vector<PipeOp>>& blocking
       for (const PipeOp& op : list) v = std::max(v, op.chunk + 1);
     return v;
   }();
-  std::vector<std::vector<PipeOp>> ops;
-  for (int k = 0; k < P; ++k) ops.push_back(overlapped_order(blocking[size_t(k)], slots[size_t(k)]));
+  std::vector<std::vector<PipeOp>> ops(static_cast<size_t>(P));
+  for (int k = 0; k < P; ++k) ops[size_t(k)] = overlapped_order(blocking[size_t(k)], slots[size_t(k)]);
   using Key = std::pair<int, int>;  // (chunk, micro-batch)
   struct Stage {
     size_t pc = 0;
