@@ -9,22 +9,16 @@ of 50 iterations after 10 warm-up ones.
 """
 import torch
 
+from event_timing import mean_us
+
 ROWS, D, F = 8 * 1024, 2048, 2816
 
 
-def timed(fn, iters=50, warm=10):
-    for _ in range(warm):
-        fn()
-    torch.cuda.synchronize(0)
-    torch.cuda.synchronize(1)
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(iters):
-        fn()
-    end.record()
-    torch.cuda.synchronize(0)
-    torch.cuda.synchronize(1)
-    return start.elapsed_time(end) * 1000.0 / iters
+def timed(fn):
+    def sync():  # both GPUs' work done
+        torch.cuda.synchronize(0)
+        torch.cuda.synchronize(1)
+    return mean_us(fn, sync=sync)
 
 
 def main():

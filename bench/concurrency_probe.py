@@ -9,20 +9,13 @@ CUDA-event means of 20 iterations after 5 warm-up ones.
 """
 import torch
 
+from event_timing import mean_us
+
 CYCLES = 2_000_000  # about 1 ms at H100 clocks
 
 
-def timed(fn, iters=20, warm=5):
-    for _ in range(warm):
-        fn()
-    torch.cuda.synchronize()
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record()
-    for _ in range(iters):
-        fn()
-    e.record()
-    torch.cuda.synchronize()
-    return s.elapsed_time(e) * 1000.0 / iters
+def timed(fn):
+    return mean_us(fn, iters=20, warm=5)
 
 
 def main():

@@ -16,21 +16,16 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from event_timing import mean_us
+
 ROWS, D, F = 8 * 1024, 2048, 5632
 
 
-def timed(fn, iters=50, warm=10):
-    for _ in range(warm):
-        fn()
-    torch.cuda.synchronize()
-    dist.barrier()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(iters):
-        fn()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) * 1000.0 / iters  # µs
+def timed(fn):
+    def sync():  # every rank's work done, then the ranks lined up
+        torch.cuda.synchronize()
+        dist.barrier()
+    return mean_us(fn, sync=sync)
 
 
 def worker(rank, world, port, q):

@@ -1,7 +1,8 @@
 // One train_probe world (tests/tools/train_probe.cpp) on CPU ranks under mpirun with the parity
 // tests' schedule — 20 steps of 8 samples in micro-batches of 2, weight decay 0.1, clip 1.0 — plus
 // the caller's overrides and probe flags, read back as a Trained result. Shared by every
-// parallel-vs-serial test (training parity, SP, interleaved PP, CP, resharding).
+// parallel-vs-serial test (training parity, SP, interleaved PP, CP, resharding), with the one
+// Layout (a named world of ranks and its parallelism overrides) they iterate over.
 #pragma once
 
 #include <doctest/doctest.h>
@@ -32,6 +33,28 @@ inline Trained run_train_probe(const std::string& recipe, int world, const std::
   INFO(label << " mpirun output:\n" << r.output);
   REQUIRE(r.exit_code == 0);
   return read_result(out, world);
+}
+
+// A parallel layout under test: its name (for messages), its world size and its overrides.
+struct Layout {
+  std::string name;
+  int world;
+  std::vector<std::string> overrides;
+};
+
+// One world of `l` over a model of `num_layers` layers (4: the most pp·virtual_pp the layouts use;
+// an override in `l` or `extra` may set another), optionally resumed from `load`, stopped after
+// `stop_after` steps and saved into `save`; the layout's overrides, then `extra`.
+inline Trained run_layout_probe(const std::string& recipe, const Layout& l, const std::filesystem::path& out,
+                                const std::vector<std::string>& extra = {}, const std::string& load = "",
+                                int stop_after = -1, const std::string& save = "") {
+  std::vector<std::string> args = {"model.num_layers=4"};
+  if (!load.empty()) args.insert(args.end(), {"--load", load});
+  if (stop_after >= 0) args.insert(args.end(), {"--stop-after", std::to_string(stop_after)});
+  if (!save.empty()) args.insert(args.end(), {"--save", save});
+  args.insert(args.end(), l.overrides.begin(), l.overrides.end());
+  args.insert(args.end(), extra.begin(), extra.end());
+  return run_train_probe(recipe, l.world, out, args, l.name);
 }
 
 }  // namespace recipe::testing

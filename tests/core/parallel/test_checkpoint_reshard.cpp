@@ -19,28 +19,17 @@ TEST_SUITE_BEGIN("core/parallel");
 
 namespace fs = std::filesystem;
 using recipe::testing::rel_l2;
+using recipe::testing::Layout;
 using recipe::testing::TempOut;
 using recipe::testing::Trained;
 
 namespace {
 
-struct Layout {
-  std::string name;
-  int world;
-  std::vector<std::string> overrides;
-};
-
 // One probe world (4 layers, so that pp = 4 fits): 20-step schedule, optionally resumed from `load`, stopped after `stop_after`,
 // saving into `save`.
 Trained probe(const std::string& recipe, const Layout& l, const fs::path& out, const std::string& load, int stop_after,
               const std::string& save, const std::vector<std::string>& extra = {}) {
-  std::vector<std::string> args = {"model.num_layers=4"};
-  if (!load.empty()) args.insert(args.end(), {"--load", load});
-  if (stop_after >= 0) args.insert(args.end(), {"--stop-after", std::to_string(stop_after)});
-  if (!save.empty()) args.insert(args.end(), {"--save", save});
-  args.insert(args.end(), l.overrides.begin(), l.overrides.end());
-  args.insert(args.end(), extra.begin(), extra.end());
-  return recipe::testing::run_train_probe(recipe, l.world, out, args, l.name);
+  return recipe::testing::run_layout_probe(recipe, l, out, extra, load, stop_after, save);
 }
 
 void check_resumed(const Trained& serial, const Trained& first, const Trained& resumed, const std::string& what,

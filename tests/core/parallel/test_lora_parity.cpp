@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "tests/core/parallel/mpi_test_util.hpp"
+#include "tests/core/parallel/probe_run.hpp"
 #include "tests/core/parallel/trained_result.hpp"
 
 TEST_SUITE_BEGIN("core/parallel");
@@ -22,6 +23,7 @@ using recipe::testing::MpiRun;
 using recipe::testing::read_result;
 using recipe::testing::rel_l2;
 using recipe::testing::run_mpi;
+using recipe::testing::Layout;
 using recipe::testing::TempOut;
 using recipe::testing::tool_path;
 using recipe::testing::Trained;
@@ -101,11 +103,6 @@ void check_lora_equal(const Trained& serial, const Trained& par, const std::stri
 }
 
 // The layouts every LoRA parity case runs against one process.
-struct Layout {
-  std::string name;
-  int world;
-  std::vector<std::string> overrides;
-};
 const std::vector<Layout> kLayouts = {
     {"TP2", 2, {"parallelism.tp=2"}},
     {"PP2", 2, {"parallelism.pp=2"}},

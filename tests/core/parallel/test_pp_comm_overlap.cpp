@@ -23,16 +23,12 @@ TEST_SUITE_BEGIN("core/parallel");
 
 namespace fs = std::filesystem;
 using recipe::testing::rel_l2;
+using recipe::testing::Layout;
+using recipe::testing::run_layout_probe;
 using recipe::testing::TempOut;
 using recipe::testing::Trained;
 
 namespace {
-
-struct Layout {
-  std::string name;
-  int world;
-  std::vector<std::string> overrides;  // num_layers included
-};
 
 const std::vector<Layout>& pipeline_layouts() {
   static const std::vector<Layout> l = {
@@ -41,12 +37,6 @@ const std::vector<Layout>& pipeline_layouts() {
       {"PP4 x virtual_pp 2", 4, {"model.num_layers=8", "parallelism.pp=4", "parallelism.virtual_pp=2"}},
   };
   return l;
-}
-
-Trained probe(const std::string& recipe, const Layout& l, const fs::path& out, const std::vector<std::string>& extra) {
-  std::vector<std::string> args = l.overrides;
-  args.insert(args.end(), extra.begin(), extra.end());
-  return recipe::testing::run_train_probe(recipe, l.world, out, args, l.name);
 }
 
 // Worst relative difference of the losses and worst relative L2 of the parameters.
@@ -75,8 +65,8 @@ TEST_CASE("PP with the overlapped exchanges gives the blocking exchanges' run bi
   for (const Layout& l : pipeline_layouts()) {
     INFO(l.name);
     const fs::path dir = tmp.path / ("case-" + std::to_string(n++));
-    const Trained overlapped = probe("gpt_tiny", l, dir / "on", {"parallelism.pp_comm_overlap=true"});
-    const Trained blocking = probe("gpt_tiny", l, dir / "off", {});
+    const Trained overlapped = run_layout_probe("gpt_tiny", l, dir / "on", {"parallelism.pp_comm_overlap=true"});
+    const Trained blocking = run_layout_probe("gpt_tiny", l, dir / "off", {});
     REQUIRE(overlapped.losses.size() == 20);
     CHECK(overlapped.problems.empty());
     for (size_t i = 0; i < blocking.losses.size(); ++i) CHECK(overlapped.losses[i] == blocking.losses[i]);
@@ -84,7 +74,7 @@ TEST_CASE("PP with the overlapped exchanges gives the blocking exchanges' run bi
     for (const auto& named : blocking.params)
       CHECK_MESSAGE(overlapped.params.at(named.first) == named.second, named.first);
     // One process of the same model (the blocking exchanges' own parity is test_training_parity's).
-    const Trained serial = probe("gpt_tiny", {"serial", 1, {l.overrides.front()}}, dir / "serial", {});
+    const Trained serial = run_layout_probe("gpt_tiny", {"serial", 1, {l.overrides.front()}}, dir / "serial", {});
     const auto [loss, param] = difference(serial, overlapped);
     CHECK(loss <= 1e-5);
     CHECK(param <= 1e-5);
@@ -109,9 +99,9 @@ TEST_CASE("CUDA: PP with the overlapped exchanges trains like one GPU and like t
       const fs::path dir = tmp.path / ("case-" + std::to_string(n++));
       std::vector<std::string> on = cuda;
       on.push_back("parallelism.pp_comm_overlap=true");
-      const Trained overlapped = probe(recipe, l, dir / "on", on);
-      const Trained blocking = probe(recipe, l, dir / "off", cuda);
-      const Trained serial = probe(recipe, {"serial", 1, {l.overrides.front()}}, dir / "serial", cuda);
+      const Trained overlapped = run_layout_probe(recipe, l, dir / "on", on);
+      const Trained blocking = run_layout_probe(recipe, l, dir / "off", cuda);
+      const Trained serial = run_layout_probe(recipe, {"serial", 1, {l.overrides.front()}}, dir / "serial", cuda);
       CHECK(overlapped.problems.empty());
       const auto [loss_b, param_b] = difference(blocking, overlapped);
       CHECK(loss_b <= 1e-6);

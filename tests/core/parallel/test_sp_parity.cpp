@@ -29,6 +29,7 @@ TEST_SUITE_BEGIN("core/parallel");
 
 namespace fs = std::filesystem;
 using recipe::testing::rel_l2;
+using recipe::testing::Layout;
 using recipe::testing::TempOut;
 using recipe::testing::Trained;
 
@@ -78,12 +79,6 @@ void check_equal(const Trained& serial, const Trained& par, const std::string& w
   CHECK(worst <= 1e-5);
   CHECK(serial.losses.back() < serial.losses.front() - 0.05);  // the curve moved
 }
-
-struct Layout {
-  std::string name;
-  int world;
-  std::vector<std::string> overrides;
-};
 
 void parity_for(const std::string& recipe) {
   if (!recipe::testing::mpirun_available()) {

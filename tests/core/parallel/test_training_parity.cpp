@@ -25,6 +25,7 @@ TEST_SUITE_BEGIN("core/parallel");
 
 namespace fs = std::filesystem;
 using recipe::testing::rel_l2;
+using recipe::testing::Layout;
 using recipe::testing::TempOut;
 using recipe::testing::Trained;
 
@@ -72,12 +73,6 @@ void check_equal(const Trained& serial, const Trained& par, const std::string& w
   // The curve really moved: equal curves of an untrained model would prove nothing.
   CHECK(serial.losses.back() < serial.losses.front() - 0.05);
 }
-
-struct Layout {
-  std::string name;
-  int world;
-  std::vector<std::string> overrides;
-};
 
 const std::vector<Layout>& layouts() {
   static const std::vector<Layout> l = {

@@ -22,30 +22,12 @@ TEST_SUITE_BEGIN("core/parallel");
 
 namespace fs = std::filesystem;
 using recipe::testing::rel_l2;
+using recipe::testing::Layout;
+using recipe::testing::run_layout_probe;
 using recipe::testing::TempOut;
 using recipe::testing::Trained;
 
 namespace {
-
-struct Layout {
-  std::string name;
-  int world;
-  std::vector<std::string> overrides;
-};
-
-// One train_probe world over 20 steps of 8 samples in micro-batches of 2; optionally resumed from
-// `load`, stopped after `stop_after` steps and saved into `save`.
-Trained probe(const std::string& recipe, const Layout& l, const fs::path& out,
-              const std::vector<std::string>& extra = {}, const std::string& load = "", int stop_after = -1,
-              const std::string& save = "") {
-  std::vector<std::string> args = {"model.num_layers=4"};
-  if (!load.empty()) args.insert(args.end(), {"--load", load});
-  if (stop_after >= 0) args.insert(args.end(), {"--stop-after", std::to_string(stop_after)});
-  if (!save.empty()) args.insert(args.end(), {"--save", save});
-  args.insert(args.end(), l.overrides.begin(), l.overrides.end());
-  args.insert(args.end(), extra.begin(), extra.end());
-  return recipe::testing::run_train_probe(recipe, l.world, out, args, l.name);
-}
 
 // Worst relative difference of the losses `got` against `ref` from ref's step `offset` on.
 double worst_loss(const Trained& got, const Trained& ref, size_t offset = 0) {
@@ -84,7 +66,7 @@ void vpp_parity_for(const std::string& recipe, const std::vector<std::string>& e
     return;
   }
   TempOut tmp("vpp-" + recipe);
-  const Trained serial = probe(recipe, kSerial, tmp.path / "serial", extra);
+  const Trained serial = run_layout_probe(recipe, kSerial, tmp.path / "serial", extra);
   REQUIRE(serial.losses.size() == 20);
   CHECK(serial.losses.back() < serial.losses.front() - 0.05);  // the curve really moved
   const std::vector<Layout> layouts = {
@@ -95,7 +77,7 @@ void vpp_parity_for(const std::string& recipe, const std::vector<std::string>& e
   int n = 0;
   for (const Layout& l : layouts) {
     if (l.world > max_world) continue;
-    const Trained par = probe(recipe, l, tmp.path / ("par-" + std::to_string(n++)), extra);
+    const Trained par = run_layout_probe(recipe, l, tmp.path / ("par-" + std::to_string(n++)), extra);
     INFO(recipe << " " << l.name);
     CHECK(par.problems.empty());
     INFO(par.problems);
@@ -123,16 +105,16 @@ TEST_CASE("a checkpoint saved at PP2 x virtual_pp 2 resumes at one process and a
     return;
   }
   TempOut tmp("vpp-ckpt");
-  const Trained serial = probe("gpt_tiny", kSerial, tmp.path / "serial");
+  const Trained serial = run_layout_probe("gpt_tiny", kSerial, tmp.path / "serial");
   REQUIRE(serial.losses.size() == 20);
   const fs::path ckpt = tmp.path / "ckpt";
-  const Trained first = probe("gpt_tiny", kPp2V2, tmp.path / "first", {}, "", 10, ckpt.string());
+  const Trained first = run_layout_probe("gpt_tiny", kPp2V2, tmp.path / "first", {}, "", 10, ckpt.string());
   REQUIRE(first.losses.size() == 10);
   REQUIRE(fs::exists(ckpt / "step-10" / "metadata.json"));
   CHECK(worst_loss(first, serial) <= 1e-5);
   for (const Layout& l : {kSerial, Layout{"PP2", 2, {"parallelism.pp=2"}}}) {
     INFO("resumed as " << l.name);
-    const Trained resumed = probe("gpt_tiny", l, tmp.path / ("resumed-" + l.name), {}, (ckpt / "step-10").string());
+    const Trained resumed = run_layout_probe("gpt_tiny", l, tmp.path / ("resumed-" + l.name), {}, (ckpt / "step-10").string());
     REQUIRE(resumed.losses.size() == 10);
     CHECK(resumed.problems.empty());
     CHECK(worst_loss(resumed, serial, 10) <= 1e-5);

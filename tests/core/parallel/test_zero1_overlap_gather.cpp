@@ -22,28 +22,12 @@ TEST_SUITE_BEGIN("core/parallel");
 
 namespace fs = std::filesystem;
 using recipe::testing::rel_l2;
+using recipe::testing::Layout;
+using recipe::testing::run_layout_probe;
 using recipe::testing::TempOut;
 using recipe::testing::Trained;
 
 namespace {
-
-struct Layout {
-  std::string name;
-  int world;
-  std::vector<std::string> overrides;
-};
-
-// 4 layers (PP2 × virtual_pp 2 needs 4 chunks); every run, the serial one included.
-Trained probe(const std::string& recipe, const Layout& l, const fs::path& out, const std::vector<std::string>& extra,
-              const std::string& load = "", int stop_after = -1, const std::string& save = "") {
-  std::vector<std::string> args = {"model.num_layers=4"};
-  if (!load.empty()) args.insert(args.end(), {"--load", load});
-  if (stop_after >= 0) args.insert(args.end(), {"--stop-after", std::to_string(stop_after)});
-  if (!save.empty()) args.insert(args.end(), {"--save", save});
-  args.insert(args.end(), l.overrides.begin(), l.overrides.end());
-  args.insert(args.end(), extra.begin(), extra.end());
-  return recipe::testing::run_train_probe(recipe, l.world, out, args, l.name);
-}
 
 void check_close(const Trained& serial, const Trained& par, const std::string& what, double loss_tol,
                  double param_tol) {
@@ -106,12 +90,12 @@ TEST_CASE("ZeRO-1 with the overlapped weight gather trains like one process (man
   }
   for (const std::string recipe : {"gpt_tiny", "llama_tiny"}) {
     TempOut tmp("z1ov-" + recipe);
-    const Trained serial = probe(recipe, {"serial", 1, {}}, tmp.path / "serial", {});
+    const Trained serial = run_layout_probe(recipe, {"serial", 1, {}}, tmp.path / "serial", {});
     REQUIRE(serial.losses.size() == 20);
     CHECK(serial.losses.back() < serial.losses.front() - 0.05);  // the curve moved
     int n = 0;
     for (const Layout& l : overlapped_layouts()) {
-      const Trained par = probe(recipe, l, tmp.path / ("par-" + std::to_string(n++)), {});
+      const Trained par = run_layout_probe(recipe, l, tmp.path / ("par-" + std::to_string(n++)), {});
       check_close(serial, par, recipe + " " + l.name, 1e-5, 1e-5);
     }
   }
@@ -127,8 +111,8 @@ TEST_CASE("ZeRO-1: the overlapped weight gather gives the blocking gather's run 
   for (const Layout& l : {Layout{"DP2+ZeRO-1", 2, {kZero1, kPerLayer}},
                           Layout{"PP2xDP2+ZeRO-1", 4, {"parallelism.pp=2", kZero1, kSmall}}}) {
     const fs::path dir = tmp.path / ("case-" + std::to_string(n++));
-    const Trained overlapped = probe("gpt_tiny", l, dir / "on", {});
-    const Trained blocking = probe("gpt_tiny", l, dir / "off", {"parallelism.zero1_overlap_gather=false"});
+    const Trained overlapped = run_layout_probe("gpt_tiny", l, dir / "on", {});
+    const Trained blocking = run_layout_probe("gpt_tiny", l, dir / "off", {"parallelism.zero1_overlap_gather=false"});
     REQUIRE(overlapped.losses.size() == 20);
     check_bitwise(blocking, overlapped, "gpt_tiny " + l.name + ": overlapped vs blocking gather");
   }
@@ -141,10 +125,10 @@ TEST_CASE("ZeRO-1 with the overlapped weight gather resumes from a checkpoint bi
   }
   TempOut tmp("z1ov-resume");
   const Layout l{"DP2+ZeRO-1, 0.1 MiB buckets", 2, {kZero1, kSmall}};
-  const Trained whole = probe("gpt_tiny", l, tmp.path / "whole", {});
-  const Trained first = probe("gpt_tiny", l, tmp.path / "first", {}, "", 10, (tmp.path / "ckpt").string());
+  const Trained whole = run_layout_probe("gpt_tiny", l, tmp.path / "whole", {});
+  const Trained first = run_layout_probe("gpt_tiny", l, tmp.path / "first", {}, "", 10, (tmp.path / "ckpt").string());
   REQUIRE(fs::exists(tmp.path / "ckpt" / "step-10" / "metadata.json"));
-  const Trained resumed = probe("gpt_tiny", l, tmp.path / "resumed", {}, (tmp.path / "ckpt" / "step-10").string());
+  const Trained resumed = run_layout_probe("gpt_tiny", l, tmp.path / "resumed", {}, (tmp.path / "ckpt" / "step-10").string());
   REQUIRE(whole.losses.size() == 20);
   REQUIRE(first.losses.size() == 10);
   REQUIRE(resumed.losses.size() == 10);
@@ -167,11 +151,11 @@ TEST_CASE("CUDA: ZeRO-1 with the overlapped weight gather trains like one GPU (b
   const std::vector<std::string> cuda = {"trainer.device=cuda", "trainer.precision=bf16"};
   for (const std::string recipe : {"gpt_tiny", "llama_tiny"}) {
     TempOut tmp("z1ov-cuda-" + recipe);
-    const Trained serial = probe(recipe, {"serial", 1, {}}, tmp.path / "serial", cuda);
+    const Trained serial = run_layout_probe(recipe, {"serial", 1, {}}, tmp.path / "serial", cuda);
     int n = 0;
     for (const Layout& l : overlapped_layouts()) {
       if (l.world > gpus) continue;
-      const Trained par = probe(recipe, l, tmp.path / ("par-" + std::to_string(n++)), cuda);
+      const Trained par = run_layout_probe(recipe, l, tmp.path / ("par-" + std::to_string(n++)), cuda);
       check_close(serial, par, recipe + " on CUDA " + l.name, 1e-2, 3e-2);
       CHECK(par.device_step == 1);
       CHECK(par.graph_steps == 19);  // step 1 is the eager warm-up; the gathers are in the graph
@@ -179,8 +163,8 @@ TEST_CASE("CUDA: ZeRO-1 with the overlapped weight gather trains like one GPU (b
     std::vector<std::string> off = cuda;
     off.push_back("parallelism.zero1_overlap_gather=false");
     const Layout dp2{"DP2+ZeRO-1", 2, {kZero1, kPerLayer}};
-    const Trained on = probe(recipe, dp2, tmp.path / "on", cuda);
-    const Trained blocking = probe(recipe, dp2, tmp.path / "off", off);
+    const Trained on = run_layout_probe(recipe, dp2, tmp.path / "on", cuda);
+    const Trained blocking = run_layout_probe(recipe, dp2, tmp.path / "off", off);
     check_close(blocking, on, recipe + " on CUDA: overlapped vs blocking gather", 1e-5, 1e-5);
   }
 }
