@@ -111,5 +111,19 @@ run pp4-bal-ov 4 parallelism.tp=1 parallelism.pp=4 parallelism.pipeline_split=ba
 run pp4-v4 4 parallelism.tp=1 parallelism.pp=4 parallelism.virtual_pp=4 trainer.micro_batch_size=2 trainer.global_batch_size=16
 run pp4-mb1-v4 4 parallelism.tp=1 parallelism.pp=4 parallelism.virtual_pp=4 trainer.micro_batch_size=1 trainer.global_batch_size=16
 run tp1-mb1 1 parallelism.tp=1 trainer.micro_batch_size=1 trainer.global_batch_size=16
+# The same layouts at larger global batches (gradient accumulation): DP's reduction and the
+# pipeline's bubble are paid once per step, so their share shrinks with the micro-batches a step holds.
+run dp1-acc4 1 $G345 trainer.global_batch_size=32
+run dp4-zero1-acc4 4 $G345 trainer.global_batch_size=128 parallelism.zero1=true
+run dp4-zero1-b256-acc4 4 $G345 trainer.global_batch_size=128 parallelism.zero1=true parallelism.grad_bucket_mb=256
+run dp1-acc2 1 $G345 trainer.global_batch_size=16
+run dp4-zero1-acc2 4 $G345 trainer.global_batch_size=64 parallelism.zero1=true
+run tp1-mb1-gb64 1 parallelism.tp=1 trainer.micro_batch_size=1 trainer.global_batch_size=64
+run pp4-mb1-v2-bal-gb64 4 parallelism.tp=1 parallelism.pp=4 parallelism.virtual_pp=2 parallelism.pipeline_split=balanced trainer.micro_batch_size=1 trainer.global_batch_size=64
+run pp4-mb1-v4-gb64 4 parallelism.tp=1 parallelism.pp=4 parallelism.virtual_pp=4 trainer.micro_batch_size=1 trainer.global_batch_size=64
+run tp1-gb64 1 parallelism.tp=1 trainer.micro_batch_size=2 trainer.global_batch_size=64
+run pp4-v2-bal-gb64 4 parallelism.tp=1 parallelism.pp=4 parallelism.virtual_pp=2 parallelism.pipeline_split=balanced trainer.micro_batch_size=2 trainer.global_batch_size=64
+run tp1-mb1-gb32 1 parallelism.tp=1 trainer.micro_batch_size=1 trainer.global_batch_size=32
+run pp4-mb1-v2-bal-gb32 4 parallelism.tp=1 parallelism.pp=4 parallelism.virtual_pp=2 parallelism.pipeline_split=balanced trainer.micro_batch_size=1 trainer.global_batch_size=32
 run cp1-8k 1 parallelism.tp=1 model.seq_length=8192 trainer.micro_batch_size=1 trainer.global_batch_size=2
 run cp2-8k 2 parallelism.tp=1 model.seq_length=8192 parallelism.cp=2 trainer.micro_batch_size=1 trainer.global_batch_size=2
