@@ -125,5 +125,10 @@ run tp1-gb64 1 parallelism.tp=1 trainer.micro_batch_size=2 trainer.global_batch_
 run pp4-v2-bal-gb64 4 parallelism.tp=1 parallelism.pp=4 parallelism.virtual_pp=2 parallelism.pipeline_split=balanced trainer.micro_batch_size=2 trainer.global_batch_size=64
 run tp1-mb1-gb32 1 parallelism.tp=1 trainer.micro_batch_size=1 trainer.global_batch_size=32
 run pp4-mb1-v2-bal-gb32 4 parallelism.tp=1 parallelism.pp=4 parallelism.virtual_pp=2 parallelism.pipeline_split=balanced trainer.micro_batch_size=1 trainer.global_batch_size=32
+run tp1-mb1-gb128 1 parallelism.tp=1 trainer.micro_batch_size=1 trainer.global_batch_size=128
+run pp4-mb1-v2-bal-gb128 4 parallelism.tp=1 parallelism.pp=4 parallelism.virtual_pp=2 parallelism.pipeline_split=balanced trainer.micro_batch_size=1 trainer.global_batch_size=128
+run pp4-mb1-bal-gb64 4 parallelism.tp=1 parallelism.pp=4 parallelism.pipeline_split=balanced trainer.micro_batch_size=1 trainer.global_batch_size=64
+run pp4-mb1-bal-gb128 4 parallelism.tp=1 parallelism.pp=4 parallelism.pipeline_split=balanced trainer.micro_batch_size=1 trainer.global_batch_size=128
+run pp4-bal-gb64 4 parallelism.tp=1 parallelism.pp=4 parallelism.pipeline_split=balanced trainer.micro_batch_size=2 trainer.global_batch_size=64
 run cp1-8k 1 parallelism.tp=1 model.seq_length=8192 trainer.micro_batch_size=1 trainer.global_batch_size=2
 run cp2-8k 2 parallelism.tp=1 model.seq_length=8192 parallelism.cp=2 trainer.micro_batch_size=1 trainer.global_batch_size=2
