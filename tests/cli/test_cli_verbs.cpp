@@ -175,6 +175,25 @@ TEST_CASE("--dry-run says when the output head makes the last pipeline stage the
   CHECK(overlapped.out.find("%, PP comm overlap") != std::string::npos);
 }
 
+TEST_CASE("--dry-run says when interleaving shrinks an already small bubble") {
+  TempDir tmp;
+  // PP2 × virtual_pp 2: each micro-batch crosses 3 stage boundaries instead of 1. At 20
+  // micro-batches plain 1F1B's bubble is 1/20 = 5%: no note; at 32 it is 3.1%: the note.
+  auto plan = [&](const char* global) {
+    return run({"pretrain", "gpt_tiny", "model.num_layers=4", "parallelism.pp=2", "parallelism.virtual_pp=2",
+                "trainer.micro_batch_size=1", global, "executor.cpu_ranks=2", "--dry-run", "--experiments-dir",
+                tmp.str()});
+  };
+  auto few = plan("trainer.global_batch_size=20");
+  REQUIRE_MESSAGE(few.code == 0, few.err);
+  CHECK(few.out.find("interleaving:") == std::string::npos);
+  auto many = plan("trainer.global_batch_size=32");
+  REQUIRE_MESSAGE(many.code == 0, many.err);
+  CHECK(many.out.find("interleaving: each micro-batch crosses 3 stage boundaries instead of 1, to shrink a 1F1B "
+                      "bubble of only 3.1%; where transfers do not run beside compute, parallelism.virtual_pp=1 "
+                      "can be faster") != std::string::npos);
+}
+
 TEST_CASE("--dry-run prints the rank map, memory and launch command and creates nothing") {
   TempDir tmp;
   auto r = run(
