@@ -48,12 +48,13 @@ fi
 has scaling || exit 0
 L1B="model.num_layers=16 model.hidden_size=2048 model.num_attention_heads=16 model.num_kv_heads=8 model.ffn_hidden_size=5632 model.vocab_size=32000 model.seq_length=1024 trainer.recompute=none"
 want() { [[ -z ${RUNS:-} || " $RUNS " == *" $1 "* ]]; }
-run() { # label gpus [model] overrides... (model: llama3_8b with the ~1B shape unless the first override is gpt3_345m)
+run() { # label gpus [model] overrides... (model: llama3_8b with the ~1B shape unless the first override is gpt3_345m or llama3_70b)
   local label=$1 n=$2; shift 2
   [[ $n -gt $G ]] && return
   want "$label" || return
   local model=(llama3_8b $L1B)
   [[ ${1:-} == gpt3_345m ]] && { model=(gpt3_345m); shift; }
+  [[ ${1:-} == llama3_70b ]] && { model=(llama3_70b executor.kind=local parallelism.pp=1 parallelism.dp=1); shift; }
   local t0=$SECONDS
   timeout ${RUN_S:-90} $B/bin/recipe pretrain "${model[@]}" "$@" --device cuda --gpus-per-node $n --max-steps 25 trainer.log_interval=5 \
     checkpoint.save_final=false --experiments-dir /tmp/dev/scal --name "$label" >$out/scal-$label.log 2>&1
@@ -64,11 +65,13 @@ d = sorted(glob.glob(os.path.join(sys.argv[1], "run-*")))
 t = [json.loads(l) for l in open(os.path.join(d[-1], "timing.jsonl"))][5:] if d and os.path.exists(os.path.join(d[-1], "timing.jsonl")) else []
 if not t: print(f"| {sys.argv[2]} | {sys.argv[3]} | failed |"); sys.exit()
 tps = sum(x["tokens_per_sec"] for x in t) / len(t)
-print(f"| {sys.argv[2]} | {sys.argv[3]} | {tps:,.0f} | {tps/int(sys.argv[3]):,.0f} | {sum(x['step_ms'] for x in t)/len(t):.1f} | {max(x['peak_memory_bytes'] for x in t)/2**30:.2f} |")
+mfu = [x["mfu"] for x in t if x.get("mfu") is not None]
+mfu = f"{100 * sum(mfu) / len(mfu):.1f}%" if mfu else "n/a"
+print(f"| {sys.argv[2]} | {sys.argv[3]} | {tps:,.0f} | {tps/int(sys.argv[3]):,.0f} | {sum(x['step_ms'] for x in t)/len(t):.1f} | {max(x['peak_memory_bytes'] for x in t)/2**30:.2f} | {mfu} |")
 PY
 }
 exec > >(tee "$out/scaling.md")
-echo "| run | GPUs | tok/s | tok/s per GPU | step ms | peak GiB |"
+echo "| run | GPUs | tok/s | tok/s per GPU | step ms | peak GiB | MFU |"
 G345="gpt3_345m trainer.micro_batch_size=8"
 run dp1 1 $G345 trainer.global_batch_size=8
 run dp4-zero1-blocking 4 $G345 trainer.global_batch_size=32 parallelism.zero1=true parallelism.zero1_overlap_gather=false
@@ -130,5 +133,11 @@ run pp4-mb1-v2-bal-gb128 4 parallelism.tp=1 parallelism.pp=4 parallelism.virtual
 run pp4-mb1-bal-gb64 4 parallelism.tp=1 parallelism.pp=4 parallelism.pipeline_split=balanced trainer.micro_batch_size=1 trainer.global_batch_size=64
 run pp4-mb1-bal-gb128 4 parallelism.tp=1 parallelism.pp=4 parallelism.pipeline_split=balanced trainer.micro_batch_size=1 trainer.global_batch_size=128
 run pp4-bal-gb64 4 parallelism.tp=1 parallelism.pp=4 parallelism.pipeline_split=balanced trainer.micro_batch_size=2 trainer.global_batch_size=64
+# The Llama 70B layer slice (hidden 8192, 64/8 heads, ffn 28672, seq 8192). The target is TP8 on
+# one 8-GPU node; on 4 GPUs, TP4 with as many layers as fit.
+run 70b-tp4-l12 4 llama3_70b parallelism.tp=4 model.num_layers=12 trainer.recompute=none trainer.micro_batch_size=1 trainer.global_batch_size=1
+run 70b-tp4-l12-acc4 4 llama3_70b parallelism.tp=4 model.num_layers=12 trainer.recompute=none trainer.micro_batch_size=1 trainer.global_batch_size=4
+run 70b-tp4-l16-full 4 llama3_70b parallelism.tp=4 model.num_layers=16 trainer.micro_batch_size=1 trainer.global_batch_size=4
+run 70b-tp8-l24 8 llama3_70b parallelism.tp=8 model.num_layers=24 trainer.recompute=none trainer.micro_batch_size=1 trainer.global_batch_size=4
 run cp1-8k 1 parallelism.tp=1 model.seq_length=8192 trainer.micro_batch_size=1 trainer.global_batch_size=2
 run cp2-8k 2 parallelism.tp=1 model.seq_length=8192 parallelism.cp=2 trainer.micro_batch_size=1 trainer.global_batch_size=2
