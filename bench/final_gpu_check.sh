@@ -54,7 +54,7 @@ run() { # label gpus [model] overrides... (model: llama3_8b with the ~1B shape u
   want "$label" || return
   local model=(llama3_8b $L1B)
   [[ ${1:-} == gpt3_345m ]] && { model=(gpt3_345m); shift; }
-  [[ ${1:-} == llama3_70b ]] && { model=(llama3_70b executor.kind=local parallelism.pp=1 parallelism.dp=1); shift; }
+  [[ ${1:-} == llama3_70b ]] && { model=(llama3_70b executor.kind=local executor.nodes=1 parallelism.pp=1 parallelism.dp=1); shift; }
   local t0=$SECONDS
   timeout ${RUN_S:-90} $B/bin/recipe pretrain "${model[@]}" "$@" --device cuda --gpus-per-node $n --max-steps 25 trainer.log_interval=5 \
     checkpoint.save_final=false --experiments-dir /tmp/dev/scal --name "$label" >$out/scal-$label.log 2>&1
