@@ -40,8 +40,12 @@ std::optional<plan::Plan> eval_plan(const std::string& dir, const EvalArgs& a, s
       [](const std::string& key) { return key.rfind("executor.", 0) != 0 && key.rfind("checkpoint.", 0) != 0; },
       "the model and its data are unknown (a checkpoint written by `recipe pretrain`/`finetune` has it)", err);
   if (plan && plan->trainer.eval_interval <= 0) {
+    // The resolver's own advice for a plan without validation data may be to turn validation off,
+    // which is not a way out here: say what is.
     err << "error: trainer.eval_interval=" << plan->trainer.eval_interval
-        << ": evaluation needs validation on\n  fix: leave trainer.eval_interval out of the overrides\n";
+        << ": evaluation needs validation on\n  fix: leave trainer.eval_interval out of the overrides; if the "
+           "validation split holds no sample, give it a share of the data (e.g. data.split=\"90,10,0\") or name "
+           "other data (data.path=...)\n";
     return std::nullopt;
   }
   return plan;

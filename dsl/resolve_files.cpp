@@ -73,6 +73,7 @@ std::string prepare_fix(const plan::DataConfig& d, const std::string& prefix, bo
 struct DatasetSummary {
   std::array<int64_t, 3> tokens{};
   std::array<int64_t, 3> documents{};
+  uint64_t bin_tokens = 0;  // the .bin's size in tokens (what a loss mask must cover)
 };
 
 // Reads <prefix>.idx (header, sequence lengths and pointers, the split bounds of the document index)
@@ -127,6 +128,7 @@ std::optional<DatasetSummary> read_dataset(ResolveContext& ctx, const std::strin
   // One pass over the lengths and pointers, in blocks: tokens per split and the bytes the .bin needs.
   DatasetSummary sum;
   for (size_t i = 0; i < 3; ++i) sum.documents[i] = ranges[i].size();
+  sum.bin_tokens = bin_size / item;
   constexpr uint64_t kBlock = 1 << 16;
   std::vector<char> lengths(4 * kBlock), pointers(8 * kBlock);
   uint64_t needed = 0;
@@ -158,8 +160,9 @@ std::optional<DatasetSummary> read_dataset(ResolveContext& ctx, const std::strin
   return sum;
 }
 
-// <prefix>.mask.bin of chat data: present, its header, its template and token count.
-void check_mask(ResolveContext& ctx, const std::string& field, const std::string& prefix) {
+// <prefix>.mask.bin of chat data: present, its header, its template, and that it covers the .bin
+// (header N = the .bin's tokens, one byte each after the header), as the loader checks at start.
+void check_mask(ResolveContext& ctx, const std::string& field, const std::string& prefix, uint64_t bin_tokens) {
   const plan::DataConfig& d = ctx.plan().data;
   const std::string path = prefix + ".mask.bin";
   const std::string fix = "prepare the data again with `recipe data prepare --format chat --chat-template " +
@@ -173,6 +176,21 @@ void check_mask(ResolveContext& ctx, const std::string& field, const std::string
   char head[kMaskHeaderBytes] = {};
   if (!in.read(head, kMaskHeaderBytes) || std::memcmp(head, kMaskMagic, 8) != 0) {
     ctx.violation(field, path + " is not a loss mask (bad magic or truncated header)", fix);
+    return;
+  }
+  const uint64_t covered = load<uint64_t>(head + 16), mask_size = fs::file_size(path, ec);
+  if (covered != bin_tokens) {
+    ctx.violation(field,
+                  path + " covers " + std::to_string(covered) + " tokens but " + prefix + ".bin holds " +
+                      std::to_string(bin_tokens) + ": the mask belongs to another version of the dataset",
+                  fix);
+    return;
+  }
+  if (mask_size != kMaskHeaderBytes + covered) {
+    ctx.violation(field,
+                  path + " is " + std::to_string(mask_size) + " bytes, expected " +
+                      std::to_string(kMaskHeaderBytes + covered) + " (header + one byte per token: truncated?)",
+                  fix);
     return;
   }
   std::string recorded(head + 24, 16);
@@ -224,7 +242,7 @@ void check_datasets(ResolveContext& ctx) {
       all_read = false;
       continue;
     }
-    if (sft) check_mask(ctx, field, prefix);
+    if (sft) check_mask(ctx, field, prefix, sum->bin_tokens);
     const std::string fix = "add data, lower model.seq_length, or give training a larger share in data.split";
     if (sft ? sum->documents[0] < 1 : sum->tokens[0] < sample_tokens)
       ctx.violation(field,

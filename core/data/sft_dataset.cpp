@@ -57,12 +57,20 @@ SftDataset::SftDataset(std::shared_ptr<const IndexedDataset> data, std::shared_p
   pack_trained_.assign(static_cast<size_t>(stats_.packs), 0);
   Sequence s;
   for (int64_t k = 0; k < stats_.packs; ++k) {
-    fill(k, s);
+    fill(k, s, &stats_.untrained);
     const auto n = std::count_if(s.targets.begin(), s.targets.end(), [](int32_t t) { return t >= 0; });
     pack_trained_[static_cast<size_t>(k)] = n;
     stats_.trained_tokens += n;
     stats_.padding += T - s.cu_seqlens.back();
   }
+  if (stats_.trained_tokens == 0)
+    throw std::runtime_error(
+        name_ + ": none of its " + std::to_string(stats_.conversations) +
+        " conversations has a trained token within model.seq_length+1 = " + std::to_string(T + 1) +
+        " tokens (their loss mask is 0 there" +
+        (stats_.truncated > 0 ? "; " + std::to_string(stats_.truncated) + " are cut to that length" : std::string()) +
+        "), so the loss would be 0 at every step; raise model.seq_length, shorten the prompts, or prepare the data "
+        "again (`recipe data prepare --format chat`) so that the answers are marked as trained");
 }
 
 std::vector<int64_t> SftDataset::pack_documents(int64_t k) const {
@@ -94,7 +102,7 @@ int64_t SftDataset::pack_of(int64_t idx) const {
   return (*epoch_order(idx / n))[static_cast<size_t>(idx % n)];
 }
 
-void SftDataset::fill(int64_t pack, Sequence& out) const {
+void SftDataset::fill(int64_t pack, Sequence& out, int64_t* untrained) const {
   const size_t T = static_cast<size_t>(seq_length_);
   out.inputs.assign(T, pad_id_);
   out.targets.assign(T, -1);
@@ -117,11 +125,16 @@ void SftDataset::fill(int64_t pack, Sequence& out) const {
           throw std::runtime_error(data_->bin_path() + " holds token id " + std::to_string(id) +
                                    " outside model.vocab_size=" + std::to_string(vocab_size_) +
                                    ": the data was tokenized with a different vocabulary than the model's");
+    bool trained = false;
     for (size_t t = 0; t < n; ++t) {
       out.inputs[o + t] = tok[t];
       out.positions[o + t] = static_cast<int32_t>(t);
-      if (t + 1 < read && m[t + 1] != 0) out.targets[o + t] = tok[t + 1];
+      if (t + 1 < read && m[t + 1] != 0) {
+        out.targets[o + t] = tok[t + 1];
+        trained = true;
+      }
     }
+    if (untrained && !trained) ++*untrained;
     o += n;
     out.cu_seqlens.push_back(static_cast<int32_t>(o));
   }

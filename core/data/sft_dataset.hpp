@@ -37,6 +37,7 @@ class SftDataset : public SampleSource {
   struct Stats {
     int64_t conversations = 0, packs = 0;
     int64_t truncated = 0;       // conversations longer than T + 1 tokens, cut (their tail is not trained)
+    int64_t untrained = 0;       // conversations with no trained target in the positions they occupy
     int64_t trained_tokens = 0;  // targets ≥ 0 over all packs of one epoch
     int64_t padding = 0;         // padding positions over all packs of one epoch
   };
@@ -44,7 +45,9 @@ class SftDataset : public SampleSource {
   // vocab_size > 0: every token read must be in [0, vocab_size). pad_id is the input id of padding
   // positions (any id of the vocabulary; it is never a target). max_samples_per_pack > 0: a pack
   // holds at most that many conversations (data.max_samples_per_pack: the bound lets cuDNN's ragged
-  // attention size its per-sample work). Throws when the range holds no conversation.
+  // attention size its per-sample work). Throws when the range holds no conversation, or when no
+  // conversation has a trained target within its first T + 1 tokens (nothing would be learned or
+  // measured: the loss would be 0 at every step).
   SftDataset(std::shared_ptr<const IndexedDataset> data, std::shared_ptr<const LossMask> mask, DocumentRange documents,
              int seq_length, uint64_t seed, bool pack, int32_t pad_id = 0, int64_t vocab_size = 0,
              const std::string& label = "", int max_samples_per_pack = 0);
@@ -64,7 +67,8 @@ class SftDataset : public SampleSource {
   std::vector<int64_t> pack_documents(int64_t k) const;
 
  private:
-  void fill(int64_t pack, Sequence& out) const;
+  // untrained (optional): += the pack's conversations that got no trained target.
+  void fill(int64_t pack, Sequence& out, int64_t* untrained = nullptr) const;
   std::shared_ptr<const std::vector<int64_t>> epoch_order(int64_t epoch) const;
 
   std::shared_ptr<const IndexedDataset> data_;

@@ -304,6 +304,7 @@ TEST_CASE("SFT packing: greedy in order, boundaries, positions restarting, targe
   packed.sequence(idx0, again);
   CHECK(again.targets == std::vector<int32_t>{11, 12, -1, -1, 22, 23, -1, -1});
   CHECK(packed.stats().trained_tokens == 4 + 1 + 4 + 0);
+  CHECK(packed.stats().untrained == 1);  // doc 4: one token, no target
 
   // pack = false: one conversation per sequence, padded at the end.
   const SftDataset single(ds, mask, {0, 5}, T, 7, /*pack=*/false, /*pad_id=*/1, 300);
@@ -360,6 +361,23 @@ TEST_CASE("SFT dataset checks token ids against the vocabulary") {
   auto mask = std::make_shared<const LossMask>(*ds);
   CHECK_THROWS_WITH_AS(SftDataset(ds, mask, {0, 1}, 4, 1, false, 0, 300), doctest::Contains("token id 400"),
                        std::runtime_error);
+}
+
+TEST_CASE("SFT dataset refuses a split in which no conversation has a trained target") {
+  TempDir dir;
+  // Doc 0: a mask of 0s. Doc 1: 10 tokens trained from token 8 on, cut to T + 1 = 5 tokens.
+  const std::string prefix =
+      write_sft(dir, {{5, 6, 7}, doc_tokens(1, 10)}, {{0, 0, 0}, {0, 0, 0, 0, 0, 0, 0, 0, 1, 1}});
+  auto ds = std::make_shared<const IndexedDataset>(prefix);
+  auto mask = std::make_shared<const LossMask>(*ds);
+  CHECK_THROWS_WITH_AS(SftDataset(ds, mask, {0, 2}, 4, 1, true, 0, 300),
+                       doctest::Contains("none of its 2 conversations has a trained token within "
+                                         "model.seq_length+1 = 5 tokens (their loss mask is 0 there; 1 are cut"),
+                       std::runtime_error);
+  // A longer sequence reaches doc 1's answer: it trains, and doc 0 counts as untrained.
+  const SftDataset longer(ds, mask, {0, 2}, 16, 1, true, 0, 300);
+  CHECK(longer.stats().untrained == 1);
+  CHECK(longer.stats().trained_tokens == 2);  // tokens 8 and 9, the targets of positions 7 and 8
 }
 
 TEST_SUITE_END();

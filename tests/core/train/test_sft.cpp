@@ -318,6 +318,32 @@ TEST_CASE("a tiny SFT run (plain template, byte tokenizer, data.pack=false) lowe
   CHECK(wrong.violations[0].message.find("data.chat_template=\"chatml\"") != std::string::npos);
   CHECK(wrong.violations[0].message.find("\"plain\"") != std::string::npos);
 
+  // A mask that does not cover the .bin (another dataset's, or cut short) is refused before
+  // launch too, as the loader would refuse it at start.
+  {
+    const std::string mask = o.output_prefix + ".mask.bin", saved = (dir / "saved.mask.bin").string();
+    std::filesystem::copy_file(mask, saved);
+    const auto size = std::filesystem::file_size(mask);
+    std::filesystem::resize_file(mask, size - 10);
+    auto cut = resolve(sft_recipe(o.output_prefix, false, "plain"));
+    REQUIRE(cut.violations.size() == 1);
+    CHECK(cut.violations[0].path == "data.path");
+    CHECK(cut.violations[0].message.find("bytes, expected " + std::to_string(size)) != std::string::npos);
+    // Another dataset's mask: its header's token count is not this .bin's.
+    std::filesystem::resize_file(mask, size);
+    {
+      std::fstream f(mask, std::ios::in | std::ios::out | std::ios::binary);
+      f.seekp(16);
+      const uint64_t other = 12345;
+      f.write(reinterpret_cast<const char*>(&other), 8);
+    }
+    auto other = resolve(sft_recipe(o.output_prefix, false, "plain"));
+    REQUIRE(other.violations.size() == 1);
+    CHECK(other.violations[0].message.find("covers 12345 tokens but") != std::string::npos);
+    std::filesystem::remove(mask);
+    std::filesystem::copy_file(saved, mask);
+  }
+
   auto be = test::cpu_backend();
 
   auto r = resolve(sft_recipe(o.output_prefix, false, "plain"));
