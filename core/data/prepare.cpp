@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "core/data/indexed_dataset.hpp"
+#include "core/data/remove_on_signal.hpp"
 #include "core/data/tokenizer.hpp"
 
 namespace recipe::data {
@@ -100,6 +101,7 @@ PrepareStats prepare_dataset(const PrepareOptions& opts) {
 
   PrepareStats stats;
   stats.vocab_size = tokenizer->vocab_size();
+  const RemoveOnSignal cleanup({bin_tmp, idx_tmp});  // Ctrl-C must not leave them behind either
   try {
     IndexedDatasetWriter writer(bin_tmp, idx_tmp, token_dtype_for_vocab(stats.vocab_size));
     const DocumentSink add = [&](const std::string& text) {

@@ -14,6 +14,7 @@
 #include "core/data/indexed_dataset.hpp"
 #include "core/data/loss_mask.hpp"
 #include "core/data/prepare.hpp"
+#include "core/data/remove_on_signal.hpp"
 #include "core/data/tokenizer.hpp"
 
 namespace recipe::data {
@@ -75,6 +76,7 @@ PrepareStats prepare_chat_dataset(const PrepareOptions& opts) {
 
   PrepareStats stats;
   stats.vocab_size = tokenizer->vocab_size();
+  const RemoveOnSignal cleanup({tmps[0], tmps[1], tmps[2]});  // Ctrl-C must not leave them behind either
   try {
     IndexedDatasetWriter writer(tmps[0], tmps[1], token_dtype_for_vocab(stats.vocab_size));
     LossMaskWriter mask(tmps[2], chat_template_name(*tmpl));

@@ -1,9 +1,13 @@
 #include <doctest/doctest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
 
 #include "core/data/indexed_dataset.hpp"
 #include "core/data/prepare.hpp"
+#include "core/data/remove_on_signal.hpp"
 #include "core/data/tokenizer.hpp"
 #include "tests/core/data/temp_dir.hpp"
 
@@ -152,6 +156,37 @@ TEST_CASE("prepare: an existing dataset is replaced only when the new one is com
   CHECK_THROWS(prepare_dataset(o));
   IndexedDataset ds(o.output_prefix);  // the first dataset is intact
   CHECK(ds.document(0) == bytes_then_eod("abc"));
+}
+
+TEST_CASE("prepare's temporary files go with a SIGINT or SIGTERM, and the process still ends by it") {
+  for (const int sig : {SIGINT, SIGTERM}) {
+    TempDir dir;
+    const std::string a = dir / "x.bin.tmp-1", b = dir / "x.idx.tmp-1";
+    const std::string kept = dir / "x.bin";
+    for (const std::string& p : {a, b, kept}) write_file(p, "bytes");
+    const pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+      const RemoveOnSignal cleanup({a, b});
+      ::raise(sig);
+      ::_exit(0);  // not reached: the signal ends the process
+    }
+    int status = 0;
+    REQUIRE(::waitpid(child, &status, 0) == child);
+    CHECK(WIFSIGNALED(status));
+    CHECK(WTERMSIG(status) == sig);
+    CHECK_FALSE(std::filesystem::exists(a));
+    CHECK_FALSE(std::filesystem::exists(b));
+    CHECK(std::filesystem::exists(kept));  // only the registered paths
+  }
+  // Out of scope, the handlers are the ones before it: a second guard may follow the first.
+  struct sigaction before {};
+  ::sigaction(SIGINT, nullptr, &before);
+  { const RemoveOnSignal first({}); }
+  { const RemoveOnSignal second({}); }
+  struct sigaction after {};
+  ::sigaction(SIGINT, nullptr, &after);
+  CHECK((after.sa_handler == before.sa_handler));
 }
 
 TEST_SUITE_END();
