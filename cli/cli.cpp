@@ -2,6 +2,7 @@
 #include "cli/cli.hpp"
 
 #include <algorithm>
+#include <filesystem>
 #include <memory>
 #include <optional>
 
@@ -234,6 +235,29 @@ int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err) {
     }
     if (*prepare) {
       prep.append_eod = !no_eod;
+      // A flag the chosen format or tokenizer does not read is refused, not ignored.
+      const bool chat = prep.format == "chat";
+      const std::pair<const char*, bool> unread[] = {
+          {"--json-key", chat},  // chat lines are conversations (messages or prompt/completion)
+          {"--split-paragraphs", chat},
+          {"--no-eod", chat},  // the template decides the end tokens
+          {"--chat-template", !chat},
+          {"--vocab-file", prep.tokenizer != "gpt2_bpe"},
+          {"--merges-file", prep.tokenizer != "gpt2_bpe"},
+          {"--tokenizer-model", prep.tokenizer != "sentencepiece" && prep.tokenizer != "hf"},
+      };
+      for (const auto& [flag, ignored] : unread)
+        if (ignored && prepare->count(flag) > 0)
+          return usage_error(std::string(flag) + " is not read with --format " + prep.format + " --tokenizer " +
+                                 prep.tokenizer + "; leave it out" +
+                                 (std::string(flag) == "--chat-template" ? " or add --format chat" : ""),
+                             err);
+      if (prep.output_prefix.empty() || prep.output_prefix.back() == '/' ||
+          std::filesystem::is_directory(prep.output_prefix))
+        return usage_error("--output " + prep.output_prefix +
+                               " names a directory; it takes a file prefix (e.g. data/chat writes data/chat.bin and "
+                               "data/chat.idx)",
+                           err);
       return run_data_prepare(prep, out, err);
     }
   } catch (const std::exception& e) {

@@ -2,6 +2,8 @@
 // the process exit status matters).
 #include <doctest/doctest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <regex>
 
 #include <nlohmann/json.hpp>
@@ -287,6 +289,40 @@ TEST_CASE("device auto without a GPU says it runs on CPU") {
 TEST_CASE("data verb needs a sub-verb and existing inputs") {
   CHECK(run({"data"}).code == recipe::kExitUsage);
   CHECK(run({"data", "prepare", "--input", "/nonexistent/x.txt", "--output", "/tmp/x"}).code == recipe::kExitUsage);
+}
+
+TEST_CASE("data prepare refuses flags its format or tokenizer would not read, and a directory as --output") {
+  TempDir tmp;
+  const std::string in = tmp.str() + "/a.jsonl", out = tmp.str() + "/ds";
+  {
+    std::ofstream f(in);
+    f << R"({"prompt": "q", "completion": "a"})" << "\n";
+  }
+  const std::vector<std::pair<std::vector<std::string>, std::string>> refused = {
+      {{"--format", "chat", "--json-key", "body"}, "--json-key is not read with --format chat"},
+      {{"--format", "chat", "--split-paragraphs"}, "--split-paragraphs is not read with --format chat"},
+      {{"--format", "chat", "--no-eod"}, "--no-eod is not read with --format chat"},
+      {{"--chat-template", "llama3"}, "--chat-template is not read with --format text --tokenizer byte; leave it "
+                                      "out or add --format chat"},
+      {{"--vocab-file", in}, "--vocab-file is not read with --format text --tokenizer byte"},
+      {{"--tokenizer-model", in}, "--tokenizer-model is not read with --format text --tokenizer byte"},
+  };
+  for (const auto& [flags, message] : refused) {
+    std::vector<std::string> args = {"data", "prepare", "--input", in, "--output", out};
+    args.insert(args.end(), flags.begin(), flags.end());
+    auto r = run(args);
+    CHECK_MESSAGE(r.code == recipe::kExitUsage, flags[0]);
+    CHECK_MESSAGE(r.err.find(message) != std::string::npos, r.err);
+  }
+  CHECK_FALSE(std::filesystem::exists(out + ".bin"));
+  auto dir = run({"data", "prepare", "--input", in, "--format", "chat", "--output", tmp.str() + "/"});
+  CHECK(dir.code == recipe::kExitUsage);
+  CHECK(dir.err.find("names a directory; it takes a file prefix") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(tmp.str() + "/.bin"));
+  // The same inputs with only the flags they read are prepared.
+  auto ok = run({"data", "prepare", "--input", in, "--format", "chat", "--output", out});
+  REQUIRE_MESSAGE(ok.code == 0, ok.err);
+  CHECK(std::filesystem::exists(out + ".mask.bin"));
 }
 
 TEST_CASE("--dry-run and show plan a GPU recipe on a host without a GPU") {
