@@ -103,20 +103,29 @@ void check_ranges(ResolveContext& ctx) {
   const plan::ModelConfig& m = p.model;
   auto shape = [&](bool ok) { ctx.shape_ok = ctx.shape_ok && ok; };
 
-  shape(require(ctx, "model.num_layers", m.num_layers, m.num_layers >= 1, "must be at least 1"));
-  shape(require(ctx, "model.hidden_size", m.hidden_size, m.hidden_size >= 1, "must be at least 1"));
-  shape(require(ctx, "model.num_attention_heads", m.num_attention_heads, m.num_attention_heads >= 1,
-                "must be at least 1"));
-  shape(require(ctx, "model.num_kv_heads", m.num_kv_heads, m.num_kv_heads >= 0,
-                "must be at least 0 (0 = num_attention_heads)"));
-  shape(require(ctx, "model.ffn_hidden_size", m.ffn_hidden_size, m.ffn_hidden_size >= 0,
-                "must be at least 0 (0 = derived from hidden_size)"));
-  shape(require(ctx, "model.vocab_size", m.vocab_size, m.vocab_size >= 1, "must be at least 1"));
+  // Upper bounds far above any model trained today, below where the derived sizes (4·hidden,
+  // hidden·vocab, the memory estimate's bytes) would overflow the engine's integers.
+  constexpr int kMaxLayers = 65536, kMaxHidden = 131072, kMaxFfn = 1 << 20, kMaxVocab = 1 << 24, kMaxSeq = 1 << 24;
+  const auto up_to = [](int lo, int hi) { return "must be from " + std::to_string(lo) + " to " + std::to_string(hi); };
+  shape(require(ctx, "model.num_layers", m.num_layers, m.num_layers >= 1 && m.num_layers <= kMaxLayers,
+                up_to(1, kMaxLayers)));
+  shape(require(ctx, "model.hidden_size", m.hidden_size, m.hidden_size >= 1 && m.hidden_size <= kMaxHidden,
+                up_to(1, kMaxHidden)));
+  shape(require(ctx, "model.num_attention_heads", m.num_attention_heads,
+                m.num_attention_heads >= 1 && m.num_attention_heads <= kMaxHidden, up_to(1, kMaxHidden)));
+  shape(require(ctx, "model.num_kv_heads", m.num_kv_heads, m.num_kv_heads >= 0 && m.num_kv_heads <= kMaxHidden,
+                "must be from 0 to " + std::to_string(kMaxHidden) + " (0 = num_attention_heads)"));
+  shape(require(ctx, "model.ffn_hidden_size", m.ffn_hidden_size, m.ffn_hidden_size >= 0 && m.ffn_hidden_size <= kMaxFfn,
+                "must be from 0 to " + std::to_string(kMaxFfn) + " (0 = derived from hidden_size)"));
+  shape(require(ctx, "model.vocab_size", m.vocab_size, m.vocab_size >= 1 && m.vocab_size <= kMaxVocab,
+                up_to(1, kMaxVocab)));
   shape(require(ctx, "model.make_vocab_size_divisible_by", m.make_vocab_size_divisible_by,
-                m.make_vocab_size_divisible_by >= 1, "must be at least 1"));
-  shape(require(ctx, "model.seq_length", m.seq_length, m.seq_length >= 1, "must be at least 1"));
-  shape(require(ctx, "model.max_position_embeddings", m.max_position_embeddings, m.max_position_embeddings >= 0,
-                "must be at least 0 (0 = seq_length)"));
+                m.make_vocab_size_divisible_by >= 1 && m.make_vocab_size_divisible_by <= 65536, up_to(1, 65536)));
+  shape(require(ctx, "model.seq_length", m.seq_length, m.seq_length >= 1 && m.seq_length <= kMaxSeq,
+                up_to(1, kMaxSeq)));
+  shape(require(ctx, "model.max_position_embeddings", m.max_position_embeddings,
+                m.max_position_embeddings >= 0 && m.max_position_embeddings <= kMaxSeq,
+                "must be from 0 to " + std::to_string(kMaxSeq) + " (0 = seq_length)"));
   require(ctx, "model.norm_eps", m.norm_eps, m.norm_eps > 0 && std::isfinite(m.norm_eps), "must be positive");
   if (m.position_embedding == plan::PositionEmbedding::rope)
     require(ctx, "model.rope_theta", m.rope_theta, m.rope_theta > 0 && std::isfinite(m.rope_theta), "must be positive");
@@ -159,6 +168,11 @@ void check_ranges(ResolveContext& ctx) {
   const plan::ParallelismConfig& par = p.parallelism;
   shape(require(ctx, "parallelism.tp", par.tp, par.tp >= 1, "must be at least 1"));
   shape(require(ctx, "parallelism.pp", par.pp, par.pp >= 1, "must be at least 1"));
+  // Every stage needs a layer (and the derived split and the memory estimate have pp entries).
+  if (par.pp > 1 && p.model.num_layers >= 1)
+    shape(require(ctx, "parallelism.pp", par.pp, par.pp <= p.model.num_layers,
+                  "must be at most model.num_layers=" + std::to_string(p.model.num_layers) +
+                      " (each pipeline stage holds at least one layer)"));
   shape(require(ctx, "parallelism.virtual_pp", par.virtual_pp, par.virtual_pp >= 1,
                 "must be at least 1 (1 = 1F1B, no virtual pipeline stages)"));
   // Every model chunk needs a layer (the chunk count also sizes the schedule the estimate runs).
@@ -237,7 +251,8 @@ void check_relations(ResolveContext& ctx) {
   const ExecutorFacts& facts = ctx.facts;
 
   // Validation reads the first eval_samples sequences, whole micro-batches per DP rank.
-  if (t.eval_interval > 0 && t.eval_samples > 0 && par.dp > 0) {
+  // (micro_batch_size < 1 is check_ranges' violation already; it must not divide here.)
+  if (t.eval_interval > 0 && t.eval_samples > 0 && par.dp > 0 && t.micro_batch_size > 0) {
     const int64_t per_step = int64_t(t.micro_batch_size) * par.dp;
     if (t.eval_samples % per_step != 0) {
       const int64_t down = std::max<int64_t>(per_step, t.eval_samples / per_step * per_step);
@@ -372,7 +387,9 @@ void check_relations(ResolveContext& ctx) {
 
   // Pipeline parallelism. With virtual pipeline stages the layers split into pp·virtual_pp chunks
   // (layers_per_stage then lists one count per chunk, in model order).
-  const int pp = par.pp, vpp = par.virtual_pp, chunks = pp * vpp;
+  const int pp = par.pp, vpp = par.virtual_pp;
+  // Both ≤ num_layers here or check_ranges said so; the product stays in range either way.
+  const int chunks = int(std::min<int64_t>(int64_t(pp) * vpp, INT32_MAX));
   const std::string split_of = vpp > 1 ? "pp·virtual_pp=" + str(pp) + "·" + str(vpp) + "=" + str(chunks) : "pp";
   // The overlapped exchanges move stage tensors between pipeline stages; one stage has none.
   if (par.pp_comm_overlap && pp == 1)
@@ -412,7 +429,7 @@ void check_relations(ResolveContext& ctx) {
                     "every stage needs ≥ 1 layer");
   } else if (par.pipeline_split == plan::PipelineSplit::balanced) {
     // Any count splits, as long as every model chunk gets a layer.
-    if (chunks > m.num_layers)
+    if (chunks > m.num_layers && pp <= m.num_layers)
       ctx.violation(vpp > 1 ? "parallelism.virtual_pp" : "parallelism.pp",
                     "parallelism." + split_of + " exceeds model.num_layers=" + str(m.num_layers) +
                         ": every model chunk needs ≥ 1 layer",
@@ -421,14 +438,16 @@ void check_relations(ResolveContext& ctx) {
     std::vector<std::string> choices;
     for (int q = 2; q <= std::min(m.num_layers / pp, 8); ++q)
       if (q != vpp && m.num_layers % (pp * q) == 0) choices.push_back("virtual_pp=" + std::to_string(q));
+    // Balanced or explicit splits need a layer per chunk: offer them only where there are enough.
+    const std::string other_splits =
+        chunks <= m.num_layers ? ", set parallelism.pipeline_split=\"balanced\", or give parallelism.layers_per_stage "
+                                 "with " + str(chunks) + " entries"
+                               : " (more model chunks than layers: every chunk needs ≥ 1 layer)";
     ctx.violation("parallelism.virtual_pp",
                   "parallelism." + split_of + " does not divide model.num_layers=" + str(m.num_layers),
-                  (choices.empty() ? std::string("use virtual_pp=1") : "try " + join_or(choices)) +
-                      ", set parallelism.pipeline_split=\"balanced\", or give parallelism.layers_per_stage with " +
-                      str(chunks) + " entries");
+                  (choices.empty() ? std::string("use virtual_pp=1") : "try " + join_or(choices)) + other_splits);
   } else if (pp > m.num_layers) {
-    ctx.violation("parallelism.pp", "parallelism.pp=" + str(pp) + " exceeds model.num_layers=" + str(m.num_layers),
-                  "use pp ≤ num_layers");
+    // check_ranges reported it.
   } else if (m.num_layers % pp != 0) {
     std::vector<std::string> choices;
     for (int q = 1; q <= std::min(m.num_layers, 16); ++q)

@@ -367,6 +367,33 @@ TEST_CASE("dsl_resolve: every violation is reported at once") {
   CHECK(text.rfind(std::to_string(r.violations.size()) + " problems", 0) == 0);
 }
 
+TEST_CASE("dsl_resolve: extreme values are violations, never a crash, an overflow or a long wait") {
+  // micro_batch_size 0 once divided the validation sample count (SIGFPE).
+  auto zero = resolve_json(with(tiny_gpt(), json::parse(R"({"trainer": {"micro_batch_size": 0}})")));
+  REQUIRE(find_violation(zero, "trainer.micro_batch_size"));
+  CHECK(find_violation(zero, "trainer.micro_batch_size")->message.find("must be at least 1") != std::string::npos);
+  // 4·hidden overflowed int32 and the memory estimate went negative, so this plan "fit".
+  auto huge = resolve_json(with(tiny_gpt(), json::parse(R"({"model": {"hidden_size": 1000000000}})")));
+  REQUIRE(find_violation(huge, "model.hidden_size"));
+  CHECK(find_violation(huge, "model.hidden_size")->message.find("must be from 1 to 131072") != std::string::npos);
+  for (const char* key : {"num_layers", "ffn_hidden_size", "vocab_size", "seq_length", "num_attention_heads"}) {
+    auto r = resolve_json(with(tiny_gpt(), json{{"model", {{key, 2147483647}}}}));
+    CHECK_MESSAGE(find_violation(r, std::string("model.") + key), key);
+  }
+  // pp far above the layers: one violation at once (the split and the estimate were O(pp²)).
+  auto deep = resolve_json(with(tiny_gpt(), json::parse(R"({"parallelism": {"pp": 2147483647}})")));
+  REQUIRE(find_violation(deep, "parallelism.pp"));
+  CHECK(find_violation(deep, "parallelism.pp")->message.find("must be at most model.num_layers=4") !=
+        std::string::npos);
+  // More model chunks than layers: the fix offers no split that needs a layer per chunk.
+  auto chunks = resolve_json(with(tiny_gpt(), json::parse(R"({"parallelism": {"pp": 4, "virtual_pp": 2},
+      "executor": {"cpu_ranks": 4}, "trainer": {"global_batch_size": 8}})")));
+  const Violation* v = find_violation(chunks, "parallelism.virtual_pp");
+  REQUIRE(v);
+  CHECK(v->fix.find("balanced") == std::string::npos);
+  CHECK(v->fix.find("use virtual_pp=1") != std::string::npos);
+}
+
 TEST_CASE("dsl_resolve: kv_heads < tp is rejected, naming the KV heads and the tp that fit") {
   const auto r = resolve_json(with(tiny_gpt(), json::parse(R"({
       "model": {"num_attention_heads": 8, "num_kv_heads": 2, "hidden_size": 64},

@@ -81,7 +81,9 @@ TEST_CASE("virtual_pp: what the interleaved schedule cannot run is rejected with
     REQUIRE(v != nullptr);
     CHECK(v->message.find("pp·virtual_pp=2·3=6 does not divide model.num_layers=4") != std::string::npos);
     CHECK(v->fix.find("virtual_pp=2") != std::string::npos);
-    CHECK(v->fix.find("layers_per_stage with 6 entries") != std::string::npos);
+    // 6 chunks cannot each get one of 4 layers: no balanced or explicit split is offered.
+    CHECK(v->fix.find("layers_per_stage") == std::string::npos);
+    CHECK(v->fix.find("more model chunks than layers") != std::string::npos);
   }
   {  // an explicit split with one entry per stage, not per chunk
     auto r = resolve_json(with(two_stages(2, 8), json::parse(R"({"parallelism": {"layers_per_stage": [2, 2]}})")));
