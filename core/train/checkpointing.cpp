@@ -5,6 +5,7 @@
 #include <cmath>
 #include <exception>
 #include <filesystem>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <vector>
@@ -141,8 +142,11 @@ nlohmann::json common_json(const Trainer& t, ParallelState& par) {
 // The weights of the checkpoint into this rank's part of the store: trainable tensors into the f32
 // master (then the compute copy), the frozen base into the compute copy. Refuses a checkpoint of
 // another model shape, naming the tensors that differ. No collective.
+// `model_names` (optional): every tensor of the whole model (all stages and TP ranks); a weight of
+// the checkpoint outside it would be dropped without a word (a bias, a position table, a norm
+// of another architecture), so it is refused like a missing one.
 void read_weights(ParamStore& store, const ckpt::CheckpointReader& reader, const std::string& checkpoint_dir,
-                  LoadMode mode) {
+                  LoadMode mode, const std::set<std::string>* model_names = nullptr) {
   const ParamLayout& layout = store.layout();
   // Shape check first, all mismatches at once.
   std::vector<std::string> problems;
@@ -151,11 +155,14 @@ void read_weights(ParamStore& store, const ckpt::CheckpointReader& reader, const
   auto keeps_init = [&](const ParamSpec& p) {
     return mode == LoadMode::weights_only && p.decl && is_adapter(*p.decl) && !reader.find(p.name);
   };
-  // LoRA adapters the model does not have would be dropped silently: the model would be the base.
+  // Weights the model does not have would be dropped silently; LoRA adapters (the model would be
+  // the base) are checked even without the whole model's names.
   for (const ckpt::TensorInfo& t : reader.tensors()) {
-    const bool adapter = t.name.rfind("optimizer.", 0) != 0 &&
-                         (t.name.find(".lora_a.") != std::string::npos || t.name.find(".lora_b.") != std::string::npos);
-    if (adapter && !layout.find(t.name)) problems.push_back(t.name + " (a LoRA adapter) has no place in this model");
+    if (t.name.rfind("optimizer.", 0) == 0 || t.name.rfind("fp8.", 0) == 0) continue;
+    const bool adapter = t.name.find(".lora_a.") != std::string::npos || t.name.find(".lora_b.") != std::string::npos;
+    const bool known = model_names ? model_names->count(t.name) > 0 : layout.find(t.name) != nullptr;
+    if (!known && (adapter || model_names))
+      problems.push_back(t.name + (adapter ? " (a LoRA adapter)" : "") + " has no place in this model");
   }
   for (const ParamSpec& p : layout.params) {
     const ckpt::TensorInfo* info = reader.find(p.name);
@@ -367,7 +374,10 @@ LoadResult load_checkpoint(Trainer& trainer, const std::string& checkpoint_dir, 
 
     ParamStore& store = trainer.params();
     const ParamLayout& layout = store.layout();
-    read_weights(store, reader, checkpoint_dir, mode);
+    std::set<std::string> model_names;  // the whole model's tensors: one stage, no TP
+    for (const ParamSpec& p : build_param_layout(trainer.shape(), trainer.plan().optimizer).params)
+      model_names.insert(p.name);
+    read_weights(store, reader, checkpoint_dir, mode, &model_names);
 
     kernels::Backend& be = store.backend();
 

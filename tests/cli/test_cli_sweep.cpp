@@ -89,15 +89,15 @@ TEST_CASE("sweep: a 2x2 grid gives four run dirs and the envelope; a re-run resu
 TEST_CASE("sweep: a point predicted too big is reported and not launched; a mistyped key refuses the sweep") {
   TempDir tmp;
   const fs::path exp = tmp.path() / "exp";
-  // hidden 262144 puts ~1.6e12 parameters on one CPU rank: tens of TB, more than any host has.
+  // hidden 131072 (the largest the resolver takes) puts ~4e11 parameters on one CPU rank: TBs, more than any host has.
   const auto r = run_binary(
-      "sweep gpt_tiny model.hidden_size=64,262144 --device cpu --max-steps 2 --warmup 0 --name "
+      "sweep gpt_tiny model.hidden_size=64,131072 --device cpu --max-steps 2 --warmup 0 --name "
       "big --experiments-dir " +
       exp.string());
   REQUIRE_MESSAGE(r.code == 0, r.out);
-  CHECK(r.out.find("hidden262144: not launched, predicted 1 CPU rank ×") != std::string::npos);
+  CHECK(r.out.find("hidden131072: not launched, predicted 1 CPU rank ×") != std::string::npos);
   CHECK(r.out.find("available on this host") != std::string::npos);
-  CHECK_FALSE(fs::exists(exp / "big" / "hidden262144"));
+  CHECK_FALSE(fs::exists(exp / "big" / "hidden131072"));
   CHECK(recipe::exec::read_status((exp / "big" / "hidden64").string()).state == "completed");
   CHECK(r.out.find("too big") != std::string::npos);
 

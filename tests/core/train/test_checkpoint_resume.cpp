@@ -361,6 +361,24 @@ TEST_CASE("a checkpoint of another model shape is refused, naming the tensors th
     CHECK(m.find("plan.toml") != std::string::npos);
   }
 
+  // A checkpoint with tensors this model lacks (its biases) is refused too: loading it would drop
+  // them without a word, in a resume and in a fine-tune start alike.
+  plan::Plan no_bias = small;
+  no_bias.model.bias = false;
+  test::fill_derived(no_bias);
+  for (const core::LoadMode mode : {core::LoadMode::resume, core::LoadMode::weights_only}) {
+    core::Trainer nb(no_bias, *be);
+    try {
+      core::load_checkpoint(nb, saved, mode);
+      FAIL("a checkpoint with biases loaded into a model without them");
+    } catch (const std::runtime_error& e) {
+      const std::string m = e.what();
+      INFO(m);
+      CHECK(m.find("does not fit this model") != std::string::npos);
+      CHECK(m.find("final_norm.bias has no place in this model") != std::string::npos);
+    }
+  }
+
   plan::Plan bigger_batch = small;
   bigger_batch.trainer.global_batch_size = 16;
   test::fill_derived(bigger_batch);
