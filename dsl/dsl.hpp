@@ -29,6 +29,9 @@ struct ConfigTree {
   nlohmann::ordered_json root = nlohmann::ordered_json::object();
   std::map<std::string, Origin> origins;  // dotted path → origin of its current value
   std::string source;                     // preset name or file path the tree came from
+  // A resolved plan read back (a resolved.toml, with its [derived] table): every key is written
+  // out, so "you set X, which has no effect" warnings would only be noise.
+  bool resolved_plan = false;
 };
 
 // A recipe that cannot be loaded: syntax error, runtime error in Lua, sandbox violation, unknown

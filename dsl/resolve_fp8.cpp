@@ -93,7 +93,9 @@ void check_shapes(ResolveContext& ctx, unsigned mask) {
 void check_fp8(ResolveContext& ctx) {
   const plan::Plan& p = ctx.plan();
   // peft.base_fp8_only acts on the frozen base of a LoRA fine-tune in FP8 and on nothing else.
-  if (ctx.was_set("peft.base_fp8_only") && p.peft.base_fp8_only &&
+  // (A resolved plan read back sets every key: those warnings are for what a person wrote.)
+  const bool written = !ctx.tree.resolved_plan;
+  if (written && ctx.was_set("peft.base_fp8_only") && p.peft.base_fp8_only &&
       (p.trainer.precision != plan::Precision::fp8 || p.peft.kind != plan::PeftKind::lora))
     ctx.warn(
         "peft.base_fp8_only=true has no effect: it holds the frozen base of a LoRA fine-tune (peft.kind=\"lora\") "
@@ -101,7 +103,7 @@ void check_fp8(ResolveContext& ctx) {
   if (p.trainer.precision != plan::Precision::fp8 || ctx.bad_paths.count("trainer.precision")) {
     for (const char* key : {"fp8.scaling", "fp8.amax_history_len", "fp8.amax_compute", "fp8.forward_format",
                             "fp8.backward_format", "fp8.linears"})
-      if (ctx.was_set(key)) {
+      if (written && ctx.was_set(key)) {
         ctx.warn(std::string(key) + " is set but trainer.precision is not \"fp8\": the fp8 section has no effect");
         break;
       }

@@ -106,6 +106,7 @@ ConfigTree load_toml_file(const std::string& path, const std::vector<std::string
       throw RecipeError(where(path, *node) + ": " + unknown_preset_message(preset, search_path));
     doc.erase("preset");
   }
+  const bool resolved_plan = doc.contains("derived");
   doc.erase("derived");  // recomputed by the resolver; written only for people reading resolved.toml
 
   TomlConverter converter(path);
@@ -121,6 +122,7 @@ ConfigTree load_toml_file(const std::string& path, const std::vector<std::string
     canonicalize(tree.root);
   }
   tree.source = path;
+  tree.resolved_plan = resolved_plan;
   return tree;
 }
 

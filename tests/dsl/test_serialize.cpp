@@ -133,6 +133,25 @@ TEST_CASE("dsl_resolve: to_lua, to_toml files load back through the loaders to t
   }
 }
 
+TEST_CASE("dsl_resolve: a resolved plan read back does not warn about keys it sets only by being complete") {
+  TempDir dir;
+  // A bf16 plan: its resolved.toml still writes the fp8 section and peft.base_fp8_only.
+  const auto first = resolve_json(tiny_gpt());
+  REQUIRE(first.ok());
+  const auto file = dir.write("resolved.toml", to_toml(first.plan));
+  const auto again = resolve(load_recipe(file.string()), {});
+  REQUIRE_MESSAGE(again.ok(), report(again));
+  for (const std::string& w : again.warnings) CHECK_MESSAGE(w.find("has no effect") == std::string::npos, w);
+  // The same keys written by a person still warn.
+  const auto written = dir.write("mine.toml", "[model]\narch = \"gpt\"\nnum_layers = 2\nhidden_size = 64\n"
+                                              "num_attention_heads = 4\nvocab_size = 256\nseq_length = 32\n"
+                                              "[fp8]\nscaling = \"delayed\"\n");
+  const auto mine = resolve(load_recipe(written.string()), {});
+  bool warned = false;
+  for (const std::string& w : mine.warnings) warned = warned || w.find("the fp8 section has no effect") != std::string::npos;
+  CHECK(warned);
+}
+
 TEST_CASE("dsl_resolve: load_resolved_plan throws with the violations when the plan no longer resolves") {
   TempDir dir;
   const auto r = resolve_json(llama3_70b(), gpu_facts(4, 8));
