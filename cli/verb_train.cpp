@@ -96,7 +96,7 @@ int run_in_dir(const plan::Plan& plan, const std::string& run_dir, std::ostream&
     exec::SlurmSubmitResult r = exec::submit_slurm(run_dir);
     if (!r.ok) {
       err << "error: " << r.message << "\n  run dir: " << run_dir << "\n";
-      return r.message.rfind("sbatch not found", 0) == 0 ? kExitEnvironment : kExitRuntime;
+      return r.exit_code;
     }
     out << "submitted slurm job " << r.job_id << "\n  follow: recipe runs logs -f " << run_dir
         << "\n  status: recipe runs status " << run_dir << "\n";

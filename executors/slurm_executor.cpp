@@ -77,6 +77,29 @@ CommandOutput run_command(const std::vector<std::string>& argv) {
   return r;
 }
 
+namespace {
+
+// A submission that failed leaves the run "failed" with sbatch's words, not "created" (which
+// `runs status` would take for a launcher that was killed).
+SlurmSubmitResult submit_failed(const std::string& run_dir, SlurmSubmitResult res, int exit_code) {
+  res.exit_code = exit_code;
+  RunStatus st;
+  try {
+    st = read_status(run_dir);
+  } catch (const std::exception&) {}
+  st.state = "failed";
+  st.exit_code = exit_code;
+  st.message = res.message;
+  st.end_time = now_iso8601();
+  st.pid = 0;
+  try {
+    write_status(run_dir, st);
+  } catch (const std::exception&) {}  // the error the caller prints says it all
+  return res;
+}
+
+}  // namespace
+
 SlurmSubmitResult submit_slurm(const std::string& run_dir) {
   SlurmSubmitResult res;
   const std::string script = (fs::path(run_dir) / "launch.sh").string();
@@ -85,11 +108,12 @@ SlurmSubmitResult submit_slurm(const std::string& run_dir) {
     res.message =
         "sbatch not found: this host is not a Slurm submit host\n"
         "  fix: run on a login node of the cluster, or use --executor local|mpi";
-    return res;
+    return submit_failed(run_dir, res, kExitEnvironment);
   }
   if (out.status != 0) {
+    // The controller cannot be reached, or refused the job (partition, account, limits).
     res.message = "sbatch failed (status " + std::to_string(out.status) + "): " + trim(out.output);
-    return res;
+    return submit_failed(run_dir, res, kExitEnvironment);
   }
   // --parsable prints "<jobid>" or "<jobid>;<cluster>"; warnings may precede it on other lines.
   std::istringstream lines(out.output);
@@ -99,7 +123,7 @@ SlurmSubmitResult submit_slurm(const std::string& run_dir) {
   res.job_id = last.substr(0, last.find(';'));
   if (res.job_id.empty() || res.job_id.find_first_not_of("0123456789_") != std::string::npos) {
     res.message = "could not read a job id from sbatch's output: " + trim(out.output);
-    return res;
+    return submit_failed(run_dir, res, kExitRuntime);
   }
   record_slurm_job(run_dir, res.job_id, script);
   RunStatus st;

@@ -13,10 +13,12 @@ struct SlurmSubmitResult {
   bool ok = false;
   std::string job_id;
   std::string message;  // sbatch's error output when !ok
+  int exit_code = 0;     // when !ok: kExitEnvironment (no sbatch, or it failed), kExitRuntime (no job id)
 };
 
 // Runs `sbatch --parsable <run_dir>/launch.sh`, records the job id and marks status.json
-// "queued". Never throws for a missing sbatch: the result says so, with a fix.
+// "queued"; a failed submission marks it "failed" with the message. Never throws for a missing
+// sbatch: the result says so, with a fix.
 SlurmSubmitResult submit_slurm(const std::string& run_dir);
 
 struct SlurmJobState {

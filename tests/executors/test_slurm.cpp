@@ -4,11 +4,13 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <thread>
 
 #include "executors/launch.hpp"
 #include "runs/runs_index.hpp"
 #include "executors/slurm_executor.hpp"
+#include "plan/exit_codes.hpp"
 #include "tests/executors/exec_test_util.hpp"
 
 TEST_SUITE_BEGIN("executors");
@@ -83,6 +85,29 @@ std::string wait_state(const std::string& job, const std::string& want, double s
 }
 
 }  // namespace
+
+TEST_CASE("a submission sbatch refuses leaves the run failed with sbatch's words and exit code 4") {
+  TempDir tmp;
+  // A stand-in sbatch first on PATH: the controller cannot be reached.
+  const auto bin = tmp.path() / "bin";
+  std::filesystem::create_directories(bin);
+  write_text(bin / "sbatch", "#!/bin/sh\necho 'sbatch: error: Could not establish a configuration source' >&2\nexit 1\n");
+  std::filesystem::permissions(bin / "sbatch", std::filesystem::perms::owner_all);
+  const std::string old_path = std::getenv("PATH") ? std::getenv("PATH") : "";
+  ::setenv("PATH", (bin.string() + ":" + old_path).c_str(), 1);
+  auto dir = make_run(tmp.path() / "experiments", "exp", "run-1", "[executor]\nkind = \"slurm\"\n", 0, 0, "created");
+  write_text(dir / "launch.sh", "#!/bin/bash\nexit 0\n");
+  const SlurmSubmitResult sub = submit_slurm(dir.string());
+  ::setenv("PATH", old_path.c_str(), 1);
+  CHECK_FALSE(sub.ok);
+  CHECK(sub.exit_code == recipe::kExitEnvironment);
+  CHECK(sub.message.find("Could not establish a configuration source") != std::string::npos);
+  const RunStatus st = read_status(dir.string());
+  CHECK(st.state == "failed");
+  CHECK(st.exit_code == recipe::kExitEnvironment);
+  CHECK(st.message.find("sbatch failed (status 1)") != std::string::npos);
+  CHECK_FALSE(st.end_time.empty());
+}
 
 TEST_CASE("a real single-node Slurm: submit, observe a failing rank, cancel") {
   TempDir tmp;
