@@ -211,6 +211,19 @@ int run_sweep(const SweepCommand& a, std::ostream& out, std::ostream& err) {
     }
     record.points.push_back(std::move(rp));
   }
+  // One array job has one resource request: refuse before anything is created (dry run too).
+  if (first.executor.kind == plan::ExecutorKind::slurm && !to_run.empty()) {
+    std::vector<plan::Plan> plans;
+    std::vector<std::string> names;
+    for (const auto* r : to_run) {
+      plans.push_back(r->resolved.plan);
+      names.push_back("point " + r->point.name);
+    }
+    if (const std::string why = exec::different_resources(plans, names); !why.empty()) {
+      err << "error: " << why << "\nnothing was created\n";
+      return kExitInvalidRecipe;
+    }
+  }
   if (a.dry_run) {
     out << "dry run: nothing created\n";
     return kExitOk;
@@ -258,8 +271,10 @@ int run_sweep(const SweepCommand& a, std::ostream& out, std::ostream& err) {
     }
     const exec::SweepSubmitResult sub = exec::submit_sweep_array(script, dirs);
     if (!sub.ok) {
+      const int code = sub.message.rfind("could not read a job id", 0) == 0 ? kExitRuntime : kExitEnvironment;
+      for (const std::string& d : dirs) exec::mark_submit_failed(d, sub.message, code);
       err << "error: " << sub.message << "\n";
-      return sub.message.rfind("sbatch not found", 0) == 0 ? kExitEnvironment : kExitRuntime;
+      return code;
     }
     out << "submitted slurm array job " << sub.job_id << " (" << dirs.size() << " task" << (dirs.size() == 1 ? "" : "s")
         << ", " << script << ")\n";

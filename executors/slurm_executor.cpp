@@ -77,24 +77,26 @@ CommandOutput run_command(const std::vector<std::string>& argv) {
   return r;
 }
 
-namespace {
-
-// A submission that failed leaves the run "failed" with sbatch's words, not "created" (which
-// `runs status` would take for a launcher that was killed).
-SlurmSubmitResult submit_failed(const std::string& run_dir, SlurmSubmitResult res, int exit_code) {
-  res.exit_code = exit_code;
+void mark_submit_failed(const std::string& run_dir, const std::string& message, int exit_code) {
   RunStatus st;
   try {
     st = read_status(run_dir);
   } catch (const std::exception&) {}
   st.state = "failed";
   st.exit_code = exit_code;
-  st.message = res.message;
+  st.message = message;
   st.end_time = now_iso8601();
   st.pid = 0;
   try {
     write_status(run_dir, st);
   } catch (const std::exception&) {}  // the error the caller prints says it all
+}
+
+namespace {
+
+SlurmSubmitResult submit_failed(const std::string& run_dir, SlurmSubmitResult res, int exit_code) {
+  res.exit_code = exit_code;
+  mark_submit_failed(run_dir, res.message, exit_code);
   return res;
 }
 

@@ -20,6 +20,9 @@ struct SlurmSubmitResult {
 // "queued"; a failed submission marks it "failed" with the message. Never throws for a missing
 // sbatch: the result says so, with a fix.
 SlurmSubmitResult submit_slurm(const std::string& run_dir);
+// A submission that failed leaves the run "failed" with sbatch's words, not "created" (which
+// `runs status` would take for a launcher that was killed). Never throws.
+void mark_submit_failed(const std::string& run_dir, const std::string& message, int exit_code);
 
 struct SlurmJobState {
   std::string state;      // PENDING, RUNNING, COMPLETED, FAILED, CANCELLED, TIMEOUT, ... ; "" unknown

@@ -24,18 +24,24 @@ std::string last_line(const std::string& text) {
 
 }  // namespace
 
+std::string different_resources(const std::vector<plan::Plan>& plans, const std::vector<std::string>& names) {
+  if (plans.empty() || plans.size() != names.size()) return "";
+  const std::string resources = sbatch_resource_lines(plans.front());
+  for (size_t i = 1; i < plans.size(); ++i)
+    if (sbatch_resource_lines(plans[i]) != resources)
+      return "the points of a Slurm sweep must ask for the same resources (one array job has one request), but " +
+             names[i] + " differs from " + names.front() +
+             " in its #SBATCH lines (executor.nodes, executor.gpus_per_node, executor.time, ...); sweep those keys "
+             "in separate sweeps";
+  return "";
+}
+
 std::string sweep_array_script(const std::vector<plan::Plan>& plans, const std::vector<std::string>& run_dirs,
                                const std::string& log_dir) {
   if (plans.empty() || plans.size() != run_dirs.size())
     throw std::invalid_argument("a sweep array job needs one run dir per point and at least one point");
+  if (const std::string why = different_resources(plans, run_dirs); !why.empty()) throw std::invalid_argument(why);
   const std::string resources = sbatch_resource_lines(plans.front());
-  for (size_t i = 1; i < plans.size(); ++i)
-    if (sbatch_resource_lines(plans[i]) != resources)
-      throw std::invalid_argument(
-          "the points of a Slurm sweep must ask for the same resources (one array job has one request), but " +
-          run_dirs[i] + " differs from " + run_dirs.front() +
-          " in its #SBATCH lines (executor.nodes, executor.gpus_per_node, executor.time, ...); sweep those keys "
-          "in separate sweeps");
   std::ostringstream s;
   s << "#!/bin/bash\n";
   s << resources;

@@ -19,6 +19,11 @@ namespace recipe::exec {
 std::string sweep_array_script(const std::vector<plan::Plan>& plans, const std::vector<std::string>& run_dirs,
                                const std::string& log_dir);
 
+// Why the points cannot share one array job ("" when they can): the first point whose #SBATCH
+// resource lines differ from the first's, named by `names` (run dirs or point names). The sweep
+// asks this before it creates anything, --dry-run included.
+std::string different_resources(const std::vector<plan::Plan>& plans, const std::vector<std::string>& names);
+
 struct SweepSubmitResult {
   bool ok = false;
   std::string job_id;   // the array job's id

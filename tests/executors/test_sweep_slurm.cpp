@@ -38,6 +38,25 @@ TEST_CASE("the sweep array script: shared resources, one task per point, each po
   other.executor.time = "02:00:00";
   CHECK_THROWS_AS(sweep_array_script({plan, other}, {"/a", "/b"}, "/l"), std::invalid_argument);
   CHECK_THROWS_AS(sweep_array_script({}, {}, "/l"), std::invalid_argument);
+  CHECK(different_resources({plan, other}, {"point a", "point b"}).find("point b differs from point a") !=
+        std::string::npos);
+  CHECK(different_resources({plan, plan}, {"a", "b"}).empty());
+}
+
+TEST_CASE("a Slurm sweep whose points ask for different resources is refused before anything is created") {
+  TempDir tmp;
+  const fs::path exp = tmp.path() / "exp";
+  for (const char* dry : {" --dry-run", ""}) {
+    CAPTURE(dry);
+    const auto r = run_binary(
+        "sweep gpt3_345m trainer.micro_batch_size=2,4 executor.gpus_per_node=1,2 --executor slurm --gpu-model "
+        "H100-80GB --name res --experiments-dir " +
+        exp.string() + dry);
+    CHECK(r.code == 1);
+    CHECK(r.out.find("must ask for the same resources") != std::string::npos);
+    CHECK(r.out.find("nothing was created") != std::string::npos);
+    CHECK_FALSE(fs::exists(exp));
+  }
 }
 
 TEST_CASE("a real single-node Slurm: a 2-point sweep is one array job whose tasks complete their points") {
