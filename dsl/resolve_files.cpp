@@ -443,10 +443,25 @@ std::string absolute(const std::string& path) {
 
 }  // namespace
 
+// executor.hostfile: mpirun reads it on this host when the mpi executor launches; a missing one
+// surfaced only as an Open MPI internal error in logs/launcher.log.
+void check_hostfile(ResolveContext& ctx) {
+  const plan::ExecutorConfig& ex = ctx.plan().executor;
+  if (ex.kind != plan::ExecutorKind::mpi || ex.hostfile.empty() || ctx.facts.planning) return;
+  std::error_code ec;
+  if (!fs::is_regular_file(ex.hostfile, ec))
+    ctx.violation("executor.hostfile",
+                  "executor.hostfile=\"" + ex.hostfile + "\" " +
+                      (fs::exists(ex.hostfile, ec) ? "is not a file" : "not found"),
+                  "give the Open MPI hostfile (one `host slots=N` line per node), or leave the key out to run on "
+                  "this host");
+}
+
 void check_files(ResolveContext& ctx) {
   check_datasets(ctx);
   check_tokenizer(ctx);
   check_checkpoint_load(ctx);
+  check_hostfile(ctx);
 
   // Relative paths are relative to the directory the plan was resolved in; resolved.toml keeps them
   // absolute so `recipe runs resume` and the workers find the same files from anywhere.
@@ -457,6 +472,7 @@ void check_files(ResolveContext& ctx) {
   p.data.merges_file = absolute(p.data.merges_file);
   p.data.tokenizer_model = absolute(p.data.tokenizer_model);
   p.checkpoint.load = absolute(p.checkpoint.load);
+  p.executor.hostfile = absolute(p.executor.hostfile);
 }
 
 }  // namespace recipe::dsl::detail

@@ -121,6 +121,20 @@ TEST_CASE("files: checkpoint.load must hold a checkpoint") {
   CHECK(load(dir.dir() + "/run/checkpoints/step-5").ok());
 }
 
+TEST_CASE("files: the mpi executor's hostfile must exist where the run launches") {
+  TempRecipes dir;
+  auto resolve_with = [](const std::string& path, bool planning) {
+    ExecutorFacts facts;
+    facts.planning = planning;
+    return resolve_json(with(tiny_gpt(), {{"executor", {{"kind", "mpi"}, {"hostfile", path}}}}), facts);
+  };
+  CHECK(mentions(find_violation(resolve_with(dir.dir() + "/nowhere", false), "executor.hostfile"), "not found"));
+  CHECK(mentions(find_violation(resolve_with(dir.dir(), false), "executor.hostfile"), "is not a file"));
+  CHECK(resolve_with(dir.write("hosts", "localhost slots=2\n"), false).ok());
+  // validate / show / --dry-run may plan for another machine: not checked there.
+  CHECK(resolve_with(dir.dir() + "/nowhere", true).ok());
+}
+
 TEST_CASE("files: resuming under a changed LR schedule warns, naming the keys and how to keep the horizon") {
   TempRecipes dir;
   dir.write("ck/step-100/metadata.json", "{}");
