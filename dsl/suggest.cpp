@@ -42,7 +42,8 @@ std::vector<std::string> suggest(std::string_view word, const std::vector<std::s
   // no typo of one, and is suggested nothing rather than compared with every candidate.
   if (word.size() > kMaxSuggestWord) return {};
   const std::string w = lowered(word);
-  const int threshold = std::max<int>(2, static_cast<int>(w.size()) / 3);
+  // Two edits turn most 3- and 4-letter words into some other key ("foo" → "qos"): one for those.
+  const int threshold = w.size() <= 4 ? 1 : std::max<int>(2, static_cast<int>(w.size()) / 3);
   std::vector<std::pair<int, std::string>> scored;
   for (const auto& c : candidates) {
     if (c == word) continue;

@@ -18,6 +18,10 @@ TEST_CASE("dsl_resolve: edit distance and suggestions") {
   CHECK(join_or({"a", "b", "c"}) == "a, b or c");
   CHECK(did_you_mean("hiden_size", keys) == "; did you mean hidden_size?");
   CHECK(did_you_mean("zzz", keys).empty());
+  // Short words: one edit, not two ("foo" is no typo of "qos"; "tpp" is one of "tp").
+  CHECK(suggest("foo", {"qos", "tp"}).empty());
+  CHECK(suggest("tpp", {"qos", "tp"}) == std::vector<std::string>{"tp"});
+  CHECK(suggest("sed", {"seed"}) == std::vector<std::string>{"seed"});
 }
 
 TEST_SUITE_END();
