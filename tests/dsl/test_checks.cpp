@@ -394,6 +394,15 @@ TEST_CASE("dsl_resolve: extreme values are violations, never a crash, an overflo
   CHECK(v->fix.find("use virtual_pp=1") != std::string::npos);
 }
 
+TEST_CASE("dsl_resolve: eval_iters 0 under the default validation is refused, not a silent no-op") {
+  auto none = resolve_json(with(tiny_gpt(), json::parse(R"({"trainer": {"eval_iters": 0}})")));
+  const Violation* v = find_violation(none, "trainer.eval_iters");
+  REQUIRE(v);
+  CHECK(v->fix.find("trainer.eval_interval=0") != std::string::npos);
+  CHECK(resolve_json(with(tiny_gpt(), json::parse(R"({"trainer": {"eval_iters": 0, "eval_interval": 0}})"))).ok());
+  CHECK(resolve_json(with(tiny_gpt(), json::parse(R"({"trainer": {"eval_iters": 0, "eval_samples": 4}})"))).ok());
+}
+
 TEST_CASE("dsl_resolve: kv_heads < tp is rejected, naming the KV heads and the tp that fit") {
   const auto r = resolve_json(with(tiny_gpt(), json::parse(R"({
       "model": {"num_attention_heads": 8, "num_kv_heads": 2, "hidden_size": 64},
