@@ -284,9 +284,12 @@ void check_relations(ResolveContext& ctx) {
   } else if (t.precision == plan::Precision::bf16) {
     ctx.warn("trainer.precision=bf16 on CPU: weights are stored in bf16, the CPU kernels compute in fp32");
   }
+  // The local executor cannot reach other hosts: running the ranks of N nodes here would not be
+  // the plan that validated.
   if (ex.kind == plan::ExecutorKind::local && ex.nodes > 1)
-    ctx.warn("executor.kind=local starts ranks on this host only; executor.nodes=" + str(ex.nodes) +
-             " needs --executor mpi or --executor slurm to run");
+    ctx.violation("executor.nodes",
+                  "executor.nodes=" + str(ex.nodes) + " but executor.kind=local starts ranks on this host only",
+                  "use --executor mpi (with executor.hostfile) or --executor slurm, or executor.nodes=1");
 
   if (!ctx.shape_ok) return;  // the rules below divide by sizes that are known to be positive
 

@@ -403,6 +403,15 @@ TEST_CASE("dsl_resolve: eval_iters 0 under the default validation is refused, no
   CHECK(resolve_json(with(tiny_gpt(), json::parse(R"({"trainer": {"eval_iters": 0, "eval_samples": 4}})"))).ok());
 }
 
+TEST_CASE("dsl_resolve: the local executor cannot plan several nodes") {
+  auto r = resolve_json(with(tiny_gpt(), json::parse(R"({"executor": {"nodes": 2, "cpu_ranks": 1},
+      "trainer": {"micro_batch_size": 1}})")));
+  const Violation* v = find_violation(r, "executor.nodes");
+  REQUIRE(v);
+  CHECK(v->message.find("starts ranks on this host only") != std::string::npos);
+  CHECK(v->fix.find("--executor mpi") != std::string::npos);
+}
+
 TEST_CASE("dsl_resolve: kv_heads < tp is rejected, naming the KV heads and the tp that fit") {
   const auto r = resolve_json(with(tiny_gpt(), json::parse(R"({
       "model": {"num_attention_heads": 8, "num_kv_heads": 2, "hidden_size": 64},
