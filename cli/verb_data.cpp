@@ -50,6 +50,8 @@ int run_data_prepare(const data::PrepareOptions& opts, std::ostream& out, std::o
         << ", tokenizer " << opts.tokenizer << ", vocab " << stats.vocab_size << ")\n";
     out << "use it with: data.kind=sft data.path=" << opts.output_prefix << " data.chat_template=" << opts.chat_template
         << " data.pack=false" << tokenizer_keys(opts) << "\n";
+    // pack=false validates with every model; packing needs positions that restart per sample.
+    out << "  (on a RoPE model, e.g. Llama, data.pack=true packs several conversations per sequence)\n";
     return kExitOk;
   }
   out << "wrote " << opts.output_prefix << ".bin and " << opts.output_prefix << ".idx: " << stats.documents

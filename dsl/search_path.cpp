@@ -1,5 +1,6 @@
 // Where recipes live: the search path, preset lookup, and "did you mean" suggestions.
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -142,6 +143,14 @@ std::vector<std::string> closest_names(const std::string& name, const std::vecto
 }
 
 std::string unknown_preset_message(const std::string& name, const std::vector<std::string>& search_path) {
+  // A file name of another kind (x.json, x.yaml) is no preset name either: say what is read.
+  const std::string ext = std::filesystem::path(name).extension().string();
+  const bool file_like = ext.size() >= 2 && std::all_of(ext.begin() + 1, ext.end(), [](char c) {
+                           return std::isalpha(static_cast<unsigned char>(c)) != 0;
+                         });
+  if (file_like && ext != ".lua" && ext != ".toml")
+    return "'" + name + "' is neither a preset nor a recipe file: recipe files end in .lua or .toml (recipe list " +
+           "shows the presets)";
   std::string msg = "unknown preset '" + name + "'";
   std::vector<std::string> close = closest_names(name, presets_in(search_path));
   if (!close.empty()) {

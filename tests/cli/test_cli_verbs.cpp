@@ -86,6 +86,10 @@ TEST_CASE("an unknown preset exits 1 and suggests the close name") {
   auto r = run({"show", "gpt_tinny"});
   CHECK(r.code == recipe::kExitInvalidRecipe);
   CHECK(r.err.find("gpt_tiny") != std::string::npos);
+  // A file of another kind is named as such, not searched among the presets.
+  auto json = run({"validate", "plan.json"});
+  CHECK(json.code == recipe::kExitInvalidRecipe);
+  CHECK(json.err.find("recipe files end in .lua or .toml") != std::string::npos);
 }
 
 TEST_CASE("an invalid override exits 1 and names the field") {
