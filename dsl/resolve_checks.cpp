@@ -172,7 +172,8 @@ void check_ranges(ResolveContext& ctx) {
   if (par.pp > 1 && p.model.num_layers >= 1)
     shape(require(ctx, "parallelism.pp", par.pp, par.pp <= p.model.num_layers,
                   "must be at most model.num_layers=" + std::to_string(p.model.num_layers) +
-                      " (each pipeline stage holds at least one layer)"));
+                      " (each pipeline stage holds at least one layer)",
+                  "use parallelism.pp ≤ " + std::to_string(p.model.num_layers) + ", or more layers"));
   shape(require(ctx, "parallelism.virtual_pp", par.virtual_pp, par.virtual_pp >= 1,
                 "must be at least 1 (1 = 1F1B, no virtual pipeline stages)"));
   // Every model chunk needs a layer (the chunk count also sizes the schedule the estimate runs).
