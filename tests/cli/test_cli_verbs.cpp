@@ -311,12 +311,12 @@ TEST_CASE("data prepare refuses flags its format or tokenizer would not read, an
       {{"--vocab-file", in}, "--vocab-file is not read with --format text --tokenizer byte"},
       {{"--tokenizer-model", in}, "--tokenizer-model is not read with --format text --tokenizer byte"},
   };
-  for (const auto& [flags, message] : refused) {
+  for (const auto& c : refused) {
     std::vector<std::string> args = {"data", "prepare", "--input", in, "--output", out};
-    args.insert(args.end(), flags.begin(), flags.end());
+    args.insert(args.end(), c.first.begin(), c.first.end());
     auto r = run(args);
-    CHECK_MESSAGE(r.code == recipe::kExitUsage, flags[0]);
-    CHECK_MESSAGE(r.err.find(message) != std::string::npos, r.err);
+    CHECK_MESSAGE(r.code == recipe::kExitUsage, c.first[0]);
+    CHECK_MESSAGE(r.err.find(c.second) != std::string::npos, r.err);
   }
   CHECK_FALSE(std::filesystem::exists(out + ".bin"));
   auto dir = run({"data", "prepare", "--input", in, "--format", "chat", "--output", tmp.str() + "/"});
