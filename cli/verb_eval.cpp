@@ -81,7 +81,7 @@ int run_eval(const EvalArgs& a, std::ostream& out, std::ostream& err) {
   bo.workspace_bytes = size_t(plan->kernels.workspace_bytes);
   bo.attention_fallback = plan->kernels.attention == plan::Attention::fallback;
   double loss = 0;
-  int64_t step = 0;
+  int64_t step = 0, sequences = 0;
   try {
     std::unique_ptr<kernels::Backend> backend = kernels::make_backend(device, bo);
     std::unique_ptr<core::ParallelState> parallel = core::bootstrap_parallel(core::parallel_sizes(*plan), *backend);
@@ -94,6 +94,7 @@ int run_eval(const EvalArgs& a, std::ostream& out, std::ostream& err) {
     }
     step = core::load_checkpoint(trainer, dir, core::LoadMode::weights_only).step;
     loss = trainer.evaluate();
+    sequences = trainer.validation_sequences();
   } catch (const std::invalid_argument& e) {
     err << "error: " << e.what() << "\n";
     return kExitUsage;
@@ -105,7 +106,11 @@ int run_eval(const EvalArgs& a, std::ostream& out, std::ostream& err) {
   std::snprintf(text, sizeof text, "%.6f", loss);
   out << "val_loss " << text << "\n";
   err << "eval: checkpoint " << dir << " (step " << step << "), " << plan->trainer.eval_samples
-      << " samples of the validation split, on " << (device == kernels::Device::cuda ? "cuda" : "cpu") << "\n";
+      << " samples of the validation split";
+  if (sequences > 0 && plan->trainer.eval_samples > sequences)
+    err << " (it holds " << sequences << " sequences: some are read more than once; trainer.eval_samples=N sets "
+        << "how many)";
+  err << ", on " << (device == kernels::Device::cuda ? "cuda" : "cpu") << "\n";
   return kExitOk;
 }
 

@@ -113,6 +113,9 @@ class Trainer {
   // validation stream.
   double evaluate();
   bool has_validation() const { return valid_ != nullptr; }
+  // Sequences one pass over the validation stream holds (0 without one): an eval_samples above it
+  // reads some of them more than once.
+  int64_t validation_sequences() const { return valid_ ? valid_->size() : 0; }
 
   int steps_done() const { return steps_done_; }
   // Continue from `steps` completed steps (a resumed checkpoint): the next step() is step

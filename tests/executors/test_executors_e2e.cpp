@@ -548,6 +548,24 @@ TEST_CASE("validation reads trainer.eval_samples samples: dp1 and dp2 report the
     CHECK(std::stod(ev.out.substr(at + 9)) == doctest::Approx(val[dp][2]).epsilon(1e-5));
   }
 
+  // A validation split smaller than eval_samples: `recipe eval` says its samples repeat.
+  {
+    const fs::path text = tmp.path() / "small.txt";
+    std::string body;
+    for (int i = 0; i < 40; ++i) body += "a short paragraph of text, number " + std::to_string(i) + "\n\n";
+    write_text(text, body);
+    auto prep = run_binary("data prepare --split-paragraphs --input " + text.string() + " --output " +
+                           (tmp.path() / "small").string());
+    REQUIRE_MESSAGE(prep.code == 0, prep.out);
+    auto r = run_binary("pretrain gpt_tiny --device cpu --max-steps 1 data.kind=indexed data.tokenizer=byte "
+                        "data.split=50,50,0 data.path=" +
+                        (tmp.path() / "small").string() + " --name small --experiments-dir " + exp.string());
+    REQUIRE_MESSAGE(r.code == 0, r.out);
+    auto ev = run_binary("eval " + (exp / "small" / "run-1").string() + " --device cpu trainer.eval_samples=400");
+    REQUIRE_MESSAGE(ev.code == 0, ev.out);
+    CHECK_MESSAGE(ev.out.find("sequences: some are read more than once") != std::string::npos, ev.out);
+  }
+
   // 12 samples are not whole micro-batches of 2 × dp 4: refused before anything runs.
   auto bad = run_binary("validate " + (tmp.path() / "val2.toml").string() + " parallelism.dp=4 executor.cpu_ranks=4");
   CHECK(bad.code == 1);
