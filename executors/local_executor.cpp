@@ -4,7 +4,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <csignal>
+#include <ctime>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -29,7 +31,12 @@ namespace {
 struct InterruptRecord {
   std::string status_path;
   std::string tmp_path;
+  // status.json for an interrupt, in two parts around its "steps" value (written from `steps`);
+  // its end_time is the sentinel at end_time_at in the head, overwritten with the signal's time.
   std::string interrupted_json;   // "" = this process does not write status.json
+  std::string interrupted_tail;
+  size_t end_time_at = std::string::npos;
+  std::atomic<int> steps{0};      // the steps done, as training reports them (TrainOptions::steps_done)
   std::string message[4];         // what to print for SIGINT, SIGTERM, SIGUSR1, SIGHUP when stopping at once
   std::string graceful[4];        // what to print for a first SIGTERM, SIGUSR1, SIGHUP (stop after the step)
   bool exit_with_signal = false;  // exit 128 + signal (a rank) instead of 130 (the whole run)
@@ -38,6 +45,50 @@ struct InterruptRecord {
 constexpr int kHandled[4] = {SIGINT, SIGTERM, SIGUSR1, SIGHUP};
 constexpr const char* kHandledNames[4] = {"SIGINT", "SIGTERM", "SIGUSR1", "SIGHUP"};
 InterruptRecord* g_interrupt = nullptr;
+
+constexpr int kStepsMark = 987654321;                   // the "steps" value the JSON is split at
+constexpr char kEndTimeMark[] = "0000-00-00T00:00:00Z";  // now_iso8601()'s form and length
+
+// Async-signal-safe helpers of the handler: integer arithmetic into caller buffers only.
+// Decimal digits of v ≥ 0 into out (≥ 11 bytes); returns the length.
+size_t format_uint(int v, char* out) {
+  char rev[12];
+  size_t n = 0;
+  unsigned u = v < 0 ? 0u : static_cast<unsigned>(v);
+  do {
+    rev[n++] = static_cast<char>('0' + u % 10);
+    u /= 10;
+  } while (u != 0 && n < sizeof rev);
+  for (size_t i = 0; i < n; ++i) out[i] = rev[n - 1 - i];
+  return n;
+}
+
+// Seconds since the epoch as YYYY-MM-DDTHH:MM:SSZ into out (20 bytes), UTC; the civil date from
+// the day count by the proleptic Gregorian calendar's 400-year eras.
+void format_utc(long long t, char* out) {
+  const long long days = t >= 0 ? t / 86400 : (t - 86399) / 86400;
+  const long long secs = t - days * 86400;
+  const long long z = days + 719468, era = (z >= 0 ? z : z - 146096) / 146097;
+  const long long doe = z - era * 146097;
+  const long long yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+  const long long doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+  const long long mp = (5 * doy + 2) / 153;
+  const long long d = doy - (153 * mp + 2) / 5 + 1, m = mp < 10 ? mp + 3 : mp - 9;
+  const long long y = yoe + era * 400 + (m <= 2 ? 1 : 0);
+  const long long fields[6] = {y, m, d, secs / 3600, secs % 3600 / 60, secs % 60};
+  const int widths[6] = {4, 2, 2, 2, 2, 2};
+  const char seps[6] = {'-', '-', 'T', ':', ':', 'Z'};
+  size_t o = 0;
+  for (int f = 0; f < 6; ++f) {
+    long long v = fields[f];
+    for (int i = widths[f] - 1; i >= 0; --i) {
+      out[o + size_t(i)] = static_cast<char>('0' + v % 10);
+      v /= 10;
+    }
+    o += size_t(widths[f]);
+    out[o++] = seps[f];
+  }
+}
 
 int signal_slot(int sig) { return sig == SIGINT ? 0 : sig == SIGTERM ? 1 : sig == SIGUSR1 ? 2 : 3; }
 
@@ -56,9 +107,14 @@ extern "C" void on_interrupt(int sig) {
   ssize_t ignored = ::write(STDERR_FILENO, msg.data(), msg.size());
   (void)ignored;
   if (!rec->interrupted_json.empty()) {
+    if (rec->end_time_at != std::string::npos) format_utc(static_cast<long long>(::time(nullptr)), &rec->interrupted_json[rec->end_time_at]);
+    char digits[12];
+    const size_t n = format_uint(rec->steps.load(), digits);
     int fd = ::open(rec->tmp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd >= 0) {
       ignored = ::write(fd, rec->interrupted_json.data(), rec->interrupted_json.size());
+      ignored = ::write(fd, digits, n);
+      ignored = ::write(fd, rec->interrupted_tail.data(), rec->interrupted_tail.size());
       ::close(fd);
       ::rename(rec->tmp_path.c_str(), rec->status_path.c_str());
     }
@@ -76,8 +132,15 @@ class SignalGuard {
       interrupted.state = "interrupted";
       interrupted.exit_code = kExitInterrupted;
       interrupted.message = rank_signals_ ? "rank " + std::to_string(opts.rank) + " stopped by a signal"
-                                          : "interrupted by SIGINT/SIGTERM";
-      rec_.interrupted_json = status_json(interrupted).dump(2) + "\n";
+                                          : "stopped at once by a signal (SIGINT, or a second SIGTERM/SIGUSR1/SIGHUP)";
+      interrupted.steps = kStepsMark;
+      interrupted.end_time = kEndTimeMark;
+      const std::string json = status_json(interrupted).dump(2) + "\n";
+      const std::string mark = std::to_string(kStepsMark);
+      const size_t at = json.find(mark);
+      rec_.interrupted_json = json.substr(0, at);
+      rec_.interrupted_tail = json.substr(at + mark.size());
+      rec_.end_time_at = rec_.interrupted_json.find(kEndTimeMark);
     }
     rec_.status_path = (fs::path(run_dir) / "status.json").string();
     rec_.tmp_path = rec_.status_path + ".interrupted." + std::to_string(::getpid()) + ".tmp";
@@ -104,6 +167,8 @@ class SignalGuard {
   }
   SignalGuard(const SignalGuard&) = delete;
   SignalGuard& operator=(const SignalGuard&) = delete;
+  // Where training reports its steps, so an interrupt records them (nullptr: no handler).
+  std::atomic<int>* steps() { return enabled_ ? &rec_.steps : nullptr; }
 
  private:
   bool enabled_;
@@ -168,6 +233,7 @@ LocalRunResult run_local(const plan::Plan& plan, const std::string& run_dir, con
     core::TrainOptions train_opts;
     train_opts.run_dir = run_dir;
     train_opts.plan_toml = read_text_file((fs::path(run_dir) / "resolved.toml").string());
+    train_opts.steps_done = guard.steps();
     train_opts.log = &log;
     train_opts.err = &err;
     train_opts.interactive = opts.interactive;

@@ -236,6 +236,7 @@ TrainResult train(const plan::Plan& plan, const TrainOptions& opts) {
   const auto run_start = clock::now();
 
   res.steps_done = start_step;
+  if (opts.steps_done) opts.steps_done->store(start_step);
   const int save_every = plan.checkpoint.save_interval;
   const bool multi_rank = parallel->world_size() > 1;
   int saved_step = start_step;  // the newest step with a checkpoint (the start counts: nothing new to save)
@@ -274,6 +275,7 @@ TrainResult train(const plan::Plan& plan, const TrainOptions& opts) {
     if (i == start_step) res.first_loss = r.loss;
     res.last_loss = r.loss;
     res.steps_done = r.step;
+    if (opts.steps_done) opts.steps_done->store(r.step);
 
     const bool eval_now = can_eval && (r.step % eval_every == 0 || r.step == max_steps);
     if (eval_now) {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -43,6 +44,9 @@ struct TrainOptions {
   // on the watchdog's thread; must end the process, e.g. record the run's status and _exit with
   // kExitHung). Empty: the report goes to stderr and the process exits with kExitHung.
   std::function<void(const std::string& report)> on_hang;
+  // Optional: set to the steps done after each step (and to the resumed step at start), so a
+  // signal handler can record how far the run got without calling into the trainer.
+  std::atomic<int>* steps_done = nullptr;
 };
 
 struct TrainResult {

@@ -178,6 +178,12 @@ TEST_CASE("SIGINT marks the run interrupted and exits 130") {
   auto st = nlohmann::json::parse(read_text(run / "status.json"));
   CHECK(st["state"] == "interrupted");
   CHECK(st["exit_code"] == 130);
+  // How far it got and when it ended, written by the handler (metrics.jsonl has a line per step).
+  CHECK(st["steps"].get<int>() >= 1);
+  CHECK(st["end_time"].is_string());
+  CHECK(st["end_time"].get<std::string>().size() == 20);
+  CHECK(st["end_time"].get<std::string>().rfind("20", 0) == 0);
+  CHECK(st["end_time"].get<std::string>() >= st["start_time"].get<std::string>());
 }
 
 TEST_CASE("settings this version cannot execute fail validate and train with exit 1, naming the key, and no run dir") {
