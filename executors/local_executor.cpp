@@ -107,7 +107,8 @@ extern "C" void on_interrupt(int sig) {
   ssize_t ignored = ::write(STDERR_FILENO, msg.data(), msg.size());
   (void)ignored;
   if (!rec->interrupted_json.empty()) {
-    if (rec->end_time_at != std::string::npos) format_utc(static_cast<long long>(::time(nullptr)), &rec->interrupted_json[rec->end_time_at]);
+    if (rec->end_time_at != std::string::npos)
+      format_utc(static_cast<long long>(::time(nullptr)), &rec->interrupted_json[rec->end_time_at]);
     char digits[12];
     const size_t n = format_uint(rec->steps.load(), digits);
     int fd = ::open(rec->tmp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
