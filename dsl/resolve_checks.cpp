@@ -121,8 +121,8 @@ void check_ranges(ResolveContext& ctx) {
                 up_to(1, kMaxVocab)));
   shape(require(ctx, "model.make_vocab_size_divisible_by", m.make_vocab_size_divisible_by,
                 m.make_vocab_size_divisible_by >= 1 && m.make_vocab_size_divisible_by <= 65536, up_to(1, 65536)));
-  shape(require(ctx, "model.seq_length", m.seq_length, m.seq_length >= 1 && m.seq_length <= kMaxSeq,
-                up_to(1, kMaxSeq)));
+  shape(
+      require(ctx, "model.seq_length", m.seq_length, m.seq_length >= 1 && m.seq_length <= kMaxSeq, up_to(1, kMaxSeq)));
   shape(require(ctx, "model.max_position_embeddings", m.max_position_embeddings,
                 m.max_position_embeddings >= 0 && m.max_position_embeddings <= kMaxSeq,
                 "must be from 0 to " + std::to_string(kMaxSeq) + " (0 = seq_length)"));
@@ -443,10 +443,11 @@ void check_relations(ResolveContext& ctx) {
     for (int q = 2; q <= std::min(m.num_layers / pp, 8); ++q)
       if (q != vpp && m.num_layers % (pp * q) == 0) choices.push_back("virtual_pp=" + std::to_string(q));
     // Balanced or explicit splits need a layer per chunk: offer them only where there are enough.
+    const std::string entries = str(chunks) + " entries";
     const std::string other_splits =
-        chunks <= m.num_layers ? ", set parallelism.pipeline_split=\"balanced\", or give parallelism.layers_per_stage "
-                                 "with " + str(chunks) + " entries"
-                               : " (more model chunks than layers: every chunk needs ≥ 1 layer)";
+        chunks <= m.num_layers
+            ? ", set parallelism.pipeline_split=\"balanced\", or give parallelism.layers_per_stage with " + entries
+            : " (more model chunks than layers: every chunk needs ≥ 1 layer)";
     ctx.violation("parallelism.virtual_pp",
                   "parallelism." + split_of + " does not divide model.num_layers=" + str(m.num_layers),
                   (choices.empty() ? std::string("use virtual_pp=1") : "try " + join_or(choices)) + other_splits);

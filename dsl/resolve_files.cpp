@@ -450,11 +450,11 @@ void check_hostfile(ResolveContext& ctx) {
   if (ex.kind != plan::ExecutorKind::mpi || ex.hostfile.empty() || ctx.facts.planning) return;
   std::error_code ec;
   if (!fs::is_regular_file(ex.hostfile, ec))
-    ctx.violation("executor.hostfile",
-                  "executor.hostfile=\"" + ex.hostfile + "\" " +
-                      (fs::exists(ex.hostfile, ec) ? "is not a file" : "not found"),
-                  "give the Open MPI hostfile (one `host slots=N` line per node), or leave the key out to run on "
-                  "this host");
+    ctx.violation(
+        "executor.hostfile",
+        "executor.hostfile=\"" + ex.hostfile + "\" " + (fs::exists(ex.hostfile, ec) ? "is not a file" : "not found"),
+        "give the Open MPI hostfile (one `host slots=N` line per node), or leave the key out to run on "
+        "this host");
 }
 
 void check_files(ResolveContext& ctx) {

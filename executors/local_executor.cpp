@@ -46,7 +46,7 @@ constexpr int kHandled[4] = {SIGINT, SIGTERM, SIGUSR1, SIGHUP};
 constexpr const char* kHandledNames[4] = {"SIGINT", "SIGTERM", "SIGUSR1", "SIGHUP"};
 InterruptRecord* g_interrupt = nullptr;
 
-constexpr int kStepsMark = 987654321;                   // the "steps" value the JSON is split at
+constexpr int kStepsMark = 987654321;                    // the "steps" value the JSON is split at
 constexpr char kEndTimeMark[] = "0000-00-00T00:00:00Z";  // now_iso8601()'s form and length
 
 // Async-signal-safe helpers of the handler: integer arithmetic into caller buffers only.

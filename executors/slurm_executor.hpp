@@ -13,7 +13,7 @@ struct SlurmSubmitResult {
   bool ok = false;
   std::string job_id;
   std::string message;  // sbatch's error output when !ok
-  int exit_code = 0;     // when !ok: kExitEnvironment (no sbatch, or it failed), kExitRuntime (no job id)
+  int exit_code = 0;    // when !ok: kExitEnvironment (no sbatch, or it failed), kExitRuntime (no job id)
 };
 
 // Runs `sbatch --parsable <run_dir>/launch.sh`, records the job id and marks status.json

@@ -99,8 +99,8 @@ std::unique_ptr<SampleSource> make_sft_part(const plan::Plan& plan, const std::s
               << " tokens and are truncated (their tail is not trained)\n";
   if (sft->stats().untrained > 0)
     std::cerr << "warning: " << ds->prefix() << " (" << split_name(split) << "): " << sft->stats().untrained << " of "
-              << sft->stats().conversations << " conversations have no trained token within model.seq_length+1 = "
-              << plan.model.seq_length + 1
+              << sft->stats().conversations
+              << " conversations have no trained token within model.seq_length+1 = " << plan.model.seq_length + 1
               << " tokens (an answer cut off, or a mask of 0s) and add nothing to the "
               << (split == Split::train ? "training" : "validation") << " loss\n";
   return sft;

@@ -300,14 +300,16 @@ TEST_CASE("data prepare refuses flags its format or tokenizer would not read, an
   const std::string in = tmp.str() + "/a.jsonl", out = tmp.str() + "/ds";
   {
     std::ofstream f(in);
-    f << R"({"prompt": "q", "completion": "a"})" << "\n";
+    f << R"({"prompt": "q", "completion": "a"})"
+      << "\n";
   }
   const std::vector<std::pair<std::vector<std::string>, std::string>> refused = {
       {{"--format", "chat", "--json-key", "body"}, "--json-key is not read with --format chat"},
       {{"--format", "chat", "--split-paragraphs"}, "--split-paragraphs is not read with --format chat"},
       {{"--format", "chat", "--no-eod"}, "--no-eod is not read with --format chat"},
-      {{"--chat-template", "llama3"}, "--chat-template is not read with --format text --tokenizer byte; leave it "
-                                      "out or add --format chat"},
+      {{"--chat-template", "llama3"},
+       "--chat-template is not read with --format text --tokenizer byte; leave it "
+       "out or add --format chat"},
       {{"--vocab-file", in}, "--vocab-file is not read with --format text --tokenizer byte"},
       {{"--tokenizer-model", in}, "--tokenizer-model is not read with --format text --tokenizer byte"},
   };

@@ -143,12 +143,14 @@ TEST_CASE("dsl_resolve: a resolved plan read back does not warn about keys it se
   REQUIRE_MESSAGE(again.ok(), report(again));
   for (const std::string& w : again.warnings) CHECK_MESSAGE(w.find("has no effect") == std::string::npos, w);
   // The same keys written by a person still warn.
-  const auto written = dir.write("mine.toml", "[model]\narch = \"gpt\"\nnum_layers = 2\nhidden_size = 64\n"
-                                              "num_attention_heads = 4\nvocab_size = 256\nseq_length = 32\n"
-                                              "[fp8]\nscaling = \"delayed\"\n");
+  const auto written = dir.write("mine.toml",
+                                 "[model]\narch = \"gpt\"\nnum_layers = 2\nhidden_size = 64\n"
+                                 "num_attention_heads = 4\nvocab_size = 256\nseq_length = 32\n"
+                                 "[fp8]\nscaling = \"delayed\"\n");
   const auto mine = resolve(load_recipe(written.string()), {});
   bool warned = false;
-  for (const std::string& w : mine.warnings) warned = warned || w.find("the fp8 section has no effect") != std::string::npos;
+  for (const std::string& w : mine.warnings)
+    warned = warned || w.find("the fp8 section has no effect") != std::string::npos;
   CHECK(warned);
 }
 

@@ -557,9 +557,10 @@ TEST_CASE("validation reads trainer.eval_samples samples: dp1 and dp2 report the
     auto prep = run_binary("data prepare --split-paragraphs --input " + text.string() + " --output " +
                            (tmp.path() / "small").string());
     REQUIRE_MESSAGE(prep.code == 0, prep.out);
-    auto r = run_binary("pretrain gpt_tiny --device cpu --max-steps 1 data.kind=indexed data.tokenizer=byte "
-                        "data.split=50,50,0 data.path=" +
-                        (tmp.path() / "small").string() + " --name small --experiments-dir " + exp.string());
+    auto r = run_binary(
+        "pretrain gpt_tiny --device cpu --max-steps 1 data.kind=indexed data.tokenizer=byte "
+        "data.split=50,50,0 data.path=" +
+        (tmp.path() / "small").string() + " --name small --experiments-dir " + exp.string());
     REQUIRE_MESSAGE(r.code == 0, r.out);
     auto ev = run_binary("eval " + (exp / "small" / "run-1").string() + " --device cpu trainer.eval_samples=400");
     REQUIRE_MESSAGE(ev.code == 0, ev.out);

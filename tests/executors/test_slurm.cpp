@@ -91,7 +91,8 @@ TEST_CASE("a submission sbatch refuses leaves the run failed with sbatch's words
   // A stand-in sbatch first on PATH: the controller cannot be reached.
   const auto bin = tmp.path() / "bin";
   std::filesystem::create_directories(bin);
-  write_text(bin / "sbatch", "#!/bin/sh\necho 'sbatch: error: Could not establish a configuration source' >&2\nexit 1\n");
+  write_text(bin / "sbatch",
+             "#!/bin/sh\necho 'sbatch: error: Could not establish a configuration source' >&2\nexit 1\n");
   std::filesystem::permissions(bin / "sbatch", std::filesystem::perms::owner_all);
   const std::string old_path = std::getenv("PATH") ? std::getenv("PATH") : "";
   ::setenv("PATH", (bin.string() + ":" + old_path).c_str(), 1);
