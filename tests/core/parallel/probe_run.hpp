@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/ops.hpp"
 #include "tests/core/parallel/mpi_test_util.hpp"
 #include "tests/core/parallel/trained_result.hpp"
 
@@ -55,6 +56,21 @@ inline Trained run_layout_probe(const std::string& recipe, const Layout& l, cons
   args.insert(args.end(), l.overrides.begin(), l.overrides.end());
   args.insert(args.end(), extra.begin(), extra.end());
   return run_train_probe(recipe, l.world, out, args, l.name);
+}
+
+// The GPUs a multi-GPU parity case may use: the visible count, or 0 after the skip message when
+// there are fewer than 2 or no mpirun (the case then returns: "skipped" without GPUs).
+inline int parity_gpus() {
+  const int gpus = kernels::query_gpus().count;
+  if (gpus >= 2 && mpirun_available()) return gpus;
+  MESSAGE("skipped: needs 2 or more GPUs and mpirun (found " << gpus << " GPUs)");
+  return 0;
+}
+
+// The overrides every GPU parity run adds: CUDA, bf16 compute.
+inline const std::vector<std::string>& cuda_bf16() {
+  static const std::vector<std::string> overrides = {"trainer.device=cuda", "trainer.precision=bf16"};
+  return overrides;
 }
 
 }  // namespace recipe::testing

@@ -149,12 +149,9 @@ TEST_CASE("LoRA: an adapter-only checkpoint saved under DP2+ZeRO-1 resumes seria
 // of a CUDA world; compared with one GPU in bf16. The losses agree to ~3e-5; parameters that
 // start at zero (biases) differ by a few percent relative after 20 bf16 steps in any two layouts.
 TEST_CASE("CUDA: a checkpoint saved in one GPU layout resumes in another (bf16 tolerance) [gpu]") {
-  const int gpus = recipe::kernels::query_gpus().count;
-  if (gpus < 2 || !recipe::testing::mpirun_available()) {
-    MESSAGE("skipped: needs 2 or more GPUs and mpirun (found " << gpus << " GPUs)");
-    return;
-  }
-  reshard_for("gpt_tiny", {"trainer.device=cuda", "trainer.precision=bf16"}, 1e-3, 6e-2, gpus);
+  const int gpus = recipe::testing::parity_gpus();
+  if (gpus == 0) return;
+  reshard_for("gpt_tiny", recipe::testing::cuda_bf16(), 1e-3, 6e-2, gpus);
 }
 
 TEST_SUITE_END();

@@ -98,12 +98,9 @@ TEST_CASE("llama_tiny: context parallel layouts train like one process") { cp_pa
 // on the losses, 3e-2 relative L2 on the parameters); the step is the device step, captured in a
 // CUDA graph from step 2 on (ring sends included). Needs 2 GPUs (the 4-rank layouts 4).
 TEST_CASE("CUDA: context parallelism trains like one GPU (bf16 tolerance) [gpu]") {
-  const int gpus = recipe::kernels::query_gpus().count;
-  if (gpus < 2 || !recipe::testing::mpirun_available()) {
-    MESSAGE("skipped: needs 2 or more GPUs and mpirun (found " << gpus << " GPUs)");
-    return;
-  }
-  const std::vector<std::string> cuda = {"trainer.device=cuda", "trainer.precision=bf16"};
+  const int gpus = recipe::testing::parity_gpus();
+  if (gpus == 0) return;
+  const std::vector<std::string>& cuda = recipe::testing::cuda_bf16();
   auto with_cuda = [&](std::vector<std::string> v) {
     v.insert(v.end(), cuda.begin(), cuda.end());
     return v;

@@ -84,12 +84,9 @@ TEST_CASE("PP with the overlapped exchanges gives the blocking exchanges' run bi
 // On GPUs: bf16 tolerance against one GPU, and the blocking exchanges' run within 1e-6 (the same
 // kernels on the same data). Needs ≥ 2 GPUs (the PP4 layout 4).
 TEST_CASE("CUDA: PP with the overlapped exchanges trains like one GPU and like the blocking exchanges [gpu]") {
-  const int gpus = recipe::kernels::query_gpus().count;
-  if (gpus < 2 || !recipe::testing::mpirun_available()) {
-    MESSAGE("skipped: needs 2 or more GPUs and mpirun (found " << gpus << " GPUs)");
-    return;
-  }
-  const std::vector<std::string> cuda = {"trainer.device=cuda", "trainer.precision=bf16"};
+  const int gpus = recipe::testing::parity_gpus();
+  if (gpus == 0) return;
+  const std::vector<std::string>& cuda = recipe::testing::cuda_bf16();
   for (const std::string recipe : {"gpt_tiny", "llama_tiny"}) {
     TempOut tmp("ppov-cuda-" + recipe);
     int n = 0;

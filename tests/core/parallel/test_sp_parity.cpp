@@ -328,7 +328,7 @@ TEST_CASE("llama_tiny: TP comm overlap without sequence parallelism (TP2, x PP2,
 
 namespace {
 
-const std::vector<std::string> kCuda = {"trainer.device=cuda", "trainer.precision=bf16"};
+const std::vector<std::string>& kCuda = recipe::testing::cuda_bf16();
 
 // Each layout (on CUDA) against one GPU, within the bf16 tolerance of test_training_parity.cpp's
 // CUDA case; layouts needing more GPUs than there are are left out.
@@ -358,11 +358,8 @@ void cuda_parity(const std::string& recipe, const std::vector<Layout>& layouts, 
 // The same on GPUs (NCCL between ranks, bf16 compute): TP2+SP follows one GPU within the bf16
 // tolerance of test_training_parity.cpp's CUDA case. Needs ≥ 2 GPUs (the ×PP2 layout ≥ 4).
 TEST_CASE("CUDA: sequence parallelism trains like one GPU (bf16 tolerance) [gpu]") {
-  const int gpus = recipe::kernels::query_gpus().count;
-  if (gpus < 2 || !recipe::testing::mpirun_available()) {
-    MESSAGE("skipped: needs 2 or more GPUs and mpirun (found " << gpus << " GPUs)");
-    return;
-  }
+  const int gpus = recipe::testing::parity_gpus();
+  if (gpus == 0) return;
   for (const std::string recipe : {"gpt_tiny", "llama_tiny"})
     cuda_parity(recipe, {{"TP2+SP", 2, kSp}, {"TP2+SP x PP2", 4, with(kSp, {"parallelism.pp=2"})}}, gpus, "sp-cuda");
 }
@@ -371,11 +368,8 @@ TEST_CASE("CUDA: sequence parallelism trains like one GPU (bf16 tolerance) [gpu]
 // the captured step (the step graph from step 2), follow one GPU like the blocking SP path.
 // Needs ≥ 2 GPUs (x PP2 and TP4 ≥ 4).
 TEST_CASE("CUDA: TP comm overlap trains like one GPU (bf16 tolerance) [gpu]") {
-  const int gpus = recipe::kernels::query_gpus().count;
-  if (gpus < 2 || !recipe::testing::mpirun_available()) {
-    MESSAGE("skipped: needs 2 or more GPUs and mpirun (found " << gpus << " GPUs)");
-    return;
-  }
+  const int gpus = recipe::testing::parity_gpus();
+  if (gpus == 0) return;
   // TP4 on gpt_tiny only (llama_tiny's 2 KV heads do not split 4 ways).
   for (const std::string recipe : {"gpt_tiny", "llama_tiny"}) {
     std::vector<Layout> layouts = {{"TP2+SP+overlap", 2, kOverlap},
@@ -390,11 +384,8 @@ TEST_CASE("CUDA: TP comm overlap trains like one GPU (bf16 tolerance) [gpu]") {
 // stream, forked after that chunk's GEMM and joined by device-side event waits, inside the
 // captured step; follows one GPU like plain TP. Needs ≥ 2 GPUs (x PP2 and TP4 ≥ 4).
 TEST_CASE("CUDA: TP comm overlap without sequence parallelism trains like one GPU (bf16 tolerance) [gpu]") {
-  const int gpus = recipe::kernels::query_gpus().count;
-  if (gpus < 2 || !recipe::testing::mpirun_available()) {
-    MESSAGE("skipped: needs 2 or more GPUs and mpirun (found " << gpus << " GPUs)");
-    return;
-  }
+  const int gpus = recipe::testing::parity_gpus();
+  if (gpus == 0) return;
   for (const std::string recipe : {"gpt_tiny", "llama_tiny"}) {
     std::vector<Layout> layouts = {{"TP2+overlap", 2, kChunked},
                                    {"TP2+overlap, 3 chunks, recompute full", 2,

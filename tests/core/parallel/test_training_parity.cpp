@@ -186,12 +186,9 @@ TEST_CASE("gpt_tiny with fp8.scaling=delayed: TP2 and TP2xDP2 train like one pro
 // the single-GPU run within bf16 tolerance, with the multi-rank step on the device and captured in
 // a CUDA graph. Needs ≥ 2 GPUs (the 4-rank layouts ≥ 4).
 TEST_CASE("CUDA: parallel layouts train like one GPU (bf16 tolerance) [gpu]") {
-  const int gpus = recipe::kernels::query_gpus().count;
-  if (gpus < 2 || !recipe::testing::mpirun_available()) {
-    MESSAGE("skipped: needs 2 or more GPUs and mpirun (found " << gpus << " GPUs)");
-    return;
-  }
-  const std::vector<std::string> cuda = {"trainer.device=cuda", "trainer.precision=bf16"};
+  const int gpus = recipe::testing::parity_gpus();
+  if (gpus == 0) return;
+  const std::vector<std::string>& cuda = recipe::testing::cuda_bf16();
   for (const std::string recipe : {"gpt_tiny", "llama_tiny"}) {
     const Trained serial = train(recipe, 1, {}, recipe + "-cuda-serial", cuda);
     for (const Layout& l : layouts()) {

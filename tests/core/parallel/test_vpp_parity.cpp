@@ -125,13 +125,10 @@ TEST_CASE("a checkpoint saved at PP2 x virtual_pp 2 resumes at one process and a
 // The same on GPUs (NCCL point-to-point round the ring, bf16): within the bf16 tolerance of the
 // other CUDA parity tests. Needs ≥ 2 GPUs (the 4-rank layouts ≥ 4).
 TEST_CASE("CUDA: interleaved 1F1B trains like one GPU (bf16 tolerance) [gpu]") {
-  const int gpus = recipe::kernels::query_gpus().count;
-  if (gpus < 2 || !recipe::testing::mpirun_available()) {
-    MESSAGE("skipped: needs 2 or more GPUs and mpirun (found " << gpus << " GPUs)");
-    return;
-  }
+  const int gpus = recipe::testing::parity_gpus();
+  if (gpus == 0) return;
   for (const std::string recipe : {"gpt_tiny", "llama_tiny"})
-    vpp_parity_for(recipe, {"trainer.device=cuda", "trainer.precision=bf16"}, 1e-2, 3e-2, gpus);
+    vpp_parity_for(recipe, recipe::testing::cuda_bf16(), 1e-2, 3e-2, gpus);
 }
 
 TEST_SUITE_END();

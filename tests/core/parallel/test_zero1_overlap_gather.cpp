@@ -143,12 +143,9 @@ TEST_CASE("ZeRO-1 with the overlapped weight gather resumes from a checkpoint bi
 // 1e-5 (the same kernels on the same data; only the gather's timing differs). Needs ≥ 2 GPUs
 // (the PP layouts ≥ 4).
 TEST_CASE("CUDA: ZeRO-1 with the overlapped weight gather trains like one GPU (bf16 tolerance) [gpu]") {
-  const int gpus = recipe::kernels::query_gpus().count;
-  if (gpus < 2 || !recipe::testing::mpirun_available()) {
-    MESSAGE("skipped: needs 2 or more GPUs and mpirun (found " << gpus << " GPUs)");
-    return;
-  }
-  const std::vector<std::string> cuda = {"trainer.device=cuda", "trainer.precision=bf16"};
+  const int gpus = recipe::testing::parity_gpus();
+  if (gpus == 0) return;
+  const std::vector<std::string>& cuda = recipe::testing::cuda_bf16();
   for (const std::string recipe : {"gpt_tiny", "llama_tiny"}) {
     TempOut tmp("z1ov-cuda-" + recipe);
     const Trained serial = run_layout_probe(recipe, {"serial", 1, {}}, tmp.path / "serial", cuda);
