@@ -457,19 +457,22 @@ void check_hostfile(ResolveContext& ctx) {
         "this host");
 }
 
+// Validation on by default (its interval not set, check_datasets kept it on) with
+// trainer.eval_iters=0 and no eval_samples would read no sample at every validation
+// (check_ranges covers an interval that was set).
+void check_default_validation(ResolveContext& ctx) {
+  const plan::TrainerConfig& t = ctx.plan().trainer;
+  if (ctx.eval_auto && t.eval_interval > 0 && t.eval_samples == 0 && t.eval_iters < 1)
+    ctx.violation("trainer.eval_iters",
+                  "trainer.eval_iters=" + std::to_string(t.eval_iters) +
+                      " gives each validation no sample, and validation is on (trainer.eval_interval is not set: " +
+                      std::to_string(t.eval_interval) + " where the data has a validation split)",
+                  "set trainer.eval_interval=0 to turn validation off, or trainer.eval_iters ≥ 1");
+}
+
 void check_files(ResolveContext& ctx) {
   check_datasets(ctx);
-  // Validation on by default (its interval not set) with trainer.eval_iters=0 and no eval_samples
-  // would read no sample at every validation (check_ranges covers an interval that was set).
-  {
-    const plan::TrainerConfig& t = ctx.plan().trainer;
-    if (ctx.eval_auto && t.eval_interval > 0 && t.eval_samples == 0 && t.eval_iters < 1)
-      ctx.violation("trainer.eval_iters",
-                    "trainer.eval_iters=" + std::to_string(t.eval_iters) +
-                        " gives each validation no sample, and validation is on (trainer.eval_interval is not set: " +
-                        std::to_string(t.eval_interval) + " where the data has a validation split)",
-                    "set trainer.eval_interval=0 to turn validation off, or trainer.eval_iters ≥ 1");
-  }
+  check_default_validation(ctx);
   check_tokenizer(ctx);
   check_checkpoint_load(ctx);
   check_hostfile(ctx);
