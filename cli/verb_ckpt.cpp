@@ -1,5 +1,5 @@
 // `recipe ckpt info | verify | export | import | merge`: look into a checkpoint, convert it to and from
-// Hugging Face model directories (checkpoint/hf/hf_convert.hpp, a LoRA checkpoint's adapters as a
+// Hugging Face model directories (hf/hf_convert.hpp, a LoRA checkpoint's adapters as a
 // PEFT adapter: hf_peft.hpp) and merge a LoRA checkpoint's adapters into a full checkpoint
 // (lora_merge.hpp).
 #include <algorithm>
@@ -10,9 +10,9 @@
 #include "checkpoint/checkpoint.hpp"
 #include "plan/exit_codes.hpp"
 #include "cli/verbs.hpp"
-#include "checkpoint/hf/hf_convert.hpp"
-#include "checkpoint/hf/hf_peft.hpp"
-#include "checkpoint/hf/lora_merge.hpp"
+#include "hf/hf_convert.hpp"
+#include "hf/hf_peft.hpp"
+#include "hf/lora_merge.hpp"
 #include "core/model/model_shape.hpp"
 
 namespace fs = std::filesystem;

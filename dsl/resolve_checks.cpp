@@ -9,7 +9,7 @@
 
 #include "plan/gpu_catalog.hpp"
 #include "dsl/resolve_internal.hpp"
-#include "core/model/family/shape.hpp"
+#include "family/shape.hpp"
 #include "dsl/suggest.hpp"
 #include "plan/lora.hpp"
 

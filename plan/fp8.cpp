@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "core/model/family/shape.hpp"
+#include "family/shape.hpp"
 #include "plan/lora.hpp"
 
 namespace recipe::plan {

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "core/model/family/shape.hpp"
+#include "family/shape.hpp"
 
 namespace recipe::plan {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <string>
 
-#include "core/model/family/tensor_table.hpp"
+#include "family/tensor_table.hpp"
 #include "plan/lora.hpp"
 
 namespace recipe::plan {

@@ -1,6 +1,6 @@
 // Parameter and FLOP counts of the model a plan describes. Needs the resolved model shape
 // (head_dim, num_kv_heads, ffn_hidden_size and padded_vocab_size filled in). The counts are sums
-// over the family's tensor table (core/model/family/), the same rows the parameter layout lays out.
+// over the family's tensor table (family/), the same rows the parameter layout lays out.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// A ModelShape (core/model/family/shape.hpp) read once from a resolved plan. The derived fields
+// A ModelShape (family/shape.hpp) read once from a resolved plan. The derived fields
 // (head_dim, num_kv_heads, ffn_hidden_size, padded_vocab_size, max_position_embeddings) are taken as
 // the resolver filled them; a plan built in code gets them from tests/core/core_test_util.hpp's
 // fill_derived (tests) or dsl::resolve.
@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "core/model/family/shape.hpp"
+#include "family/shape.hpp"
 #include "plan/plan.hpp"
 
 namespace recipe::core {

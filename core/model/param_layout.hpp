@@ -1,6 +1,6 @@
 // Where every parameter lives: its global name and shape, the slice this rank holds (TP shard),
 // and its place in the flat buffers of the ParamStore. Built by walking the family's tensor table
-// (core/model/family/tensor_table.hpp), which says what each tensor is; this file says where.
+// (family/tensor_table.hpp), which says what each tensor is; this file says where.
 //
 // Flat buffer layout (element offsets, the same for master weights, compute copy, grads, Adam m/v):
 //
@@ -56,7 +56,7 @@
 #include <string_view>
 #include <vector>
 
-#include "core/model/family/tensor_table.hpp"
+#include "family/tensor_table.hpp"
 #include "core/model/model_shape.hpp"
 #include "plan/plan.hpp"
 

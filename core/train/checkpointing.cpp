@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "checkpoint/checkpoint.hpp"
-#include "core/model/family/tensor_table.hpp"
+#include "family/tensor_table.hpp"
 
 namespace fs = std::filesystem;
 

@@ -6,7 +6,7 @@
 #include <functional>
 #include <stdexcept>
 
-#include "core/model/family/tensor_table.hpp"
+#include "family/tensor_table.hpp"
 #include "core/model/init.hpp"
 #include "plan/memory_estimate.hpp"
 

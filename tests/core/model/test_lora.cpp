@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "core/model/family/tensor_table.hpp"
+#include "family/tensor_table.hpp"
 #include "core/train/trainer.hpp"
 #include "plan/lora.hpp"
 #include "plan/memory_estimate.hpp"

@@ -6,8 +6,8 @@
 #include <set>
 #include <string>
 
-#include "checkpoint/hf/hf_convert.hpp"
-#include "core/model/family/tensor_table.hpp"
+#include "hf/hf_convert.hpp"
+#include "family/tensor_table.hpp"
 #include "core/model/param_layout.hpp"
 #include "plan/model_size.hpp"
 #include "tests/core/core_test_util.hpp"

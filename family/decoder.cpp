@@ -6,7 +6,7 @@
 // it is GPT-2's HF tensor order. Adjacent rows with the same role and part are a pack (q|k|v,
 // gate|up); GPT-2's c_attn is the q|k|v pack under one HF name, stored transposed like every
 // GPT-2 Conv1D weight.
-#include "core/model/family/decoder.hpp"
+#include "family/decoder.hpp"
 
 namespace recipe::core {
 

@@ -14,14 +14,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "checkpoint/hf/hf_safetensors.hpp"
+#include "hf/hf_safetensors.hpp"
 #include "core/train/checkpointing.hpp"
-#include "checkpoint/hf/hf_convert.hpp"
+#include "hf/hf_convert.hpp"
 #include "core/train/trainer.hpp"
 #include "tests/core/core_test_util.hpp"
 #include "tests/core/data/temp_dir.hpp"
 
-TEST_SUITE_BEGIN("checkpoint/hf");
+TEST_SUITE_BEGIN("hf");
 
 using namespace recipe;
 using recipe::data::testing::TempDir;

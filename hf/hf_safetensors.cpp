@@ -1,5 +1,5 @@
 // Reading and writing Hugging Face safetensors model files (see hf_safetensors.hpp).
-#include "checkpoint/hf/hf_safetensors.hpp"
+#include "hf/hf_safetensors.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>

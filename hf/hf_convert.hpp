@@ -12,7 +12,7 @@
 //     repeat_kv). Biases map to attention_bias / mlp_bias.
 //
 // Which of our tensors make which HF tensor, and their orientation, are columns of the family's
-// tensor table (core/model/family/decoder.cpp); this file adds the config.json mapping and I/O.
+// tensor table (family/decoder.cpp); this file adds the config.json mapping and I/O.
 //
 // Any other feature mix (a GPT without biases, RMSNorm with GELU, ...) has no HF class that
 // computes the same function, and is refused naming the features.

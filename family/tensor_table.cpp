@@ -1,11 +1,11 @@
 // Reading a family's tensor table: which table a shape uses, which rows it has, their shapes and
 // names (see tensor_table.hpp).
-#include "core/model/family/tensor_table.hpp"
+#include "family/tensor_table.hpp"
 
 #include <stdexcept>
 #include <utility>
 
-#include "core/model/family/decoder.hpp"
+#include "family/decoder.hpp"
 
 namespace recipe::core {
 

@@ -7,7 +7,7 @@
 //
 //   core/model/param_layout.cpp   the flat buffer layout (order, packs, groups, shards, init)
 //   core/model/model.cpp          Model::bind_params (roles → the tensors the block computes with)
-//   checkpoint/hf/hf_convert.cpp  HF export/import (names, q|k|v → c_attn, Conv1D transposes)
+//   hf/hf_convert.cpp  HF export/import (names, q|k|v → c_attn, Conv1D transposes)
 //   plan/model_size.cpp           parameter counting (resolver, memory estimate)
 //
 // GPT and Llama are one table (decoder.cpp): they are one block structure whose parts the
@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "core/model/family/shape.hpp"
+#include "family/shape.hpp"
 
 namespace recipe::core {
 

@@ -1,5 +1,5 @@
 // W' = W + s·B·A for every adapted weight of a LoRA checkpoint (see lora_merge.hpp).
-#include "checkpoint/hf/lora_merge.hpp"
+#include "hf/lora_merge.hpp"
 
 #include <filesystem>
 #include <stdexcept>

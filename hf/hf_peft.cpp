@@ -1,5 +1,5 @@
 // LoRA adapters → a Hugging Face PEFT adapter directory (see hf_peft.hpp for the mapping).
-#include "checkpoint/hf/hf_peft.hpp"
+#include "hf/hf_peft.hpp"
 
 #include <algorithm>
 #include <filesystem>
@@ -7,9 +7,9 @@
 #include <set>
 #include <stdexcept>
 
-#include "checkpoint/hf/hf_convert.hpp"
-#include "checkpoint/hf/hf_safetensors.hpp"
-#include "checkpoint/hf/lora_merge.hpp"
+#include "hf/hf_convert.hpp"
+#include "hf/hf_safetensors.hpp"
+#include "hf/lora_merge.hpp"
 #include "core/model/param_layout.hpp"
 
 namespace fs = std::filesystem;

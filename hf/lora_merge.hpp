@@ -1,7 +1,7 @@
 // LoRA adapters of a checkpoint, folded into their base weights: W' = W + s·B·A. The one place the
 // merge math lives; `recipe ckpt export --format hf --merge` (hf_convert.cpp) and `recipe ckpt
 // merge` (a full engine checkpoint of the merged model) both read their weights through
-// read_merged(). It sits in checkpoint/hf beside the other conversions (it needs the tensor table
+// read_merged(). It sits in hf beside the other conversions (it needs the tensor table
 // and the core's parameter layout, which the plain checkpoint library does not link).
 //
 // Which adapter belongs to which weight is read off the family's tensor table: in one layer, the
@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "checkpoint/checkpoint.hpp"
-#include "core/model/family/shape.hpp"
+#include "family/shape.hpp"
 
 namespace recipe::core::lora {
 

@@ -3,7 +3,7 @@
 
 #include <span>
 
-#include "core/model/family/tensor_table.hpp"
+#include "family/tensor_table.hpp"
 
 namespace recipe::core {
 

@@ -1,5 +1,5 @@
 // Our checkpoints ↔ Hugging Face model directories (see hf_convert.hpp for the mapping).
-#include "checkpoint/hf/hf_convert.hpp"
+#include "hf/hf_convert.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -13,9 +13,9 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "checkpoint/hf/hf_safetensors.hpp"
-#include "checkpoint/hf/lora_merge.hpp"
-#include "core/model/family/tensor_table.hpp"
+#include "hf/hf_safetensors.hpp"
+#include "hf/lora_merge.hpp"
+#include "family/tensor_table.hpp"
 #include "core/model/param_layout.hpp"
 
 namespace fs = std::filesystem;

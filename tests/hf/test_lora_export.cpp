@@ -17,10 +17,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "checkpoint/hf/hf_convert.hpp"
-#include "checkpoint/hf/hf_peft.hpp"
-#include "checkpoint/hf/hf_safetensors.hpp"
-#include "checkpoint/hf/lora_merge.hpp"
+#include "hf/hf_convert.hpp"
+#include "hf/hf_peft.hpp"
+#include "hf/hf_safetensors.hpp"
+#include "hf/lora_merge.hpp"
 #include "core/model/rng.hpp"
 #include "core/train/checkpointing.hpp"
 #include "core/train/trainer.hpp"
@@ -28,7 +28,7 @@
 #include "tests/core/core_test_util.hpp"
 #include "tests/core/data/temp_dir.hpp"
 
-TEST_SUITE_BEGIN("checkpoint/hf");
+TEST_SUITE_BEGIN("hf");
 
 using namespace recipe;
 using recipe::data::testing::TempDir;
