@@ -21,7 +21,7 @@ adapter-only LoRA checkpoint of gpt_tiny / llama_tiny whose adapters are far fro
 base, and batch.json: {"tokens": [[t0, ..., tT], ...], "loss": <engine mean loss>}):
 
     RECIPE_PEFT_CHECK_DIR=/tmp/peftcheck build/bin/recipe_tests -tc='*peft_check*'
-    python3 bench/peft_check.py --recipe build/bin/recipe /tmp/peftcheck/gpt2 /tmp/peftcheck/llama
+    python3 tests/reference/peft_check.py --recipe build/bin/recipe /tmp/peftcheck/gpt2 /tmp/peftcheck/llama
 
 Exit status 0 when every directory agrees within the tolerances.
 """
