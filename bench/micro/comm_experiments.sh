@@ -11,7 +11,7 @@
 set -uo pipefail
 out=$OUT
 [[ ${SKIP_PATCH:-0} == 1 ]] && { git apply bench/micro/patches/skip_comm.patch || echo "patch failed"; }
-TARGETS=${TARGETS:-recipe} PHASES=build OUT=$out bench/final_gpu_check.sh
+TARGETS=${TARGETS:-recipe} OUT=$out bench/gpu_check.sh build
 source bench/device_env.sh "$out"
 B=/tmp/dev/build
 if [[ ${PARITY:-0} == 1 ]]; then
