@@ -1,4 +1,5 @@
-"""Does a copy-engine transfer between two GPUs run beside a GEMM? (issue 20, docs/performance.md)
+"""Does a copy-engine transfer between two GPUs run beside a GEMM? (issue 20; the answer:
+bench/results/2026-11-27-multi-gpu.md)
 
 One process, GPUs 0 and 1. On GPU 0: the TP2 rank's fc2 GEMM ([8192, 2816] x [2816, 2048] bf16) on
 one stream, and on a second stream a 32 MiB bf16 copy from GPU 1 into GPU 0 (a device-to-device

@@ -23,7 +23,7 @@
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I. bench/micro/fused_mlp_dgrad.cu \
 //        kernels/cuda/elementwise.cu -lcublasLt -o fused && ./fused [N ...]   (default 16384 8192 4096)
 //
-// History (docs/performance.md, "Round 6"): two rounds of this prototype measured 290-298 us for
+// History (bench/results/2026-11-25-gpt3-345m.md, "Round 6"): two rounds of this prototype measured 290-298 us for
 // the fused kernel at N = 16384 against 220 us for cuBLASLt's DGELU GEMM alone (~350 us with the
 // engine's GELU rebuild and column sum). Findings that are no longer in the code:
 //   * 2-CTA clusters with TMA multicast (the kernel keeps the CM x CN template) ran as fast as
