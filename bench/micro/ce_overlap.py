@@ -6,7 +6,7 @@ one stream, and on a second stream a 32 MiB bf16 copy from GPU 1 into GPU 0 (a d
 copy between GPUs, which CUDA runs on a copy engine over NVLink, no SMs), then the same copy
 both ways at once (GPU 1 -> 0 and 0 -> 1, as a two-rank all-gather would move). CUDA-event means
 of 50 iterations after 10 warm-up ones.
-  python3 bench/ce_overlap.py
+  python3 bench/micro/ce_overlap.py
 """
 import torch
 

@@ -5,7 +5,7 @@
 # RECIPE_EXP_SKIP_COMM=<group> skip the collectives of the groups whose name starts with <group>
 # (tp, dp, pp): the step without that communication (wrong numbers, right compute), to split a
 # layout's lost time into communication and compute. The patch is never part of the product.
-#   SET="pp nccl" [SKIP_PATCH=1] [PARITY=1] OUT=/tmp/out bench/comm_experiments.sh
+#   SET="pp nccl" [SKIP_PATCH=1] [PARITY=1] OUT=/tmp/out bench/micro/comm_experiments.sh
 # SET picks the tables below (decompose, pp, nccl, dp, dp-repeat); PARITY=1 also runs the pipeline's GPU parity
 # tests on all GPUs first (needs TARGETS to include recipe_tests).
 set -uo pipefail

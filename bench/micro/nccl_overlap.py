@@ -7,7 +7,7 @@ library family as the engine's), one process per GPU. For world sizes 2 and 4 (a
   both    the two at once, the all-reduce on a high-priority side stream (as the engine runs them);
           also with the GEMM planned for fewer SMs (PyTorch's SM carve-out, cuBLASLt's SM-count target)
 Times are CUDA-event means over 50 iterations after 10 warm-up ones, rank 0's.
-  python3 bench/nccl_overlap.py > nccl_overlap.md
+  python3 bench/micro/nccl_overlap.py > nccl_overlap.md
 """
 import os
 import sys
