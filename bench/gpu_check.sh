@@ -352,11 +352,12 @@ scaling_runs() {
   run 70b-tp4-l12-acc4 4 llama3_70b $TP=4 model.num_layers=12 trainer.recompute=none $MB=1 $GB=4
   run 70b-tp4-l16-full 4 llama3_70b $TP=4 model.num_layers=16 $MB=1 $GB=4
   run 70b-tp8-l24 8 llama3_70b $TP=8 model.num_layers=24 trainer.recompute=none $MB=1 $GB=4
-  # context parallelism: CP1 on one GPU against CP2 on two, same global batch
+  # context parallelism: CP1 on one GPU against CP2 on two, same global batch (the 32k rows with
+  # the preset's recompute, as measured on 2026-11-26 in bench/results/2026-11-27-multi-gpu.md)
   run cp1-8k 1 $TP=1 model.seq_length=8192 $MB=1 $GB=2
   run cp2-8k 2 $TP=1 model.seq_length=8192 parallelism.cp=2 $MB=1 $GB=2
-  run cp1-32k 1 $TP=1 model.seq_length=32768 $MB=1 $GB=2
-  run cp2-32k 2 $TP=1 model.seq_length=32768 parallelism.cp=2 $MB=1 $GB=2
+  run cp1-32k 1 $TP=1 model.seq_length=32768 trainer.recompute=gelu $MB=1 $GB=2
+  run cp2-32k 2 $TP=1 model.seq_length=32768 trainer.recompute=gelu parallelism.cp=2 $MB=1 $GB=2
 }
 
 # -- a base commit against this tree --------------------------------------------------------------
