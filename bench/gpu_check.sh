@@ -64,7 +64,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 phases=("$@")
 ((${#phases[@]})) || read -ra phases <<<"${PHASES:-}"
-((${#phases[@]})) || { sed -n '2,60p' "$0"; exit 2; }
+((${#phases[@]})) || { sed -n '2,/^set -uo/p' "$0" | sed '$d'; exit 2; }
 out=${OUT:-$root/bench/results}
 mkdir -p "$out"
 export OUT=$out
