@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""PyTorch twins of the Llama benchmark workloads (docs/performance.md, "The Llama benchmark").
+"""PyTorch twins of the Llama benchmark workloads (docs/performance.md; the dated log:
+bench/results/2026-11-27-llama.md).
 
 Two implementations of the same model, trained the way the engine trains it:
   titan  a clean Llama in plain PyTorch, written the way torchtitan writes its Llama: RMSNorm,

@@ -5,7 +5,7 @@
 namespace recipe::dsl {
 
 // One block per violation:
-//   parallelism.tp  (set at recipes/wiki.lua:12)
+//   parallelism.tp  (set at examples/wiki.lua:12)
 //     parallelism.tp=3 does not divide model.num_attention_heads=16
 //     fix: try tp=2 or tp=4
 std::string format_violations(const std::vector<Violation>& violations) {

@@ -17,7 +17,7 @@ constexpr int kDefaultEvalInterval = 1000;
 
 int64_t round_up(int64_t value, int64_t multiple) { return (value + multiple - 1) / multiple * multiple; }
 
-// Experiment name from the recipe source: "preset:gpt3_345m" / "recipes/wiki.lua" → "gpt3_345m" / "wiki".
+// Experiment name from the recipe source: "preset:gpt3_345m" / "examples/wiki.lua" → "gpt3_345m" / "wiki".
 std::string name_from_source(const std::string& source) {
   std::string name = source;
   if (name.rfind("preset:", 0) == 0) name.erase(0, 7);

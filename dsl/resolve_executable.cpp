@@ -19,7 +19,7 @@ void check_context_parallel(ResolveContext& ctx) {
   if (p.trainer.device != plan::Device::cpu) {
     // CP on GPUs: tests/core/parallel/test_context_parallel.cpp's CUDA case (CP2, CP2×DP2, CP2×TP2
     // against one GPU) and the CUDA block-attention and CP-position op tests pass on H100s
-    // (docs/performance.md, "Context parallelism on GPUs").
+    // (bench/results/2026-11-27-multi-gpu.md, "Context parallelism on GPUs").
     if (p.kernels.attention == plan::Attention::fallback)
       ctx.violation("kernels.attention",
                     cps +

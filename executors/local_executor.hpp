@@ -24,7 +24,7 @@ struct LocalRunOptions {
   std::ostream* err = nullptr;  // failure messages (nullptr = std::cerr)
   bool interactive = false;     // redraw the progress line in place (a terminal)
   // Install signal handlers. SIGUSR1, SIGTERM and SIGHUP ask training to stop after the current
-  // step with a checkpoint (core/stop_request.hpp): the run ends "stopped" and resumes when rerun
+  // step with a checkpoint (core/train/stop_request.hpp): the run ends "stopped" and resumes when rerun
   // (exit 5 for the owner; a rank under a launcher exits 0, so mpirun/srun see a normal end, and
   // the launcher reports 5 from rank 0's "stopped"). SIGINT, or a second such signal, stops at
   // once: status.json "interrupted" (owner, reporter) and exit 130 for the owner, 128 + signal for

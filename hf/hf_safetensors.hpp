@@ -1,6 +1,6 @@
 // Hugging Face style safetensors files: what `transformers` writes with save_pretrained and reads
 // with from_pretrained. Independent of our sharded checkpoint format (checkpoint.hpp); the model
-// knowledge (which tensor is which) lives in core/hf_convert.hpp.
+// knowledge (which tensor is which) lives in hf/hf_convert.hpp.
 //
 // A model directory holds either
 //   model.safetensors                      one file with every tensor, or

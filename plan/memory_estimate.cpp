@@ -51,8 +51,8 @@ int64_t layers_transient_bytes(const Plan& p, int64_t es) {
   return std::max({mlp_end, fc_act_end + R * C * es, align256(N * q * es) + N * qkv * es});
 }
 
-// The engine's activation arena on one rank, buffer for buffer (core/activations.cpp carves it;
-// tests/core/test_recompute.cpp checks the two agree): `layers` saved layer sets, one shared
+// The engine's activation arena on one rank, buffer for buffer (core/model/activations.cpp carves it;
+// tests/core/model/test_recompute.cpp checks the two agree): `layers` saved layer sets, one shared
 // transient region, per-slot final-norm/gradient buffers, `slots` micro-batches in flight.
 // N = micro_batch · seq / cp tokens (context parallelism splits every sample), R = this rank's rows
 // of the residual stream (N, or N/tp with sequence parallelism: residual, norm outputs and
@@ -72,7 +72,7 @@ int64_t arena_bytes(const Plan& p, int layers, int slots, bool last_stage) {
   const int64_t F = m.ffn_hidden_size / tp, FI = gelu ? F : 2 * F;
   const int64_t Vl = m.padded_vocab_size / tp;
   // The transient region: logits chunk | fc_act, dfc (+ dfc_act), proj_out | datty, dqkv. The
-  // logits chunk fills what the layers' buffers need anyway, at least 64 MiB (core/activations).
+  // logits chunk fills what the layers' buffers need anyway, at least 64 MiB (core/model/activations).
   const int64_t layers_region = layers_transient_bytes(p, es);
   const int64_t chunk = classifier_chunk_rows(N, Vl, es, layers_region);
   const int64_t region = std::max(layers_region, chunk * Vl * es);

@@ -37,14 +37,10 @@ if [[ "${1:-}" == "--all" ]]; then
   max_files=${#changed[@]}
   what="every product file"
 else
-  base=${1:-}
-  if [[ -z "$base" ]]; then
-    # A branch: what it adds to main. main itself (merge base = HEAD) or no origin: the last commit.
-    if git rev-parse -q --verify origin/main >/dev/null; then base=$(git merge-base HEAD origin/main); fi
-    if [[ -z "$base" || "$(git rev-parse "$base")" == "$(git rev-parse HEAD)" ]]; then base=HEAD~1; fi
-  fi
-  if ! git rev-parse -q --verify "$base^{commit}" >/dev/null; then
-    echo "tidy: base $base is not in this clone (shallow?): nothing to compare against, nothing checked"
+  # The base: the merge base with origin/main on a branch, else HEAD~1 (scripts/change_base.sh,
+  # shared with scripts/format_check.sh).
+  if ! base=$(scripts/change_base.sh "${1:-}"); then
+    echo "tidy: nothing checked"
     exit 0
   fi
   mapfile -t changed < <(git diff --name-only --diff-filter=ACMR "$base" -- '*.cpp' '*.cc' '*.hpp' '*.h')

@@ -56,7 +56,7 @@ namespace recipe::core {
 
 class RingAttention;
 
-// "none" | "gelu" | "norm" | "full" (see core/activations.hpp); throws std::invalid_argument
+// "none" | "gelu" | "norm" | "full" (see core/model/activations.hpp); throws std::invalid_argument
 // naming trainer.recompute otherwise.
 Recompute parse_recompute(const std::string& s);
 const char* recompute_name(Recompute r);  // the recipe spelling (plan/enums.hpp); "<invalid>" off the enum

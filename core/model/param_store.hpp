@@ -7,7 +7,7 @@
 //   adam_m, adam_v f32
 // The first four share the element offsets of the ParamLayout. The Adam moments do too, unless the
 // optimizer state is sharded (ZeRO-1): then they hold only this rank's `state_numel` elements,
-// laid out as the optimizer's segments say (core/optimizer.hpp).
+// laid out as the optimizer's segments say (core/train/optimizer.hpp).
 // A frozen tensor (LoRA's base, ParamSpec::trainable false) lives only in the compute copy: on
 // CUDA in bf16 alone. grad(p) of a frozen tensor is undefined (the ops skip an undefined gradient),
 // and master(p) throws unless the compute copy is the master buffer.

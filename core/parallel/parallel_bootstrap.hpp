@@ -4,9 +4,9 @@
 // inside a Slurm allocation start the ranks, and MPI tells each its rank. CUDA ranks started by
 // another scheduler may instead come with a plain RANK / WORLD_SIZE / LOCAL_RANK environment and
 // RECIPE_RENDEZVOUS_DIR (a directory every rank sees): NCCL ids then go through a file store
-// (core/rendezvous_store.hpp) and host scalars through NCCL. CPU ranks need MPI. The group
+// (core/parallel/rendezvous_store.hpp) and host scalars through NCCL. CPU ranks need MPI. The group
 // communicators are split from MPI_COMM_WORLD in the tp → cp → dp → pp layout of
-// core/parallel_state.hpp. CPU backends get MPI communicators; CUDA backends get NCCL
+// core/parallel/parallel_state.hpp. CPU backends get MPI communicators; CUDA backends get NCCL
 // communicators (unique ids broadcast over MPI) whose tensor collectives run on the backend's
 // stream, with MPI kept for the host scalars (losses, norms, flags).
 #pragma once

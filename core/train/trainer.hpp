@@ -68,7 +68,7 @@ struct TrainResult {
 //
 // Checkpoints go to checkpoint.dir (default <run dir>/checkpoints; none without either) every
 // checkpoint.save_interval steps, after the last step (checkpoint.save_final), and when a stop is
-// requested (core/stop_request.hpp). A run whose checkpoint dir already holds one resumes from its
+// requested (core/train/stop_request.hpp). A run whose checkpoint dir already holds one resumes from its
 // `latest` (a requeued or resubmitted job); otherwise checkpoint.load, if set, is loaded: resumed
 // for mode="pretrain", weights only for mode="finetune". Setup problems (bad plan values, missing data files, no GPU)
 // throw std::runtime_error / std::invalid_argument with an actionable message; a diverging run

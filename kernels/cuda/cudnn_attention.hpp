@@ -9,7 +9,7 @@
 // uses the own kernels. With `tune_plans` (not in deterministic mode) every execution plan cuDNN's
 // heuristics offer is built, and the first run of each shape outside CUDA-graph capture times
 // those fitting the backend's workspace and keeps the fastest: at head dim 64 on an H100 the heuristic's
-// first forward plan is ~9% slower than its second (bench/sdpa_plans.cpp). cuDNN's Stats output is the natural-log LSE of the scaled scores,
+// first forward plan is ~9% slower than its second (bench/micro/sdpa_plans.cpp). cuDNN's Stats output is the natural-log LSE of the scaled scores,
 // [B, Hq, T, 1] f32: exactly the lse convention of ops.hpp, so it is written straight into lse.
 //
 // Ring attention's blocks (ops.hpp AttentionBlockFwdArgs, context parallelism) are graphs of their

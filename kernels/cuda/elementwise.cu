@@ -130,7 +130,7 @@ __global__ void swiglu_fwd_vec_kernel(bf16* out, const bf16* gu, int64_t rows, i
 // 64-bit either way. The per-element arithmetic is swiglu_grad's and swiglu_value's, rounded once
 // as the separate kernels round, so dgate_up is bitwise the backward's and act swiglu_fwd's.
 // (The former one-vector grid-stride backward ran at ~1.95 TB/s at the Llama 1B shape, against
-// swiglu_fwd_vec's 3.07; bench/swiglu_bwd.cu times it against this kernel at kUnroll 1, 2, 4.)
+// swiglu_fwd_vec's 3.07; bench/micro/swiglu_bwd.cu times it against this kernel at kUnroll 1, 2, 4.)
 constexpr int kSwigluUnroll = 2;
 template <bool kAct, class Index, int kUnroll = kSwigluUnroll>
 __global__ void __launch_bounds__(kThreads)

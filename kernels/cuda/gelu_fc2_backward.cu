@@ -4,7 +4,7 @@
 //   g[N,H]    = gelu(pre)                                bf16: fc2's weight-gradient input
 //   dbias[H] (=|+=) Σ_rows dh                            f32, the rounded dh, fixed order
 // One persistent kernel, one launch, replaces cuBLASLt's DGELU GEMM, the GELU rebuild and the
-// column sum (bench/fused_mlp_dgrad.cu measures it against them).
+// column sum (bench/micro/fused_mlp_dgrad.cu measures it against them).
 //
 // Layouts and work split (see fused_dgrad_kernel):
 //   - GEMM view: m = token (N), n = H column, k = C. A = dy [N,C] is K-major (C contiguous);

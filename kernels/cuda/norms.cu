@@ -368,7 +368,7 @@ bool vec_ok(int64_t C, std::initializer_list<const void*> ptrs) {
 // The launcher behind layernorm_bwd. dbias must be null for RMSNorm and dinp_sum null without
 // dinp (layernorm_bwd sees to both). kWarps and blocks_per_sm are parameters so that other
 // shapes can be timed; layernorm_bwd uses kBwdWarps and kBwdBlocksPerSm, the best of 4 or 8 warps
-// and 1, 2 or 4 blocks per SM on an H100 (docs/performance.md, round 5).
+// and 1, 2 or 4 blocks per SM on an H100 (bench/results/2026-11-25-gpt3-345m.md, round 5).
 template <int kWarps, int VEC, int SLOTS>
 void launch_norm_bwd_shape(NormBwdArgs a, float* dweight, float* dbias, float* dinp_sum, NormGradOverwrite overwrite,
                            Workspace& ws, int blocks_per_sm, cudaStream_t s) {

@@ -1,4 +1,4 @@
-// Helpers for the cli/executors tests: run verbs in-process or through the built binary, temp dirs.
+// Helpers for the tests of cli/ and executors/: run verbs in-process or through the built binary, temp dirs.
 #pragma once
 
 #include <sys/wait.h>

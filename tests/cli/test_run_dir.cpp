@@ -1,4 +1,4 @@
-// Run directory creation, status files, git facts, log teeing (executors/run_dir, tee_stream).
+// Run directory creation, status files, git facts, log teeing (runs/run_dir, executors/tee_stream).
 #include <doctest/doctest.h>
 
 #include <sys/stat.h>

@@ -1,4 +1,4 @@
-// Test helpers for tests/dsl_load: a scratch folder of recipe files and scoped environment changes.
+// Test helpers for the recipe-loading tests (tests/dsl/): a scratch folder of recipe files and scoped environment changes.
 #pragma once
 
 #include <cstdlib>

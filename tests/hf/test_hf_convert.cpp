@@ -118,7 +118,7 @@ void check_round_trip(Trained& t, const std::string& hf, const TempDir& dir, boo
     CHECK(have_loss == doctest::Approx(want_loss).epsilon(1e-2));
 }
 
-// With RECIPE_HF_CHECK_DIR set, leaves <dir>/<model_type>/ for bench/hf_check.py: an f32 export
+// With RECIPE_HF_CHECK_DIR set, leaves <dir>/<model_type>/ for tests/reference/hf_check.py: an f32 export
 // of the plan's model trained 60 steps on 8 repeated samples (so the loss is far from the ln V of
 // an untrained model, and a wrong mapping would show), plus batch.json: the token rows of the
 // next step's batch and the engine's mean loss on them.
@@ -148,7 +148,7 @@ void dump_for_hf_check(plan::Plan plan, const std::string& model_type) {
     rows.push_back(row);
   }
   write_json(out / "batch.json", {{"tokens", rows}, {"loss", trainer.compute_loss(steps)}});
-  MESSAGE("wrote " << out.string() << " for bench/hf_check.py");
+  MESSAGE("wrote " << out.string() << " for tests/reference/hf_check.py");
 }
 
 }  // namespace

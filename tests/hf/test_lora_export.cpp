@@ -3,7 +3,7 @@
 // back to the same losses; `export --format hf-peft` writes PEFT's key names, shapes and config,
 // A/B values equal to the engine's tensors (A copied to each part of a fused linear, B split by the
 // part's rows), and PEFT's own formula on them (base + lora_alpha/r · B·A, transposed for Conv1D)
-// reproduces the merged export. bench/peft_check.py runs real transformers + peft on the same
+// reproduces the merged export. tests/reference/peft_check.py runs real transformers + peft on the same
 // files (RECIPE_PEFT_CHECK_DIR, below).
 #include <doctest/doctest.h>
 
@@ -380,10 +380,10 @@ TEST_CASE("export --format hf-peft refuses a model without adapters") {
                        doctest::Contains("no LoRA adapters"), std::invalid_argument);
 }
 
-// With RECIPE_PEFT_CHECK_DIR set, leaves <dir>/<model_type>/ for bench/peft_check.py: an
+// With RECIPE_PEFT_CHECK_DIR set, leaves <dir>/<model_type>/ for tests/reference/peft_check.py: an
 // adapter-only LoRA checkpoint (checkpoints/step-0 and its base checkpoints/base/step-0, with a
 // plan.toml the CLI reads) and batch.json: token rows and the engine's mean loss on them.
-TEST_CASE("LoRA checkpoints for bench/peft_check.py (RECIPE_PEFT_CHECK_DIR)") {
+TEST_CASE("LoRA checkpoints for tests/reference/peft_check.py (RECIPE_PEFT_CHECK_DIR)") {
   const char* root = std::getenv("RECIPE_PEFT_CHECK_DIR");
   if (!root || !*root) return;
   for (bool llama : {false, true}) {
@@ -400,7 +400,7 @@ TEST_CASE("LoRA checkpoints for bench/peft_check.py (RECIPE_PEFT_CHECK_DIR)") {
       rows.push_back(row);
     }
     std::ofstream(out / "batch.json") << nlohmann::json{{"tokens", rows}, {"loss", t.trainer->compute_loss(0)}}.dump();
-    MESSAGE("wrote " << out.string() << " for bench/peft_check.py");
+    MESSAGE("wrote " << out.string() << " for tests/reference/peft_check.py");
   }
 }
 

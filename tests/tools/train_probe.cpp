@@ -1,4 +1,4 @@
-// One rank of a training world for the parallel-vs-serial parity tests (tests/parallel/).
+// One rank of a training world for the parallel-vs-serial parity tests (tests/core/parallel/).
 //
 //   recipe_train_probe <recipe> <out dir> [--load CKPT] [--stop-after N] [--save DIR] [key=value ...]
 //

@@ -1,5 +1,5 @@
 // The Hugging Face tokenizer.json reader against ids from the `tokenizers` library itself
-// (tests/data/hf_tokenizer/, written by bench/tokenizer_ref.py): byte-level BPEs trained on Shakespeare
+// (tests/data/hf_tokenizer/, written by tests/reference/tokenizer_ref.py): byte-level BPEs trained on Shakespeare
 // with Llama 3's and GPT-2's pre-tokenizers, on a slice of Hamlet and on hand-made edge cases; plus
 // the Unicode classes, BOS/EOS/special ids and the rejection of what the reader does not implement.
 #include <doctest/doctest.h>
@@ -26,7 +26,7 @@ namespace {
 
 const std::string kDir = std::string(RECIPE_SOURCE_DIR) + "/tests/data/hf_tokenizer/";
 
-// Expected ids: little-endian uint16, as bench/tokenizer_ref.py writes them.
+// Expected ids: little-endian uint16, as tests/reference/tokenizer_ref.py writes them.
 std::vector<int32_t> read_ids(const std::string& path) {
   const std::string raw = read_file(path);
   REQUIRE_MESSAGE(!raw.empty(), path);

@@ -13,7 +13,7 @@
 //
 // Build / run (one H100, repository root; the engine's nvcc flags, so the arithmetic is the same):
 //   nvcc -O3 -std=c++17 --expt-relaxed-constexpr --use_fast_math -gencode=arch=compute_90a,code=sm_90a \
-//        -I. bench/swiglu_bwd.cu -o swiglu_bwd && ./swiglu_bwd [N F]   (default 8192 8192: Llama 1B, mb 4)
+//        -I. bench/micro/swiglu_bwd.cu -o swiglu_bwd && ./swiglu_bwd [N F]   (default 8192 8192: Llama 1B, mb 4)
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "kernels/cuda/elementwise.cu"
-#include "bench/bench_check.h"
+#include "bench/micro/bench_check.h"
 
 namespace {
 

@@ -1,13 +1,13 @@
 """How long one TP-sized all-reduce takes over NVLink, and how much of it a GEMM beside it hides.
 
-Twin-side reference for docs/performance.md (issue 20): PyTorch's NCCL (same library family as the
-engine's), one process per GPU. For world sizes 2 and 4 (as many as there are GPUs):
+Twin-side reference for bench/results/2026-11-27-multi-gpu.md (issue 20): PyTorch's NCCL (same
+library family as the engine's), one process per GPU. For world sizes 2 and 4 (as many as there are GPUs):
   ar      all-reduce of a [rows, 2048] bf16 tensor (rows = 8 x 1024: the ~1B Llama at micro-batch 8)
   gemm    the fc2 GEMM of a TP rank, [rows, 5632 / tp] x [5632 / tp, 2048] bf16
   both    the two at once, the all-reduce on a high-priority side stream (as the engine runs them);
           also with the GEMM planned for fewer SMs (PyTorch's SM carve-out, cuBLASLt's SM-count target)
 Times are CUDA-event means over 50 iterations after 10 warm-up ones, rank 0's.
-  python3 bench/nccl_overlap.py > nccl_overlap.md
+  python3 bench/micro/nccl_overlap.py > nccl_overlap.md
 """
 import os
 import sys

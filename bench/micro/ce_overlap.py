@@ -1,11 +1,12 @@
-"""Does a copy-engine transfer between two GPUs run beside a GEMM? (issue 20, docs/performance.md)
+"""Does a copy-engine transfer between two GPUs run beside a GEMM? (issue 20; the answer:
+bench/results/2026-11-27-multi-gpu.md)
 
 One process, GPUs 0 and 1. On GPU 0: the TP2 rank's fc2 GEMM ([8192, 2816] x [2816, 2048] bf16) on
 one stream, and on a second stream a 32 MiB bf16 copy from GPU 1 into GPU 0 (a device-to-device
 copy between GPUs, which CUDA runs on a copy engine over NVLink, no SMs), then the same copy
 both ways at once (GPU 1 -> 0 and 0 -> 1, as a two-rank all-gather would move). CUDA-event means
 of 50 iterations after 10 warm-up ones.
-  python3 bench/ce_overlap.py
+  python3 bench/micro/ce_overlap.py
 """
 import torch
 

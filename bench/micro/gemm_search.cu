@@ -1,7 +1,7 @@
 // Exhaustive cuBLASLt algorithm search for the MLP GEMMs of gpt3_345m, against the heuristic
 // list the engine times (kernels/cuda/cublaslt_linear.cpp). It answers: does cuBLASLt have a
 // faster configuration for the GELU-epilogue GEMMs than its heuristic offers?
-//   nvcc -O2 -std=c++17 -arch=sm_90 -I. bench/gemm_search.cu -lcublasLt -o gemm_search
+//   nvcc -O2 -std=c++17 -arch=sm_90 -I. bench/micro/gemm_search.cu -lcublasLt -o gemm_search
 //   ./gemm_search [N=16384] [max_configs_timed=4000]
 // Shapes use the engine's row-major → column-major mapping (see cublaslt_linear.cpp):
 //   fc1 forward  outᵀ[4C,N] = W1ᵀ · inpᵀ    m=4C n=N k=C  TN, GELU_AUX_BIAS (aux = pre-GELU)
@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/bench_check.h"
+#include "bench/micro/bench_check.h"
 
 namespace {
 

@@ -5,7 +5,7 @@ them on two streams take the time of one if the GPU runs them side by side, twic
 runs them one after the other. The same for a spinning kernel beside a 32 MiB device-to-device
 copy (a copy engine's work) and beside a peer copy from GPU 1 (when there is a second GPU).
 CUDA-event means of 20 iterations after 5 warm-up ones.
-  python3 bench/concurrency_probe.py
+  python3 bench/micro/concurrency_probe.py
 """
 import torch
 

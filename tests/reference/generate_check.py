@@ -12,7 +12,7 @@ generated ids are the bytes `recipe generate` prints.
 
 Not run in CI (CI has no torch/transformers). Needs: pip install torch transformers safetensors
 
-    python3 bench/generate_check.py --recipe build/bin/recipe
+    python3 tests/reference/generate_check.py --recipe build/bin/recipe
 Exit status 0 when every preset's ids agree.
 """
 import argparse

@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
 # Communication experiments on a multi-GPU machine (one device call; results in $OUT/exp.md):
 # runs of the ~1B Llama / gpt3_345m with NCCL environment variables, and (SKIP_PATCH=1) with
-# bench/patches/skip_comm.patch applied to the device's copy of the tree, which lets
+# bench/micro/patches/skip_comm.patch applied to the device's copy of the tree, which lets
 # RECIPE_EXP_SKIP_COMM=<group> skip the collectives of the groups whose name starts with <group>
 # (tp, dp, pp): the step without that communication (wrong numbers, right compute), to split a
 # layout's lost time into communication and compute. The patch is never part of the product.
-#   SET="pp nccl" [SKIP_PATCH=1] [PARITY=1] OUT=/tmp/out bench/comm_experiments.sh
+#   SET="pp nccl" [SKIP_PATCH=1] [PARITY=1] OUT=/tmp/out bench/micro/comm_experiments.sh
 # SET picks the tables below (decompose, pp, nccl, dp, dp-repeat); PARITY=1 also runs the pipeline's GPU parity
 # tests on all GPUs first (needs TARGETS to include recipe_tests).
 set -uo pipefail
 out=$OUT
-[[ ${SKIP_PATCH:-0} == 1 ]] && { git apply bench/patches/skip_comm.patch || echo "patch failed"; }
-TARGETS=${TARGETS:-recipe} PHASES=build OUT=$out bench/final_gpu_check.sh
+[[ ${SKIP_PATCH:-0} == 1 ]] && { git apply bench/micro/patches/skip_comm.patch || echo "patch failed"; }
+TARGETS=${TARGETS:-recipe} OUT=$out bench/gpu_check.sh build
 source bench/device_env.sh "$out"
 B=/tmp/dev/build
 if [[ ${PARITY:-0} == 1 ]]; then

@@ -20,10 +20,10 @@
 // repeatability of dh and dbias; the band tickets all back at zero.
 //
 // Build / run (one H100, repository root):
-//   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I. bench/fused_mlp_dgrad.cu \
+//   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I. bench/micro/fused_mlp_dgrad.cu \
 //        kernels/cuda/elementwise.cu -lcublasLt -o fused && ./fused [N ...]   (default 16384 8192 4096)
 //
-// History (docs/performance.md, "Round 6"): two rounds of this prototype measured 290-298 us for
+// History (bench/results/2026-11-25-gpt3-345m.md, "Round 6"): two rounds of this prototype measured 290-298 us for
 // the fused kernel at N = 16384 against 220 us for cuBLASLt's DGELU GEMM alone (~350 us with the
 // engine's GELU rebuild and column sum). Findings that are no longer in the code:
 //   * 2-CTA clusters with TMA multicast (the kernel keeps the CM x CN template) ran as fast as
@@ -96,7 +96,7 @@
 
 #include "kernels/cuda/gelu_fc2_backward.cu"
 
-#include "bench/bench_check.h"
+#include "bench/micro/bench_check.h"
 #define CKL()                                                                                  \
   do {                                                                                         \
     cudaError_t e_ = cudaGetLastError();                                                       \

@@ -2,7 +2,7 @@
 # Samples GPU 0's SM clock, power and throttle reasons every 100 ms while a run trains, to tell
 # whether a step's wall time above its kernels' sum (ncu runs each kernel alone, at boost clock)
 # is clocks under sustained load. Needs a built recipe ($B, default /tmp/dev/build).
-#   OUT=/tmp/out bench/clock_probe.sh [recipe overrides...]   (default: gpt3_345m at micro-batch 16)
+#   OUT=/tmp/out bench/micro/clock_probe.sh [recipe overrides...]   (default: gpt3_345m at micro-batch 16)
 # Writes $OUT/clocks.csv (the samples), $OUT/clock-run.log, and prints the limits and a summary of
 # the samples taken during the timed steps.
 set -uo pipefail
