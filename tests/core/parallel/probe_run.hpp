@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/ops.hpp"
@@ -17,8 +18,10 @@
 
 namespace recipe::testing {
 
+// `env`: variables set in the ranks' environment (e.g. OPENBLAS_CORETYPE for measure_noise).
 inline Trained run_train_probe(const std::string& recipe, int world, const std::filesystem::path& out,
-                               const std::vector<std::string>& args, const std::string& label = "") {
+                               const std::vector<std::string>& args, const std::string& label = "",
+                               const std::vector<std::pair<std::string, std::string>>& env = {}) {
   std::filesystem::create_directories(out);
   std::vector<std::string> argv = {tool_path("train_probe"),
                                    recipe,
@@ -30,10 +33,20 @@ inline Trained run_train_probe(const std::string& recipe, int world, const std::
                                    "optimizer.clip_grad=1.0",
                                    "executor.cpu_ranks=" + std::to_string(world)};
   argv.insert(argv.end(), args.begin(), args.end());
-  MpiRun r = run_mpi(world, argv, {}, 180);
+  MpiRun r = run_mpi(world, argv, env, 180);
   INFO(label << " mpirun output:\n" << r.output);
   REQUIRE(r.exit_code == 0);
   return read_result(out, world);
+}
+
+// The serial run of `recipe` (one rank, `args`) in `dir`/serial, with its rounding noise floor
+// measured by the same run under the other BLAS kernel sets (trained_result.hpp, measure_noise).
+inline Trained run_serial_with_noise(const std::string& recipe, const std::filesystem::path& dir,
+                                     const std::vector<std::string>& args) {
+  return measure_noise(run_train_probe(recipe, 1, dir / "serial", args, "serial"), [&](const std::string& core) {
+    return run_train_probe(recipe, 1, dir / ("serial-" + core), args, "serial under " + core + " kernels",
+                           {{"OPENBLAS_CORETYPE", core}});
+  });
 }
 
 // A parallel layout under test: its name (for messages), its world size and its overrides.

@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/data/prepare.hpp"
@@ -43,10 +44,28 @@ std::vector<std::string> with(std::vector<std::string> a, const std::vector<std:
 }
 
 // One probe world (tests/tools/train_probe.cpp): 20 steps of the parity tests' schedule, or the
-// first `stop_after` of them, optionally resumed from `load` and saved into `save`.
+// first `stop_after` of them, optionally resumed from `load` and saved into `save`; `env`: the
+// ranks' extra environment.
 Trained probe(const std::string& recipe, int world, const std::vector<std::string>& overrides, const fs::path& out,
-              const std::vector<std::string>& probe_args = {}) {
-  return recipe::testing::run_train_probe(recipe, world, out, with(overrides, probe_args));
+              const std::vector<std::string>& probe_args = {},
+              const std::vector<std::pair<std::string, std::string>>& env = {}) {
+  return recipe::testing::run_train_probe(recipe, world, out, with(overrides, probe_args), "", env);
+}
+
+// The TP overlap cases below claim more than parity: that the overlap is *bitwise* the blocking
+// path, because the engine only cuts a GEMM into row chunks and every output row is the same sum
+// of the same products. That holds for the engine exactly where it holds for the BLAS: measured
+// with cblas_sgemm (C = A·Bᵀ, 64 and 128 rows in 2, 3 and 4 chunks, inner 64-352, outer 64-352),
+// OpenBLAS's Sandybridge (AVX) kernels give every row the same bits in all 120 shapes, its Haswell
+// and Zen kernels in none, Prescott's in 80 and Cooperlake's in 116 (the edge blocks of a call take
+// another path). So those cases run every world, the serial reference included, under the
+// Sandybridge kernels where the CPU has AVX; elsewhere (arm64) the bitwise claims are checked as
+// parity only, and say so.
+std::vector<std::pair<std::string, std::string>> row_invariant_blas() {
+#if defined(__x86_64__)
+  if (__builtin_cpu_supports("avx")) return {{"OPENBLAS_CORETYPE", "Sandybridge"}};
+#endif
+  return {};
 }
 
 // par ran steps [from, 20) of serial's 20.
@@ -123,7 +142,9 @@ TEST_CASE("LoRA with adapter dropout under TP2+SP trains like one process") {
     // on a few adapters, by rounding that Adam amplifies; SP drifts exactly as much).
     const std::vector<std::string> lora = {"trainer.max_steps=12", "optimizer.lr=1e-2", "optimizer.min_lr=1e-3",
                                            "schedule.warmup_steps=2", "peft.dropout=0.1"};
-    const Trained serial = probe(recipe, 1, lora, tmp.path / "serial");
+    // The reference with its rounding floor under other BLAS kernels (trained_result.hpp): the
+    // bounds below are the larger of the fixed ones and kNoiseFactor times that floor.
+    const Trained serial = recipe::testing::run_serial_with_noise(recipe, tmp.path, lora);
     const Trained sp = probe(recipe, 2, with(lora, kSp), tmp.path / "sp");
     const Trained sp_pp = probe(recipe, 4, with(lora, with(kSp, {"parallelism.pp=2"})), tmp.path / "sp-pp");
     for (const auto& run : {std::pair{&sp, "TP2+SP"}, std::pair{&sp_pp, "TP2+SP x PP2"}}) {
@@ -133,8 +154,9 @@ TEST_CASE("LoRA with adapter dropout under TP2+SP trains like one process") {
       CHECK(par->problems.empty());
       INFO(par->problems);
       REQUIRE(par->losses.size() == serial.losses.size());
+      const double loss_bound = recipe::testing::parity_bound(serial, "", 1e-5);
       for (size_t i = 0; i < serial.losses.size(); ++i)
-        CHECK(std::abs(par->losses[i] - serial.losses[i]) <= 1e-5 * std::abs(serial.losses[i]));
+        CHECK(std::abs(par->losses[i] - serial.losses[i]) <= loss_bound * std::abs(serial.losses[i]));
       for (const auto& entry : serial.params) {
         const std::string& pname = entry.first;
         const std::vector<double>& ref = entry.second;
@@ -144,8 +166,9 @@ TEST_CASE("LoRA with adapter dropout under TP2+SP trains like one process") {
           continue;
         }
         // B of k has near-null directions that only hold rounding noise (test_lora_parity.cpp).
-        const double tol = pname.find("attention.k.lora_b") != std::string::npos ? 1e-4 : 1e-5;
-        CHECK_MESSAGE(rel_l2(got, ref) <= tol, pname << " rel L2 " << rel_l2(got, ref));
+        const double tol = recipe::testing::parity_bound(
+            serial, pname, pname.find("attention.k.lora_b") != std::string::npos ? 1e-4 : 1e-5);
+        CHECK_MESSAGE(rel_l2(got, ref) <= tol, pname << " rel L2 " << rel_l2(got, ref) << " (bound " << tol << ")");
       }
     }
     CHECK(serial.losses.back() < serial.losses.front() - 0.05);
@@ -234,13 +257,19 @@ void overlap_parity_for(const std::string& recipe) {
     return;
   }
   TempOut tmp("tpov-" + recipe);
+  const auto blas = row_invariant_blas();
+  auto probe = [&](const std::string& r, int world, const std::vector<std::string>& overrides, const fs::path& out) {
+    return ::probe(r, world, overrides, out, {}, blas);
+  };
   const Trained serial = probe(recipe, 1, {}, tmp.path / "serial");
   const Trained blocking = probe(recipe, 2, kSp, tmp.path / "blocking");
   const Trained overlap = probe(recipe, 2, kOverlap, tmp.path / "overlap");
   check_equal(serial, overlap, recipe + " TP2+SP+overlap");
   REQUIRE(overlap.losses.size() == blocking.losses.size());
-  CHECK(overlap.losses[0] == blocking.losses[0]);  // the first forward: bitwise
-  if (recipe == "llama_tiny") {
+  if (blas.empty()) MESSAGE("the overlap's bitwise equality to the blocking path is not checked: no BLAS kernel set "
+                            "known to sum a GEMM row alike however the rows are chunked (row_invariant_blas)");
+  if (!blas.empty()) CHECK(overlap.losses[0] == blocking.losses[0]);  // the first forward: bitwise
+  if (!blas.empty() && recipe == "llama_tiny") {
     INFO(recipe << ": TP2+SP with the overlap is bitwise TP2+SP without it");
     CHECK(overlap.losses == blocking.losses);
     for (const auto& entry : blocking.params)
@@ -292,6 +321,10 @@ void chunked_overlap_parity_for(const std::string& recipe) {
     return;
   }
   TempOut tmp("tpchunk-" + recipe);
+  const auto blas = row_invariant_blas();  // see there: the bitwise claims hold where the BLAS's do
+  auto probe = [&](const std::string& r, int world, const std::vector<std::string>& overrides, const fs::path& out) {
+    return ::probe(r, world, overrides, out, {}, blas);
+  };
   const Trained serial = probe(recipe, 1, {}, tmp.path / "serial");
   const Trained plain = probe(recipe, 2, kTp2, tmp.path / "plain");
   const Trained chunked = probe(recipe, 2, kChunked, tmp.path / "chunked");
@@ -300,7 +333,10 @@ void chunked_overlap_parity_for(const std::string& recipe) {
   const Trained plain_full = probe(recipe, 2, with(kTp2, {"trainer.recompute=full"}), tmp.path / "plain-full");
   check_equal(serial, chunked, recipe + " TP2+overlap (2 chunks)");
   check_equal(serial, chunked3, recipe + " TP2+overlap (3 chunks), recompute full");
+  if (blas.empty()) MESSAGE("the chunked overlap's bitwise equality to plain TP2 is not checked: no BLAS kernel set "
+                            "known to sum a GEMM row alike however the rows are chunked (row_invariant_blas)");
   for (const auto& pair : {std::pair{&chunked, &plain}, std::pair{&chunked3, &plain_full}}) {
+    if (blas.empty()) break;
     INFO(recipe << ": TP2 with the chunked overlap is bitwise TP2 without it");
     CHECK(pair.first->losses == pair.second->losses);
     for (const auto& entry : pair.second->params)
