@@ -187,8 +187,25 @@ std::optional<LoadedPlan> load_plan(const PlanFlags& flags, const std::string& m
     return std::nullopt;
   }
   if (!mode.empty()) {
-    lp.tree.root["mode"] = mode;
-    lp.tree.origins["mode"] = dsl::Origin{"command line (recipe " + mode + ")", 0};
+    // The verb sets the mode; a mode the user set (an override or their recipe file, not a preset's
+    // default) that says otherwise is refused, never replaced (`recipe finetune x mode=bogus`).
+    auto origin = lp.tree.origins.find("mode");
+    const bool user_set = origin != lp.tree.origins.end() && origin->second.file.rfind("preset:", 0) != 0 &&
+                          origin->second.file != "default" && !lp.tree.resolved_plan;
+    if (user_set && lp.tree.root.contains("mode") && lp.tree.root["mode"] != mode) {
+      const nlohmann::ordered_json& set = lp.tree.root["mode"];
+      err << "error: mode: " << (set.is_string() ? set.get<std::string>() : set.dump()) << " ("
+          << origin->second.str() << ") contradicts `recipe " << mode << "`, which runs mode=" << mode
+          << "\n  fix: drop the mode setting (the verb chooses it), or run the verb of the mode you meant"
+             " (`recipe pretrain` or `recipe finetune`)\n";
+      return std::nullopt;
+    }
+    // `recipe pretrain` only checks: it leaves a preset's own mode as it was (the mode key's default
+    // is pretrain); `recipe finetune` sets it.
+    if (mode != "pretrain") {
+      lp.tree.root["mode"] = mode;
+      lp.tree.origins["mode"] = dsl::Origin{"command line (recipe " + mode + ")", 0};
+    }
   }
   lp.requested_device = requested_device(lp.tree);
   try {

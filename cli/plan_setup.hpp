@@ -57,8 +57,9 @@ struct LoadedPlan {
 };
 
 // load_recipe → positional overrides → flag overrides (→ mode) → resolve. Returns nullopt after
-// printing the error to `err` when the recipe does not load (exit 1). Violations are left in
-// `resolved` for the caller to report.
+// printing the error to `err` when the recipe does not load, or when `mode` (the verb's: pretrain,
+// finetune; empty for verbs without one) contradicts a mode the user set (exit 1). Violations are
+// left in `resolved` for the caller to report.
 std::optional<LoadedPlan> load_plan(const PlanFlags& flags, const std::string& mode, const dsl::ExecutorFacts& facts,
                                     std::ostream& err);
 

@@ -282,6 +282,21 @@ TEST_CASE("finetune sets mode=finetune") {
   CHECK(p.out.find("Plan: gpt_tiny (pretrain)") != std::string::npos);
 }
 
+TEST_CASE("a mode the user set that contradicts the verb is refused, never replaced") {
+  // The verb set mode after the overrides, so `finetune ... mode=bogus` ran as a fine-tune.
+  auto bogus = run({"finetune", "llama_tiny_lora", "mode=bogus", "--dry-run"});
+  CHECK(bogus.code != 0);
+  CHECK_MESSAGE(bogus.err.find("mode: bogus (override `mode=bogus`) contradicts `recipe finetune`") != std::string::npos,
+                bogus.err);
+  CHECK(bogus.err.find("fix: drop the mode setting") != std::string::npos);
+  auto other = run({"pretrain", "gpt_tiny", "mode=finetune", "--dry-run"});
+  CHECK(other.code != 0);
+  CHECK(other.err.find("contradicts `recipe pretrain`") != std::string::npos);
+  // Agreeing with the verb, or a preset's own mode (llama_tiny_lora's finetune), is fine.
+  auto same = run({"finetune", "gpt_tiny", "mode=finetune", "checkpoint.allow_random_init=true", "--dry-run"});
+  CHECK_MESSAGE(same.code == 0, same.err);
+}
+
 TEST_CASE("device auto without a GPU says it runs on CPU") {
   if (kernels::built_with_cuda() && kernels::query_gpus().count > 0) return;  // a GPU host runs on the GPU
   auto r = run({"pretrain", "gpt3_125m", "--dry-run"});
