@@ -63,6 +63,7 @@ CeResult sharded_ce(Backend& be, const std::vector<float>& logits, int64_t n, in
     for (int64_t i = 0; i < 2 * N; ++i) sums[i] += local[i];
   }
   CeResult res{std::vector<float>(N), std::vector<float>(N * Vp)};
+  std::vector<float> row_dloss(N, dloss);  // the same weight for every row
   for (int s = 0; s < shards; ++s) {
     std::vector<float> losses(N, 7.0f);
     be.vocab_parallel_ce_finish({.losses = view(losses, {N}),
@@ -72,7 +73,7 @@ CeResult sharded_ce(Backend& be, const std::vector<float>& logits, int64_t n, in
                                  .targets = view(targets, {N}),
                                  .vocab_start = start[s],
                                  .valid_cols = valid[s],
-                                 .dloss = dloss,
+                                 .dloss = view(row_dloss, {N}),
                                  .compute_grad = compute_grad});
     if (s == 0)
       res.losses = losses;
@@ -118,8 +119,9 @@ TEST_CASE("cpu vocab-parallel cross entropy over 1, 2 and 4 shards equals cross_
     auto targets = random_targets(N, vocab, 5u + uint32_t(vocab));
     for (bool compute_grad : {false, true}) {
       auto ref = logits;
-      std::vector<float> ref_losses(N);
-      be->cross_entropy(view(ref_losses, {N}), view(ref, {N, Vp}), view(targets, {N}), vocab, kDloss, compute_grad);
+      std::vector<float> ref_losses(N), ref_dloss(N, kDloss);
+      be->cross_entropy(view(ref_losses, {N}), view(ref, {N, Vp}), view(targets, {N}), vocab, view(ref_dloss, {N}),
+                        compute_grad);
       for (int shards : {1, 2, 4}) {
         CAPTURE(vocab);
         CAPTURE(compute_grad);
@@ -179,7 +181,7 @@ TEST_CASE("cpu vocab_parallel_ce passes: per-shard max, sums and empty shards") 
                               .vocab_start = 40,
                               .valid_cols = 0});
   CHECK(sums == std::vector<float>(2 * N, 0.0f));
-  std::vector<float> global_sums = {2.0f, 3.0f, 1.0f, 0.5f}, losses(N);
+  std::vector<float> global_sums = {2.0f, 3.0f, 1.0f, 0.5f}, losses(N), ones(N, 1.0f);
   be->vocab_parallel_ce_finish({.losses = view(losses, {N}),
                                 .logits = view(z, {N, Vl}),
                                 .rowmax = view(global_max, {N}),
@@ -187,7 +189,7 @@ TEST_CASE("cpu vocab_parallel_ce passes: per-shard max, sums and empty shards") 
                                 .targets = view(low, {N}),
                                 .vocab_start = 40,
                                 .valid_cols = 0,
-                                .dloss = 1.0f,
+                                .dloss = view(ones, {N}),
                                 .compute_grad = true});
   CHECK(losses[0] == doctest::Approx(std::log(2.0) + 5.0 - 1.0).epsilon(1e-6));
   CHECK(losses[1] == doctest::Approx(std::log(3.0) - 1.0 - 0.5).epsilon(1e-6));
@@ -198,7 +200,7 @@ TEST_CASE("cpu vocab_parallel_ce refuses bad shapes, dtypes and out-of-vocab tar
   auto be = make_cpu_backend();
   constexpr int64_t N = 3, Vl = 8;
   auto z = randn(N * Vl, 1);
-  std::vector<float> m(N, 0.0f), sums(2 * N, 1.0f), losses(N), short_buf(N - 1);
+  std::vector<float> m(N, 0.0f), sums(2 * N, 1.0f), losses(N), short_buf(N - 1), ones(N, 1.0f);
   std::vector<int32_t> tgt = {0, 1, 2};
   std::vector<int32_t> zi(N * Vl, 0);
   auto throws = [](auto&& call, const char* what) {
@@ -264,7 +266,7 @@ TEST_CASE("cpu vocab_parallel_ce refuses bad shapes, dtypes and out-of-vocab tar
                                       .targets = view(tgt, {N}),
                                       .vocab_start = 0,
                                       .valid_cols = 8,
-                                      .dloss = 1.0f,
+                                      .dloss = view(ones, {N}),
                                       .compute_grad = true});
       },
       "vocab_parallel_ce_finish: losses");
@@ -277,7 +279,7 @@ TEST_CASE("cpu vocab_parallel_ce refuses bad shapes, dtypes and out-of-vocab tar
                                       .targets = view(tgt, {N}),
                                       .vocab_start = 0,
                                       .valid_cols = 8,
-                                      .dloss = 1.0f,
+                                      .dloss = view(ones, {N}),
                                       .compute_grad = true});
       },
       "sums");
