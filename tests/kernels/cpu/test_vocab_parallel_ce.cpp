@@ -34,7 +34,7 @@ std::vector<float> columns(const std::vector<float>& m, int64_t n, int64_t cols,
 // Runs the three passes on `shards` equal column shards of logits [n, Vp], reducing between
 // passes the way the TP group's all-reduces would (max, then sum in rank order).
 CeResult sharded_ce(Backend& be, const std::vector<float>& logits, int64_t n, int64_t Vp, int vocab,
-                    std::vector<int32_t> targets, int shards, float dloss, bool compute_grad) {
+                    std::vector<int32_t> targets, int shards, std::vector<float> row_dloss, bool compute_grad) {
   REQUIRE(Vp % shards == 0);
   const int64_t Vl = Vp / shards;
   std::vector<std::vector<float>> shard(shards);
@@ -63,7 +63,6 @@ CeResult sharded_ce(Backend& be, const std::vector<float>& logits, int64_t n, in
     for (int64_t i = 0; i < 2 * N; ++i) sums[i] += local[i];
   }
   CeResult res{std::vector<float>(N), std::vector<float>(N * Vp)};
-  std::vector<float> row_dloss(N, dloss);  // the same weight for every row
   for (int s = 0; s < shards; ++s) {
     std::vector<float> losses(N, 7.0f);
     be.vocab_parallel_ce_finish({.losses = view(losses, {N}),
@@ -126,7 +125,7 @@ TEST_CASE("cpu vocab-parallel cross entropy over 1, 2 and 4 shards equals cross_
         CAPTURE(vocab);
         CAPTURE(compute_grad);
         CAPTURE(shards);
-        auto got = sharded_ce(*be, logits, N, Vp, vocab, targets, shards, kDloss, compute_grad);
+        auto got = sharded_ce(*be, logits, N, Vp, vocab, targets, shards, ref_dloss, compute_grad);
         const double tol = shards == 1 ? 2e-7 : 1e-6;
         CHECK(max_rel_diff(got.losses, ref_losses) < tol);
         CHECK(max_abs_diff(got.dlogits, ref) < tol);
@@ -144,6 +143,25 @@ TEST_CASE("cpu vocab-parallel cross entropy over 1, 2 and 4 shards equals cross_
         }
       }
     }
+  }
+}
+
+TEST_CASE("cpu vocab-parallel cross entropy: per-row dloss weights each row as cross_entropy does") {
+  auto be = make_cpu_backend();
+  constexpr int64_t N = 9, Vp = 24;
+  const int vocab = 17;
+  auto logits = randn(N * Vp, 11u, 3.0f);
+  auto targets = random_targets(N, vocab, 12u);
+  std::vector<float> w(N);
+  for (int64_t r = 0; r < N; ++r) w[size_t(r)] = 0.25f * float(r) - 0.5f;  // negative, zero and positive weights
+  auto ref = logits;
+  std::vector<float> ref_losses(N);
+  be->cross_entropy(view(ref_losses, {N}), view(ref, {N, Vp}), view(targets, {N}), vocab, view(w, {N}), true);
+  for (int shards : {1, 2, 4}) {
+    CAPTURE(shards);
+    auto got = sharded_ce(*be, logits, N, Vp, vocab, targets, shards, w, true);
+    CHECK(max_abs_diff(got.dlogits, ref) < 4e-6);  // weights up to 1.5: the per-shard tolerance above, scaled
+    for (int64_t v = 0; v < Vp; ++v) CHECK(got.dlogits[size_t(2 * Vp + v)] == 0.0f);  // weight 0: zero row
   }
 }
 
