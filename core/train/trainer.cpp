@@ -111,12 +111,6 @@ Trainer::Trainer(const plan::Plan& plan, kernels::Backend& backend, ParallelStat
   loss_holder_ = parallel_->last_stage() && parallel_->coords().tp == 0;
 
   const int64_t N = model_->rows();
-  loss_ = make_loss(plan_, {.backend = &backend_,
-                            .train = train_.get(),
-                            .global_batch = global_batch_,
-                            .seq = shape_.seq,
-                            .micro_batches = num_micro_,
-                            .rows = N});
   const int64_t loss_rows = num_micro_;
   losses_buf_ = backend_.alloc(size_t(loss_rows * N) * sizeof(float));
   losses_ = Tensor(losses_buf_, DType::f32, backend_.device(), {loss_rows, N});
@@ -137,6 +131,13 @@ Trainer::Trainer(const plan::Plan& plan, kernels::Backend& backend, ParallelStat
   const bool phase_timing = plan_.kernels.phase_timing;
   phases_ = std::make_unique<PhaseTimer>(backend_, phase_timing);
 
+  // The objective's per-row weights, allocated after the step's other buffers.
+  loss_ = make_loss(plan_, {.backend = &backend_,
+                            .train = train_.get(),
+                            .global_batch = global_batch_,
+                            .seq = shape_.seq,
+                            .micro_batches = num_micro_,
+                            .rows = N});
   std::string graph_off;  // why the step is not captured; "" = capture it
   if (!plan_.trainer.cuda_graph)
     graph_off = "trainer.cuda_graph=false";
