@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/model/param_store.hpp"
@@ -46,8 +47,8 @@ struct OptimizerState {
 
 class Optimizer {
  public:
-  // `segments` and `state_numel`: this rank's share (see above). Allocates nothing; the
-  // implementation allocates its state through `backend`.
+  // `segments` and `state_numel`: this rank's share (see above). The implementation's constructor
+  // declares its state tensors (add_state), which this base allocates and frees.
   Optimizer(kernels::Backend& backend, const plan::OptimizerConfig& cfg, LrSchedule schedule,
             std::vector<OptimizerSegment> segments, int64_t state_numel);
   virtual ~Optimizer();
