@@ -288,7 +288,7 @@ struct VocabParallelCeSumsArgs {
 struct VocabParallelCeFinishArgs {
   Tensor losses{}, logits{}, rowmax{}, sums{}, targets{};
   int vocab_start = 0, valid_cols = 0;
-  float dloss = 0;
+  Tensor dloss{};  // f32 [n]: each row's gradient weight, read only with compute_grad
   bool compute_grad = false;
 };
 
@@ -479,9 +479,11 @@ class Backend {
   // ---- loss ----
   // logits[N, Vp] (act dtype; columns ≥ vocab are padding and ignored). losses[N] (f32) =
   // -log softmax(logits)[target]. If compute_grad, logits are overwritten in place by
-  // dlogits = (softmax - onehot(target)) · dloss (padding columns get 0). Targets < 0 are ignored
-  // (loss 0, gradient 0).
-  virtual void cross_entropy(Tensor losses, Tensor logits, Tensor targets, int vocab, float dloss,
+  // dlogits[r] = (softmax - onehot(target)) · dloss[r] (padding columns get 0), where dloss [N]
+  // (f32, backend memory) is each row's weight in the objective: the loss component's
+  // (core/train/loss.hpp) d objective / d losses[r]. It is read only with compute_grad (may be
+  // undefined without). Targets < 0 are ignored (loss 0, gradient 0, whatever dloss says).
+  virtual void cross_entropy(Tensor losses, Tensor logits, Tensor targets, int vocab, Tensor dloss,
                              bool compute_grad) = 0;
 
   // ---- vocab-parallel loss ----
@@ -495,7 +497,8 @@ class Backend {
   //      row r's target when the target lies in this shard, else 0; then the caller sums over TP.
   //   3. losses[r] = log(sums[0, r]) + rowmax[r] − sums[1, r] (0 for a target < 0); with
   //      compute_grad, logits are overwritten by dlogits = (exp(logit − rowmax)/sums[0] − [column
-  //      is the target])·dloss on valid columns, 0 on padding columns and on rows whose target < 0.
+  //      is the target])·dloss[r] on valid columns, 0 on padding columns and on rows whose target < 0
+  //      (dloss: f32 [n], per-row weights as in cross_entropy).
   // Logits are in act dtype, targets i32 [n] holding GLOBAL vocabulary ids. The defaults throw
   // std::logic_error (a backend without them cannot run tensor parallel).
   virtual void vocab_parallel_ce_max(Tensor rowmax, Tensor logits, int valid_cols);

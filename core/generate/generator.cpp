@@ -30,7 +30,7 @@ ModelShape generation_shape(const plan::Plan& plan, int capacity) {
 GenerationModel::GenerationModel(const plan::Plan& plan, const std::string& checkpoint_dir, int capacity,
                                  kernels::Backend& backend)
     : shape_(generation_shape(plan, capacity)) {
-  params_ = std::make_unique<ParamStore>(backend, build_param_layout(shape_, plan.optimizer), /*state_numel=*/0);
+  params_ = std::make_unique<ParamStore>(backend, build_param_layout(shape_, plan.optimizer));
   load_weights(*params_, checkpoint_dir);
   // Recompute full: the smallest training arena (the decoder keeps its own buffers and cache).
   model_ = std::make_unique<Model>(shape_, 1, Recompute::full, backend, *params_);

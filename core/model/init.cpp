@@ -75,8 +75,6 @@ void init_params(ParamStore& store, uint64_t seed) {
   store.set_fp8_source([seed](const ParamSpec& p, float* out) { init_range(p, seed, 0, p.numel, out); });
   store.sync_compute();
   store.zero_grads();
-  be.zero(store.adam_m());
-  be.zero(store.adam_v());
 }
 
 }  // namespace recipe::core

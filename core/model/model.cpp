@@ -441,7 +441,7 @@ Tensor Model::stage_output(int slot) const { return acts_.at(size_t(slot)).final
 Tensor Model::stage_output_grad(int slot) const { return acts_.at(size_t(slot)).dresidual; }
 Tensor Model::stage_input_grad(int slot) const { return acts_.at(size_t(slot)).dresidual; }
 
-void Model::forward(int slot, bool with_grad, Tensor losses, float dloss) {
+void Model::forward(int slot, bool with_grad, Tensor losses, Tensor dloss) {
   if (last_stage_ && (losses.numel() != N_ || losses.dtype != DType::f32))
     throw std::invalid_argument("Model: losses must be f32 with " + std::to_string(N_) + " elements, got " +
                                 losses.shape_str());

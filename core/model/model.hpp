@@ -118,9 +118,10 @@ class Model {
   kernels::Tensor input_tokens(int slot) const { return acts_.at(size_t(slot)).inputs; }
   kernels::Tensor target_tokens(int slot) const { return acts_.at(size_t(slot)).targets; }
   // Last stage: `losses` (device f32 [N]) receives the per-token losses; with `with_grad` the
-  // classifier's backward runs here too, scaled by `dloss` (the weight of one token's loss in the
-  // objective, e.g. 1/tokens in the global batch). Other stages ignore both.
-  void forward(int slot, bool with_grad, kernels::Tensor losses, float dloss);
+  // classifier's backward runs here too, row r scaled by dloss[r] (device f32 [N]: the weight of
+  // row r's loss in the objective, written by the loss component, core/train/loss.hpp; undefined
+  // without with_grad). Other stages ignore both.
+  void forward(int slot, bool with_grad, kernels::Tensor losses, kernels::Tensor dloss);
   // Gradients accumulate into the ParamStore. The phase hook (if set) is called with each
   // ParamSpec::ready_phase value of this chunk once the gradients of that phase are final for this
   // micro-batch (0, then this chunk's layers' phases; the embedding phase num_layers+1 is left to
@@ -227,9 +228,9 @@ class Model {
   // dres_summed: the column sum of d(layer output), fc_out's bias gradient, was already added by
   // the norm backward that produced it.
   void layer_backward(Activations& A, int l, const LayerActs& a, bool dres_summed);
-  void classifier(Activations& A, const LossScratch& ls, bool with_grad, kernels::Tensor losses, float dloss);
+  void classifier(Activations& A, const LossScratch& ls, bool with_grad, kernels::Tensor losses, kernels::Tensor dloss);
   void cross_entropy(const LossScratch& ls, kernels::Tensor losses, kernels::Tensor logits, kernels::Tensor targets,
-                     bool with_grad, float dloss);
+                     bool with_grad, kernels::Tensor dloss);
 
   // model_context_parallel.cpp: the CP pieces (ring_attention.hpp). Without CP they are the
   // plain ops (attention_fwd/bwd, RoPE by t or the packed positions, wpe as stored).

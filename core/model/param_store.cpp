@@ -8,11 +8,10 @@ namespace recipe::core {
 using kernels::DType;
 using kernels::Tensor;
 
-ParamStore::ParamStore(kernels::Backend& backend, ParamLayout layout, int64_t state_numel)
+ParamStore::ParamStore(kernels::Backend& backend, ParamLayout layout)
     : backend_(backend), layout_(std::move(layout)), compute_dtype_(backend.act_dtype()) {
   const size_t n = size_t(layout_.compute_numel()), trained = size_t(layout_.trainable_numel);
   if (n == 0) throw std::invalid_argument("ParamStore: the model has no parameters");
-  state_numel_ = state_numel < 0 ? layout_.trainable_numel : state_numel;
   auto get = [&](DType t, size_t count) {
     void* p = backend_.alloc(std::max<size_t>(count, 1) * kernels::dtype_size(t));
     bytes_ += count * kernels::dtype_size(t);
@@ -24,11 +23,9 @@ ParamStore::ParamStore(kernels::Backend& backend, ParamLayout layout, int64_t st
     master_ = get(DType::f32, compute_dtype_ == DType::f32 ? n : trained);
     compute_ = compute_dtype_ == DType::f32 ? master_ : get(compute_dtype_, n);
     grads_ = get(DType::f32, trained);
-    m_ = get(DType::f32, size_t(state_numel_));
-    v_ = get(DType::f32, size_t(state_numel_));
     if (layout_.fp8_numel > 0) fp8_ = get(DType::e4m3, size_t(layout_.fp8_numel));
   } catch (...) {  // out of device memory part-way: give back what was taken
-    for (void* p : {master_, grads_, m_, v_, fp8_})
+    for (void* p : {master_, grads_, fp8_})
       if (p) backend_.free(p);
     if (compute_ && compute_ != master_) backend_.free(compute_);
     throw;
@@ -36,7 +33,7 @@ ParamStore::ParamStore(kernels::Backend& backend, ParamLayout layout, int64_t st
 }
 
 ParamStore::~ParamStore() {
-  for (void* p : {master_, grads_, m_, v_}) backend_.free(p);
+  for (void* p : {master_, grads_}) backend_.free(p);
   if (fp8_) backend_.free(fp8_);
   if (compute_ != master_) backend_.free(compute_);
 }
@@ -89,12 +86,6 @@ Tensor ParamStore::master(const ParamSpec& p) const {
 Tensor ParamStore::span(void* base, DType t, int64_t offset, int64_t n, int64_t limit) const {
   if (offset < 0 || n < 0 || offset + n > limit) throw std::out_of_range("ParamStore: span outside the flat buffer");
   return Tensor(static_cast<char*>(base) + size_t(offset) * kernels::dtype_size(t), t, backend_.device(), {n});
-}
-
-Tensor ParamStore::state_span(void* base, int64_t offset, int64_t n) const {
-  if (offset < 0 || n < 0 || offset + n > state_numel_)
-    throw std::out_of_range("ParamStore: span outside the optimizer state");
-  return Tensor(static_cast<char*>(base) + size_t(offset) * sizeof(float), DType::f32, backend_.device(), {n});
 }
 
 Tensor ParamStore::shaped(void* base, DType t, const ParamSpec& p) const {

@@ -4,10 +4,9 @@
 //                      backend whose act_dtype is f32 this IS the master buffer (no copy, and it
 //                      holds the frozen base too); otherwise AdamW rewrites it after each update
 //   grads   f32        accumulated over micro-batches, zeroed once per step (trainable prefix)
-//   adam_m, adam_v f32
-// The first four share the element offsets of the ParamLayout. The Adam moments do too, unless the
-// optimizer state is sharded (ZeRO-1): then they hold only this rank's `state_numel` elements,
-// laid out as the optimizer's segments say (core/train/optimizer.hpp).
+// All three share the element offsets of the ParamLayout. The optimizer's state (AdamW's moments)
+// is not here: the optimizer owns it (core/train/optimizer.hpp) and reads these buffers through
+// the spans below.
 // A frozen tensor (LoRA's base, ParamSpec::trainable false) lives only in the compute copy: on
 // CUDA in bf16 alone. grad(p) of a frozen tensor is undefined (the ops skip an undefined gradient),
 // and master(p) throws unless the compute copy is the master buffer.
@@ -32,8 +31,7 @@ namespace recipe::core {
 
 class ParamStore {
  public:
-  // state_numel < 0: full Adam moments (layout().total_numel each).
-  ParamStore(kernels::Backend& backend, ParamLayout layout, int64_t state_numel = -1);
+  ParamStore(kernels::Backend& backend, ParamLayout layout);
   ~ParamStore();
   ParamStore(const ParamStore&) = delete;
   ParamStore& operator=(const ParamStore&) = delete;
@@ -48,9 +46,6 @@ class ParamStore {
   kernels::Tensor master() const { return master_span(0, layout_.trainable_numel); }
   kernels::Tensor compute() const { return compute_span(0, layout_.compute_numel()); }
   kernels::Tensor grads() const { return grad_span(0, layout_.trainable_numel); }
-  kernels::Tensor adam_m() const { return state_span(m_, 0, state_numel_); }
-  kernels::Tensor adam_v() const { return state_span(v_, 0, state_numel_); }
-  int64_t state_numel() const { return state_numel_; }
 
   // 1-D views of [offset, offset+n) of each buffer.
   kernels::Tensor master_span(int64_t offset, int64_t n) const {
@@ -64,9 +59,6 @@ class ParamStore {
   kernels::Tensor grad_span(int64_t offset, int64_t n) const {
     return span(grads_, kernels::DType::f32, offset, n, layout_.trainable_numel);
   }
-  // Offsets into the Adam state (equal to layout offsets unless the state is sharded).
-  kernels::Tensor m_span(int64_t offset, int64_t n) const { return state_span(m_, offset, n); }
-  kernels::Tensor v_span(int64_t offset, int64_t n) const { return state_span(v_, offset, n); }
 
   // One parameter, with its local shape.
   // One parameter, with its local shape: the compute copy, or the FP8 bytes of an FP8-region one.
@@ -112,7 +104,6 @@ class ParamStore {
   // trainable prefix.
   int64_t master_numel() const { return compute_is_master() ? layout_.compute_numel() : layout_.trainable_numel; }
   kernels::Tensor span(void* base, kernels::DType t, int64_t offset, int64_t n, int64_t limit) const;
-  kernels::Tensor state_span(void* base, int64_t offset, int64_t n) const;
   kernels::Tensor shaped(void* base, kernels::DType t, const ParamSpec& p) const;
 
   kernels::Backend& backend_;
@@ -121,12 +112,9 @@ class ParamStore {
   void* master_ = nullptr;
   void* compute_ = nullptr;
   void* grads_ = nullptr;
-  void* m_ = nullptr;
-  void* v_ = nullptr;
   void* fp8_ = nullptr;  // the FP8 region (null without one)
   TensorSource fp8_source_;
   size_t bytes_ = 0;
-  int64_t state_numel_ = 0;
 };
 
 }  // namespace recipe::core

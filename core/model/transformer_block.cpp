@@ -149,7 +149,7 @@ void Model::layer_backward(Activations& A, int l, const LayerActs& a, bool dres_
 // Sequence parallel: the vocabulary-parallel loss needs every row on every rank, so lnf is
 // gathered first (Megatron gathers before the output layer too) and d(lnf), whole rows, is
 // reduce-scattered into this rank's rows of A.dln.
-void Model::classifier(Activations& A, const LossScratch& ls, bool with_grad, Tensor losses, float dloss) {
+void Model::classifier(Activations& A, const LossScratch& ls, bool with_grad, Tensor losses, Tensor dloss) {
   const int64_t chunk = A.chunk_rows, C = s_.hidden, Vl = ls_.padded_vocab;
   const Tensor lnf = sp_ ? tp_group_.gather_rows(A.lnf, sp_scratch_.full) : A.lnf.view({N_, C});
   const Tensor dlnf = sp_ ? sp_scratch_.full_grad : A.dln.view({N_, C});
@@ -158,7 +158,8 @@ void Model::classifier(Activations& A, const LossScratch& ls, bool with_grad, Te
     Tensor logits = A.logits.rows(0, n).view({n, Vl});
     Tensor h = lnf.rows(r0, n);
     be_.linear_fwd({.out = logits, .inp = h, .weight = w_.classifier});
-    cross_entropy(ls, losses.rows(r0, n), logits, A.targets.rows(r0, n), with_grad, dloss);
+    cross_entropy(ls, losses.rows(r0, n), logits, A.targets.rows(r0, n), with_grad,
+                  with_grad ? dloss.rows(r0, n) : Tensor());
     if (with_grad)
       be_.linear_bwd(
           {.dinp = dlnf.rows(r0, n), .dweight = g_.classifier, .dout = logits, .inp = h, .weight = w_.classifier});
@@ -173,7 +174,7 @@ void Model::classifier(Activations& A, const LossScratch& ls, bool with_grad, Te
 // One chunk's loss: the plain op on one rank; the three vocab-parallel passes with the group's max
 // and sums between them under TP.
 void Model::cross_entropy(const LossScratch& ls, Tensor losses, Tensor logits, Tensor targets, bool with_grad,
-                          float dloss) {
+                          Tensor dloss) {
   if (tp_size_ == 1) {
     be_.cross_entropy(losses, logits, targets, s_.vocab, dloss, with_grad);
     return;

@@ -19,9 +19,6 @@ namespace recipe::core {
 
 namespace {
 
-const std::string kExpAvg = "optimizer.exp_avg.";
-const std::string kExpAvgSq = "optimizer.exp_avg_sq.";
-
 // Every rank learns whether any rank failed; the failing ranks rethrow their own error, the others
 // a pointer to it. Doubles as a barrier.
 void agree(Comm& world, const std::exception_ptr& error, const std::string& what) {
@@ -246,7 +243,8 @@ void write_checkpoint(Trainer& trainer, const std::string& final_dir, Contents c
     const bool zero1 = trainer.grad_sync().zero1();
     const bool write_frozen = contents != Contents::trainable, write_trainable = contents != Contents::frozen_only;
     std::vector<ckpt::SavePiece> pieces;
-    std::vector<float> master, m, v, frozen;
+    std::vector<float> master, frozen;
+    std::vector<std::vector<float>> state;  // the optimizer's state tensors, in its order
     std::vector<std::vector<float>> fp8_histories;
     if (write_trainable) fp8_history_pieces(trainer, fp8_histories, pieces);
     // CP replicas hold the same parameters and moments as their CP rank 0, which writes them.
@@ -254,14 +252,14 @@ void write_checkpoint(Trainer& trainer, const std::string& final_dir, Contents c
       kernels::Backend& be = store.backend();
       if (write_trainable) {
         master = download(be, store.master());
-        m = download(be, store.adam_m());
-        v = download(be, store.adam_v());
+        for (const OptimizerState& st : trainer.optimizer().state()) state.push_back(download(be, st.data));
       }
       // The frozen base (LoRA) has no master or moments: its weights come from the compute copy,
       // written once (DP rank 0), as f32.
       // (Weights held only in FP8 come from their source: the init or checkpoint they were cast from.)
       if (write_frozen && layout.frozen_numel > 0 && rc.dp == 0) frozen = store.frozen_to_host();
-      const std::vector<AdamSegment> segments = trainer.grad_sync().optimizer_segments(layout);
+      const std::vector<OptimizerSegment>& segments = trainer.optimizer().segments();
+      const std::vector<OptimizerState>& states = trainer.optimizer().state();
       for (const ParamSpec& p : layout.params) {
         if (p.tp_replicated() && rc.tp != 0) continue;
         if (is_tied_copy(p, trainer.shape(), par)) continue;
@@ -280,7 +278,7 @@ void write_checkpoint(Trainer& trainer, const std::string& final_dir, Contents c
           continue;
         }
         if (!write_trainable) continue;
-        for (const AdamSegment& s : segments) {
+        for (const OptimizerSegment& s : segments) {
           const int64_t b = std::max(s.offset, p.offset), e = std::min(s.offset + s.numel, p.offset + p.numel);
           if (b >= e) continue;
           const int64_t state_at = s.state_offset + (b - s.offset);
@@ -296,8 +294,8 @@ void write_checkpoint(Trainer& trainer, const std::string& final_dir, Contents c
             pieces.push_back(std::move(sp));
           };
           piece(p.name, master.data() + b);
-          piece(kExpAvg + p.name, m.data() + state_at);
-          piece(kExpAvgSq + p.name, v.data() + state_at);
+          for (size_t i = 0; i < states.size(); ++i)
+            piece(states[i].checkpoint_prefix + p.name, state[i].data() + state_at);
         }
       }
     }
@@ -381,25 +379,29 @@ LoadResult load_checkpoint(Trainer& trainer, const std::string& checkpoint_dir, 
 
     kernels::Backend& be = store.backend();
 
+    // The optimizer's state, by the names it gives (all of them, or it starts from zero).
+    const std::vector<OptimizerState>& states = trainer.optimizer().state();
     bool have_moments = mode == LoadMode::resume;
     for (const ParamSpec& p : layout.params)
-      if (p.trainable && (!reader.find(kExpAvg + p.name) || !reader.find(kExpAvgSq + p.name))) have_moments = false;
+      for (const OptimizerState& st : states)
+        if (p.trainable && !reader.find(st.checkpoint_prefix + p.name)) have_moments = false;
     if (have_moments) {
-      const std::vector<AdamSegment> segments = trainer.grad_sync().optimizer_segments(layout);
+      const std::vector<OptimizerSegment>& segments = trainer.optimizer().segments();
       std::vector<float> host(size_t(layout.total_numel), 0.0f);
-      std::vector<float> state(size_t(store.state_numel()), 0.0f);
-      for (const std::string& prefix : {kExpAvg, kExpAvgSq}) {
+      std::vector<float> state(size_t(trainer.optimizer().state_numel()), 0.0f);
+      for (const OptimizerState& st : states) {
+        const std::string& prefix = st.checkpoint_prefix;
         // Whole local tensors into a layout-indexed buffer, then the segments' runs into the state.
         for (const ParamSpec& p : layout.params) {
           if (!p.trainable) continue;
           bool needed = false;
-          for (const AdamSegment& s : segments)
+          for (const OptimizerSegment& s : segments)
             needed = needed || (s.offset < p.offset + p.numel && p.offset < s.offset + s.numel);
           if (needed) reader.read(prefix + p.name, held_box(p), ckpt::DType::f32, host.data() + p.offset);
         }
-        for (const AdamSegment& s : segments)
+        for (const OptimizerSegment& s : segments)
           std::copy_n(host.data() + s.offset, s.numel, state.data() + s.state_offset);
-        be.from_host(prefix == kExpAvg ? store.adam_m() : store.adam_v(), state.data());
+        be.from_host(st.data, state.data());
       }
       result.optimizer_restored = true;
     }

@@ -3,16 +3,17 @@
 //
 // What each rank writes (every parameter exactly once over the world):
 //   <name>                      f32 master weights
-//   optimizer.exp_avg.<name>    f32 Adam first moment
-//   optimizer.exp_avg_sq.<name> f32 Adam second moment
-// restricted to the flat runs this rank's optimizer updates (its AdamW segments: the whole buffer,
+//   <prefix><name>              f32, for each of the optimizer's state tensors, named by the
+//                               optimizer (Optimizer::state(); AdamW: optimizer.exp_avg. and
+//                               optimizer.exp_avg_sq., its first and second moments)
+// restricted to the flat runs this rank's optimizer updates (its segments: the whole buffer,
 // or its ZeRO-1 chunks), by DP rank 0 only without ZeRO-1, by TP rank 0 only for TP-replicated
 // tensors, and never the last pipeline stage's copy of a tied embedding (stage 0 writes it).
 // Under ZeRO-1 the owned chunks are exactly where the master weights are current, so nothing is
 // gathered before saving.
 //
 // Loading reads, for every local parameter, the box of the global tensor this rank holds (its TP
-// shard) and, for the Adam moments, the runs of its own segments; the saved layout does not matter.
+// shard) and, for the optimizer's state, the runs of its own segments; the saved layout does not matter.
 //
 // LoRA fine-tunes (a frozen base): the frozen tensors have no master or moments and never change,
 // so a fine-tune's checkpoints are adapter-only: the adapters (trainable tensors, written as

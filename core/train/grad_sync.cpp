@@ -137,9 +137,9 @@ void GradSync::finish(ParamStore& store) {
   }
 }
 
-std::vector<AdamSegment> GradSync::optimizer_segments(const ParamLayout& layout) const {
+std::vector<OptimizerSegment> GradSync::optimizer_segments(const ParamLayout& layout) const {
   if (!zero1_) return whole_groups(layout);
-  std::vector<AdamSegment> segs;
+  std::vector<OptimizerSegment> segs;
   int64_t state = 0;
   for (const GradBucket& b : buckets_) {
     const int64_t chunk = b.numel / dp_.size();

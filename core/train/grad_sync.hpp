@@ -69,7 +69,7 @@ class GradSync {
 
   const std::vector<GradBucket>& buckets() const { return buckets_; }
   bool zero1() const { return zero1_; }
-  // Adam moment elements this rank stores: the whole buffer, or its chunks under ZeRO-1.
+  // Optimizer state elements this rank stores (per state tensor): the whole buffer, or its chunks under ZeRO-1.
   int64_t state_numel() const;
 
   // Per step: begin() before the last micro-batch's backward; on_phase(p) as backward finishes
@@ -78,8 +78,8 @@ class GradSync {
   void on_phase(ParamStore& store, int phase);
   void finish(ParamStore& store);
 
-  // The AdamW segments of this rank (whole groups, or the owned chunk of every bucket).
-  std::vector<AdamSegment> optimizer_segments(const ParamLayout& layout) const;
+  // The optimizer segments of this rank (whole groups, or the owned chunk of every bucket).
+  std::vector<OptimizerSegment> optimizer_segments(const ParamLayout& layout) const;
   // ZeRO-1, after AdamW: every rank gets the updated weights of every bucket (the compute copy;
   // on a backend whose compute copy is the master, that is the master). With the overlapped
   // gather this only notes that the weights are stale outside the owned chunks: the next step's

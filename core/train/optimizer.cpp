@@ -1,89 +1,57 @@
+// The optimizer component's shared part (state allocation, segments) and its registry.
 #include "core/train/optimizer.hpp"
 
-#include <cmath>
+#include <algorithm>
 #include <stdexcept>
+
+#include "core/train/adamw.hpp"
 
 namespace recipe::core {
 
-Optimizer::Optimizer(const plan::OptimizerConfig& cfg, LrSchedule schedule) : cfg_(cfg), schedule_(schedule) {
-  auto in01 = [](double b) { return b >= 0 && b < 1; };
-  if (!in01(cfg_.beta1) || !in01(cfg_.beta2))
-    throw std::invalid_argument("optimizer.beta1/beta2 must be in [0, 1) (got " + std::to_string(cfg_.beta1) + ", " +
-                                std::to_string(cfg_.beta2) + ")");
-  if (!(cfg_.eps > 0)) throw std::invalid_argument("optimizer.eps must be positive");
-  if (cfg_.lr < 0) throw std::invalid_argument("optimizer.lr must not be negative");
-  if (cfg_.clip_grad < 0) throw std::invalid_argument("optimizer.clip_grad must be >= 0 (0 disables clipping)");
+Optimizer::Optimizer(kernels::Backend& backend, const plan::OptimizerConfig& cfg, LrSchedule schedule,
+                     std::vector<OptimizerSegment> segments, int64_t state_numel)
+    : be_(backend), cfg_(cfg), schedule_(schedule), segments_(std::move(segments)), state_numel_(state_numel) {}
+
+Optimizer::~Optimizer() {
+  for (void* p : bufs_) be_.free(p);
 }
 
-Optimizer Optimizer::from_plan(const plan::Plan& plan) {
-  return Optimizer(plan.optimizer, LrSchedule::from_plan(plan));
+void Optimizer::add_state(std::string checkpoint_prefix) {
+  void* p = be_.alloc(std::max<size_t>(size_t(state_numel_), 1) * sizeof(float));  // zero-filled
+  bufs_.push_back(p);
+  state_.push_back(
+      {std::move(checkpoint_prefix), kernels::Tensor(p, kernels::DType::f32, be_.device(), {state_numel_})});
 }
 
-double Optimizer::grad_norm(ParamStore& store, Comm& shard_group) const {
-  double sq = store.backend().sum_squares(store.grads());
-  return std::sqrt(shard_group.all_reduce_sum(sq));
+kernels::Tensor Optimizer::state_span(size_t i, int64_t offset, int64_t n) const {
+  if (offset < 0 || n < 0 || offset + n > state_numel_)
+    throw std::out_of_range("optimizer " + name() + ": span outside the optimizer state");
+  const kernels::Tensor& t = state_.at(i).data;
+  return kernels::Tensor(static_cast<float*>(t.ptr) + offset, kernels::DType::f32, t.device, {n});
 }
 
-OptimizerStepStats Optimizer::step(ParamStore& store, int step, Comm& shard_group) const {
-  OptimizerStepStats st;
-  st.lr = schedule_.at(step);
-  st.grad_norm = grad_norm(store, shard_group);
-  if (!std::isfinite(st.grad_norm)) return st;
-  if (cfg_.clip_grad > 0) st.clip_factor = std::min(1.0, cfg_.clip_grad / (st.grad_norm + 1e-6));
-
-  apply(store, step, float(st.clip_factor), nullptr, whole_groups(store.layout()));
-  st.applied = true;
-  return st;
+const OptimizerState& Optimizer::state(std::string_view checkpoint_prefix) const {
+  for (const OptimizerState& s : state_)
+    if (s.checkpoint_prefix == checkpoint_prefix) return s;
+  throw std::out_of_range("optimizer " + name() + " has no state \"" + std::string(checkpoint_prefix) + "\"");
 }
 
-void Optimizer::step_device_scaled(ParamStore& store, int step, kernels::Tensor norm_clip,
-                                   const std::vector<AdamSegment>& segments) const {
-  apply(store, step, 1.0f, norm_clip.as<float>() + 1, segments);
-}
-
-void Optimizer::step_device_recorded(ParamStore& store, kernels::Tensor norm_clip, kernels::Tensor schedule,
-                                     const std::vector<AdamSegment>& segments) const {
-  if (schedule.dtype != kernels::DType::f32 || schedule.numel() < 3)
-    throw std::invalid_argument("Optimizer::step_device_recorded: schedule " + schedule.shape_str() +
-                                " must be f32 with 3 elements");
-  apply(store, 0, 1.0f, norm_clip.as<float>() + 1, segments, schedule.as<float>());
-}
-
-kernels::AdamWSchedule Optimizer::device_schedule(int step) const {
-  kernels::AdamWArgs a{};
-  a.lr = float(schedule_.at(step));
-  a.beta1 = float(cfg_.beta1);
-  a.beta2 = float(cfg_.beta2);
-  a.step = step + 1;
-  return kernels::adamw_schedule(a);
-}
-
-std::vector<AdamSegment> whole_groups(const ParamLayout& L) {
-  std::vector<AdamSegment> g;
+std::vector<OptimizerSegment> whole_groups(const ParamLayout& L) {
+  std::vector<OptimizerSegment> g;
   if (L.decay_numel > 0) g.push_back({L.decay_begin, L.decay_numel, L.decay_begin, true});
   if (L.nodecay_numel > 0) g.push_back({L.nodecay_begin, L.nodecay_numel, L.nodecay_begin, false});
   return g;
 }
 
-void Optimizer::apply(ParamStore& store, int step, float grad_scale, const float* grad_scale_device,
-                      const std::vector<AdamSegment>& segments, const float* schedule_device) const {
-  kernels::AdamWArgs a{};
-  a.lr = float(schedule_.at(step));
-  a.beta1 = float(cfg_.beta1);
-  a.beta2 = float(cfg_.beta2);
-  a.eps = float(cfg_.eps);
-  a.step = step + 1;
-  a.grad_scale = grad_scale;
-  a.grad_scale_device = grad_scale_device;
-  a.schedule_device = schedule_device;
-  for (const AdamSegment& seg : segments) {
-    if (seg.numel == 0) continue;
-    a.weight_decay = seg.decay ? float(cfg_.weight_decay) : 0.0f;
-    kernels::Tensor copy = store.compute_is_master() ? kernels::Tensor() : store.compute_span(seg.offset, seg.numel);
-    store.backend().adamw(store.master_span(seg.offset, seg.numel), store.grad_span(seg.offset, seg.numel),
-                          store.m_span(seg.state_offset, seg.numel), store.v_span(seg.state_offset, seg.numel), copy,
-                          a);
+// One line per optimizer.kind.
+std::unique_ptr<Optimizer> make_optimizer(const plan::Plan& plan, kernels::Backend& backend,
+                                          std::vector<OptimizerSegment> segments, int64_t state_numel) {
+  switch (plan.optimizer.kind) {
+    case plan::OptimizerKind::adamw:
+      return std::make_unique<AdamW>(backend, plan.optimizer, LrSchedule::from_plan(plan), std::move(segments),
+                                     state_numel);
   }
+  throw std::invalid_argument("optimizer.kind: unknown value");
 }
 
 }  // namespace recipe::core

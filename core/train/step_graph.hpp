@@ -2,12 +2,14 @@
 // step's work eagerly as the warm-up (cuBLASLt algorithm timing, cuDNN graph building), the second
 // records it and launches the recording, every later step launches it again. The recording holds
 // the pointers and arguments of its ops, so the values that change every step reach it through
-// memory: the caller writes the step's tokens and AdamW scalars into this object's page-locked
-// staging before run(), and the recorded work copies them to the device (upload_*) first.
+// memory: the caller writes the step's tokens into this object's page-locked staging before
+// run(), and the recorded work copies them to the device (upload_tokens) first. The optimizer's
+// per-step scalars go the same way through the optimizer's own staging (Optimizer::stage,
+// upload_staged: core/train/optimizer.hpp); the loss's per-row weights are fixed while captured
+// (core/train/loss.hpp).
 //
 // Staging layout: tokens i32 [micro_batches, 2, N] — micro-batch m's inputs [N], then its
-// targets [N]; schedule f32 [3] = kernels::AdamWSchedule (lr, 1/(1-β1^t), 1/(1-β2^t)), uploaded
-// into the device f32 [3] that AdamW reads (schedule()).
+// targets [N].
 #pragma once
 
 #include <cstdint>
@@ -42,12 +44,12 @@ class StepGraph {
   void begin_staging() { be_.synchronize(); }
   int32_t* inputs(int m) { return tokens_ + size_t(2 * m) * size_t(rows_); }
   int32_t* targets(int m) { return inputs(m) + rows_; }
-  void stage_schedule(const kernels::AdamWSchedule& s);
 
   // ---- inside the step's work (recordable) ----
-  void upload_schedule();
   void upload_tokens(int m, kernels::Tensor inputs, kernels::Tensor targets);
-  kernels::Tensor schedule() const { return schedule_; }
+  // Before the first step: another part of the step could not get its staging (`why`); the
+  // step runs uncaptured (one notice says why).
+  void turn_off(const std::string& why);
 
   // Runs the step: the warm-up calls `work` (which reads only device memory and the staging),
   // the next call records it and launches the recording, later calls launch it. Returns false
@@ -63,10 +65,7 @@ class StepGraph {
   bool warm_ = false;  // the warm-up step ran (uncaptured)
   std::unique_ptr<kernels::RecordedWork> work_;
   int steps_ = 0;
-  int32_t* tokens_ = nullptr;       // page-locked staging, see above
-  float* host_schedule_ = nullptr;  // page-locked f32 [3]
-  void* schedule_buf_ = nullptr;    // device f32 [3], read by AdamW
-  kernels::Tensor schedule_;
+  int32_t* tokens_ = nullptr;  // page-locked staging, see above
 };
 
 }  // namespace recipe::core

@@ -83,9 +83,12 @@ Trainer::Trainer(const plan::Plan& plan, kernels::Backend& backend, ParallelStat
   grad_sync_ = std::make_unique<GradSync>(layout, parallel_->dp(), zero1, bucket_elems,
                                           plan_.parallelism.grad_reduce_bf16 ? &backend_ : nullptr);
   grad_sync_->set_overlap_gather(plan_.parallelism.zero1_overlap_gather);
-  adam_segments_ = grad_sync_->optimizer_segments(layout);
   norm_ranges_ = grad_sync_->norm_ranges(layout, parallel_->coords(), shape_.tied);
-  params_ = std::make_unique<ParamStore>(backend_, std::move(layout), grad_sync_->state_numel());
+  params_ = std::make_unique<ParamStore>(backend_, std::move(layout));
+  // The optimizer (optimizer.kind) owns its state over this rank's segments (ZeRO-1: its chunks),
+  // allocated right after the parameters, where the ParamStore used to hold it.
+  optimizer_ =
+      make_optimizer(plan_, backend_, grad_sync_->optimizer_segments(params_->layout()), grad_sync_->state_numel());
   init_params(*params_, uint64_t(plan_.trainer.seed));
   // The micro-batches each chunk keeps in flight under the schedule (1F1B: at most pp - stage).
   const std::vector<int> slots = pipeline_slots(pp_, pp_rank_, vpp, num_micro_);
@@ -102,10 +105,9 @@ Trainer::Trainer(const plan::Plan& plan, kernels::Backend& backend, ParallelStat
   // peft.base_fp8_only: the frozen FP8 weights, cast once from the init (a load casts them again).
   for (auto& chunk : chunks_) chunk->quantize_frozen_base();
   model_ = chunks_[0].get();
-  schedule_ = std::make_unique<PipelineSchedule>(models, parallel_->pp(), pp_, pp_rank_,
-                                                 plan_.parallelism.pp_comm_overlap);
+  schedule_ =
+      std::make_unique<PipelineSchedule>(models, parallel_->pp(), pp_, pp_rank_, plan_.parallelism.pp_comm_overlap);
   loader_ = std::make_unique<TokenLoader>(micro_, shape_.seq, shape_.vocab, ps.cp, parallel_->coords().cp);
-  optimizer_ = std::make_unique<Optimizer>(Optimizer::from_plan(plan_));
   loss_holder_ = parallel_->last_stage() && parallel_->coords().tp == 0;
 
   const int64_t N = model_->rows();
@@ -129,6 +131,13 @@ Trainer::Trainer(const plan::Plan& plan, kernels::Backend& backend, ParallelStat
   const bool phase_timing = plan_.kernels.phase_timing;
   phases_ = std::make_unique<PhaseTimer>(backend_, phase_timing);
 
+  // The objective's per-row weights, allocated after the step's other buffers.
+  loss_ = make_loss(plan_, {.backend = &backend_,
+                            .train = train_.get(),
+                            .global_batch = global_batch_,
+                            .seq = shape_.seq,
+                            .micro_batches = num_micro_,
+                            .rows = N});
   std::string graph_off;  // why the step is not captured; "" = capture it
   if (!plan_.trainer.cuda_graph)
     graph_off = "trainer.cuda_graph=false";
@@ -138,13 +147,16 @@ Trainer::Trainer(const plan::Plan& plan, kernels::Backend& backend, ParallelStat
     graph_off = "kernels.phase_timing=true synchronizes inside the step";
   else if (shape_.lora_dropout > 0.f)
     graph_off = "peft.dropout>0 keys each step's adapter dropout masks by its samples, which a recording would fix";
-  else if (train_->loss_masked())
-    graph_off = "data.kind=sft divides the loss by each step's count of trained tokens, which a recording would fix";
+  else
+    graph_off = loss_->graph_off();  // an objective whose per-row weights change every step
   graph_ = std::make_unique<StepGraph>(backend_, num_micro_, N, graph_off);
+  if (graph_->on())
+    if (std::string why = optimizer_->enable_graph_staging(); !why.empty()) graph_->turn_off(why);
 }
 
 Trainer::~Trainer() {
   graph_.reset();
+  loss_.reset();
   while (!chunks_.empty()) chunks_.pop_back();  // the later chunks borrow the first one's transient region
   params_.reset();
   if (losses_buf_) backend_.free(losses_buf_);
@@ -155,13 +167,6 @@ Trainer::~Trainer() {
 // Micro-batch m of step s on this DP rank starts at consumed_samples(s) + m·(micro·dp) + rank·micro.
 int64_t Trainer::first_sample(int s, int m) const {
   return int64_t(s) * global_batch_ + int64_t(m) * micro_ * dp_ + int64_t(dp_rank_) * micro_;
-}
-
-double Trainer::loss_tokens(int s) const {
-  if (!train_->loss_masked()) return double(global_batch_) * double(shape_.seq);
-  int64_t n = 0;
-  for (int64_t i = int64_t(s) * global_batch_; i < int64_t(s + 1) * global_batch_; ++i) n += train_->trained_tokens(i);
-  return double(std::max<int64_t>(n, 1));  // a batch without trained tokens has loss 0, not 0/0
 }
 
 double divergence_loss_limit(int vocab_size) { return 100.0 * std::log(double(std::max(2, vocab_size))); }
@@ -179,6 +184,7 @@ StepResult Trainer::step() {
   const int s = steps_done_;
   StepResult r;
   if (device_step_) {
+    loss_->prepare(s);                       // step s's per-row loss weights (outside any recording)
     if (graph_->on()) stage_step_inputs(s);  // step s's tokens and AdamW scalars
     // Warm-up, capture or replay; the step runs uncaptured when the graph is off.
     if (!graph_->run([this, s] { enqueue_device_step(s, true); })) enqueue_device_step(s, false);
@@ -187,9 +193,9 @@ StepResult Trainer::step() {
     if (world_sums_.defined()) {
       double sums[2];  // world Σ g², world Σ losses (complete: the wait above covered them)
       backend_.to_host(sums, world_sums_);
-      r.loss = sums[1] / loss_tokens(s);
+      r.loss = loss_->value(s, sums[1]);
     } else {
-      r.loss = sum_losses(int64_t(num_micro_) * model_->rows()) / loss_tokens(s);
+      r.loss = loss_->value(s, sum_losses(int64_t(num_micro_) * model_->rows()));
     }
     phases_->mark(PhaseTimer::read_back);
     if (phases_->on()) time_forward_alone();
@@ -204,7 +210,7 @@ StepResult Trainer::step() {
     if (r.finite) {
       const double clip = plan_.optimizer.clip_grad;
       if (clip > 0) r.clip_factor = std::min(1.0, clip / (r.grad_norm + 1e-6));
-      optimizer_->apply(*params_, s, float(r.clip_factor), nullptr, adam_segments_);
+      optimizer_->step(*params_, s, float(r.clip_factor));
       grad_sync_->weights_updated(*params_);
     }
   }
@@ -225,15 +231,14 @@ StepResult Trainer::step() {
 // tokens are read here and AdamW takes its scalars as arguments: the same kernels, same values.
 void Trainer::enqueue_device_step(int s, bool staged) {
   const int64_t N = model_->rows();
-  const double total_tokens = loss_tokens(s);
   phases_->start();
-  if (staged) graph_->upload_schedule();
+  if (staged) optimizer_->upload_staged();
   enqueue_micro_batches(
-      *train_, [&](int m) { return first_sample(s, m); }, true, num_micro_, total_tokens, staged);
+      *train_, [&](int m) { return first_sample(s, m); }, true, num_micro_, staged);
   phases_->mark(PhaseTimer::forward_backward);
   const Tensor losses = losses_.view({losses_.numel()}).rows(0, int64_t(num_micro_) * N);
   const float clip = float(plan_.optimizer.clip_grad);
-  const double loss_limit = divergence_loss_limit(shape_.vocab) * total_tokens;
+  const double loss_limit = divergence_loss_limit(shape_.vocab) * loss_->denominator(s);
   if (!world_sums_.defined()) {
     backend_.grad_norm_clip(norm_clip_, params_->grads(), clip, losses, loss_limit);
   } else {
@@ -246,9 +251,9 @@ void Trainer::enqueue_device_step(int s, bool staged) {
     backend_.clip_from_sums(norm_clip_, world_sums_, clip, loss_limit);
   }
   if (staged)
-    optimizer_->step_device_recorded(*params_, norm_clip_, graph_->schedule(), adam_segments_);
+    optimizer_->step_recorded(*params_, norm_clip_);
   else
-    optimizer_->step_device_scaled(*params_, s, norm_clip_, adam_segments_);
+    optimizer_->step_device(*params_, s, norm_clip_);
   // ZeRO-1: every rank's updated chunks to every rank, now or (overlapped) during the next forward.
   grad_sync_->weights_updated(*params_);
   phases_->mark(PhaseTimer::update);
@@ -260,35 +265,34 @@ void Trainer::stage_step_inputs(int s) {
   graph_->begin_staging();
   for (int m = 0; m < num_micro_; ++m)
     loader_->split(*train_, first_sample(s, m), graph_->inputs(m), graph_->targets(m));
-  graph_->stage_schedule(optimizer_->device_schedule(s));
+  optimizer_->stage(s);
 }
 
 // Phase timing: one more forward of the micro-batch read last, timed alone (it overwrites loss
 // row 0, which was read back already).
 void Trainer::time_forward_alone() {
   loader_->reload(*model_, 0);
-  model_->forward(0, false, losses_.rows(0, 1).view({model_->rows()}), 0.0f);
+  model_->forward(0, false, losses_.rows(0, 1).view({model_->rows()}), Tensor());
   phases_->mark(PhaseTimer::forward_alone);
   phases_->end_step();
 }
 
 double Trainer::compute_gradients(int s) {
-  const double tokens = loss_tokens(s);
+  loss_->prepare(s);
   const double local = run_micro_batches(
-      *train_, [&](int m) { return first_sample(s, m); }, true, num_micro_, tokens);
-  return world_loss_sum(local) / tokens;
+      *train_, [&](int m) { return first_sample(s, m); }, true, num_micro_);
+  return loss_->value(s, world_loss_sum(local));
 }
 
 double Trainer::compute_loss(int s) {
-  const double tokens = loss_tokens(s);
   const double local = run_micro_batches(
-      *train_, [&](int m) { return first_sample(s, m); }, false, num_micro_, tokens);
-  return world_loss_sum(local) / tokens;
+      *train_, [&](int m) { return first_sample(s, m); }, false, num_micro_);
+  return loss_->value(s, world_loss_sum(local));
 }
 
 double Trainer::run_micro_batches(const data::SampleSource& src, const std::function<int64_t(int)>& sample_of,
-                                  bool with_grad, int count, double loss_tokens) {
-  enqueue_micro_batches(src, sample_of, with_grad, count, loss_tokens, false);
+                                  bool with_grad, int count) {
+  enqueue_micro_batches(src, sample_of, with_grad, count, false);
   return loss_holder_ ? sum_losses(int64_t(count) * model_->rows()) : 0.0;
 }
 
@@ -296,9 +300,8 @@ double Trainer::run_micro_batches(const data::SampleSource& src, const std::func
 // started per bucket and finished at the end); enqueued work only, nothing waits for the host.
 // staged: the tokens come from the CUDA graph's staging (micro-batch m's into its slot).
 void Trainer::enqueue_micro_batches(const data::SampleSource& src, const std::function<int64_t(int)>& sample_of,
-                                    bool with_grad, int count, double loss_tokens, bool staged) {
+                                    bool with_grad, int count, bool staged) {
   const int64_t N = model_->rows();
-  const float dloss = with_grad ? float(1.0 / loss_tokens) : 0.0f;
   auto forward = [&](int chunk, int m, int slot) {
     Model& model = *chunks_[size_t(chunk)];
     if (staged)
@@ -306,7 +309,7 @@ void Trainer::enqueue_micro_batches(const data::SampleSource& src, const std::fu
     else
       loader_->load(src, sample_of(m), model, slot);
     model.set_first_token(slot, sample_of(m) * shape_.seq);  // keys the adapter dropout mask
-    model.forward(slot, with_grad, losses_.rows(m, 1).view({N}), dloss);
+    model.forward(slot, with_grad, losses_.rows(m, 1).view({N}), with_grad ? loss_->dloss(m) : Tensor());
   };
   // The weights stay fixed over the micro-batches: FP8 linears cast theirs once for all of them
   // (and, under delayed scaling, record the amaxes of a pass that computes gradients).
@@ -388,7 +391,7 @@ double Trainer::evaluate() {
   double sum = 0;
   for (int i = 0; i < iters; ++i)
     sum += run_micro_batches(
-        *valid_, [&](int) { return int64_t(i) * micro_ * dp_ + int64_t(dp_rank_) * micro_; }, false, 1, 1.0);
+        *valid_, [&](int) { return int64_t(i) * micro_ * dp_ + int64_t(dp_rank_) * micro_; }, false, 1);
   sum = world_loss_sum(sum);
   // N is this rank's tokens: the CP ranks of a DP rank together hold cp·N of each micro-batch.
   if (!valid_->loss_masked()) return sum / (double(iters) * double(N) * double(dp_) * double(parallel_->sizes().cp));

@@ -19,6 +19,7 @@
 #include "core/data/sample_source.hpp"
 #include "core/train/grad_sync.hpp"
 #include "core/model/model.hpp"
+#include "core/train/loss.hpp"
 #include "core/train/optimizer.hpp"
 #include "core/parallel/parallel_state.hpp"
 #include "core/model/param_store.hpp"
@@ -139,6 +140,7 @@ class Trainer {
   // The model of this rank: its first model chunk, or (parallelism.virtual_pp) chunk `c` of them.
   Model& model(int c = 0) { return *chunks_.at(size_t(c)); }
   int num_chunks() const { return int(chunks_.size()); }
+  // The optimizer component (optimizer.kind): its state tensors, checkpoint names, staging.
   const Optimizer& optimizer() const { return *optimizer_; }
   const GradSync& grad_sync() const { return *grad_sync_; }
   // Makes every rank's f32 master weights whole again (ZeRO-1 with a bf16 compute copy keeps them
@@ -182,10 +184,6 @@ class Trainer {
   int64_t first_sample(int s, int m) const;
   void sum_over_context_parallel();
   void fp8_end_step();  // FP8 delayed scaling: the amax histories roll (trainer.cpp)
-  // The number of tokens step s's mean loss divides by: every position of the global batch, or for
-  // masked data (data.kind=sft) its trained targets, so untrained tokens and padding dilute nothing.
-  // The same on every rank: the data is a pure function of the sample index.
-  double loss_tokens(int s) const;
   // The device step (device_step()): its work in launch order, eager or recorded (staged: the
   // per-step values come from the graph's staging); the staging of step s; phase timing's extra
   // forward.
@@ -196,12 +194,13 @@ class Trainer {
   // schedule's order (1F1B or interleaved 1F1B when training), gradients reduced over DP at the end. sample_of(m):
   // the first sample of micro-batch m. Returns this rank's share of the loss sum (the last
   // stage's TP rank 0 holds it; 0 elsewhere).
-  // The gradient of each counted token's loss is scaled by 1 / loss_tokens.
+  // The gradient of each token row's loss is scaled by the loss component's weight for that row
+  // (loss_->dloss(m), written by loss_->prepare before).
   double run_micro_batches(const data::SampleSource& src, const std::function<int64_t(int)>& sample_of, bool with_grad,
-                           int count, double loss_tokens);
+                           int count);
   // The same work, enqueued only (no read-back); staged: the tokens come from the graph's staging.
   void enqueue_micro_batches(const data::SampleSource& src, const std::function<int64_t(int)>& sample_of,
-                             bool with_grad, int count, double loss_tokens, bool staged);
+                             bool with_grad, int count, bool staged);
   void backward_micro(int chunk, int m, int slot, int count);
   double world_loss_sum(double local);
   double sum_losses(int64_t count);
@@ -226,13 +225,13 @@ class Trainer {
   std::vector<std::unique_ptr<Model>> chunks_;
   Model* model_ = nullptr;
   std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<Loss> loss_;  // the objective: per-row gradient weights and the reported value
   std::unique_ptr<PipelineSchedule> schedule_;
   std::unique_ptr<TokenLoader> loader_;
   int micro_ = 0, dp_ = 1, dp_rank_ = 0, num_micro_ = 1;
   int pp_ = 1, pp_rank_ = 0;
   bool loss_holder_ = true;  // the last stage's TP rank 0: its per-token losses are the ones summed
   std::unique_ptr<GradSync> grad_sync_;
-  std::vector<AdamSegment> adam_segments_;
   std::vector<std::pair<int64_t, int64_t>> norm_ranges_;
   int64_t global_batch_ = 0;
   double flops_per_token_ = 0;

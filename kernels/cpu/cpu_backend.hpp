@@ -91,7 +91,7 @@ class CpuBackend final : public Backend {
   void kv_attention(const KvAttentionArgs& args) override;
 
   // loss.cpp
-  void cross_entropy(Tensor losses, Tensor logits, Tensor targets, int vocab, float dloss, bool compute_grad) override;
+  void cross_entropy(Tensor losses, Tensor logits, Tensor targets, int vocab, Tensor dloss, bool compute_grad) override;
 
   // vocab_parallel_ce.cpp
   void vocab_parallel_ce_max(Tensor rowmax, Tensor logits, int valid_cols) override;

@@ -1,7 +1,8 @@
 // Vocab-parallel cross entropy: each tensor-parallel rank holds logits [n, Vl], the columns
 // [vocab_start, vocab_start + Vl) of the full rows, whose first `valid_cols` columns are real vocabulary
 // (the rest is padding). The three passes (row max, then Σexp and the target's logit, then loss and
-// dlogits) are separated by the caller's max / sum reductions over the TP group.
+// dlogits) are separated by the caller's max / sum reductions over the TP group. The gradient of row r
+// is weighted by dloss[r] (f32 [n], the loss component's per-row weight).
 //
 // The arithmetic mirrors cross_entropy (loss.cpp) step for step: the max in f32, exp of the f32
 // difference summed in double, lse = max + log(Σ) in double, prob = exp(logit − lse) in double. With one
@@ -99,7 +100,6 @@ void CpuBackend::vocab_parallel_ce_finish(const VocabParallelCeFinishArgs& args)
   const Tensor losses = args.losses, logits = args.logits, rowmax = args.rowmax, sums = args.sums,
                targets = args.targets;
   const int vocab_start = args.vocab_start, valid_cols = args.valid_cols;
-  const float dloss = args.dloss;
   const bool compute_grad = args.compute_grad;
   const char* op = "vocab_parallel_ce_finish";
   cpu::require_tensor(targets, op, "targets", DType::i32);
@@ -112,6 +112,11 @@ void CpuBackend::vocab_parallel_ce_finish(const VocabParallelCeFinishArgs& args)
   cpu::require_tensor(sums, op, "sums", DType::f32);
   cpu::require_numel(sums, 2 * n, op, "sums");
   require_vocab_start(op, vocab_start);
+  if (compute_grad) {
+    cpu::require_tensor(args.dloss, op, "dloss", DType::f32);
+    cpu::require_numel(args.dloss, n, op, "dloss");
+  }
+  const float* row_dloss = compute_grad ? args.dloss.as<float>() : nullptr;
   const int32_t* tgt = targets.as<int32_t>();
   const float* m = rowmax.as<float>();
   const float* exp_sum = sums.as<float>();
@@ -131,6 +136,7 @@ void CpuBackend::vocab_parallel_ce_finish(const VocabParallelCeFinishArgs& args)
       loss[r] = float(lse - double(target_logit[r]));
       if (!compute_grad) continue;
       const int64_t local = int64_t(tgt[r]) - vocab_start;
+      const float dloss = row_dloss[r];
       for (int v = 0; v < valid_cols; ++v) {
         const double prob = std::exp(double(row[v]) - lse);
         row[v] = float((prob - (v == local ? 1.0 : 0.0)) * double(dloss));

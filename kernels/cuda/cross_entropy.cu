@@ -1,7 +1,7 @@
 // Fused softmax cross-entropy, one block per row of logits [N, Vp] (bf16, columns ≥ vocab are
 // padding). The block finds the row's log-sum-exp (lse); the loss is lse - logit[target]. With
-// compute_grad the logits are then overwritten in place with dloss·(softmax - onehot), zero in
-// padding columns. Rows whose target is negative are ignored (loss 0, gradient 0); a target ≥
+// compute_grad the logits are then overwritten in place with dloss[row]·(softmax - onehot), zero in
+// padding columns (dloss: f32 [N], each row's weight in the objective, read once per block). Rows whose target is negative are ignored (loss 0, gradient 0); a target ≥
 // vocab gives a NaN loss so the trainer's NaN guard reports the bad data instead of reading out
 // of bounds. Losses are f32; every reduction has a fixed order, so results are bitwise repeatable.
 //
@@ -122,7 +122,7 @@ constexpr int kMaxRowGroups = 14;  // 16-byte groups per thread: rows ≤ 512·1
 template <int kThreads, int K>
 __global__ void __launch_bounds__(kThreads, 1)
     cross_entropy_row_in_registers(float* losses, bf16* logits, const int32_t* targets, int64_t Vp, int vocab,
-                                   float dloss, bool compute_grad) {
+                                   const float* dlosses, bool compute_grad) {
   __shared__ float2 red[32];
   const int64_t row = blockIdx.x;
   bf16* x = logits + row * Vp;
@@ -169,6 +169,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (threadIdx.x == 0) losses[row] = lse - x_target;
   if (!compute_grad) return;
 
+  const float dloss = dlosses[row];  // this row's weight in the objective
   const float shift = lse * kLog2e;
   const int target_group = target / 8;
 #pragma unroll
@@ -196,8 +197,8 @@ constexpr int kStreamGradThreads = 1024;  // with the gradient: fewer live rows,
 // (Vp % 8 == 0, 16-byte aligned rows); per group one rescale at most, then one exp per element.
 template <int kThreads, bool VEC>
 __global__ void __launch_bounds__(kThreads)
-    cross_entropy_streaming(float* losses, bf16* logits, const int32_t* targets, int64_t Vp, int vocab, float dloss,
-                            bool compute_grad) {
+    cross_entropy_streaming(float* losses, bf16* logits, const int32_t* targets, int64_t Vp, int vocab,
+                            const float* dlosses, bool compute_grad) {
   __shared__ float2 red[32];
   const int64_t row = blockIdx.x;
   bf16* x = logits + row * Vp;
@@ -230,6 +231,7 @@ __global__ void __launch_bounds__(kThreads)
   const float lse = total.m + __logf(total.s);
   if (threadIdx.x == 0) losses[row] = lse - x_target;
   if (!compute_grad) return;
+  const float dloss = dlosses[row];  // this row's weight in the objective
   const float shift = lse * kLog2e;
   if (VEC) {
     auto* x8 = reinterpret_cast<uint4*>(x);
@@ -248,21 +250,21 @@ __global__ void __launch_bounds__(kThreads)
 
 template <int K>
 void launch_row_in_registers(float* losses, bf16* x, const int32_t* targets, int64_t N, int64_t Vp, int vocab,
-                             float dloss, bool compute_grad, cudaStream_t s) {
+                             const float* dloss, bool compute_grad, cudaStream_t s) {
   cross_entropy_row_in_registers<kRowThreads, K>
       <<<unsigned(N), kRowThreads, 0, s>>>(losses, x, targets, Vp, vocab, dloss, compute_grad);
 }
 
 }  // namespace
 
-void cross_entropy(float* losses, void* logits, const int32_t* targets, int64_t N, int64_t Vp, int vocab, float dloss,
-                   bool compute_grad, cudaStream_t s) {
+void cross_entropy(float* losses, void* logits, const int32_t* targets, int64_t N, int64_t Vp, int vocab,
+                   const float* dloss, bool compute_grad, cudaStream_t s) {
   if (N <= 0) return;
   auto* x = static_cast<bf16*>(logits);
   const bool vec = Vp % 8 == 0 && aligned16(logits);
   const int64_t groups_per_thread = (Vp / 8 + kRowThreads - 1) / kRowThreads;
   if (vec && compute_grad && groups_per_thread <= kMaxRowGroups) {
-    using Launch = void (*)(float*, bf16*, const int32_t*, int64_t, int64_t, int, float, bool, cudaStream_t);
+    using Launch = void (*)(float*, bf16*, const int32_t*, int64_t, int64_t, int, const float*, bool, cudaStream_t);
     static constexpr Launch by_groups[kMaxRowGroups] = {
         launch_row_in_registers<1>,  launch_row_in_registers<2>,  launch_row_in_registers<3>,
         launch_row_in_registers<4>,  launch_row_in_registers<5>,  launch_row_in_registers<6>,

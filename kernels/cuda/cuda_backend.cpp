@@ -756,7 +756,7 @@ void CudaBackend::attention_bwd(const AttentionBwdArgs& args) {
 
 // ---- loss ----
 
-void CudaBackend::cross_entropy(Tensor losses, Tensor logits, Tensor targets, int vocab, float dloss,
+void CudaBackend::cross_entropy(Tensor losses, Tensor logits, Tensor targets, int vocab, Tensor dloss,
                                 bool compute_grad) {
   const char* op = "cross_entropy";
   expect(op, "logits", logits, DType::bf16);
@@ -766,8 +766,12 @@ void CudaBackend::cross_entropy(Tensor losses, Tensor logits, Tensor targets, in
   expect_numel(op, "logits", logits, N * Vp);
   expect_numel(op, "losses", losses, N);
   if (vocab <= 0 || vocab > Vp) bad_arg(op, "vocab=" + std::to_string(vocab) + " must be in 1.." + std::to_string(Vp));
-  cuda::cross_entropy(losses.as<float>(), logits.ptr, targets.as<int32_t>(), N, Vp, vocab, dloss, compute_grad,
-                      stream_);
+  if (compute_grad) {
+    expect(op, "dloss", dloss, DType::f32);
+    expect_numel(op, "dloss", dloss, N);
+  }
+  cuda::cross_entropy(losses.as<float>(), logits.ptr, targets.as<int32_t>(), N, Vp, vocab,
+                      compute_grad ? dloss.as<float>() : nullptr, compute_grad, stream_);
 }
 
 // ---- optimizer ----

@@ -116,7 +116,7 @@ class CudaBackend final : public Backend {
                                          const std::vector<AttentionBlockShape>& blocks) override;
   KernelPaths kernel_paths() const override;
 
-  void cross_entropy(Tensor losses, Tensor logits, Tensor targets, int vocab, float dloss, bool compute_grad) override;
+  void cross_entropy(Tensor losses, Tensor logits, Tensor targets, int vocab, Tensor dloss, bool compute_grad) override;
 
   // vocab_parallel_ce.cu
   void vocab_parallel_ce_max(Tensor rowmax, Tensor logits, int valid_cols) override;

@@ -115,8 +115,9 @@ void embedding_bwd(float* dwte, int64_t wte_rows, float* dwpe, int64_t wpe_rows,
                    cudaStream_t s);
 
 // ---- loss (cross_entropy.cu) ----
-void cross_entropy(float* losses, void* logits, const int32_t* targets, int64_t N, int64_t Vp, int vocab, float dloss,
-                   bool compute_grad, cudaStream_t s);
+// dloss: f32 [N] per-row weights, read only with compute_grad (may be null without).
+void cross_entropy(float* losses, void* logits, const int32_t* targets, int64_t N, int64_t Vp, int vocab,
+                   const float* dloss, bool compute_grad, cudaStream_t s);
 
 // ---- optimizer and reductions (optimizer.cu) ----
 void adamw(float* master, const float* grad, float* m, float* v, void* compute_copy_bf16, int64_t n, float lr,

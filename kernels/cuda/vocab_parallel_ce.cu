@@ -5,7 +5,8 @@
 //   sums:   sums[r] = Σ exp(x − rowmax[r]) over the valid columns, sums[n + r] = x[target] when the
 //           target is a column of this shard (else 0);
 //   finish: loss = log(Σ) + rowmax − x[target]; with compute_grad the logits are overwritten in
-//           place by dloss·(exp(x − lse) − onehot), zero in padding columns and ignored rows.
+//           place by dloss[r]·(exp(x − lse) − onehot), zero in padding columns and ignored rows
+//           (dloss: f32 [n], each row's weight in the objective).
 // Rows load 8 bf16 (16 bytes) at a time when Vl is a multiple of 8 and the buffer is aligned. A
 // shard that holds padding holds the end of the vocabulary, so a target past it is out of vocab:
 // its sums get a NaN (as cross_entropy's loss does) and the trainer's NaN guard reports bad data.
@@ -77,7 +78,7 @@ __global__ void __launch_bounds__(kThreads)
 template <bool VEC>
 __global__ void __launch_bounds__(kThreads)
     vp_finish_kernel(float* losses, bf16* logits, const float* rowmax, const float* sums, const int32_t* targets,
-                     int64_t n, int64_t Vl, int vocab_start, int valid, float dloss, bool compute_grad) {
+                     int64_t n, int64_t Vl, int vocab_start, int valid, const float* dlosses, bool compute_grad) {
   const int64_t row = blockIdx.x;
   bf16* x = logits + row * Vl;
   const int target = targets[row];
@@ -91,6 +92,7 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x == 0) losses[row] = lse - sums[n + row];
   if (!compute_grad) return;
   // Each thread reads and rewrites only its own columns, so no barrier is needed.
+  const float dloss = dlosses[row];  // this row's weight in the objective
   const int64_t local = int64_t(target) - vocab_start;
   auto grad = [&](int64_t j, float v) {
     return j < valid ? (__expf(v - lse) - (j == local ? 1.f : 0.f)) * dloss : 0.f;
@@ -168,7 +170,6 @@ void CudaBackend::vocab_parallel_ce_finish(const VocabParallelCeFinishArgs& args
   const Tensor losses = args.losses, logits = args.logits, rowmax = args.rowmax, sums = args.sums,
                targets = args.targets;
   const int vocab_start = args.vocab_start, valid_cols = args.valid_cols;
-  const float dloss = args.dloss;
   const bool compute_grad = args.compute_grad;
   const char* op = "vocab_parallel_ce_finish";
   expect(op, "targets", targets, DType::i32);
@@ -181,6 +182,11 @@ void CudaBackend::vocab_parallel_ce_finish(const VocabParallelCeFinishArgs& args
   expect(op, "sums", sums, DType::f32);
   expect_numel(op, "sums", sums, 2 * n);
   expect_vocab_start(op, vocab_start);
+  if (compute_grad) {
+    expect(op, "dloss", args.dloss, DType::f32);
+    expect_numel(op, "dloss", args.dloss, n);
+  }
+  const float* dloss = compute_grad ? args.dloss.as<float>() : nullptr;
   if (n <= 0) return;
   auto* x = static_cast<bf16*>(logits.ptr);
   if (vectorizable(Vl, x))

@@ -40,7 +40,9 @@ std::string train_and_save(core::Trainer& t, int n, const std::string& dir) {
 }
 
 std::vector<float> masters(core::Trainer& t) { return test::to_host(t.backend(), t.params().master()); }
-std::vector<float> moments(core::Trainer& t) { return test::to_host(t.backend(), t.params().adam_v()); }
+std::vector<float> moments(core::Trainer& t) {
+  return test::to_host(t.backend(), t.optimizer().state("optimizer.exp_avg_sq.").data);
+}
 
 void check_resume(plan::Plan plan) {
   plan.trainer.max_steps = 12;

@@ -53,7 +53,9 @@ std::vector<double> run_steps(core::Trainer& t, int n) {
 }
 
 std::vector<float> adapters(core::Trainer& t) { return test::to_host(t.backend(), t.params().master()); }
-std::vector<float> moments(core::Trainer& t) { return test::to_host(t.backend(), t.params().adam_v()); }
+std::vector<float> moments(core::Trainer& t) {
+  return test::to_host(t.backend(), t.optimizer().state("optimizer.exp_avg_sq.").data);
+}
 
 // Every frozen tensor of a checkpoint, by name.
 std::vector<std::pair<std::string, std::vector<float>>> frozen_in(const std::string& dir, const core::ParamLayout& L) {

@@ -75,7 +75,7 @@ struct Fixture {
     o.align = kParamAlign * 2;  // ZeRO-1 over 2 DP ranks
     layout = build_param_layout(model_shape(p), p.optimizer, o);
     sync = std::make_unique<GradSync>(layout, dp, /*zero1=*/true, bucket_elems);
-    store = std::make_unique<ParamStore>(*be, layout, sync->state_numel());
+    store = std::make_unique<ParamStore>(*be, layout);
     dp.base = static_cast<const float*>(store->compute().ptr);  // CPU: the compute copy is the f32 master
   }
   size_t bucket_at(int64_t begin) const {
@@ -178,7 +178,8 @@ TEST_CASE("Model::forward asks for each phase's weights in forward order before 
     std::vector<int> phases;
     m.set_weights_hook([&](int ph) { phases.push_back(ph); });
     m.load_tokens(0, tokens.data());
-    m.forward(0, false, kernels::Tensor(losses.data(), kernels::DType::f32, kernels::Device::cpu, {s.seq}), 0.f);
+    m.forward(0, false, kernels::Tensor(losses.data(), kernels::DType::f32, kernels::Device::cpu, {s.seq}),
+              kernels::Tensor());
     CHECK(phases == std::vector<int>{5, 4, 3, 2, 1, 0});
   }
   SUBCASE("interleaved stage 0 of PP2 x virtual_pp 2: chunk 0 (embeddings, layer 0), chunk 1 (layer 2)") {
@@ -194,9 +195,9 @@ TEST_CASE("Model::forward asks for each phase's weights in forward order before 
     chunk1.set_weights_hook([&](int ph) { phases.push_back(100 + ph); });
     chunk0.load_tokens(0, tokens.data());
     const kernels::Tensor none(losses.data(), kernels::DType::f32, kernels::Device::cpu, {s.seq});
-    chunk0.forward(0, false, none, 0.f);
+    chunk0.forward(0, false, none, kernels::Tensor());
     be->copy(chunk1.stage_input(0), chunk0.stage_output(0));
-    chunk1.forward(0, false, none, 0.f);
+    chunk1.forward(0, false, none, kernels::Tensor());
     // Layout phases: embeddings 3, layer 0 → 2, layer 2 → 1 (ParamSpec::ready_phase).
     CHECK(phases == std::vector<int>{3, 2, 101});
   }

@@ -34,7 +34,7 @@ std::vector<float> columns(const std::vector<float>& m, int64_t n, int64_t cols,
 // Runs the three passes on `shards` equal column shards of logits [n, Vp], reducing between
 // passes the way the TP group's all-reduces would (max, then sum in rank order).
 CeResult sharded_ce(Backend& be, const std::vector<float>& logits, int64_t n, int64_t Vp, int vocab,
-                    std::vector<int32_t> targets, int shards, float dloss, bool compute_grad) {
+                    std::vector<int32_t> targets, int shards, std::vector<float> row_dloss, bool compute_grad) {
   REQUIRE(Vp % shards == 0);
   const int64_t Vl = Vp / shards;
   std::vector<std::vector<float>> shard(shards);
@@ -72,7 +72,7 @@ CeResult sharded_ce(Backend& be, const std::vector<float>& logits, int64_t n, in
                                  .targets = view(targets, {N}),
                                  .vocab_start = start[s],
                                  .valid_cols = valid[s],
-                                 .dloss = dloss,
+                                 .dloss = view(row_dloss, {N}),
                                  .compute_grad = compute_grad});
     if (s == 0)
       res.losses = losses;
@@ -118,13 +118,14 @@ TEST_CASE("cpu vocab-parallel cross entropy over 1, 2 and 4 shards equals cross_
     auto targets = random_targets(N, vocab, 5u + uint32_t(vocab));
     for (bool compute_grad : {false, true}) {
       auto ref = logits;
-      std::vector<float> ref_losses(N);
-      be->cross_entropy(view(ref_losses, {N}), view(ref, {N, Vp}), view(targets, {N}), vocab, kDloss, compute_grad);
+      std::vector<float> ref_losses(N), ref_dloss(N, kDloss);
+      be->cross_entropy(view(ref_losses, {N}), view(ref, {N, Vp}), view(targets, {N}), vocab, view(ref_dloss, {N}),
+                        compute_grad);
       for (int shards : {1, 2, 4}) {
         CAPTURE(vocab);
         CAPTURE(compute_grad);
         CAPTURE(shards);
-        auto got = sharded_ce(*be, logits, N, Vp, vocab, targets, shards, kDloss, compute_grad);
+        auto got = sharded_ce(*be, logits, N, Vp, vocab, targets, shards, ref_dloss, compute_grad);
         const double tol = shards == 1 ? 2e-7 : 1e-6;
         CHECK(max_rel_diff(got.losses, ref_losses) < tol);
         CHECK(max_abs_diff(got.dlogits, ref) < tol);
@@ -142,6 +143,25 @@ TEST_CASE("cpu vocab-parallel cross entropy over 1, 2 and 4 shards equals cross_
         }
       }
     }
+  }
+}
+
+TEST_CASE("cpu vocab-parallel cross entropy: per-row dloss weights each row as cross_entropy does") {
+  auto be = make_cpu_backend();
+  constexpr int64_t N = 9, Vp = 24;
+  const int vocab = 17;
+  auto logits = randn(N * Vp, 11u, 3.0f);
+  auto targets = random_targets(N, vocab, 12u);
+  std::vector<float> w(N);
+  for (int64_t r = 0; r < N; ++r) w[size_t(r)] = 0.25f * float(r) - 0.5f;  // negative, zero and positive weights
+  auto ref = logits;
+  std::vector<float> ref_losses(N);
+  be->cross_entropy(view(ref_losses, {N}), view(ref, {N, Vp}), view(targets, {N}), vocab, view(w, {N}), true);
+  for (int shards : {1, 2, 4}) {
+    CAPTURE(shards);
+    auto got = sharded_ce(*be, logits, N, Vp, vocab, targets, shards, w, true);
+    CHECK(max_abs_diff(got.dlogits, ref) < 4e-6);  // weights up to 1.5: the per-shard tolerance above, scaled
+    for (int64_t v = 0; v < Vp; ++v) CHECK(got.dlogits[size_t(2 * Vp + v)] == 0.0f);  // weight 0: zero row
   }
 }
 
@@ -179,7 +199,7 @@ TEST_CASE("cpu vocab_parallel_ce passes: per-shard max, sums and empty shards") 
                               .vocab_start = 40,
                               .valid_cols = 0});
   CHECK(sums == std::vector<float>(2 * N, 0.0f));
-  std::vector<float> global_sums = {2.0f, 3.0f, 1.0f, 0.5f}, losses(N);
+  std::vector<float> global_sums = {2.0f, 3.0f, 1.0f, 0.5f}, losses(N), ones(N, 1.0f);
   be->vocab_parallel_ce_finish({.losses = view(losses, {N}),
                                 .logits = view(z, {N, Vl}),
                                 .rowmax = view(global_max, {N}),
@@ -187,7 +207,7 @@ TEST_CASE("cpu vocab_parallel_ce passes: per-shard max, sums and empty shards") 
                                 .targets = view(low, {N}),
                                 .vocab_start = 40,
                                 .valid_cols = 0,
-                                .dloss = 1.0f,
+                                .dloss = view(ones, {N}),
                                 .compute_grad = true});
   CHECK(losses[0] == doctest::Approx(std::log(2.0) + 5.0 - 1.0).epsilon(1e-6));
   CHECK(losses[1] == doctest::Approx(std::log(3.0) - 1.0 - 0.5).epsilon(1e-6));
@@ -198,7 +218,7 @@ TEST_CASE("cpu vocab_parallel_ce refuses bad shapes, dtypes and out-of-vocab tar
   auto be = make_cpu_backend();
   constexpr int64_t N = 3, Vl = 8;
   auto z = randn(N * Vl, 1);
-  std::vector<float> m(N, 0.0f), sums(2 * N, 1.0f), losses(N), short_buf(N - 1);
+  std::vector<float> m(N, 0.0f), sums(2 * N, 1.0f), losses(N), short_buf(N - 1), ones(N, 1.0f);
   std::vector<int32_t> tgt = {0, 1, 2};
   std::vector<int32_t> zi(N * Vl, 0);
   auto throws = [](auto&& call, const char* what) {
@@ -264,7 +284,7 @@ TEST_CASE("cpu vocab_parallel_ce refuses bad shapes, dtypes and out-of-vocab tar
                                       .targets = view(tgt, {N}),
                                       .vocab_start = 0,
                                       .valid_cols = 8,
-                                      .dloss = 1.0f,
+                                      .dloss = view(ones, {N}),
                                       .compute_grad = true});
       },
       "vocab_parallel_ce_finish: losses");
@@ -277,7 +297,7 @@ TEST_CASE("cpu vocab_parallel_ce refuses bad shapes, dtypes and out-of-vocab tar
                                       .targets = view(tgt, {N}),
                                       .vocab_start = 0,
                                       .valid_cols = 8,
-                                      .dloss = 1.0f,
+                                      .dloss = view(ones, {N}),
                                       .compute_grad = true});
       },
       "sums");

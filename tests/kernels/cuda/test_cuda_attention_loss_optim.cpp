@@ -268,12 +268,13 @@ TEST_CASE("cuda cross-entropy: padding columns, ignored targets, in-place dlogit
     auto targets = make_dual(Kind::i32, {N}, tg);
     auto logits = make_dual(Kind::act, {N, Vp}, r.normal(N * Vp, 3.f));
     auto losses = make_dual(Kind::f32, {N}, std::vector<float>(N, 5.f));
-    cpu_backend().cross_entropy(losses.c, logits.c, targets.c, vocab, 1.f, false);
-    gpu_backend().cross_entropy(losses.g, logits.g, targets.g, vocab, 1.f, false);
+    cpu_backend().cross_entropy(losses.c, logits.c, targets.c, vocab, Tensor(), false);
+    gpu_backend().cross_entropy(losses.g, logits.g, targets.g, vocab, Tensor(), false);
     CHECK_CLOSE(losses, 1e-3);
     const float dloss = 1.f / float(N);
-    cpu_backend().cross_entropy(losses.c, logits.c, targets.c, vocab, dloss, true);
-    gpu_backend().cross_entropy(losses.g, logits.g, targets.g, vocab, dloss, true);
+    auto dlosses = make_dual(Kind::f32, {N}, std::vector<float>(size_t(N), dloss));
+    cpu_backend().cross_entropy(losses.c, logits.c, targets.c, vocab, dlosses.c, true);
+    gpu_backend().cross_entropy(losses.g, logits.g, targets.g, vocab, dlosses.g, true);
     CHECK_CLOSE(losses, 1e-3);
     CHECK_CLOSE(logits, kBf16Tol);
     auto lg = read(gpu_backend(), logits.g);

@@ -61,11 +61,12 @@ TEST_CASE("cuda vocab-parallel cross entropy matches the CPU pass by pass and cr
     tg[3] = 0;
     tg[5] = -100;
     auto targets = make_dual(Kind::i32, {N}, tg);
+    auto row_dloss = make_dual(Kind::f32, {N}, std::vector<float>(size_t(N), dloss));
     for (bool compute_grad : {false, true}) {
       // The reference: cross_entropy over the whole (bf16-rounded) rows on the CPU.
       auto ref = make_dual(Kind::act, {N, Vp}, full);
       auto ref_losses = make_dual(Kind::f32, {N}, std::vector<float>(size_t(N), 0.f));
-      cpu.cross_entropy(ref_losses.c, ref.c, targets.c, vocab, dloss, compute_grad);
+      cpu.cross_entropy(ref_losses.c, ref.c, targets.c, vocab, row_dloss.c, compute_grad);
       const auto want_losses = read(cpu, ref_losses.c), want_dlogits = read(cpu, ref.c);
       for (int shards : {1, 2, 4}) {
         CAPTURE(Vp);
@@ -127,7 +128,7 @@ TEST_CASE("cuda vocab-parallel cross entropy matches the CPU pass by pass and cr
                                         .targets = targets.c,
                                         .vocab_start = start[s],
                                         .valid_cols = valid[s],
-                                        .dloss = dloss,
+                                        .dloss = row_dloss.c,
                                         .compute_grad = compute_grad});
           gpu.vocab_parallel_ce_finish({.losses = losses.g,
                                         .logits = shard[s].g,
@@ -136,7 +137,7 @@ TEST_CASE("cuda vocab-parallel cross entropy matches the CPU pass by pass and cr
                                         .targets = targets.g,
                                         .vocab_start = start[s],
                                         .valid_cols = valid[s],
-                                        .dloss = dloss,
+                                        .dloss = row_dloss.g,
                                         .compute_grad = compute_grad});
           CHECK_CLOSE(losses, 1e-4);
           CHECK_CLOSE(shard[s], kBf16Tol);
@@ -174,6 +175,7 @@ TEST_CASE("cuda vocab_parallel_ce: out-of-vocab targets give NaN, bad arguments 
   auto rowmax = make_dual(Kind::f32, {N}, std::vector<float>(size_t(N), 0.f));
   auto sums = make_dual(Kind::f32, {2, N}, std::vector<float>(size_t(2 * N), 0.f));
   auto losses = make_dual(Kind::f32, {N}, std::vector<float>(size_t(N), 0.f));
+  auto ones = make_dual(Kind::f32, {N}, std::vector<float>(size_t(N), 1.f));
   gpu.vocab_parallel_ce_max(rowmax.g, logits.g, 10);
   gpu.vocab_parallel_ce_sums({.sums = sums.g,
                               .logits = logits.g,
@@ -193,7 +195,7 @@ TEST_CASE("cuda vocab_parallel_ce: out-of-vocab targets give NaN, bad arguments 
                                 .targets = targets.g,
                                 .vocab_start = 32,
                                 .valid_cols = 10,
-                                .dloss = 1.f,
+                                .dloss = ones.g,
                                 .compute_grad = false});
   CHECK(std::isnan(read(gpu, losses.g)[1]));
 
@@ -232,7 +234,7 @@ TEST_CASE("cuda vocab_parallel_ce: out-of-vocab targets give NaN, bad arguments 
                                       .targets = targets.g,
                                       .vocab_start = 32,
                                       .valid_cols = 10,
-                                      .dloss = 1.f,
+                                      .dloss = ones.g,
                                       .compute_grad = true});
       },
       "vocab_parallel_ce_finish: sums");
@@ -245,7 +247,7 @@ TEST_CASE("cuda vocab_parallel_ce: out-of-vocab targets give NaN, bad arguments 
                                       .targets = logits.g,
                                       .vocab_start = 32,
                                       .valid_cols = 10,
-                                      .dloss = 1.f,
+                                      .dloss = ones.g,
                                       .compute_grad = true});
       },
       "targets");
