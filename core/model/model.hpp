@@ -50,6 +50,7 @@
 #include "core/model/model_shape.hpp"
 #include "core/parallel/comm.hpp"
 #include "core/model/param_store.hpp"
+#include "core/model/rope_table.hpp"
 #include "kernels/ops.hpp"
 
 namespace recipe::core {
@@ -256,6 +257,7 @@ class Model {
   Recompute recompute_;
   kernels::Backend& be_;
   ParamStore& store_;
+  RopeTable rope_{be_, s_};  // the run's RoPE inverse frequencies (after be_ and s_: built from them)
   Comm* tp_;
   int tp_rank_ = 0, tp_size_ = 1;
   bool sp_ = false;                     // sequence parallelism
