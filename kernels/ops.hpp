@@ -247,8 +247,8 @@ struct AttentionBlockBwdArgs {
 // the inverse frequency of the pair (i, i + D/2), rotated at position p by the angle p·inv_freq[i]
 // (in double). Made once per run by family/rope.hpp rope_inv_freq (θ^(-2i/D), then the run's RoPE
 // scaling) and uploaded once; no op computes frequencies itself. A backend may keep values derived
-// from it (CUDA: a (cos, sin) table) until the tensor is freed or rewritten with from_host, so
-// write it only through from_host.
+// from it until it is freed or rewritten with from_host (CUDA: one (cos, sin) table, of the last
+// table it got: a run passes one table from all its model chunks), so write it only by from_host.
 struct RopeArgs {
   Tensor qkv{}, positions{};
   AttentionShape shape{};

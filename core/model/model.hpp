@@ -257,7 +257,9 @@ class Model {
   Recompute recompute_;
   kernels::Backend& be_;
   ParamStore& store_;
-  RopeTable rope_{be_, s_};  // the run's RoPE inverse frequencies (after be_ and s_: built from them)
+  // The run's RoPE inverse frequencies; the model chunks of a rank share chunk 0's (share_transient),
+  // so the CUDA backend's angle table, made from one table, serves every chunk.
+  std::shared_ptr<const RopeTable> rope_;
   Comm* tp_;
   int tp_rank_ = 0, tp_size_ = 1;
   bool sp_ = false;                     // sequence parallelism
