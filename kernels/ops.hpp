@@ -17,7 +17,8 @@
 //   h / (Hq/Hkv) (GQA). Attention output is [B, T, Hq·D]; lse (log-sum-exp of the scaled scores per
 //   query, natural log) is [B, Hq, T] f32. Scale 1/sqrt(D), causal.
 // - RoPE rotates pairs (i, i + D/2) of each q and k head ("rotate_half", as HF Llama), position =
-//   t (0-based within the sequence), frequency θ^(-2i/D).
+//   t (0-based within the sequence), frequency inv_freq[i]: the run's table (RopeArgs), θ^(-2i/D)
+//   without RoPE scaling.
 // - Packed samples (segments): attention and RoPE take an optional `positions` tensor, i32 [B, T]
 //   on the backend's device, for sequences that hold several samples back to back (SFT packing).
 //   positions[b, t] is token t's position inside its sample: 0 at a sample's first token, then
@@ -242,10 +243,16 @@ struct AttentionBlockBwdArgs {
 // bounds the positions a caller passes (context parallelism: the whole sample's length); a
 // backend may size an angle table by it (CUDA), and a position at or past it is still rotated
 // right, only without the table.
+// inv_freq: the run's RoPE inverse frequencies, f64 [D/2] on the backend's device: entry i is
+// the inverse frequency of the pair (i, i + D/2), rotated at position p by the angle p·inv_freq[i]
+// (in double). Made once per run by family/rope.hpp rope_inv_freq (θ^(-2i/D), then the run's RoPE
+// scaling) and uploaded once; no op computes frequencies itself. A backend may keep values derived
+// from it until it is freed or rewritten with from_host (CUDA: one (cos, sin) table, of the last
+// table it got: a run passes one table from all its model chunks), so write it only by from_host.
 struct RopeArgs {
   Tensor qkv{}, positions{};
   AttentionShape shape{};
-  float theta = 0;
+  Tensor inv_freq{};
   int max_positions = 0;
 };
 // Decoding with a KV cache (generation): one layer's cache is k_cache and v_cache, each
@@ -253,14 +260,15 @@ struct RopeArgs {
 // head's keys are one contiguous [S, D] matrix); positions [0, past) of every row are filled.
 // qkv holds the n new tokens [B, n, (Hq + 2·Hkv)·D] (the packed layout above, shape.T = n), at
 // positions past .. past + n − 1 (past + n ≤ S).
-// kv_cache_append: with rope_theta > 0 the q and k heads of qkv are rotated in place by their
-// positions (exactly rope_fwd at position past + t); then k and v heads go to the cache at
-// [b, kv head, past + t, :]. rope_theta = 0: no rotation (learned positions).
+// kv_cache_append: with rope_inv_freq (RopeArgs::inv_freq's table, f64 [D/2]) the q and k heads
+// of qkv are rotated in place by their positions (exactly rope_fwd at position past + t); then k
+// and v heads go to the cache at [b, kv head, past + t, :]. rope_inv_freq undefined: no rotation
+// (learned positions).
 struct KvCacheAppendArgs {
   Tensor qkv{}, k_cache{}, v_cache{};
   AttentionShape shape{};
   int past = 0;
-  float rope_theta = 0;
+  Tensor rope_inv_freq{};
 };
 // kv_attention: out [B, n, Hq·D] = causal GQA attention of the n new queries (the q heads of qkv,
 // after kv_cache_append) over the cache: query t attends keys 0 .. past + t, q head h reads kv

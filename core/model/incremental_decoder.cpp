@@ -86,7 +86,7 @@ const std::vector<float>& IncrementalDecoder::forward(std::span<const int32_t> t
                         .v_cache = vc,
                         .shape = att,
                         .past = p,
-                        .rope_theta = s.learned_positions ? 0.f : s.rope_theta});
+                        .rope_inv_freq = m_.rope_->inv_freq()});  // undefined with learned positions
     be.kv_attention({.out = atty, .qkv = qkv, .k_cache = kc, .v_cache = vc, .shape = att, .past = p});
     L.proj.fwd({.out = proj, .inp = atty});
     m_.residual_norm(res2, ln, Tensor(), Tensor(), res, proj, lp.norm2);

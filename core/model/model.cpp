@@ -47,6 +47,7 @@ Model::Model(const ModelShape& shape, int micro_batch, Recompute recompute, kern
       recompute_(recompute),
       be_(backend),
       store_(params),
+      rope_(share_transient ? share_transient->rope_ : std::make_shared<const RopeTable>(backend, s_)),
       tp_(tp) {
   if (micro_batch < 1)
     throw std::invalid_argument("trainer.micro_batch_size=" + std::to_string(micro_batch) + ": must be at least 1");

@@ -50,6 +50,7 @@
 #include "core/model/model_shape.hpp"
 #include "core/parallel/comm.hpp"
 #include "core/model/param_store.hpp"
+#include "core/model/rope_table.hpp"
 #include "kernels/ops.hpp"
 
 namespace recipe::core {
@@ -257,6 +258,9 @@ class Model {
   Recompute recompute_;
   kernels::Backend& be_;
   ParamStore& store_;
+  // The run's RoPE inverse frequencies; the model chunks of a rank share chunk 0's (share_transient),
+  // so the CUDA backend's angle table, made from one table, serves every chunk.
+  std::shared_ptr<const RopeTable> rope_;
   Comm* tp_;
   int tp_rank_ = 0, tp_size_ = 1;
   bool sp_ = false;                     // sequence parallelism

@@ -54,7 +54,7 @@ kernels::RopeArgs Model::rope_args(const Activations& A, Tensor qkv, const kerne
   return {.qkv = qkv,
           .positions = s_.packed ? A.positions : cp_.positions,
           .shape = att,
-          .theta = s_.rope_theta,
+          .inv_freq = rope_->inv_freq(),
           .max_positions = s_.seq * cp_.size};
 }
 

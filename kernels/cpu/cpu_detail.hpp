@@ -89,16 +89,16 @@ inline void axpy(float* __restrict y, float a, const float* __restrict x, int n)
   for (; i < n; ++i) y[i] += a * x[i];
 }
 
-// RoPE of one token (rope.cpp, kv_cache.cpp): the angles of position p, p·θ^(-2i/D) for
-// i < D/2, as cos and sign·sin in double; then `heads` contiguous heads of D values rotated
-// ("rotate_half": element i pairs with i + D/2).
+// RoPE of one token (rope.cpp, kv_cache.cpp): the angles of position p, p·inv_freq[i] for
+// i < D/2 (the run's table, f64 [D/2], ops.hpp RopeArgs; read, never computed here), as cos and
+// sign·sin in double; then `heads` contiguous heads of D values rotated ("rotate_half": element i
+// pairs with i + D/2).
 struct RopeAngles {
-  std::vector<double> inv_freq, cos, sin;
-  RopeAngles(int D, float theta) : inv_freq(size_t(D / 2)), cos(size_t(D / 2)), sin(size_t(D / 2)) {
-    for (int i = 0; i < D / 2; ++i) inv_freq[size_t(i)] = std::pow(double(theta), -2.0 * i / D);
-  }
+  const double* inv_freq;  // [D/2], the caller's table
+  std::vector<double> cos, sin;
+  RopeAngles(const double* table, int D) : inv_freq(table), cos(size_t(D / 2)), sin(size_t(D / 2)) {}
   void at(int p, float sign) {
-    for (size_t i = 0; i < inv_freq.size(); ++i) {
+    for (size_t i = 0; i < cos.size(); ++i) {
       const double angle = double(p) * inv_freq[i];
       cos[i] = std::cos(angle);
       sin[i] = sign * std::sin(angle);

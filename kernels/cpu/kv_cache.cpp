@@ -54,14 +54,17 @@ void CpuBackend::kv_cache_append(const KvCacheAppendArgs& a) {
   const char* op = "kv_cache_append";
   const auto L = check_cache(op, a.qkv, a.k_cache, a.v_cache, a.shape, a.past);
   const int B = a.shape.B, n = a.shape.T, Hq = a.shape.Hq, Hkv = a.shape.Hkv, D = a.shape.D;
-  cpu::require(a.rope_theta >= 0.0f && (a.rope_theta == 0.0f || D % 2 == 0), op,
-               "rope_theta=" + std::to_string(a.rope_theta) +
-                   " must be 0 (no RoPE) or positive with an even D=" + std::to_string(D));
+  const bool rotate = a.rope_inv_freq.defined();
+  if (rotate) {
+    cpu::require(D % 2 == 0, op, "RoPE needs an even head dim; got D=" + std::to_string(D));
+    cpu::require_tensor(a.rope_inv_freq, op, "rope_inv_freq", DType::f64);
+    cpu::require_numel(a.rope_inv_freq, D / 2, op, "rope_inv_freq");
+  }
   float* x = a.qkv.as<float>();
   float* kc = a.k_cache.as<float>();
   float* vc = a.v_cache.as<float>();
   std::optional<cpu::RopeAngles> rope;
-  if (a.rope_theta > 0.0f) rope.emplace(D, a.rope_theta);
+  if (rotate) rope.emplace(a.rope_inv_freq.as<double>(), D);
   for (int t = 0; t < n; ++t) {
     const int p = a.past + t;
     if (rope) rope->at(p, 1.0f);

@@ -1,6 +1,7 @@
 // Rotary position embedding on the q and k heads of packed qkv [B, T, (Hq + 2·Hkv)·D], in place;
 // v heads are untouched. "rotate_half" pairing as HF Llama: element i pairs with i + D/2 and is
-// rotated by angle t·θ^(-2i/D), t the 0-based position in the sequence:
+// rotated by angle t·inv_freq[i] (the run's table, ops.hpp; θ^(-2i/D) unscaled), t the 0-based
+// position in the sequence:
 //   y[i] = x[i]·cos − x[i+D/2]·sin,   y[i+D/2] = x[i+D/2]·cos + x[i]·sin.
 // With positions (packed samples, or positions in the whole sample under context parallelism;
 // ops.hpp) the angle uses positions[b, t] instead of t.
@@ -18,16 +19,16 @@ namespace {
 void rope_apply(const char* op, const RopeArgs& a, float sign) {
   const Tensor qkv = a.qkv;
   const int B = a.shape.B, T = a.shape.T, Hq = a.shape.Hq, Hkv = a.shape.Hkv, D = a.shape.D;
-  const float theta = a.theta;
   cpu::require_tensor(qkv, op, "qkv", DType::f32);
   cpu::require(B >= 0 && T >= 0 && Hq > 0 && Hkv > 0 && D > 0 && D % 2 == 0, op,
                "need B, T >= 0, Hq, Hkv > 0 and an even head dim D; got B=" + std::to_string(B) +
                    " T=" + std::to_string(T) + " Hq=" + std::to_string(Hq) + " Hkv=" + std::to_string(Hkv) +
                    " D=" + std::to_string(D));
-  cpu::require(theta > 0.0f, op, "theta=" + std::to_string(theta) + " must be positive");
+  cpu::require_tensor(a.inv_freq, op, "inv_freq", DType::f64);
+  cpu::require_numel(a.inv_freq, D / 2, op, "inv_freq");
   const int64_t row = int64_t(Hq + 2 * Hkv) * D;
   cpu::require_numel(qkv, int64_t(B) * T * row, op, "qkv");
-  cpu::RopeAngles rope(D, theta);
+  cpu::RopeAngles rope(a.inv_freq.as<double>(), D);
   float* base = qkv.as<float>();
   if (a.positions.defined()) {
     cpu::require_tensor(a.positions, op, "positions", DType::i32);

@@ -1,6 +1,7 @@
 // CudaBackend: argument checks, memory, and dispatch to the kernels / cuBLASLt / cuDNN.
 #include "kernels/cuda/cuda_backend.hpp"
 
+#include <cstdint>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
@@ -154,8 +155,14 @@ void CudaBackend::free(void* p) {
     throw std::invalid_argument("CUDA backend free: pointer was not allocated by this backend");
   RECIPE_CUDA_CHECK(cudaStreamSynchronize(stream_));
   RECIPE_CUDA_CHECK(cudaFree(p));
+  rope_table_written(p, it->second);
   current_bytes_ -= it->second;
   allocations_.erase(it);
+}
+
+void CudaBackend::rope_table_written(const void* p, size_t bytes) {
+  const auto key = reinterpret_cast<uintptr_t>(rope_table_.inv_freq), begin = reinterpret_cast<uintptr_t>(p);
+  if (key && key >= begin && key < begin + bytes) rope_table_.inv_freq = nullptr;
 }
 
 void CudaBackend::copy(Tensor dst, Tensor src) {
@@ -178,6 +185,7 @@ void CudaBackend::from_host(Tensor dst, const void* src) {
   if (!dst.numel()) return;
   RECIPE_CUDA_CHECK(cudaMemcpyAsync(dst.ptr, src, dst.bytes(), cudaMemcpyDefault, stream_));
   RECIPE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  rope_table_written(dst.ptr, dst.bytes());
 }
 
 void CudaBackend::zero(Tensor t) {
@@ -515,9 +523,11 @@ void CudaBackend::swiglu_bwd_rebuild(const SwigluBwdRebuildArgs& a) {
   swiglu_bwd_bf16(a.dgate_up.ptr, ptr_or_null(a.act), a.dout.ptr, a.gate_up.ptr, rows, F, stream_);
 }
 
-// The angle table is made on the first call outside recording (the trainer's first step runs
-// eagerly before it is captured) and kept for the run; a shape without one runs the scalar kernel.
-// Per-sample positions (< T) index the same table.
+// The angle table is made from the run's inv_freq table on the first call outside recording (the
+// trainer's first step runs eagerly before it is captured) and kept for the run; a shape without
+// one runs the scalar kernel. Per-sample positions (< T) index the same table. The (cos, sin) table
+// is keyed by the inv_freq tensor's address: ops.hpp lets a backend keep values derived from it
+// until it is freed or rewritten by from_host, and both forget the key (rope_table_written).
 void CudaBackend::rope(const RopeArgs& a, bool backward) {
   const char* op = backward ? "rope_bwd" : "rope_fwd";
   const int B = a.shape.B, T = a.shape.T, Hq = a.shape.Hq, Hkv = a.shape.Hkv, D = a.shape.D;
@@ -531,22 +541,24 @@ void CudaBackend::rope(const RopeArgs& a, bool backward) {
     expect_numel(op, "positions", a.positions, int64_t(B) * T);
     pos = a.positions.as<int32_t>();
   }
-  const float theta = a.theta;
+  expect(op, "inv_freq", a.inv_freq, DType::f64);
+  expect_numel(op, "inv_freq", a.inv_freq, D / 2);
+  const double* inv_freq = a.inv_freq.as<double>();
   // The table's rows are the positions it holds: T, or the caller's bound on positions past T
   // (context parallelism's whole-sample positions). Any position beyond the table (a bound too
   // small, or a table built for a shorter run) is computed by the kernel itself, never read
   // past the table's end.
   const int rows = std::max(T, a.max_positions);
-  const bool same = rope_table_.ptr && rope_table_.rows >= rows && rope_table_.D == D && rope_table_.theta == theta;
-  if (!same && !recording_ && rope_table_fits(qkv, D)) {
+  const bool from_this = rope_table_.ptr && rope_table_.D == D && rope_table_.inv_freq == inv_freq;
+  if (!(from_this && rope_table_.rows >= rows) && !recording_ && rope_table_fits(qkv, D)) {
     if (rope_table_.ptr) free(rope_table_.ptr);
-    rope_table_ = {device_alloc(rope_table_bytes(rows, D), "RoPE angle table"), rows, D, theta};
-    rope_table(rope_table_.ptr, rows, D, theta, stream_);
+    rope_table_ = {device_alloc(rope_table_bytes(rows, D), "RoPE angle table"), rows, D, inv_freq};
+    rope_table(rope_table_.ptr, rows, D, inv_freq, stream_);
   }
-  if (rope_table_.ptr && rope_table_.D == D && rope_table_.theta == theta && rope_table_fits(qkv, D))
-    rope_bf16_table(qkv, rope_table_.ptr, rope_table_.rows, theta, pos, B, T, Hq, Hkv, D, backward, stream_);
+  if (rope_table_.ptr && rope_table_.D == D && rope_table_.inv_freq == inv_freq && rope_table_fits(qkv, D))
+    rope_bf16_table(qkv, rope_table_.ptr, rope_table_.rows, inv_freq, pos, B, T, Hq, Hkv, D, backward, stream_);
   else
-    rope_bf16(qkv, pos, B, T, Hq, Hkv, D, theta, backward, stream_);
+    rope_bf16(qkv, pos, B, T, Hq, Hkv, D, inv_freq, backward, stream_);
 }
 
 void CudaBackend::rope_fwd(const RopeArgs& a) { rope(a, false); }

@@ -179,8 +179,10 @@ class CudaBackend final : public Backend {
   struct RopeTable {
     void* ptr = nullptr;  // (cos, sin) f32 pairs [rows, D/2]: positions 0 .. rows − 1
     int rows = 0, D = 0;
-    float theta = 0;
+    const double* inv_freq = nullptr;  // the RopeArgs::inv_freq it was made from; null: none (stale)
   } rope_table_;
+  // [p, p + bytes) was freed or rewritten: if it holds rope_table_'s inv_freq, the table is stale.
+  void rope_table_written(const void* p, size_t bytes);
   std::unique_ptr<CudnnAttention> attention_;
   int64_t cudnn_calls_ = 0, fallback_calls_ = 0;
   std::set<std::string> reported_fallbacks_;

@@ -71,12 +71,16 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
-// RoPE's (cos, sin) of pair i at position t for head dim D, θ = exp(log_theta): the angle
-// t·θ^(-2i/D) in double (with --use_fast_math single-precision sin/cos lose accuracy for the large
-// arguments long sequences produce), rounded to float. rope.cu and kv_cache.cu both rotate with it,
-// so a token decoded from a KV cache is rotated to the same bits as in a full-sequence forward.
-__device__ __forceinline__ float2 rope_cos_sin(int t, int i, int D, double log_theta) {
-  const double angle = double(t) * exp(-log_theta * (2.0 * i) / double(D));
+// RoPE's (cos, sin) of pair i at position t: the angle t·inv_freq[i] in double (with
+// --use_fast_math single-precision sin/cos lose accuracy for the large arguments long sequences
+// produce), rounded to float. inv_freq is the run's table, f64 [D/2] in device memory (ops.hpp
+// RopeArgs; made on the host by family/rope.hpp), read here, never computed: the kernels used to
+// compute θ^(-2i/D) as exp(−ln θ·2i/D), the table holds the CPU's pow(θ, −2i/D), so an angle may
+// differ from before in a double's last bit (and then, rarely, a float's). rope.cu and kv_cache.cu
+// both rotate with it, so a token decoded from a KV cache is rotated to the same bits as in a
+// full-sequence forward.
+__device__ __forceinline__ float2 rope_cos_sin(int t, int i, const double* __restrict__ inv_freq) {
+  const double angle = double(t) * inv_freq[i];
   double sn, cs;
   sincos(angle, &sn, &cs);
   return make_float2(float(cs), float(sn));

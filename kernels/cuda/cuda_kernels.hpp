@@ -72,19 +72,20 @@ void column_sum_accumulate(float* dst, const void* src, int64_t rows, int64_t C,
                            cudaStream_t s, bool overwrite = false);
 
 // ---- RoPE (rope.cu): in place on packed qkv [B,T,(Hq+2Hkv)·D]; backward applies the inverse.
-// pos (nullable): per-sample positions i32 [B·T] (packed samples, ops.hpp), else t.
-void rope_bf16(void* qkv, const int32_t* pos, int B, int T, int Hq, int Hkv, int D, float theta, bool backward,
-               cudaStream_t s);
+// pos (nullable): per-sample positions i32 [B·T] (packed samples, ops.hpp), else t. inv_freq: the
+// run's inverse frequencies, f64 [D/2] in device memory (ops.hpp RopeArgs).
+void rope_bf16(void* qkv, const int32_t* pos, int B, int T, int Hq, int Hkv, int D, const double* inv_freq,
+               bool backward, cudaStream_t s);
 // The same from a table of the angles' (cos, sin), f32 pairs [rows, D/2] (positions 0 .. rows − 1)
-// filled once by rope_table (rope_table_bytes of device memory); needs rope_table_fits (D % 16 == 0,
-// 16-byte aligned qkv). A position outside the table (pos[] ≥ rows: context parallelism's
-// whole-sample positions with a short table) gets its angle computed as rope_bf16 does, from theta.
-// Bitwise equal to rope_bf16, ~4× faster.
+// filled once from inv_freq by rope_table (rope_table_bytes of device memory); needs rope_table_fits
+// (D % 16 == 0, 16-byte aligned qkv). A position outside the table (pos[] ≥ rows: context
+// parallelism's whole-sample positions with a short table) gets its angle computed as rope_bf16
+// does, from inv_freq. Bitwise equal to rope_bf16, ~4× faster.
 size_t rope_table_bytes(int rows, int D);
-void rope_table(void* table, int rows, int D, float theta, cudaStream_t s);
+void rope_table(void* table, int rows, int D, const double* inv_freq, cudaStream_t s);
 bool rope_table_fits(const void* qkv, int D);
-void rope_bf16_table(void* qkv, const void* table, int rows, float theta, const int32_t* pos, int B, int T, int Hq,
-                     int Hkv, int D, bool backward, cudaStream_t s);
+void rope_bf16_table(void* qkv, const void* table, int rows, const double* inv_freq, const int32_t* pos, int B, int T,
+                     int Hq, int Hkv, int D, bool backward, cudaStream_t s);
 
 // ---- norms (norms.cu) ----
 // If res_a/res_b are given: residual = res_a + res_b (written to `inp_or_residual`), then the norm

@@ -25,7 +25,8 @@ namespace {
 constexpr int kWarps = 4;
 constexpr int kMaxPerLane = 8;  // D ≤ 32·8 = 256
 
-__global__ void kv_rope_kernel(bf16* qkv, int B, int n, int Hq, int Hkv, int D, int past, double log_theta) {
+__global__ void kv_rope_kernel(bf16* qkv, int B, int n, int Hq, int Hkv, int D, int past,
+                               const double* __restrict__ inv_freq) {
   const int half = D / 2, heads = Hq + Hkv, row = (Hq + 2 * Hkv) * D;
   const int64_t total = int64_t(B) * n * heads * half;
   for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
@@ -35,7 +36,7 @@ __global__ void kv_rope_kernel(bf16* qkv, int B, int n, int Hq, int Hkv, int D, 
     const int h = int(rest % heads);
     const int64_t bt = rest / heads;  // b·n + t
     const int t = past + int(bt % n);
-    const float2 cs = rope_cos_sin(t, i, D, log_theta);
+    const float2 cs = rope_cos_sin(t, i, inv_freq);
     bf16* p = qkv + bt * row + int64_t(h) * D;  // q heads then k heads are contiguous
     const float x1 = to_f(p[i]), x2 = to_f(p[i + half]);
     p[i] = __float2bfloat16_rn(x1 * cs.x - x2 * cs.y);
@@ -152,13 +153,17 @@ void CudaBackend::kv_cache_append(const KvCacheAppendArgs& a) {
   const char* op = "kv_cache_append";
   const int S = check_cache(op, a.qkv, a.k_cache, a.v_cache, a.shape, a.past);
   const int B = a.shape.B, n = a.shape.T, Hq = a.shape.Hq, Hkv = a.shape.Hkv, D = a.shape.D;
-  if (a.rope_theta < 0.f || (a.rope_theta > 0.f && D % 2 != 0))
-    bad_arg(op, "rope_theta=" + std::to_string(a.rope_theta) + " must be 0 (no RoPE) or positive with an even D");
+  const bool rotate = a.rope_inv_freq.defined();
+  if (rotate) {
+    if (D % 2 != 0) bad_arg(op, "RoPE needs an even head dim; got D=" + std::to_string(D));
+    expect(op, "rope_inv_freq", a.rope_inv_freq, DType::f64);
+    expect_numel(op, "rope_inv_freq", a.rope_inv_freq, D / 2);
+  }
   if (n == 0) return;
   bf16* qkv = static_cast<bf16*>(a.qkv.ptr);
-  if (a.rope_theta > 0.f) {
+  if (rotate) {
     kv_rope_kernel<<<grid_for(int64_t(B) * n * (Hq + Hkv) * (D / 2)), 256, 0, stream_>>>(qkv, B, n, Hq, Hkv, D, a.past,
-                                                                                         log(double(a.rope_theta)));
+                                                                                         a.rope_inv_freq.as<double>());
     RECIPE_CUDA_CHECK_LAUNCH("kv_cache_append (rope)");
   }
   kv_copy_kernel<<<grid_for(int64_t(B) * n * Hkv * D), 256, 0, stream_>>>(

@@ -1,5 +1,6 @@
 // RoPE in place on the packed qkv buffer [B, T, (Hq + 2·Hkv)·D]: q and k heads rotate pairs
-// (i, i + D/2) by angle t·θ^(-2i/D) ("rotate_half"); v heads are untouched. The angle is
+// (i, i + D/2) by angle t·inv_freq[i] ("rotate_half"; inv_freq the run's table f64 [D/2] in
+// device memory, ops.hpp RopeArgs); v heads are untouched. The angle is
 // computed in double: with --use_fast_math single-precision sin/cos lose accuracy for the large
 // arguments long sequences produce. Backward rotates the gradient by the negative angle (the
 // transpose of a rotation). With per-sample positions (packed samples, ops.hpp) a token's angle
@@ -14,8 +15,8 @@
 namespace recipe::kernels::cuda {
 namespace {
 
-__global__ void rope_kernel(bf16* qkv, const int32_t* pos, int B, int T, int Hq, int Hkv, int D, double log_theta,
-                            bool backward) {
+__global__ void rope_kernel(bf16* qkv, const int32_t* pos, int B, int T, int Hq, int Hkv, int D,
+                            const double* __restrict__ inv_freq, bool backward) {
   const int half = D / 2, heads = Hq + Hkv, row = (Hq + 2 * Hkv) * D;
   const int64_t total = int64_t(B) * T * heads * half;
   for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
@@ -25,7 +26,7 @@ __global__ void rope_kernel(bf16* qkv, const int32_t* pos, int B, int T, int Hq,
     int h = int(rest % heads);
     int64_t bt = rest / heads;  // b·T + t
     int t = pos ? pos[bt] : int(bt % T);
-    const float2 cs = rope_cos_sin(t, i, D, log_theta);
+    const float2 cs = rope_cos_sin(t, i, inv_freq);
     float c = cs.x, s = backward ? -cs.y : cs.y;
     bf16* p = qkv + bt * row + int64_t(h) * D;  // q heads then k heads are contiguous
     float x1 = to_f(p[i]), x2 = to_f(p[i + half]);
@@ -34,15 +35,15 @@ __global__ void rope_kernel(bf16* qkv, const int32_t* pos, int B, int T, int Hq,
   }
 }
 
-// The angles of rope_kernel as a table, computed once per (rows, D, θ) with the same double
-// arithmetic and rounded to float the same way: cs[t·half + i] = (cos, sin) of t·θ^(-2i/D).
-__global__ void rope_table_kernel(float2* cs, int rows, int D, double log_theta) {
+// The angles of rope_kernel as a table, computed once per (rows, D, inv_freq) with the same double
+// arithmetic and rounded to float the same way: cs[t·half + i] = (cos, sin) of t·inv_freq[i].
+__global__ void rope_table_kernel(float2* cs, int rows, int D, const double* __restrict__ inv_freq) {
   const int half = D / 2;
   const int64_t total = int64_t(rows) * half;
   for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
        idx += int64_t(gridDim.x) * blockDim.x) {
     const int i = int(idx % half), t = int(idx / half);
-    cs[idx] = rope_cos_sin(t, i, D, log_theta);
+    cs[idx] = rope_cos_sin(t, i, inv_freq);
   }
 }
 
@@ -51,8 +52,9 @@ __global__ void rope_table_kernel(float2* cs, int rows, int D, double log_theta)
 // float arithmetic per element is rope_kernel's, so the results are bitwise the same. A position
 // outside the table's `rows` (context parallelism passes whole-sample positions, up to cp·T − 1)
 // computes its angles as rope_kernel does instead of reading past the table.
-__global__ void rope_table_apply_kernel(bf16* qkv, const float2* __restrict__ cs, int rows, double log_theta,
-                                        const int32_t* pos, int B, int T, int Hq, int Hkv, int D, bool backward) {
+__global__ void rope_table_apply_kernel(bf16* qkv, const float2* __restrict__ cs, int rows,
+                                        const double* __restrict__ inv_freq, const int32_t* pos, int B, int T, int Hq,
+                                        int Hkv, int D, bool backward) {
   const int half = D / 2, chunks = half / 8, heads = Hq + Hkv, row = (Hq + 2 * Hkv) * D;
   const int64_t total = int64_t(B) * T * heads * chunks;
   for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
@@ -70,7 +72,7 @@ __global__ void rope_table_apply_kernel(bf16* qkv, const float2* __restrict__ cs
     const float2* a = cs + int64_t(in_table ? t : 0) * half + i0;
 #pragma unroll
     for (int k = 0; k < 8; ++k) {
-      const float2 v = in_table ? a[k] : rope_cos_sin(t, i0 + k, D, log_theta);
+      const float2 v = in_table ? a[k] : rope_cos_sin(t, i0 + k, inv_freq);
       const float c = v.x, s = backward ? -v.y : v.y;
       y1[k] = x1[k] * c - x2[k] * s;
       y2[k] = x2[k] * c + x1[k] * s;
@@ -84,34 +86,33 @@ __global__ void rope_table_apply_kernel(bf16* qkv, const float2* __restrict__ cs
 
 size_t rope_table_bytes(int rows, int D) { return size_t(rows) * size_t(D / 2) * sizeof(float2); }
 
-void rope_table(void* table, int rows, int D, float theta, cudaStream_t s) {
+void rope_table(void* table, int rows, int D, const double* inv_freq, cudaStream_t s) {
   const int64_t total = int64_t(rows) * (D / 2);
   if (total <= 0) return;
   const int64_t blocks = std::min<int64_t>((total + 255) / 256, 1 << 16);
-  rope_table_kernel<<<unsigned(blocks), 256, 0, s>>>(static_cast<float2*>(table), rows, D, log(double(theta)));
+  rope_table_kernel<<<unsigned(blocks), 256, 0, s>>>(static_cast<float2*>(table), rows, D, inv_freq);
   RECIPE_CUDA_CHECK_LAUNCH("rope_table");
 }
 
 bool rope_table_fits(const void* qkv, int D) { return D % 16 == 0 && (reinterpret_cast<uintptr_t>(qkv) & 15u) == 0; }
 
-void rope_bf16_table(void* qkv, const void* table, int rows, float theta, const int32_t* pos, int B, int T, int Hq,
-                     int Hkv, int D, bool backward, cudaStream_t s) {
+void rope_bf16_table(void* qkv, const void* table, int rows, const double* inv_freq, const int32_t* pos, int B, int T,
+                     int Hq, int Hkv, int D, bool backward, cudaStream_t s) {
   const int64_t total = int64_t(B) * T * (Hq + Hkv) * (D / 16);
   if (total <= 0) return;
   const int64_t blocks = std::min<int64_t>((total + 255) / 256, 1 << 20);
   rope_table_apply_kernel<<<unsigned(blocks), 256, 0, s>>>(static_cast<bf16*>(qkv), static_cast<const float2*>(table),
-                                                           rows, log(double(theta)), pos, B, T, Hq, Hkv, D, backward);
+                                                           rows, inv_freq, pos, B, T, Hq, Hkv, D, backward);
   RECIPE_CUDA_CHECK_LAUNCH("rope");
 }
 
-void rope_bf16(void* qkv, const int32_t* pos, int B, int T, int Hq, int Hkv, int D, float theta, bool backward,
-               cudaStream_t s) {
+void rope_bf16(void* qkv, const int32_t* pos, int B, int T, int Hq, int Hkv, int D, const double* inv_freq,
+               bool backward, cudaStream_t s) {
   int64_t total = int64_t(B) * T * (Hq + Hkv) * (D / 2);
   if (total <= 0) return;
   int64_t blocks = (total + 255) / 256;
   if (blocks > 1 << 20) blocks = 1 << 20;
-  rope_kernel<<<unsigned(blocks), 256, 0, s>>>(static_cast<bf16*>(qkv), pos, B, T, Hq, Hkv, D, log(double(theta)),
-                                               backward);
+  rope_kernel<<<unsigned(blocks), 256, 0, s>>>(static_cast<bf16*>(qkv), pos, B, T, Hq, Hkv, D, inv_freq, backward);
   RECIPE_CUDA_CHECK_LAUNCH("rope");
 }
 

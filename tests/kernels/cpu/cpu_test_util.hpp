@@ -8,11 +8,13 @@
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <map>
 #include <random>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "family/rope.hpp"
 #include "kernels/ops.hpp"
 
 namespace recipe::kernels::test {
@@ -27,6 +29,21 @@ inline Tensor view(std::vector<int32_t>& v, std::initializer_list<int64_t> shape
   Tensor t(v.data(), DType::i32, Device::cpu, shape);
   REQUIRE(t.numel() == int64_t(v.size()));
   return t;
+}
+
+inline Tensor view(std::vector<double>& v, std::initializer_list<int64_t> shape) {
+  Tensor t(v.data(), DType::f64, Device::cpu, shape);
+  REQUIRE(t.numel() == int64_t(v.size()));
+  return t;
+}
+
+// RopeArgs::inv_freq for base θ and head dim D: the table a run makes (family/rope.hpp), f64 [D/2],
+// one per (θ, D) kept for the whole test process (the map's nodes do not move).
+inline Tensor rope_freqs(float theta, int D) {
+  static std::map<std::pair<float, int>, std::vector<double>> tables;
+  auto [it, fresh] = tables.try_emplace({theta, D});
+  if (fresh) it->second = recipe::core::rope_inv_freq({.theta = theta}, D);
+  return view(it->second, {D / 2});
 }
 
 inline std::vector<float> randn(size_t n, uint32_t seed, float stddev = 1.0f) {

@@ -35,7 +35,8 @@ void check_decode_matches_full(float theta) {
   const AttentionShape full{.B = B, .T = T, .Hq = Hq, .Hkv = Hkv, .D = D};
 
   std::vector<float> rotated = x, out_full(size_t(B) * T * Hq * D), lse(size_t(B) * Hq * T);
-  if (theta > 0) be->rope_fwd({.qkv = view(rotated, {B, T, kRow}), .shape = full, .theta = theta});
+  const Tensor inv_freq = theta > 0 ? rope_freqs(theta, D) : Tensor();  // undefined: no RoPE
+  if (theta > 0) be->rope_fwd({.qkv = view(rotated, {B, T, kRow}), .shape = full, .inv_freq = inv_freq});
   be->attention_fwd({.out = view(out_full, {B, T, Hq * D}),
                      .lse = view(lse, {B, Hq, T}),
                      .qkv = view(rotated, {B, T, kRow}),
@@ -52,7 +53,7 @@ void check_decode_matches_full(float theta) {
                          .v_cache = vc,
                          .shape = shape,
                          .past = t0,
-                         .rope_theta = theta});
+                         .rope_inv_freq = inv_freq});
     CHECK(qkv == slice(rotated, t0, n, kRow));  // q and k rotated in place exactly as rope_fwd
     be->kv_attention({.out = view(out, {B, n, Hq * D}),
                       .qkv = view(qkv, {B, n, kRow}),
@@ -82,6 +83,40 @@ TEST_CASE("cpu kv_cache_append + kv_attention equal rope_fwd + attention_fwd at 
 
 TEST_CASE("cpu kv_cache_append + kv_attention equal attention_fwd at every position (GQA, no RoPE)") {
   check_decode_matches_full(0.f);
+}
+
+TEST_CASE("cpu kv_cache_append reads the run's table: a perturbed entry changes only its pair's rotation") {
+  auto be = make_cpu_backend();
+  std::vector<double> table = recipe::core::rope_inv_freq({.theta = 10000.f}, D), perturbed = table;
+  constexpr int j = 1, past = 3, n = 4;  // the perturbed pair (j, j + D/2); positions 3 .. 6
+  perturbed[j] *= 0.5;
+  const std::vector<float> x = randn(size_t(B) * T * kRow, 13);
+  std::vector<float> full = x;  // rope_fwd over the whole sequence with the perturbed table
+  be->rope_fwd({.qkv = view(full, {B, T, kRow}),
+                .shape = {.B = B, .T = T, .Hq = Hq, .Hkv = Hkv, .D = D},
+                .inv_freq = view(perturbed, {D / 2})});
+  const AttentionShape shape{.B = B, .T = n, .Hq = Hq, .Hkv = Hkv, .D = D};
+  auto append = [&](std::vector<double>& freqs) {
+    std::vector<float> qkv = slice(x, past, n, kRow), kc(size_t(B) * Hkv * S * D), vc(kc.size());
+    be->kv_cache_append({.qkv = view(qkv, {B, n, kRow}),
+                         .k_cache = view(kc, {B, Hkv, S, D}),
+                         .v_cache = view(vc, {B, Hkv, S, D}),
+                         .shape = shape,
+                         .past = past,
+                         .rope_inv_freq = view(freqs, {D / 2})});
+    return qkv;
+  };
+  const std::vector<float> a = append(table), b = append(perturbed);
+  CHECK(b == slice(full, past, n, kRow));  // exactly rope_fwd at positions past + t, from the same table
+  for (size_t r = 0; r < size_t(B) * n; ++r)
+    for (int h = 0; h < Hq + 2 * Hkv; ++h)
+      for (int i = 0; i < D; ++i) {
+        const size_t idx = r * kRow + size_t(h) * D + size_t(i);
+        if (i % (D / 2) == j && h < Hq + Hkv)
+          CHECK(b[idx] != a[idx]);  // the perturbed pair of q and k heads (positions > 0)
+        else
+          CHECK(b[idx] == a[idx]);  // every other pair and the v heads: bitwise the same
+      }
 }
 
 TEST_CASE("cpu kv ops refuse positions past the cache and mismatched caches") {

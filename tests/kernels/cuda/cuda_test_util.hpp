@@ -13,6 +13,7 @@
 #include <random>
 #include <vector>
 
+#include "family/rope.hpp"
 #include "kernels/ops.hpp"
 
 namespace recipe::kernels::testing {
@@ -109,6 +110,22 @@ inline Dual make_dual(Kind kind, std::initializer_list<int64_t> shape, const std
     gpu.from_host(d.g, values.data());
   }
   return d;
+}
+
+// RopeArgs::inv_freq on both backends, f64 [D/2]: `values` as given (a test's own table), or the
+// table a run makes for base θ and head dim D (family/rope.hpp).
+inline Dual rope_freqs(const std::vector<double>& values, Backend& cpu = cpu_backend(), Backend& gpu = gpu_backend()) {
+  Dual d;
+  d.cb = &cpu;
+  d.gb = &gpu;
+  d.c = alloc_on(cpu, DType::f64, {int64_t(values.size())});
+  d.g = alloc_on(gpu, DType::f64, {int64_t(values.size())});
+  cpu.from_host(d.c, values.data());
+  gpu.from_host(d.g, values.data());
+  return d;
+}
+inline Dual rope_freqs(float theta, int D, Backend& cpu = cpu_backend(), Backend& gpu = gpu_backend()) {
+  return rope_freqs(recipe::core::rope_inv_freq({.theta = theta}, D), cpu, gpu);
 }
 
 inline std::vector<float> read(Backend& b, const Tensor& t) {

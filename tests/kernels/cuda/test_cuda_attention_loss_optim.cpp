@@ -182,11 +182,12 @@ TEST_CASE("cuda rope with per-sample positions vs CPU (table and scalar kernels)
     auto qkv = make_dual(Kind::act, {a.B, a.T, row}, r.normal(N * row), cpu_backend(), gpu_backend());
     auto pos = make_dual(Kind::i32, {a.B, a.T}, random_packing(a.B, a.T, 40, 3), cpu_backend(), gpu_backend());
     const AttentionShape shape{.B = a.B, .T = a.T, .Hq = a.Hq, .Hkv = a.Hkv, .D = a.D};
-    cpu_backend().rope_fwd({.qkv = qkv.c, .positions = pos.c, .shape = shape, .theta = 10000.f});
-    gpu_backend().rope_fwd({.qkv = qkv.g, .positions = pos.g, .shape = shape, .theta = 10000.f});
+    const Dual f1 = rope_freqs(10000.f, a.D), f2 = rope_freqs(500000.f, a.D);
+    cpu_backend().rope_fwd({.qkv = qkv.c, .positions = pos.c, .shape = shape, .inv_freq = f1.c});
+    gpu_backend().rope_fwd({.qkv = qkv.g, .positions = pos.g, .shape = shape, .inv_freq = f1.g});
     CHECK_CLOSE(qkv, kBf16Tol);
-    cpu_backend().rope_bwd({.qkv = qkv.c, .positions = pos.c, .shape = shape, .theta = 500000.f});
-    gpu_backend().rope_bwd({.qkv = qkv.g, .positions = pos.g, .shape = shape, .theta = 500000.f});
+    cpu_backend().rope_bwd({.qkv = qkv.c, .positions = pos.c, .shape = shape, .inv_freq = f2.c});
+    gpu_backend().rope_bwd({.qkv = qkv.g, .positions = pos.g, .shape = shape, .inv_freq = f2.g});
     CHECK_CLOSE(qkv, 2 * kBf16Tol);
   }
 }

@@ -52,19 +52,21 @@ TEST_CASE("cuda rope at context parallelism's whole-sample positions (past T) vs
         const int64_t row = int64_t(a.Hq + 2 * a.Hkv) * a.D, N = int64_t(a.B) * a.T;
         const std::vector<float> x = r.normal(size_t(N * row));
         auto pos = make_dual(Kind::i32, {a.B, a.T}, cp_positions(cp, rank, a.B, a.T), cpu_backend(), *gpu);
+        const Dual f1 = rope_freqs(10000.f, a.D, cpu_backend(), *gpu),
+                   f2 = rope_freqs(500000.f, a.D, cpu_backend(), *gpu);
         const AttentionShape shape{.B = a.B, .T = a.T, .Hq = a.Hq, .Hkv = a.Hkv, .D = a.D};
         std::vector<uint8_t> first;
         for (const int max_positions : {0, cp * a.T}) {
           CAPTURE(max_positions);
           auto qkv = make_dual(Kind::act, {a.B, a.T, row}, x, cpu_backend(), *gpu);
-          const RopeArgs c{.qkv = qkv.c, .positions = pos.c, .shape = shape, .theta = 10000.f};
+          const RopeArgs c{.qkv = qkv.c, .positions = pos.c, .shape = shape, .inv_freq = f1.c};
           RopeArgs g = c;
-          g.qkv = qkv.g, g.positions = pos.g, g.max_positions = max_positions;
+          g.qkv = qkv.g, g.positions = pos.g, g.inv_freq = f1.g, g.max_positions = max_positions;
           cpu_backend().rope_fwd(c);
           gpu->rope_fwd(g);
           CHECK_CLOSE(qkv, kBf16Tol);
           RopeArgs cb = c, gb = g;
-          cb.theta = gb.theta = 500000.f;
+          cb.inv_freq = f2.c, gb.inv_freq = f2.g;
           cpu_backend().rope_bwd(cb);
           gpu->rope_bwd(gb);
           CHECK_CLOSE(qkv, 2 * kBf16Tol);

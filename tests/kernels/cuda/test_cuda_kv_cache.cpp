@@ -24,6 +24,7 @@ void check_kv_decode(const KvCase& c, uint32_t seed) {
   const std::vector<float> junk(size_t(c.B) * c.Hkv * c.S * c.D, 0.f);
   auto kc = make_dual(Kind::act, {c.B, c.Hkv, c.S, c.D}, junk);
   auto vc = make_dual(Kind::act, {c.B, c.Hkv, c.S, c.D}, junk);
+  const Dual freqs = c.theta > 0 ? rope_freqs(c.theta, c.D) : Dual();  // undefined tensors: no RoPE
   std::vector<std::pair<int, int>> chunks = {{0, c.T - 3}, {c.T - 3, 1}, {c.T - 2, 1}, {c.T - 1, 1}};
   for (const auto& [t0, n] : chunks) {
     std::vector<float> x(size_t(c.B) * n * row);
@@ -41,7 +42,7 @@ void check_kv_decode(const KvCase& c, uint32_t seed) {
                            .v_cache = gpu ? vc.g : vc.c,
                            .shape = shape,
                            .past = t0,
-                           .rope_theta = c.theta});
+                           .rope_inv_freq = gpu ? freqs.g : freqs.c});
       be->kv_attention({.out = gpu ? out.g : out.c,
                         .qkv = gpu ? qkv.g : qkv.c,
                         .k_cache = gpu ? kc.g : kc.c,

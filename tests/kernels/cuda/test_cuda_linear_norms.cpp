@@ -289,13 +289,15 @@ TEST_CASE("cuda rope forward/backward with GQA heads" * doctest::skip(!has_gpu()
   const int B = 2, T = 300, Hq = 4, Hkv = 2, D = 64;
   Rng r(9);
   const int64_t n = int64_t(B) * T * (Hq + 2 * Hkv) * D;
+  const Dual f1 = rope_freqs(10000.f, D), f2 = rope_freqs(500000.f, D);
+  const AttentionShape shape{.B = B, .T = T, .Hq = Hq, .Hkv = Hkv, .D = D};
   auto qkv = make_dual(Kind::act, {B, T, (Hq + 2 * Hkv) * D}, r.normal(n));
-  cpu_backend().rope_fwd({.qkv = qkv.c, .shape = {.B = B, .T = T, .Hq = Hq, .Hkv = Hkv, .D = D}, .theta = 10000.f});
-  gpu_backend().rope_fwd({.qkv = qkv.g, .shape = {.B = B, .T = T, .Hq = Hq, .Hkv = Hkv, .D = D}, .theta = 10000.f});
+  cpu_backend().rope_fwd({.qkv = qkv.c, .shape = shape, .inv_freq = f1.c});
+  gpu_backend().rope_fwd({.qkv = qkv.g, .shape = shape, .inv_freq = f1.g});
   CHECK_CLOSE(qkv, kBf16Tol);
   auto dqkv = make_dual(Kind::act, {B, T, (Hq + 2 * Hkv) * D}, r.normal(n));
-  cpu_backend().rope_bwd({.qkv = dqkv.c, .shape = {.B = B, .T = T, .Hq = Hq, .Hkv = Hkv, .D = D}, .theta = 500000.f});
-  gpu_backend().rope_bwd({.qkv = dqkv.g, .shape = {.B = B, .T = T, .Hq = Hq, .Hkv = Hkv, .D = D}, .theta = 500000.f});
+  cpu_backend().rope_bwd({.qkv = dqkv.c, .shape = shape, .inv_freq = f2.c});
+  gpu_backend().rope_bwd({.qkv = dqkv.g, .shape = shape, .inv_freq = f2.g});
   CHECK_CLOSE(dqkv, kBf16Tol);
 }
 
