@@ -55,11 +55,6 @@ long next_free_index(const fs::path& root) {
   return max_seen + 1;
 }
 
-std::string trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
-  return s;
-}
-
 }  // namespace
 
 std::string experiment_root(const std::string& experiments_dir, const std::string& name) {
@@ -126,27 +121,6 @@ void populate_run_dir(const std::string& run_dir, const RunDirContents& c) {
   RunStatus status;
   set_launcher(status);
   write_status(run_dir, status);
-}
-
-GitInfo git_info(const std::string& dir) {
-  GitInfo info;
-  auto top = capture_output({"git", "-C", dir, "rev-parse", "--show-toplevel"});
-  if (!top) {
-    info.json = {{"repo", nullptr}};
-    return info;
-  }
-  auto commit = capture_output({"git", "-C", dir, "rev-parse", "HEAD"});
-  auto branch = capture_output({"git", "-C", dir, "rev-parse", "--abbrev-ref", "HEAD"});
-  auto status = capture_output({"git", "-C", dir, "status", "--porcelain", "--untracked-files=no"});
-  bool dirty = status && !trim(*status).empty();
-  info.json = {{"repo", trim(*top)},
-               {"commit", commit ? nlohmann::ordered_json(trim(*commit)) : nlohmann::ordered_json(nullptr)},
-               {"branch", branch ? nlohmann::ordered_json(trim(*branch)) : nlohmann::ordered_json(nullptr)},
-               {"dirty", dirty}};
-  if (dirty && commit) {
-    if (auto patch = capture_output({"git", "-C", dir, "diff", "HEAD"})) info.patch = *patch;
-  }
-  return info;
 }
 
 nlohmann::ordered_json status_json(const RunStatus& s) {
