@@ -107,6 +107,12 @@ void populate_run_dir(const std::string& run_dir, const RunDirContents& c) {
   for (const auto& arg : c.command_line) overrides += arg + "\n";
   write_file(dir / "overrides.txt", overrides);
   write_file(dir / "resolved.toml", c.resolved_toml);
+  // Launching a run dir refuses one that group or others can write (runs/run_dir_owner.hpp): what
+  // it runs is its own, whatever the umask (002 is common where users have private groups).
+  for (const fs::path& p : {dir, dir / "resolved.toml"}) {
+    fs::permissions(p, fs::perms::group_write | fs::perms::others_write, fs::perm_options::remove, ec);
+    if (ec) throw std::runtime_error("cannot set the mode of " + p.string() + ": " + ec.message());
+  }
 
   std::string git_dir =
       c.recipe_file.empty() ? fs::current_path().string() : fs::absolute(c.recipe_file).parent_path().string();
