@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "dsl/suggest.hpp"
+#include "family/shape.hpp"
 #include "plan/lora.hpp"
 #include "dsl/check_require.hpp"
 #include "dsl/relations.hpp"
