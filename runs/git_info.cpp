@@ -80,7 +80,7 @@ GitInfo git_info(const std::string& dir) {
   info.json = {{"repo", trim(*top)},
                {"commit", commit ? nlohmann::ordered_json(trim(*commit)) : nlohmann::ordered_json(nullptr)},
                {"branch", branch ? nlohmann::ordered_json(trim(*branch)) : nlohmann::ordered_json(nullptr)},
-               {"dirty", dirty}};
+               {"dirty", off ? nlohmann::ordered_json(dirty) : nlohmann::ordered_json(nullptr)}};  // null: not read
   if (dirty && commit) {
     if (auto patch = git(dir, *off, {"diff", "--no-ext-diff", "--no-textconv", "--ignore-submodules=dirty", "HEAD"}))
       info.patch = *patch;
