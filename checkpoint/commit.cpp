@@ -164,7 +164,8 @@ void publish(const std::string& staging, const std::string& final_dir) {
   }
   // Replacing is for the same step saved again; a user's folder of that name is not ours to delete.
   if (!is_committed_checkpoint(final_dir))
-    throw CheckpointError(final_dir + " exists and is not a checkpoint this engine committed (no common.json and "
+    throw CheckpointError(final_dir +
+                          " exists and is not a checkpoint this engine committed (no common.json and "
                           "recipe-checkpoint metadata.json), so it is not replaced; move it out of the way, or set "
                           "checkpoint.dir to another folder");
   std::string old;

@@ -57,7 +57,8 @@ void prune(const fs::path& parent, const std::string& just_written, int keep_las
       steps.emplace_back(*step, entry.path());
     else if (n != just_written)
       std::cerr << "recipe: warning: " << entry.path().string()
-                << " is not a checkpoint this engine committed (no common.json and recipe-checkpoint metadata.json); "
+                << " is not a checkpoint this engine committed (a link, or a folder without common.json and a "
+                   "recipe-checkpoint metadata.json); "
                    "checkpoint.keep_last leaves it alone. Move it out of checkpoint.dir to silence this.\n";
   }
   if (ec) throw CheckpointError(parent.string() + ": cannot list checkpoints to prune: " + ec.message());

@@ -34,10 +34,11 @@ void check_names(ResolveContext& ctx) {
                     "use letters, digits and '_', not starting with a digit (e.g. NCCL_DEBUG)");
     else if (const char* why = plan::refused_env_reason(key))
       ctx.violation("executor.env",
-                    "executor.env sets " + key + " (" + path + "=" + quoted(value) + "): a recipe may not set " +
-                        key + ", because " + why,
-                    "remove " + path + "; if you need it, set it in the shell that starts `recipe` (the executors "
-                    "pass that environment on to the ranks)");
+                    "executor.env sets " + key + " (" + path + "=" + quoted(value) + "): a recipe may not set " + key +
+                        ", because " + why,
+                    "remove " + path +
+                        "; if you need it, set it in the shell that starts `recipe` (the executors "
+                        "pass that environment on to the ranks)");
     else
       require_printable(ctx, path, value);
   }
