@@ -20,9 +20,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// A stopped run whose resolved.toml sets LD_PRELOAD, as in the issue. (This version's resolver
+// refuses that too; the ownership check comes first and runs nothing of the run dir.)
 fs::path failed_run(const fs::path& exp) {
   recipe::plan::Plan p;
   p.experiment.name = "exp";
+  p.executor.env = {{"LD_PRELOAD", "/tmp/recipe_injected.so"}};
   const fs::path dir = make_run(exp, "exp", "run-1", recipe::dsl::to_toml(p), 2, 3.0, "failed");
   ::chmod(dir.c_str(), 0755);
   ::chmod((dir / "resolved.toml").c_str(), 0644);
