@@ -37,8 +37,8 @@ void check_names(ResolveContext& ctx) {
                     "executor.env sets " + key + " (" + path + "=" + quoted(value) + "): a recipe may not set " + key +
                         ", because " + why,
                     "remove " + path +
-                        "; if you need it, set it in the shell that starts `recipe` (the executors "
-                        "pass that environment on to the ranks)");
+                        "; if you need it, set it in the shell that starts `recipe` (or the job's environment: "
+                        "module load, a Slurm prologue), where it is your choice and not the recipe's");
     else
       require_printable(ctx, path, value);
   }

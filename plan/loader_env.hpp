@@ -12,7 +12,7 @@ namespace recipe::plan {
 
 // Why `name` may not be set by a recipe, or nullptr where it may. LD_LIBRARY_PATH and PATH are
 // refused too: they choose which libraries and programs (mpirun, srun) load. No example, preset or
-// doc sets them; the shell that starts `recipe` can, and the executors pass its environment on.
+// doc sets them; the shell or job environment that starts `recipe` can.
 const char* refused_env_reason(std::string_view name);
 
 }  // namespace recipe::plan
