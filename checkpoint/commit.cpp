@@ -16,6 +16,7 @@
 #include "checkpoint/checkpoint.hpp"
 #include "checkpoint/chunk_record.hpp"
 #include "checkpoint/file_io.hpp"
+#include "checkpoint/prune.hpp"
 
 namespace recipe::ckpt {
 
@@ -152,7 +153,7 @@ void remove_strays(const fs::path& staging, int world_size) {
   }
 }
 
-// Moves `staging` to `final_dir`, replacing an existing one. Where the filesystem supports it the
+// Moves `staging` to `final_dir`, replacing an existing checkpoint. Where the filesystem supports it the
 // two are swapped atomically (RENAME_EXCHANGE), so `final_dir` never disappears; else the old one
 // is renamed aside first.
 void publish(const std::string& staging, const std::string& final_dir) {
@@ -161,6 +162,12 @@ void publish(const std::string& staging, const std::string& final_dir) {
     if (::rename(staging.c_str(), final_dir.c_str()) != 0) io::throw_errno(final_dir, "rename from " + staging);
     return;
   }
+  // Replacing is for the same step saved again; a user's folder of that name is not ours to delete.
+  if (!is_committed_checkpoint(final_dir))
+    throw CheckpointError(final_dir +
+                          " exists and is not a checkpoint this engine committed (no common.json and "
+                          "recipe-checkpoint metadata.json), so it is not replaced; move it out of the way, or set "
+                          "checkpoint.dir to another folder");
   std::string old;
 #ifdef RENAME_EXCHANGE
   if (::renameat2(AT_FDCWD, staging.c_str(), AT_FDCWD, final_dir.c_str(), RENAME_EXCHANGE) == 0) {
@@ -179,34 +186,6 @@ void publish(const std::string& staging, const std::string& final_dir) {
   if (ec)
     throw CheckpointError(final_dir + " committed, but removing the checkpoint it replaced (" + old +
                           ") failed: " + ec.message());
-}
-
-std::optional<int64_t> step_of_dir_name(const std::string& name) {
-  if (!name.starts_with("step-") || name.size() == 5) return std::nullopt;
-  int64_t step = 0;
-  auto [p, err] = std::from_chars(name.data() + 5, name.data() + name.size(), step);
-  if (err != std::errc() || p != name.data() + name.size()) return std::nullopt;
-  return step;
-}
-
-// Keeps the newest `keep_last` step-<N> directories (by N) and the one just written.
-void prune(const fs::path& parent, const std::string& just_written, int keep_last) {
-  std::vector<std::pair<int64_t, fs::path>> steps;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(parent, ec)) {
-    const std::string n = entry.path().filename().string();
-    auto step = step_of_dir_name(n);
-    if (step && entry.is_directory(ec)) steps.emplace_back(*step, entry.path());
-  }
-  if (ec) throw CheckpointError(parent.string() + ": cannot list checkpoints to prune: " + ec.message());
-  std::sort(steps.begin(), steps.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-  for (size_t i = static_cast<size_t>(keep_last); i < steps.size(); ++i) {
-    if (steps[i].second.filename() == just_written) continue;
-    fs::remove_all(steps[i].second, ec);
-    if (ec)
-      throw CheckpointError("checkpoint committed, but removing the old checkpoint " + steps[i].second.string() +
-                            " (keep_last = " + std::to_string(keep_last) + ") failed: " + ec.message());
-  }
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "executors/rank_env.hpp"
 #include "executors/slurm_executor.hpp"
 #include "runs/run_dir.hpp"
+#include "runs/run_dir_owner.hpp"
 
 namespace fs = std::filesystem;
 
@@ -218,7 +219,20 @@ int run_train(const PlanFlags& flags, const std::string& mode, bool dry_run, std
   return run_in_dir(plan, run_dir, out, err);
 }
 
+namespace {
+
+// A run dir someone else owns or can write is not launched (runs/run_dir_owner.hpp).
+bool refuse_foreign_run_dir(const std::string& run_dir, const std::string& who, std::ostream& err) {
+  const auto problem = exec::launch_ownership_problem(run_dir, ::geteuid());
+  if (!problem) return false;
+  err << "error: " << who << problem->message << "\n  fix: " << problem->fix << "\n";
+  return true;
+}
+
+}  // namespace
+
 int run_resume(const std::string& run_dir, std::ostream& out, std::ostream& err) {
+  if (refuse_foreign_run_dir(run_dir, "", err)) return kExitUsage;
   kernels::GpuInfo gpu = kernels::query_gpus();
   plan::Plan plan;
   try {
@@ -264,6 +278,7 @@ int run_worker(const std::string& run_dir, std::ostream& out, std::ostream& err)
         << "`recipe pretrain`/`finetune`\n";
     return kExitUsage;
   }
+  if (refuse_foreign_run_dir(run_dir, who, err)) return kExitUsage;
   kernels::GpuInfo gpu = kernels::query_gpus();
   plan::Plan plan;
   try {

@@ -19,6 +19,7 @@
 #include "dsl/key_lines.hpp"
 #include "dsl/lua_prelude.hpp"
 #include "dsl/recipe_files.hpp"
+#include "dsl/shown_text.hpp"
 #include "dsl/tree_merge.hpp"
 
 namespace recipe::dsl::load_detail {
@@ -26,6 +27,9 @@ namespace {
 
 constexpr int kHookEvery = 1000;  // instructions between two calls of the counting hook
 constexpr int kMaxDepth = 32;     // Lua tables (below kMaxTreeDepth: a Lua recipe nests no deeper)
+// What a recipe's `print` may write in one load. Enough for any debugging print; a loop printing
+// a long string (1 GB in 30 s) would fill a disk or a log, and a run's logs are kept.
+constexpr std::size_t kMaxPrintBytes = 64 * 1024;
 
 // `s` with each invalid byte shown as U+FFFD, for a message that must not carry invalid UTF-8.
 std::string shown_utf8(const std::string& s) {
@@ -48,7 +52,8 @@ struct Sandbox {
   std::uint64_t instructions = 0;
   std::uint64_t instruction_limit = 0;
   Limit hit = Limit::none;
-  char where[1024] = {};  // "file:line: " of the code that ran past the instruction limit
+  std::size_t printed = 0;  // bytes `print` wrote; past kMaxPrintBytes it writes nothing
+  char where[1024] = {};    // "file:line: " of the code that ran past the instruction limit
   std::string memory_message, instruction_message;
 
   std::vector<std::string> search_path;
@@ -261,6 +266,36 @@ int host_limit_message(lua_State* L) {
   return 1;
 }
 
+// Writes what fits under kMaxPrintBytes; the first byte that does not fit prints a one-line notice.
+void print_bounded(Sandbox* s, const char* text, std::size_t len) {
+  if (s->printed > kMaxPrintBytes) return;  // cut already, notice given
+  const std::size_t take = std::min(len, kMaxPrintBytes - s->printed);
+  std::fwrite(text, 1, take, stdout);
+  s->printed += take;
+  if (take < len) {
+    std::fprintf(stdout, "\n[recipe: the recipe's print output is cut at %zu bytes; the rest is not shown]\n",
+                 kMaxPrintBytes);
+    s->printed = kMaxPrintBytes + 1;
+  }
+}
+
+// Lua's print (tostring of each argument, tab-separated, a newline), bounded by print_bounded.
+// luaL_tolstring may raise (a __tostring that errors): no C++ object is alive across it.
+int host_print(lua_State* L) {
+  Sandbox* s = sandbox_of(L);
+  const int n = lua_gettop(L);
+  for (int i = 1; i <= n; ++i) {
+    std::size_t len = 0;
+    const char* text = luaL_tolstring(L, i, &len);
+    if (i > 1) print_bounded(s, "\t", 1);
+    print_bounded(s, text, len);
+    lua_pop(L, 1);
+  }
+  print_bounded(s, "\n", 1);
+  std::fflush(stdout);
+  return 0;
+}
+
 // Sets up the sandbox and runs the recipe; returns (config, origins). Runs under lua_pcall.
 int protected_main(lua_State* L) {
   Sandbox* s = sandbox_of(L);
@@ -273,6 +308,8 @@ int protected_main(lua_State* L) {
     luaL_requiref(L, lib.name, lib.func, 1);
     lua_pop(L, 1);
   }
+  lua_pushcfunction(L, host_print);
+  lua_setglobal(L, "print");
   if (luaL_loadbufferx(L, kLuaSandboxPrelude, std::strlen(kLuaSandboxPrelude), "=recipe sandbox", "t") != LUA_OK)
     return lua_error(L);
   const luaL_Reg host[] = {{"read_preset", host_read_preset},
@@ -336,7 +373,8 @@ std::string failure_message(lua_State* L, const Sandbox& s) {
   std::string msg = lua_type(L, -1) == LUA_TSTRING
                         ? std::string(lua_tostring(L, -1))
                         : std::string("error object is a ") + luaL_typename(L, -1) + " value";
-  msg = restore_path(msg, s);
+  // error(string.rep("x", 1e7)) is not echoed whole; the "file:line:" start stays intact.
+  msg = shown_value(restore_path(msg, s), kMaxShownMessage);
   return has_position(msg) ? msg : s.top_label + ": " + msg;
 }
 

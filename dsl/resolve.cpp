@@ -33,8 +33,9 @@ Origin ResolveContext::origin(const std::string& path) const {
 
 void ResolveContext::violation(const std::string& path, std::string message, std::string fix,
                                const std::string& origin_path) {
-  out.violations.push_back(
-      Violation{path, std::move(message), std::move(fix), origin(origin_path.empty() ? path : origin_path)});
+  // A path can be an unknown key of any length, and messages quote values: all bounded.
+  out.violations.push_back(Violation{shown_value(path), bounded_message(message), bounded_message(fix),
+                                     origin(origin_path.empty() ? path : origin_path)});
 }
 
 std::string fmt_double(double v) {

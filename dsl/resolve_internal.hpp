@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "dsl/dsl.hpp"
+#include "dsl/shown_text.hpp"
 
 namespace recipe::dsl::detail {
 
@@ -39,7 +40,7 @@ struct ResolveContext {
   // ("parallelism.world_size" cites executor.gpus_per_node).
   void violation(const std::string& path, std::string message, std::string fix = "",
                  const std::string& origin_path = "");
-  void warn(std::string message) { out.warnings.push_back(std::move(message)); }
+  void warn(const std::string& message) { out.warnings.push_back(bounded_message(message)); }
 };
 
 void read_tree(ResolveContext& ctx);                // types, unknown and derived keys, enum choices

@@ -4,6 +4,7 @@
 // error here, with key, value and fix; the executors quote every value they write as well
 // (executors/launch.cpp), and check the names again for plans built in code.
 #include "dsl/resolve_internal.hpp"
+#include "plan/loader_env.hpp"
 #include "plan/script_values.hpp"
 
 namespace recipe::dsl::detail {
@@ -31,6 +32,13 @@ void check_names(ResolveContext& ctx) {
       ctx.violation("executor.env",
                     "executor.env has the key " + quoted(key) + ", which is not an environment variable name",
                     "use letters, digits and '_', not starting with a digit (e.g. NCCL_DEBUG)");
+    else if (const char* why = plan::refused_env_reason(key))
+      ctx.violation("executor.env",
+                    "executor.env sets " + key + " (" + path + "=" + quoted(value) + "): a recipe may not set " + key +
+                        ", because " + why,
+                    "remove " + path +
+                        "; if you need it, set it in the shell that starts `recipe` (or the job's environment: "
+                        "module load, a Slurm prologue), where it is your choice and not the recipe's");
     else
       require_printable(ctx, path, value);
   }

@@ -2,6 +2,7 @@
 #include "executors/launch.hpp"
 
 #include "core/parallel/parallel_state.hpp"
+#include "plan/loader_env.hpp"
 #include "plan/script_values.hpp"
 
 #include <algorithm>
@@ -45,6 +46,8 @@ std::string env_exports(const plan::Plan& plan) {
     if (!plan::is_env_name(key))
       throw std::invalid_argument("executor.env has \"" + plan::printable(key) +
                                   "\", which is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*)");
+    if (const char* why = plan::refused_env_reason(key))
+      throw std::invalid_argument("executor.env sets " + key + ", which a recipe may not set: " + why);
     out += "export " + key + "=" + shell_quote(value) + "\n";
   }
   return out;

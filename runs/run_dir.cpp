@@ -55,11 +55,6 @@ long next_free_index(const fs::path& root) {
   return max_seen + 1;
 }
 
-std::string trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
-  return s;
-}
-
 }  // namespace
 
 std::string experiment_root(const std::string& experiments_dir, const std::string& name) {
@@ -112,6 +107,12 @@ void populate_run_dir(const std::string& run_dir, const RunDirContents& c) {
   for (const auto& arg : c.command_line) overrides += arg + "\n";
   write_file(dir / "overrides.txt", overrides);
   write_file(dir / "resolved.toml", c.resolved_toml);
+  // Launching a run dir refuses one that group or others can write (runs/run_dir_owner.hpp): what
+  // it runs is its own, whatever the umask (002 is common where users have private groups).
+  for (const fs::path& p : {dir, dir / "resolved.toml"}) {
+    fs::permissions(p, fs::perms::group_write | fs::perms::others_write, fs::perm_options::remove, ec);
+    if (ec) throw std::runtime_error("cannot set the mode of " + p.string() + ": " + ec.message());
+  }
 
   std::string git_dir =
       c.recipe_file.empty() ? fs::current_path().string() : fs::absolute(c.recipe_file).parent_path().string();
@@ -126,27 +127,6 @@ void populate_run_dir(const std::string& run_dir, const RunDirContents& c) {
   RunStatus status;
   set_launcher(status);
   write_status(run_dir, status);
-}
-
-GitInfo git_info(const std::string& dir) {
-  GitInfo info;
-  auto top = capture_output({"git", "-C", dir, "rev-parse", "--show-toplevel"});
-  if (!top) {
-    info.json = {{"repo", nullptr}};
-    return info;
-  }
-  auto commit = capture_output({"git", "-C", dir, "rev-parse", "HEAD"});
-  auto branch = capture_output({"git", "-C", dir, "rev-parse", "--abbrev-ref", "HEAD"});
-  auto status = capture_output({"git", "-C", dir, "status", "--porcelain", "--untracked-files=no"});
-  bool dirty = status && !trim(*status).empty();
-  info.json = {{"repo", trim(*top)},
-               {"commit", commit ? nlohmann::ordered_json(trim(*commit)) : nlohmann::ordered_json(nullptr)},
-               {"branch", branch ? nlohmann::ordered_json(trim(*branch)) : nlohmann::ordered_json(nullptr)},
-               {"dirty", dirty}};
-  if (dirty && commit) {
-    if (auto patch = capture_output({"git", "-C", dir, "diff", "HEAD"})) info.patch = *patch;
-  }
-  return info;
 }
 
 nlohmann::ordered_json status_json(const RunStatus& s) {

@@ -50,7 +50,9 @@ std::string named_run_dir(const std::string& experiment_root, const std::string&
 void populate_run_dir(const std::string& run_dir, const RunDirContents& contents);
 
 // Git facts about the repository holding `dir` (a folder). `patch` gets `git diff HEAD` when
-// the working tree has uncommitted changes to tracked files.
+// the working tree has uncommitted changes to tracked files. The repository is data: git runs with
+// every command its config could name (fsmonitor, hooks, filters, external diff, textconv, pager)
+// turned off (runs/git_info.cpp).
 // bugprone-exception-escape is a false positive in clang-tidy 14 here: the implicit noexcept move
 // only moves a std::string and an nlohmann::json (whose move is noexcept); the check follows json's
 // internals and reports a throw that cannot happen there.

@@ -79,6 +79,32 @@ TEST_CASE("latest points at the newest commit; keep_last prunes by step number, 
   }
 }
 
+// issue 35 item 13: keep_last deleted a user's own `step-3/` folder in checkpoint.dir.
+TEST_CASE("keep_last prunes only checkpoints this engine committed; a same-named folder is never replaced") {
+  TempDir tmp;
+  const std::string ckpts = tmp / "checkpoints";
+  fs::create_directories(ckpts + "/step-1");
+  write_file(ckpts + "/step-1/notes.txt", "mine");
+  fs::create_directories(ckpts + "/step-2");  // looks like one, but its metadata is not ours
+  write_file(ckpts + "/step-2/common.json", "{}");
+  write_file(ckpts + "/step-2/metadata.json", "{\"format\": \"something-else\"}");
+  fs::create_directories(tmp / "elsewhere");
+  write_file(tmp / "elsewhere/data.txt", "keep");
+  save_step(tmp / "elsewhere", 4, 0, 9);
+  fs::create_directory_symlink(tmp / "elsewhere/step-4", ckpts + "/step-4");  // a link: not ours either
+  save_step(ckpts, 5, 0, 1);
+  save_step(ckpts, 6, 0, 2);
+  save_step(ckpts, 7, 1, 3);
+  CHECK(entries(ckpts) == std::vector<std::string>{"latest", "step-1", "step-2", "step-4", "step-7"});
+  CHECK(read_file(ckpts + "/step-1/notes.txt") == "mine");
+  CHECK(fs::exists(tmp / "elsewhere/step-4/metadata.json"));
+
+  // Saving step 1 would replace the user's folder: refused, the folder intact.
+  CHECK_THROWS_WITH_AS(save_step(ckpts, 1, 1, 4), doctest::Contains("not a checkpoint this engine committed"),
+                       CheckpointError);
+  CHECK(read_file(ckpts + "/step-1/notes.txt") == "mine");
+}
+
 TEST_CASE("find_checkpoint resolves run dirs, checkpoints dirs and checkpoints") {
   TempDir tmp;
   const std::string run = tmp / "run", ckpts = run + "/checkpoints";

@@ -44,6 +44,24 @@ TEST_CASE("script names: hostile executor.env keys and values are rejected with 
   CHECK(resolve_with(json{{"executor", {{"env", {{"_OK_1", "1"}}}}}}).ok());
 }
 
+// issue 35 item 13: a recipe (or a run dir's resolved.toml) that sets LD_PRELOAD ran its library
+// in every rank, as whoever launched it.
+TEST_CASE("script names: executor.env may not set loader or shell-startup variables") {
+  for (const char* name : {"LD_PRELOAD", "LD_AUDIT", "LD_LIBRARY_PATH", "BASH_ENV", "ENV", "GCONV_PATH", "PATH"}) {
+    CAPTURE(name);
+    json e = json::object();
+    e[name] = "/tmp/evil.so";
+    const auto r = resolve_with(json{{"executor", {{"env", e}}}});
+    REQUIRE_FALSE(r.ok());
+    const Violation* v = find_violation(r, "executor.env");
+    REQUIRE(v != nullptr);
+    CHECK(v->message.find(std::string("executor.env.") + name) != std::string::npos);
+    CHECK(v->message.find("because") != std::string::npos);
+    CHECK(v->fix.find("shell that starts") != std::string::npos);
+  }
+  CHECK(resolve_with(json{{"executor", {{"env", {{"NCCL_DEBUG", "WARN"}, {"OMP_NUM_THREADS", "4"}}}}}}).ok());
+}
+
 TEST_CASE("script names: Slurm names, directives and MPI values cannot carry a shell line") {
   const json slurm = {{"kind", "slurm"}, {"gpus_per_node", 0}};
   struct Case {

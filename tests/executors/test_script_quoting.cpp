@@ -99,6 +99,13 @@ TEST_CASE("launch scripts: a name that cannot be quoted, or a line break in an #
   auto plan = plan_of(recipe::plan::ExecutorKind::local, "1");
   plan.executor.env = {{"A=1; touch /tmp/recipe_injected; B", "2"}};
   CHECK_THROWS_AS(launch_command(plan, "/runs/x/run-1", "/opt/recipe"), std::invalid_argument);
+  // A plan built in code cannot set what the resolver refuses either (issue 35 item 13).
+  for (const char* name : {"LD_PRELOAD", "BASH_ENV"}) {
+    CAPTURE(name);
+    plan.executor.env = {{name, "/tmp/recipe_injected.so"}};
+    CHECK_THROWS_WITH_AS(launch_command(plan, "/runs/x/run-1", "/opt/recipe"),
+                         doctest::Contains("which a recipe may not set"), std::invalid_argument);
+  }
 
   for (const char* field : {"partition", "account", "qos", "directive", "name"}) {
     CAPTURE(field);
