@@ -54,8 +54,10 @@
 #   det        with trainer.deterministic=true, gpt3_345m (30 steps, micro-batch 4) and a
 #              Llama-shaped model (RMSNorm, SwiGLU, RoPE, GQA; 30 steps) on each tree; metrics.jsonl
 #              (step, loss, lr, grad norm, consumed samples) must be byte-identical; a second base
-#              run of each shows the comparison can tell. $OUT/summary.md says "identical" or
-#              "DIFFER"; $OUT/metrics_{base,new}_{gpt,llama}.jsonl are the files compared
+#              run of each shows the comparison can tell; then LoRA on that shape (bf16 base, and
+#              FP8 with the base held in FP8) and FP8 with delayed scaling (DET_WORKLOADS picks:
+#              gpt llama lora lora_fp8 llama_fp8). $OUT/summary.md says "identical" or "DIFFER";
+#              $OUT/metrics_{base,new}_<workload>.jsonl are the files compared
 #   ab-tests   this tree's CUDA tests (recipe_tests_kernels_cuda)
 #   ab-bench   the engine benchmark of both trees, base and new alternating per micro-batch
 # Timeouts: CTEST_S, PARITY_S, RUN_S (seconds). Micro-benchmarks and probes: bench/micro/.
@@ -393,7 +395,14 @@ det() {
     model.ffn_hidden_size=4096 model.seq_length=1024 model.vocab_size=32000 parallelism.tp=1
     executor.gpus_per_node=1 trainer.micro_batch_size=2 trainer.global_batch_size=4 --max-steps 30)
   local gpt=(gpt3_345m --max-steps 30) w mb mb2 mn
-  for w in gpt llama; do
+  # LoRA on the same Llama shape (bf16 base, and FP8 with the base held in FP8), and FP8 with
+  # delayed scaling: the issue-33 bitwise set. The LoRA preset keeps its finetune mode under
+  # `pretrain`; random base weights stand in for a checkpoint.
+  local shape=("${llama[@]:1}")
+  local lora=(llama3_8b_lora "${shape[@]}" checkpoint.allow_random_init=true schedule.warmup_steps=5)
+  local lora_fp8=("${lora[@]}" trainer.precision=fp8)
+  local llama_fp8=("${llama[@]}" trainer.precision=fp8 fp8.scaling=delayed)
+  for w in ${DET_WORKLOADS:-gpt llama lora lora_fp8 llama_fp8}; do
     local -n a=$w
     mb=$(det_run base $w "${a[@]}"); mb2=$(det_run base ${w}_again "${a[@]}"); mn=$(det_run new $w "${a[@]}")
     cp "$mb" "$out/metrics_base_$w.jsonl" 2>/dev/null; cp "$mn" "$out/metrics_new_$w.jsonl" 2>/dev/null
