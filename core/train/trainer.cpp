@@ -84,7 +84,7 @@ Trainer::Trainer(const plan::Plan& plan, kernels::Backend& backend, ParallelStat
                                           plan_.parallelism.grad_reduce_bf16 ? &backend_ : nullptr);
   grad_sync_->set_overlap_gather(plan_.parallelism.zero1_overlap_gather);
   adam_segments_ = grad_sync_->optimizer_segments(layout);
-  norm_ranges_ = grad_sync_->norm_ranges(layout, parallel_->coords(), shape_.tied);
+  norm_ranges_ = grad_sync_->norm_ranges(layout, parallel_->coords(), shape_.arch.tied);
   params_ = std::make_unique<ParamStore>(backend_, std::move(layout), grad_sync_->state_numel());
   init_params(*params_, uint64_t(plan_.trainer.seed));
   // The micro-batches each chunk keeps in flight under the schedule (1F1B: at most pp - stage).
@@ -102,9 +102,9 @@ Trainer::Trainer(const plan::Plan& plan, kernels::Backend& backend, ParallelStat
   // peft.base_fp8_only: the frozen FP8 weights, cast once from the init (a load casts them again).
   for (auto& chunk : chunks_) chunk->quantize_frozen_base();
   model_ = chunks_[0].get();
-  schedule_ = std::make_unique<PipelineSchedule>(models, parallel_->pp(), pp_, pp_rank_,
-                                                 plan_.parallelism.pp_comm_overlap);
-  loader_ = std::make_unique<TokenLoader>(micro_, shape_.seq, shape_.vocab, ps.cp, parallel_->coords().cp);
+  schedule_ =
+      std::make_unique<PipelineSchedule>(models, parallel_->pp(), pp_, pp_rank_, plan_.parallelism.pp_comm_overlap);
+  loader_ = std::make_unique<TokenLoader>(micro_, shape_.seq, shape_.arch.vocab, ps.cp, parallel_->coords().cp);
   optimizer_ = std::make_unique<Optimizer>(Optimizer::from_plan(plan_));
   loss_holder_ = parallel_->last_stage() && parallel_->coords().tp == 0;
 
@@ -200,7 +200,8 @@ StepResult Trainer::step() {
     r.loss = compute_gradients(s);  // the micro-batches through the pipeline schedule, DP-reduced
     r.grad_norm = global_grad_norm();
     // Every rank sees the same world-reduced loss and norm, so all take the same branch.
-    r.finite = std::isfinite(r.loss) && r.loss <= divergence_loss_limit(shape_.vocab) && std::isfinite(r.grad_norm);
+    r.finite =
+        std::isfinite(r.loss) && r.loss <= divergence_loss_limit(shape_.arch.vocab) && std::isfinite(r.grad_norm);
     if (r.finite) {
       const double clip = plan_.optimizer.clip_grad;
       if (clip > 0) r.clip_factor = std::min(1.0, clip / (r.grad_norm + 1e-6));
@@ -233,7 +234,7 @@ void Trainer::enqueue_device_step(int s, bool staged) {
   phases_->mark(PhaseTimer::forward_backward);
   const Tensor losses = losses_.view({losses_.numel()}).rows(0, int64_t(num_micro_) * N);
   const float clip = float(plan_.optimizer.clip_grad);
-  const double loss_limit = divergence_loss_limit(shape_.vocab) * total_tokens;
+  const double loss_limit = divergence_loss_limit(shape_.arch.vocab) * total_tokens;
   if (!world_sums_.defined()) {
     backend_.grad_norm_clip(norm_clip_, params_->grads(), clip, losses, loss_limit);
   } else {
@@ -322,7 +323,7 @@ void Trainer::enqueue_micro_batches(const data::SampleSource& src, const std::fu
     params_->end_grad_writes();
     // The tied word embedding lives on the first and the last stage: both need the sum (unless it
     // is frozen: a LoRA base).
-    if (pp_ > 1 && shape_.tied && !shape_.lora() && (parallel_->first_stage() || parallel_->last_stage()))
+    if (pp_ > 1 && shape_.arch.tied && !shape_.lora() && (parallel_->first_stage() || parallel_->last_stage()))
       parallel_->embedding().all_reduce_sum(params_->grad(word_embedding_name()));
     grad_sync_->finish(*params_);
     sum_over_context_parallel();
