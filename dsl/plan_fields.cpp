@@ -289,8 +289,7 @@ std::vector<FieldInfo> build_fields() {
   const char* m = "model";
   f.push_back(field(m, "arch", &P::model, &M::arch,
                     "model family (family/registry.cpp): norm, activation, position_embedding, bias and tie_embeddings "
-                    "left unset take its defaults (gpt: layernorm, gelu, learned, biases, tied; llama: rmsnorm, "
-                    "swiglu, rope, no biases, untied), and llama computes only swiglu and rope"));
+                    "left unset take its defaults, and a value the family does not compute is refused"));
   f.push_back(field(m, "num_layers", &P::model, &M::num_layers, "transformer blocks"));
   f.push_back(field(m, "hidden_size", &P::model, &M::hidden_size, "model width d"));
   f.push_back(field(m, "num_attention_heads", &P::model, &M::num_attention_heads, "query heads"));
