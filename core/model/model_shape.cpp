@@ -89,13 +89,21 @@ ModelShape model_shape(const plan::Plan& plan) {
   // The family's table has no rows for a flag it fixes (the Llama table has no fc1/fc2): a plan
   // built in code past the resolver's check would bind tensors that do not exist.
   if (const unsigned c = contradicted_flags(*a.family, a)) {
-    const char* key = c & flag_norm         ? "model.norm"
-                      : c & flag_activation ? "model.activation"
-                      : c & flag_positions  ? "model.position_embedding"
-                      : c & flag_bias       ? "model.bias"
-                                            : "model.tie_embeddings";
-    bad(key, "(the plan's)",
-        std::string("model.arch=") + a.family->arch + " does not compute it; drop the key or pick another model.arch");
+    const struct {
+      unsigned flag;
+      const char* key;
+      std::string value;
+    } flags[] = {{flag_norm, "model.norm", std::string(plan::to_string(m.norm))},
+                 {flag_activation, "model.activation", std::string(plan::to_string(m.activation))},
+                 {flag_positions, "model.position_embedding", std::string(plan::to_string(m.position_embedding))},
+                 {flag_bias, "model.bias", m.bias ? "true" : "false"},
+                 {flag_tied, "model.tie_embeddings", m.tie_embeddings ? "true" : "false"}};
+    for (const auto& f : flags)
+      if (c & f.flag)
+        bad(f.key, f.value,
+            std::string("model.arch=") + a.family->arch +
+                " does not compute it (its tensor table has no rows for it); drop the key or pick another "
+                "model.arch (the resolver names the choices)");
   }
   return s;
 }
