@@ -199,7 +199,7 @@ int run_export(const CkptArgs& a, std::ostream& out, std::ostream& err) {
   if (!plan) return kExitInvalidRecipe;
   const core::ModelShape shape = core::model_shape(*plan);
   try {
-    core::hf::family_of(shape);
+    core::hf::hf_architecture(shape);
   } catch (const std::invalid_argument& e) {
     err << "error: cannot export " << dir << ": " << e.what() << "\n";
     return kExitInvalidRecipe;

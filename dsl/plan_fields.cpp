@@ -287,7 +287,9 @@ std::vector<FieldInfo> build_fields() {
   f.push_back(top_level("mode", &P::mode, "what the run does: pretrain from scratch or finetune a loaded model"));
 
   const char* m = "model";
-  f.push_back(field(m, "arch", &P::model, &M::arch, "model family; sets nothing by itself, the keys below do"));
+  f.push_back(field(m, "arch", &P::model, &M::arch,
+                    "model family (family/registry.cpp): norm, activation, position_embedding, bias and tie_embeddings "
+                    "left unset take its defaults, and a value the family does not compute is refused"));
   f.push_back(field(m, "num_layers", &P::model, &M::num_layers, "transformer blocks"));
   f.push_back(field(m, "hidden_size", &P::model, &M::hidden_size, "model width d"));
   f.push_back(field(m, "num_attention_heads", &P::model, &M::num_attention_heads, "query heads"));

@@ -4,8 +4,9 @@
 #include <limits>
 
 #include "dsl/suggest.hpp"
-#include "family/shape.hpp"
+#include "family/arch_shape.hpp"
 #include "plan/lora.hpp"
+#include "plan/model_family.hpp"
 #include "dsl/check_require.hpp"
 #include "dsl/relations.hpp"
 
@@ -17,7 +18,8 @@ void check_peft(ResolveContext& ctx) {
   // PEFT.
   const plan::PeftConfig& pe = p.peft;
   if (pe.kind == plan::PeftKind::lora) {
-    const std::vector<std::string>& names = plan::lora_target_names();
+    const core::Family& family = plan::model_family(m);
+    const std::vector<std::string> names = plan::lora_target_names(family);
     if (pe.target_modules.empty())
       ctx.violation("peft.target_modules", "peft.target_modules is empty; LoRA needs at least one linear to adapt",
                     "e.g. target_modules = {\"qkv\", \"proj\"} (any of " + join_or(names) + ")");
@@ -27,13 +29,13 @@ void check_peft(ResolveContext& ctx) {
                       "peft.target_modules has \"" + target + "\", which is not a linear of the model" +
                           did_you_mean(target, names),
                       "use any of " + join_or(names));
-    for (const std::string& problem : plan::lora_targets(pe.target_modules).problems)
+    for (const std::string& problem : plan::lora_targets(family, pe.target_modules).problems)
       if (problem.find("fused") != std::string::npos)
         ctx.violation("peft.target_modules", "peft.target_modules: " + problem,
                       "adapt the whole fused linear, or leave its parts out");
     // A rank above min(in, out) of an adapted linear adds parameters but no expressiveness: B·A
     // cannot exceed the rank of the smaller side (PEFT allows it silently; it is a typo here).
-    const unsigned mask = plan::lora_targets(pe.target_modules).mask;
+    const unsigned mask = plan::lora_targets(family, pe.target_modules).mask;
     const int attn_side = m.hidden_size;  // qkv: hidden → (heads+2·kv)·head_dim; proj: hidden → hidden
     const int mlp_side = std::min(m.hidden_size, m.ffn_hidden_size);  // fc1: hidden → ffn; fc2: ffn → hidden
     int bound = std::numeric_limits<int>::max();

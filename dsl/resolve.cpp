@@ -1,5 +1,5 @@
 // resolve(): config tree + executor facts → a fully derived, fully checked plan::Plan. The steps live in
-// resolve_fields.cpp, resolve_derive.cpp, resolve_checks.cpp, resolve_files.cpp and
+// resolve_fields.cpp, resolve_family.cpp, resolve_derive.cpp, resolve_checks.cpp, resolve_files.cpp and
 // resolve_executable.cpp; this file orders them.
 #include <charconv>
 #include <numeric>
@@ -52,6 +52,7 @@ ResolveResult resolve(const ConfigTree& tree, const ExecutorFacts& facts) {
   ResolveResult result;
   detail::ResolveContext ctx(tree, facts, result);
   detail::read_tree(ctx);
+  detail::derive_family(ctx);  // before every derivation that reads the architecture flags
   detail::check_ranges(ctx);
   detail::check_names(ctx);
   detail::derive_execution(ctx);

@@ -11,7 +11,7 @@
 #include "dsl/check_require.hpp"
 #include "dsl/relations.hpp"
 #include "dsl/resolve_internal.hpp"
-#include "family/shape.hpp"
+#include "family/arch_shape.hpp"
 #include "dsl/suggest.hpp"
 #include "plan/lora.hpp"
 

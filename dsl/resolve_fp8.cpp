@@ -12,6 +12,7 @@
 #include "dsl/resolve_internal.hpp"
 #include "dsl/suggest.hpp"
 #include "plan/fp8.hpp"
+#include "plan/model_family.hpp"
 #include "plan/lora.hpp"
 
 namespace recipe::dsl::detail {
@@ -128,7 +129,8 @@ void check_fp8(ResolveContext& ctx) {
                   "set fp8.forward_format=\"e4m3\"");
   const plan::Fp8Linears linears = plan::fp8_linears(p);
   for (const std::string& problem : linears.problems)
-    ctx.violation("fp8.linears", "fp8.linears: " + problem, "use " + join_or(plan::lora_target_names()));
+    ctx.violation("fp8.linears", "fp8.linears: " + problem,
+                  "use " + join_or(plan::lora_target_names(plan::model_family(p.model))));
   if (linears.problems.empty() && linears.mask == 0)
     ctx.violation("fp8.linears", "fp8.linears names no linear, so nothing would run in FP8",
                   "name the linears (e.g. fp8.linears={\"all-linear\"}), or use trainer.precision=\"bf16\"");

@@ -44,6 +44,7 @@ struct ResolveContext {
 };
 
 void read_tree(ResolveContext& ctx);                // types, unknown and derived keys, enum choices
+void derive_family(ResolveContext& ctx);            // model.arch's family: flag defaults, contradictions
 void check_ranges(ResolveContext& ctx);             // each value on its own (positive sizes, lr > 0, ...)
 void check_names(ResolveContext& ctx);              // what executors write into scripts and folder names
 void check_executable(ResolveContext& ctx);         // values this version cannot run (cp > 1, LoRA, ...)

@@ -6,7 +6,7 @@
 
 namespace recipe::core {
 
-RopeSpec rope_spec(const ModelShape& s) { return {.theta = s.rope_theta, .scaling = RopeScaling::none}; }
+RopeSpec rope_spec(const ArchShape& s) { return {.theta = s.rope_theta, .scaling = RopeScaling::none}; }
 
 std::vector<double> rope_inv_freq(const RopeSpec& rope, int head_dim) {
   const int D = head_dim;

@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "family/shape.hpp"
+#include "family/arch_shape.hpp"
 
 namespace recipe::core {
 
@@ -25,14 +25,14 @@ namespace recipe::core {
 enum class RopeScaling : uint8_t { none };
 
 struct RopeSpec {
-  // The base θ (model.rope_theta). float because ModelShape holds it as float and the table must be
+  // The base θ (model.rope_theta). float because ArchShape holds it as float and the table must be
   // bitwise what the kernels computed from that float before the table existed.
   float theta = 10000.f;
   RopeScaling scaling = RopeScaling::none;
 };
 
-// The RoPE a model shape asks for (its θ; no scaling yet). The one translation from ModelShape.
-RopeSpec rope_spec(const ModelShape& s);
+// The RoPE a model shape asks for (its θ; no scaling yet). The one translation from the architecture.
+RopeSpec rope_spec(const ArchShapeRopeSpec rope_spec(const ModelShape& s); s);
 
 // The run's inverse-frequency table, D/2 doubles (layout above): without scaling entry i is
 // std::pow(double(θ), -2.0·i/D), bitwise the value the CPU kernels computed before. Throws

@@ -5,7 +5,8 @@
 #include <stdexcept>
 #include <utility>
 
-#include "family/decoder.hpp"
+#include "family/family.hpp"
+#include "family/registry.hpp"
 
 namespace recipe::core {
 
@@ -39,10 +40,12 @@ const char* init_kind_name(InitKind k) {
   return "?";
 }
 
-// One family today; a family with another block structure is chosen here from the shape.
-std::span<const TensorDecl> tensor_table(const ModelShape&) { return decoder_tensor_table(); }
+std::span<const TensorDecl> tensor_table(const ArchShape& s) {
+  if (!s.family) throw std::logic_error("a model shape without a family: build it with model_shape() (model.arch)");
+  return s.family->tensors;
+}
 
-bool present(const TensorDecl& d, const ModelShape& s) {
+bool present(const TensorDecl& d, const ArchShape& s, const Adapters& a) {
   const unsigned r = d.requires_;
   if ((r & needs_bias) && !s.bias) return false;
   if ((r & needs_norm_bias) && !s.norm_bias()) return false;
@@ -55,15 +58,15 @@ bool present(const TensorDecl& d, const ModelShape& s) {
                                                 {needs_lora_mlp_in, lora_mlp_in},
                                                 {needs_lora_mlp_out, lora_mlp_out}};
   for (const auto& [need, target] : lora)
-    if ((r & need) && !(s.lora() && (s.lora_targets & target))) return false;
+    if ((r & need) && !(a.any() && (a.targets & target))) return false;
   return true;
 }
 
 bool is_adapter(const TensorDecl& d) { return d.part == Part::lora_a || d.part == Part::lora_b; }
 
-bool trainable(const TensorDecl& d, const ModelShape& s) { return !s.lora() || is_adapter(d); }
+bool trainable(const TensorDecl& d, const Adapters& a) { return !a.any() || is_adapter(d); }
 
-int64_t dim_size(Dim dim, const ModelShape& s) {
+int64_t dim_size(Dim dim, const ArchShape& s, const Adapters& a) {
   switch (dim) {
     case Dim::hidden:
       return s.hidden;
@@ -78,20 +81,20 @@ int64_t dim_size(Dim dim, const ModelShape& s) {
     case Dim::max_positions:
       return s.max_positions;
     case Dim::lora_rank:
-      return s.lora_rank;
+      return a.rank;
   }
   return 0;
 }
 
-std::vector<int64_t> global_shape(const TensorDecl& d, const ModelShape& s) {
+std::vector<int64_t> global_shape(const TensorDecl& d, const ArchShape& s, const Adapters& a) {
   std::vector<int64_t> shape;
-  for (Dim dim : d.dims) shape.push_back(dim_size(dim, s));
+  for (Dim dim : d.dims) shape.push_back(dim_size(dim, s, a));
   return shape;
 }
 
-int64_t global_numel(const TensorDecl& d, const ModelShape& s) {
+int64_t global_numel(const TensorDecl& d, const ArchShape& s, const Adapters& a) {
   int64_t n = 1;
-  for (Dim dim : d.dims) n *= dim_size(dim, s);
+  for (Dim dim : d.dims) n *= dim_size(dim, s, a);
   return n;
 }
 
@@ -110,17 +113,17 @@ int shard_dim(Shard shard) {
 
 std::string tensor_name(const TensorDecl& d, int layer) { return with_layer(d.name, layer); }
 
-std::string hf_tensor_name(const TensorDecl& d, HfArch arch, int layer) {
-  const HfName& h = d.hf(arch);
+std::string hf_tensor_name(const TensorDecl& d, int column, int layer) {
+  const HfName h = d.hf_name(column);
   if (!h.name) throw std::logic_error(std::string(d.name) + " has no Hugging Face name in this architecture");
   return with_layer(h.name, layer);
 }
 
 const std::string& word_embedding_name() {
   static const std::string name = [] {
-    for (const TensorDecl& d : decoder_tensor_table())
+    for (const TensorDecl& d : families().front()->tensors)
       if (d.role == Role::word_embedding) return std::string(d.name);
-    throw std::logic_error("the decoder table has no word embedding");
+    throw std::logic_error("the first family's table has no word embedding");
   }();
   return name;
 }

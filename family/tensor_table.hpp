@@ -2,20 +2,19 @@
 // the engine needs to know about one tensor: its name, its shape as a function of the model's
 // dimensions, how tensor parallelism shards it, its weight-decay group, its initialization, what the
 // model binds it to (which also makes packs: q|k|v, gate|up), when the model has it at all, and
-// its Hugging Face name and orientation. Four things iterate the table and nothing else spells a
-// tensor name:
+// its Hugging Face name and orientation in each HF architecture the family reads and writes (one
+// column per entry of Family::hf). Four things iterate the table and nothing else spells a tensor
+// name:
 //
 //   core/model/param_layout.cpp   the flat buffer layout (order, packs, groups, shards, init)
 //   core/model/model.cpp          Model::bind_params (roles → the tensors the block computes with)
-//   hf/hf_convert.cpp  HF export/import (names, q|k|v → c_attn, Conv1D transposes)
+//   hf/hf_convert.cpp             HF export/import (names, q|k|v → c_attn, Conv1D transposes)
 //   plan/model_size.cpp           parameter counting (resolver, memory estimate)
 //
-// GPT and Llama are one table (decoder.cpp): they are one block structure whose parts the
-// ModelShape flags choose (LayerNorm/RMSNorm, GELU fc1/fc2 or SwiGLU gate|up/down, biases, learned
-// positions, tied head), and a recipe may mix those flags; two tables would repeat every attention
-// row. The two HF architectures that compute the same function are two name columns. A family
-// with another block (e.g. Mixtral's routed experts) gets its own table file, and tensor_table()
-// picks it from the shape (docs/architecture.md, "Adding a model family").
+// Each family has its own table (family/gpt.cpp, family/llama.cpp), reached through its descriptor
+// (family/family.hpp); tensor_table() returns the table of the shape's family. Within a table the
+// ArchShape flags choose rows (LayerNorm/RMSNorm, biases, tied head, ...) where the family lets a
+// recipe choose them.
 //
 // This library depends on nothing (not the plan, not the core), so the plan library's counting and
 // the core's layout both link it without a cycle.
@@ -26,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "family/shape.hpp"
+#include "family/arch_shape.hpp"
 
 namespace recipe::core {
 
@@ -67,7 +66,7 @@ enum class DecayGroup { decay, no_decay, embedding };
 enum class InitKind { normal, normal_output, zeros, ones, kaiming_uniform };
 const char* init_kind_name(InitKind k);
 
-// A dimension of ModelShape that a tensor's shape is made of.
+// A dimension of ArchShape (or the adapters' rank) that a tensor's shape is made of.
 enum class Dim { hidden, q_dim, kv_dim, ffn, padded_vocab, max_positions, lora_rank };
 
 // The parts a model may lack; a row is present when every flag it requires holds.
@@ -79,14 +78,11 @@ enum Requires : unsigned {
   needs_untied = 1u << 3,             // a classifier of its own
   needs_gelu = 1u << 4,               // fc1/fc2 MLP
   needs_swiglu = 1u << 5,             // gate|up, down MLP
-  needs_lora_qkv = 1u << 6,           // LoRA adapters on q|k|v (ModelShape::lora_targets)
+  needs_lora_qkv = 1u << 6,           // LoRA adapters on q|k|v (Adapters::targets)
   needs_lora_proj = 1u << 7,          // ... on the attention output projection
   needs_lora_mlp_in = 1u << 8,        // ... on fc1 / gate|up
   needs_lora_mlp_out = 1u << 9,       // ... on fc2 / down
 };
-
-// The HF architectures whose names the table carries (config.json's model_type).
-enum class HfArch { gpt2, llama };
 
 struct HfName {
   const char* name = nullptr;  // nullptr: this architecture has no such tensor; "{}" = layer
@@ -103,30 +99,33 @@ struct TensorDecl {
   DecayGroup decay;
   InitKind init;
   unsigned requires_ = always;
-  HfName gpt2{}, llama{};
-  const HfName& hf(HfArch a) const { return a == HfArch::gpt2 ? gpt2 : llama; }
+  // Its name in each HF architecture of the family, column i for Family::hf[i]; none for adapters.
+  std::vector<HfName> hf{};
+  HfName hf_name(int column) const { return column < int(hf.size()) ? hf[size_t(column)] : HfName{}; }
 };
 
-// The table of the family a shape belongs to, in module order (the order of the flat layout within
-// each decay group, and of GPT-2's HF checkpoint).
-std::span<const TensorDecl> tensor_table(const ModelShape& s);
+// The table of the shape's family, in module order (the order of the flat layout within each decay
+// group, and of GPT-2's HF checkpoint). Throws std::logic_error for a shape without a family.
+std::span<const TensorDecl> tensor_table(const ArchShape& s);
 
-bool present(const TensorDecl& d, const ModelShape& s);
+bool present(const TensorDecl& d, const ArchShape& s, const Adapters& a = {});
 // Whether the optimizer trains the tensor: every tensor of a model without LoRA adapters; only the
 // adapters (Part::lora_a / lora_b) of one with them: the base is frozen (no gradient, no f32
 // master, no Adam state). The one place that decides trainability.
-bool trainable(const TensorDecl& d, const ModelShape& s);
+bool trainable(const TensorDecl& d, const Adapters& a);
 bool is_adapter(const TensorDecl& d);
-int64_t dim_size(Dim dim, const ModelShape& s);
-std::vector<int64_t> global_shape(const TensorDecl& d, const ModelShape& s);
-int64_t global_numel(const TensorDecl& d, const ModelShape& s);
+int64_t dim_size(Dim dim, const ArchShape& s, const Adapters& a = {});
+std::vector<int64_t> global_shape(const TensorDecl& d, const ArchShape& s, const Adapters& a = {});
+int64_t global_numel(const TensorDecl& d, const ArchShape& s, const Adapters& a = {});
 int shard_dim(Shard shard);  // -1 (replicated), 0 or 1
 
 // "{}" in the pattern replaced by the layer number (layer rows) or left alone.
 std::string tensor_name(const TensorDecl& d, int layer = -1);
-std::string hf_tensor_name(const TensorDecl& d, HfArch arch, int layer = -1);
+// Its name in HF architecture `column` of its family; throws std::logic_error where it has none.
+std::string hf_tensor_name(const TensorDecl& d, int column, int layer = -1);
 
-// The name of the word embedding: the stage code that keeps the tied copy equal looks it up.
+// The name of the word embedding: the stage code that keeps the tied copy equal looks it up (every
+// family names it alike; a test holds them to it).
 const std::string& word_embedding_name();
 
 }  // namespace recipe::core

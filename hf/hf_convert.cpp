@@ -13,10 +13,10 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "core/model/param_layout.hpp"
+#include "family/tensor_table.hpp"
 #include "hf/hf_safetensors.hpp"
 #include "hf/lora_merge.hpp"
-#include "family/tensor_table.hpp"
-#include "core/model/param_layout.hpp"
 
 namespace fs = std::filesystem;
 
@@ -43,8 +43,6 @@ std::map<std::string, std::vector<int64_t>> our_shapes(const ModelShape& s) {
   for (const ParamSpec& p : L.params) m[p.name] = p.global_shape;
   return m;
 }
-
-const char* base_prefix(Family f) { return f == Family::gpt2 ? "transformer." : "model."; }
 
 std::string join(const std::vector<std::string>& items, const std::string& sep, size_t max_items) {
   std::string r;
@@ -77,39 +75,8 @@ void write_text_file(const std::string& path_in, const std::string& text) {
   if (ec) throw std::runtime_error(path.string() + ": cannot rename the temporary file into place: " + ec.message());
 }
 
-const char* model_type(Family f) { return f == Family::gpt2 ? "gpt2" : "llama"; }
-
-Family family_of(const ModelShape& s) {
-  const bool gpt2_like = s.layernorm && s.gelu && s.learned_positions;
-  const bool llama_like = !s.layernorm && !s.gelu && !s.learned_positions;
-  if (llama_like) return Family::llama;
-  if (!gpt2_like) {
-    throw std::invalid_argument(
-        std::string("model.norm=") + (s.layernorm ? "layernorm" : "rmsnorm") + ", model.activation=" +
-        (s.gelu ? "gelu" : "swiglu") + ", model.position_embedding=" + (s.learned_positions ? "learned" : "rope") +
-        " match no Hugging Face architecture that computes the same function: GPT-2 is layernorm+gelu+learned, "
-        "Llama is rmsnorm+swiglu+rope");
-  }
-  std::vector<std::string> problems;
-  if (!s.bias)
-    problems.push_back(
-        "model.bias=false (GPT-2 has biases in every linear and LayerNorm; a Llama-style recipe "
-        "converts without biases)");
-  if (s.kv_heads != s.heads)
-    problems.push_back("model.num_kv_heads=" + std::to_string(s.kv_heads) +
-                       " < num_attention_heads=" + std::to_string(s.heads) + " (GPT-2 has no grouped-query attention)");
-  if (int64_t(s.head_dim) * s.heads != s.hidden)
-    problems.push_back("model.head_dim=" + std::to_string(s.head_dim) + " with " + std::to_string(s.heads) +
-                       " heads is not hidden_size=" + std::to_string(s.hidden) +
-                       " (GPT-2 derives head_dim = n_embd / n_head)");
-  if (!problems.empty())
-    throw std::invalid_argument("this GPT model has no Hugging Face GPT-2 equivalent: " + join(problems, "; ", 10));
-  return Family::gpt2;
-}
-
-std::vector<TensorSpec> tensor_specs(const ModelShape& s) {
-  const Family fam = family_of(s);
-  const HfArch arch = fam == Family::gpt2 ? HfArch::gpt2 : HfArch::llama;
+std::vector<TensorSpec> tensor_specs(const ModelShape& s, int column) {
+  const HfArchitecture& h = column == 0 ? hf_architecture(s) : s.arch.family->hf.at(size_t(column));
   const std::span<const TensorDecl> table = tensor_table(s);
   struct Spec {
     TensorSpec t;
@@ -122,7 +89,7 @@ std::vector<TensorSpec> tensor_specs(const ModelShape& s) {
     std::vector<Spec> group;
     for (const TensorDecl& d : table) {
       if (!in_scope(d) || !present(d, s) || is_adapter(d)) continue;  // adapters: hf_peft.hpp
-      const std::string hf = hf_tensor_name(d, arch, layer);
+      const std::string hf = hf_tensor_name(d, column, layer);
       std::vector<int64_t> shape = global_shape(d, s);
       if (!group.empty() && group.back().t.hf_name == hf) {
         TensorSpec& t = group.back().t;
@@ -133,17 +100,17 @@ std::vector<TensorSpec> tensor_specs(const ModelShape& s) {
       Spec g{TensorSpec{}, &d};
       g.t.hf_name = hf;
       g.t.vocab_rows = d.shard == Shard::vocab_rows;
-      g.t.transpose = d.hf(arch).transposed;
-      if (g.t.vocab_rows) shape[0] = s.vocab;
+      g.t.transpose = d.hf_name(column).transposed;
+      if (g.t.vocab_rows) shape[0] = s.arch.vocab;
       if (g.t.transpose) std::swap(shape[0], shape[1]);
       g.t.hf_shape = shape;
       g.t.parts.push_back(tensor_name(d, layer));
       group.push_back(std::move(g));
     }
-    // Llama's HF tensors are listed as this converter has always written them: in each run of
-    // linears between two norms (q,k,v,o / gate,up,down) the weights before the biases. GPT-2's
-    // follow the table (each module's weight, then its bias).
-    if (arch == HfArch::llama) {
+    // Some HF architectures list, in each run of linears between two norms (q,k,v,o /
+    // gate,up,down), the weights before the biases (Llama's state dict); the others follow the
+    // table (each module's weight, then its bias, as GPT-2's).
+    if (h.weights_before_biases) {
       auto is_norm = [](const Spec& g) {
         return g.first->role == Role::attention_norm || g.first->role == Role::mlp_norm ||
                g.first->role == Role::final_norm;
@@ -158,182 +125,9 @@ std::vector<TensorSpec> tensor_specs(const ModelShape& s) {
   };
   add_rows([](const TensorDecl& d) { return d.scope == Scope::embedding || d.scope == Scope::embedding_and_tied_head; },
            -1);
-  for (int l = 0; l < s.layers; ++l) add_rows([](const TensorDecl& d) { return d.scope == Scope::layer; }, l);
+  for (int l = 0; l < s.arch.layers; ++l) add_rows([](const TensorDecl& d) { return d.scope == Scope::layer; }, l);
   add_rows([](const TensorDecl& d) { return d.scope == Scope::head; }, -1);
   return specs;
-}
-
-nlohmann::ordered_json make_config(const ModelShape& s, ckpt::DType dtype) {
-  const Family fam = family_of(s);
-  nlohmann::ordered_json c;
-  const char* torch_dtype = dtype == ckpt::DType::bf16 ? "bfloat16" : "float32";
-  if (fam == Family::gpt2) {
-    c["architectures"] = {"GPT2LMHeadModel"};
-    c["model_type"] = "gpt2";
-    c["vocab_size"] = s.vocab;
-    c["n_positions"] = s.max_positions;
-    c["n_ctx"] = s.max_positions;
-    c["n_embd"] = s.hidden;
-    c["n_layer"] = s.layers;
-    c["n_head"] = s.heads;
-    c["n_inner"] = s.ffn;
-    c["activation_function"] = "gelu_new";  // the engine's GELU is the tanh approximation
-    c["layer_norm_epsilon"] = double(s.norm_eps);
-    c["resid_pdrop"] = 0.0;  // the engine trains without dropout
-    c["embd_pdrop"] = 0.0;
-    c["attn_pdrop"] = 0.0;
-    c["scale_attn_weights"] = true;
-    c["scale_attn_by_inverse_layer_idx"] = false;
-    c["reorder_and_upcast_attn"] = false;
-  } else {
-    c["architectures"] = {"LlamaForCausalLM"};
-    c["model_type"] = "llama";
-    c["vocab_size"] = s.vocab;
-    c["hidden_size"] = s.hidden;
-    c["intermediate_size"] = s.ffn;
-    c["num_hidden_layers"] = s.layers;
-    c["num_attention_heads"] = s.heads;
-    c["num_key_value_heads"] = s.kv_heads;
-    c["head_dim"] = s.head_dim;
-    c["hidden_act"] = "silu";
-    c["max_position_embeddings"] = s.max_positions;
-    c["rms_norm_eps"] = double(s.norm_eps);
-    // transformers < 5 reads rope_theta, 5.x rope_parameters; plain RoPE in both.
-    c["rope_theta"] = double(s.rope_theta);
-    c["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", double(s.rope_theta)}};
-    c["attention_bias"] = s.bias;
-    c["mlp_bias"] = s.bias;
-    c["attention_dropout"] = 0.0;
-    c["pretraining_tp"] = 1;
-  }
-  c["initializer_range"] = s.init_std;
-  c["tie_word_embeddings"] = s.tied;
-  c["use_cache"] = true;
-  c["torch_dtype"] = torch_dtype;  // transformers < 5
-  c["dtype"] = torch_dtype;        // transformers 5
-  return c;
-}
-
-std::vector<std::string> config_mismatches(const nlohmann::json& config, const ModelShape& s) {
-  if (!config.is_object() || !config.contains("model_type") || !config["model_type"].is_string())
-    throw std::invalid_argument("config.json has no \"model_type\"; it is not a transformers model config");
-  const std::string mt = config["model_type"].get<std::string>();
-  if (mt != "gpt2" && mt != "llama")
-    throw std::invalid_argument("config.json has model_type \"" + mt +
-                                "\": only \"gpt2\" and \"llama\" models can be imported (other architectures "
-                                "compute something the engine does not)");
-  const Family fam = family_of(s);
-  std::vector<std::string> bad;
-  if (mt != model_type(fam)) {
-    bad.push_back("model_type is \"" + mt + "\" in config.json, the recipe describes a " + model_type(fam) +
-                  "-style model (" +
-                  (fam == Family::gpt2 ? "layernorm, gelu, learned positions" : "rmsnorm, swiglu, rope") +
-                  "): use a recipe of the same architecture");
-    return bad;
-  }
-  auto number = [&](const nlohmann::json& v) -> std::optional<double> {
-    if (v.is_number()) return v.get<double>();
-    return std::nullopt;
-  };
-  // A key of config.json (absent: transformers' default) against the recipe's value.
-  auto check_int = [&](const char* key, std::optional<int64_t> fallback, int64_t ours, const std::string& recipe_key) {
-    std::optional<int64_t> theirs = fallback;
-    if (config.contains(key) && !config[key].is_null()) {
-      if (!config[key].is_number_integer()) {
-        bad.push_back(std::string(key) + " is " + config[key].dump() + " in config.json, not an integer");
-        return;
-      }
-      theirs = config[key].get<int64_t>();
-    }
-    if (theirs && *theirs != ours)
-      bad.push_back(std::string(key) + " is " + std::to_string(*theirs) + " in config.json, the recipe has " +
-                    recipe_key + "=" + std::to_string(ours));
-  };
-  auto check_real = [&](const nlohmann::json& obj, const char* key, double fallback, double ours,
-                        const std::string& recipe_key) {
-    double theirs = fallback;
-    if (obj.contains(key) && !obj[key].is_null()) {
-      auto v = number(obj[key]);
-      if (!v) {
-        bad.push_back(std::string(key) + " is " + obj[key].dump() + " in config.json, not a number");
-        return;
-      }
-      theirs = *v;
-    }
-    if (std::fabs(theirs - ours) > 1e-6 * std::max(std::fabs(theirs), std::fabs(ours))) {
-      std::ostringstream m;
-      m << key << " is " << theirs << " in config.json, the recipe has " << recipe_key << "=" << ours;
-      bad.push_back(m.str());
-    }
-  };
-  auto check_bool = [&](const char* key, bool fallback, bool ours, const std::string& recipe_key) {
-    bool theirs = fallback;
-    if (config.contains(key) && config[key].is_boolean()) theirs = config[key].get<bool>();
-    if (theirs != ours)
-      bad.push_back(std::string(key) + " is " + (theirs ? "true" : "false") + " in config.json, the recipe has " +
-                    recipe_key + "=" + (ours ? "true" : "false"));
-  };
-  auto int_or = [&](const char* key, int64_t fallback) {
-    return config.contains(key) && config[key].is_number_integer() ? config[key].get<int64_t>() : fallback;
-  };
-  auto bool_or = [&](const char* key, bool fallback) {
-    return config.contains(key) && config[key].is_boolean() ? config[key].get<bool>() : fallback;
-  };
-  auto string_of = [&](const char* key, const std::string& fallback) {
-    return config.contains(key) && config[key].is_string() ? config[key].get<std::string>() : fallback;
-  };
-
-  check_int("vocab_size", std::nullopt, s.vocab, "model.vocab_size");
-  if (fam == Family::gpt2) {
-    // Defaults: transformers' GPT2Config.
-    check_int("n_embd", 768, s.hidden, "model.hidden_size");
-    check_int("n_layer", 12, s.layers, "model.num_layers");
-    check_int("n_head", 12, s.heads, "model.num_attention_heads");
-    check_int("n_positions", 1024, s.max_positions, "model.max_position_embeddings");
-    const int64_t n_embd = int_or("n_embd", 768);
-    check_int("n_inner", 4 * n_embd, s.ffn, "model.ffn_hidden_size");
-    check_real(config, "layer_norm_epsilon", 1e-5, double(s.norm_eps), "model.norm_eps");
-    check_bool("tie_word_embeddings", true, s.tied, "model.tie_embeddings");
-    const std::string act = string_of("activation_function", "gelu_new");
-    if (act != "gelu_new" && act != "gelu_pytorch_tanh" && act != "gelu_fast")
-      bad.push_back("activation_function is \"" + act +
-                    "\" in config.json; the engine computes the tanh approximation of GELU (gelu_new)");
-    if (bool_or("scale_attn_by_inverse_layer_idx", false))
-      bad.push_back(
-          "scale_attn_by_inverse_layer_idx is true in config.json; the engine scales scores by 1/sqrt(head_dim) only");
-    if (!bool_or("scale_attn_weights", true))
-      bad.push_back("scale_attn_weights is false in config.json; the engine scales scores by 1/sqrt(head_dim)");
-  } else {
-    // Defaults: transformers' LlamaConfig.
-    check_int("hidden_size", 4096, s.hidden, "model.hidden_size");
-    check_int("intermediate_size", 11008, s.ffn, "model.ffn_hidden_size");
-    check_int("num_hidden_layers", 32, s.layers, "model.num_layers");
-    check_int("num_attention_heads", 32, s.heads, "model.num_attention_heads");
-    const int64_t heads = int_or("num_attention_heads", 32);
-    const int64_t hidden = int_or("hidden_size", 4096);
-    check_int("num_key_value_heads", heads, s.kv_heads, "model.num_kv_heads");
-    check_int("head_dim", heads > 0 ? hidden / heads : 0, s.head_dim, "model.head_dim");
-    check_real(config, "rms_norm_eps", 1e-6, double(s.norm_eps), "model.norm_eps");
-    // Newer transformers keep rope_theta and the rope type in "rope_parameters".
-    const nlohmann::json* rope = &config;
-    if (config.contains("rope_parameters") && config["rope_parameters"].is_object()) rope = &config["rope_parameters"];
-    check_real(*rope, "rope_theta", 10000.0, double(s.rope_theta), "model.rope_theta");
-    const std::string rope_type = rope->contains("rope_type") && (*rope)["rope_type"].is_string()
-                                      ? (*rope)["rope_type"].get<std::string>()
-                                      : "default";
-    if (rope_type != "default")
-      bad.push_back("rope_parameters.rope_type is \"" + rope_type +
-                    "\" in config.json; the engine has plain RoPE only");
-    if (config.contains("rope_scaling") && !config["rope_scaling"].is_null())
-      bad.push_back("rope_scaling is " + config["rope_scaling"].dump() +
-                    " in config.json; the engine has plain RoPE only (no scaled positions)");
-    const std::string act = string_of("hidden_act", "silu");
-    if (act != "silu") bad.push_back("hidden_act is \"" + act + "\" in config.json; the engine's SwiGLU uses silu");
-    check_bool("attention_bias", false, s.bias, "model.bias");
-    check_bool("mlp_bias", false, s.bias, "model.bias");
-    check_bool("tie_word_embeddings", false, s.tied, "model.tie_embeddings");
-  }
-  return bad;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -364,7 +158,7 @@ ExportResult export_checkpoint(const std::string& checkpoint_dir, const ModelSha
     throw std::invalid_argument("--merge: checkpoint " + checkpoint_dir +
                                 " is of a model without LoRA adapters (peft.kind=\"none\" in its plan): export it "
                                 "without --merge");
-  const Family fam = family_of(shape);
+  const HfArchitecture& h = hf_architecture(shape);
   const std::vector<TensorSpec> specs = tensor_specs(shape);
   const ckpt::CheckpointReader reader(checkpoint_dir);
 
@@ -411,7 +205,7 @@ ExportResult export_checkpoint(const std::string& checkpoint_dir, const ModelSha
       cols = g.size() > 1 ? numel_of(g) / g[0] : 1;
     }
     if (t.vocab_rows) {
-      rows = shape.vocab;
+      rows = shape.arch.vocab;
       buf.resize(size_t(rows * cols));
     }
     if (t.transpose) buf = transposed(buf, rows, cols);
@@ -422,7 +216,7 @@ ExportResult export_checkpoint(const std::string& checkpoint_dir, const ModelSha
   ExportResult r;
   r.adapters_left_out = shape.lora() && !options.merge_lora;
   r.out_dir = out.string();
-  r.model_type = model_type(fam);
+  r.model_type = h.model_type;
   r.tensors = int(specs.size());
   r.bytes = writer.bytes();
   r.files.push_back(st_path.string());
@@ -464,13 +258,15 @@ ImportResult import_checkpoint(const std::string& hf_dir_in, const plan::Plan& p
                                 std::to_string(bad.size()) + "): " + join(bad, "; ", 20) +
                                 ". Set those model.* keys to the config's values (overrides such as "
                                 "model.hidden_size=768) or pick the matching preset");
-  const Family fam = family_of(shape);
+  std::vector<std::string> unused_lines;
+  const int column = hf_column(config, shape, unused_lines);  // config_mismatches accepted it
+  const HfArchitecture& h = shape.arch.family->hf.at(size_t(column));
   const ckpt::hf::HfTensorFiles files(hf_dir.string());
-  const std::vector<TensorSpec> specs = tensor_specs(shape);
+  const std::vector<TensorSpec> specs = tensor_specs(shape, column);
 
   // Resolve every HF name first (saved from the bare base model, names lack the prefix), and
   // report every missing or misshapen tensor at once.
-  const std::string prefix = base_prefix(fam);
+  const std::string prefix = h.base_prefix;
   std::vector<std::string> found(specs.size()), problems;
   std::set<std::string> used;
   for (size_t i = 0; i < specs.size(); ++i) {
@@ -495,13 +291,13 @@ ImportResult import_checkpoint(const std::string& hf_dir_in, const plan::Plan& p
     used.insert(name);
   }
   if (!problems.empty())
-    throw std::runtime_error(hf_dir.string() + " does not hold the tensors of a " + model_type(fam) +
+    throw std::runtime_error(hf_dir.string() + " does not hold the tensors of a " + h.model_type +
                              " model of this shape (" + std::to_string(problems.size()) +
                              "): " + join(problems, "; ", 8) +
                              ". Check that the directory is the model config.json describes (a complete download)");
 
   ImportResult result;
-  result.model_type = model_type(fam);
+  result.model_type = h.model_type;
   result.tensors = int(specs.size());
   for (const std::string& n : files.names())
     if (!used.count(n)) result.unused.push_back(n);
@@ -539,7 +335,7 @@ ImportResult import_checkpoint(const std::string& hf_dir_in, const plan::Plan& p
     for (const std::string& part : t.parts) {
       const std::vector<int64_t>& g = ours.at(part);
       const int64_t cols = g.size() > 1 ? numel_of(g) / g[0] : 1;
-      const int64_t rows_here = t.vocab_rows ? shape.vocab : g[0];
+      const int64_t rows_here = t.vocab_rows ? shape.arch.vocab : g[0];
       std::vector<float> mine(size_t(numel_of(g)), 0.0f);  // padded vocab rows stay zero
       std::copy_n(hf.begin() + row * cols, rows_here * cols, mine.begin());
       row += rows_here;
@@ -571,10 +367,10 @@ ImportResult import_checkpoint(const std::string& hf_dir_in, const plan::Plan& p
   c["data_seed"] = plan.data.seed;
   c["last_loss"] = 0.0;
   c["model"] = {{"arch", std::string(plan::to_string(plan.model.arch))},
-                {"layers", shape.layers},
-                {"hidden", shape.hidden},
-                {"vocab_size", shape.vocab},
-                {"padded_vocab", shape.padded_vocab}};
+                {"layers", shape.arch.layers},
+                {"hidden", shape.arch.hidden},
+                {"vocab_size", shape.arch.vocab},
+                {"padded_vocab", shape.arch.padded_vocab}};
   c["saved_with"] = {{"tp", 1}, {"pp", 1}, {"dp", 1}, {"zero1", false}, {"world", 1}};
   std::set<std::string> dtypes;
   for (size_t i = 0; i < specs.size(); ++i) dtypes.insert(files.find(found[i])->dtype);

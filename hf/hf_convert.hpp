@@ -1,21 +1,24 @@
 // Our checkpoints ↔ Hugging Face `transformers` model directories (config.json + safetensors).
 //
-// Two HF architectures compute exactly what the engine computes, and only those are written:
+// What is written is read off the model's family descriptor (family/family.hpp): each family lists
+// the HF architectures it reads and writes (export writes the first), and for each the
+// config.json model_type and class, the flags that architecture can express, and its config.json
+// keys ↔ ArchShape fields. Which of our tensors make which HF tensor, and their orientation, are the
+// family's tensor-table columns. This file holds no per-family branch; it interprets those.
 //
-//   gpt2 (GPT2LMHeadModel): LayerNorm with biases, tanh-GELU MLP ("gelu_new"), learned positions,
-//     biases in every linear, kv_heads == heads, head_dim·heads == hidden. GPT-2's Conv1D stores
-//     weights [in, out] (y = x·W + b), the transpose of our [out, in] (nn.Linear); c_attn is
+// Today (family/gpt.cpp, family/llama.cpp):
+//
+//   gpt → gpt2 (GPT2LMHeadModel): LayerNorm with biases, tanh-GELU MLP ("gelu_new"), learned
+//     positions, biases in every linear, kv_heads == heads, head_dim·heads == hidden. GPT-2's Conv1D
+//     stores weights [in, out] (y = x·W + b), the transpose of our [out, in] (nn.Linear); c_attn is
 //     q|k|v concatenated along the output dim: c_attn.weight = [q;k;v]ᵀ, shape [C, 3C].
-//   llama (LlamaForCausalLM): RMSNorm, SwiGLU (down(silu(gate)·up)), RoPE with HF's rotate-half
-//     pairing (i with i + D/2, angle t·θ^(-2i/D): the engine's kernels/cpu/rope.cpp, so q_proj and
-//     k_proj need no head-dim permutation), GQA with q head h reading kv head h / (Hq/Hkv) (HF's
-//     repeat_kv). Biases map to attention_bias / mlp_bias.
+//   llama → llama (LlamaForCausalLM): RMSNorm, SwiGLU (down(silu(gate)·up)), RoPE with HF's
+//     rotate-half pairing (i with i + D/2, angle t·θ^(-2i/D): the engine's kernels/cpu/rope.cpp, so
+//     q_proj and k_proj need no head-dim permutation), GQA with q head h reading kv head h / (Hq/Hkv)
+//     (HF's repeat_kv). Biases map to attention_bias / mlp_bias.
 //
-// Which of our tensors make which HF tensor, and their orientation, are columns of the family's
-// tensor table (family/decoder.cpp); this file adds the config.json mapping and I/O.
-//
-// Any other feature mix (a GPT without biases, RMSNorm with GELU, ...) has no HF class that
-// computes the same function, and is refused naming the features.
+// A model whose flags its family's HF architecture cannot express (a GPT without biases, RMSNorm in
+// the gpt family, ...) has no HF class that computes the same function, and is refused naming them.
 //
 // Vocabulary: our embedding (and lm_head) has padded_vocab rows; HF gets the first vocab_size rows
 // (the padded rows never receive a gradient and the loss masks their logits, so trimming changes
@@ -30,16 +33,14 @@
 
 #include "checkpoint/checkpoint.hpp"
 #include "core/model/model_shape.hpp"
+#include "family/family.hpp"
 #include "plan/plan.hpp"
 
 namespace recipe::core::hf {
 
-enum class Family { gpt2, llama };
-const char* model_type(Family f);  // "gpt2" / "llama" (config.json's model_type)
-
-// The HF architecture that computes what a model of this shape computes; throws
-// std::invalid_argument listing what has no HF equivalent.
-Family family_of(const ModelShape& s);
+// The HF architecture export writes for a model of this shape (its family's first); throws
+// std::invalid_argument listing what that architecture cannot express.
+const HfArchitecture& hf_architecture(const ModelShape& s);
 
 // One tensor of the HF model and the tensors of ours it is made of.
 struct TensorSpec {
@@ -50,16 +51,22 @@ struct TensorSpec {
   bool vocab_rows = false;         // dim 0 is the padded vocabulary: HF has the first `vocab` rows
 };
 
-// Every tensor of the HF model, in the HF module order.
-std::vector<TensorSpec> tensor_specs(const ModelShape& s);
+// Every tensor of the HF model, in the HF module order; `column` is the HF architecture's index in
+// the family's list (0: the one export writes).
+std::vector<TensorSpec> tensor_specs(const ModelShape& s, int column = 0);
 
 // config.json for the shape ("torch_dtype" from `dtype`).
 nlohmann::ordered_json make_config(const ModelShape& s, ckpt::DType dtype);
 
+// The index in the shape's family's HF list (Family::hf) of config.json's model_type; -1, with a
+// line in `bad`, when it is another family's. Throws std::invalid_argument when model_type is
+// missing or no family's.
+int hf_column(const nlohmann::json& config, const ModelShape& s, std::vector<std::string>& bad);
+
 // Where config.json disagrees with the shape, one line each naming both values, e.g.
 // "n_embd is 768 in config.json, the recipe has model.hidden_size=512". Throws
-// std::invalid_argument when model_type is missing or not gpt2/llama, or when config.json asks
-// for something the engine does not compute (rope_scaling, another activation).
+// std::invalid_argument when model_type is missing or no family's, or when config.json asks for
+// something the engine does not compute (rope_scaling, another activation).
 std::vector<std::string> config_mismatches(const nlohmann::json& config, const ModelShape& s);
 
 struct ExportOptions {

@@ -19,8 +19,7 @@ namespace recipe::core::hf {
 namespace {
 
 const char* kKeyPrefix = "base_model.model.";
-
-HfArch arch_of(const ModelShape& s) { return family_of(s) == Family::gpt2 ? HfArch::gpt2 : HfArch::llama; }
+constexpr int kExportColumn = 0;  // the HF architecture export writes (Family::hf[0])
 
 // "model.layers.0.self_attn.q_proj.weight" → "model.layers.0.self_attn.q_proj"
 std::string module_of(const std::string& hf_weight) {
@@ -47,12 +46,12 @@ struct ModuleAdapter {
 // that HF names as one module (GPT-2's q, k, v → c_attn) join one entry.
 std::vector<ModuleAdapter> module_adapters(const ModelShape& s) {
   if (!s.lora()) throw std::invalid_argument("the model has no LoRA adapters (peft.kind=\"none\"): nothing to export");
-  const HfArch arch = arch_of(s);
+  hf_architecture(s);  // refuses a model its family's HF architecture cannot express
   const ParamLayout L = build_param_layout(s, plan::OptimizerConfig{}, 1, 0);
   std::vector<ModuleAdapter> out;
   for (const lora::AdaptedWeight& aw : lora::adapted_weights(s)) {
     const ParamSpec& w = L.get(aw.weight);
-    const std::string module = module_of(hf_tensor_name(*w.decl, arch, w.layer));
+    const std::string module = module_of(hf_tensor_name(*w.decl, kExportColumn, w.layer));
     if (!out.empty() && out.back().module == module && out.back().a == aw.a) {
       out.back().b.push_back(aw.b);
       continue;
@@ -60,6 +59,15 @@ std::vector<ModuleAdapter> module_adapters(const ModelShape& s) {
     out.push_back({module, aw.a, {aw.b}});
   }
   return out;
+}
+
+// Whether the HF modules store their weights [in, out] (GPT-2's Conv1D), read off the table: PEFT
+// needs fan_in_fan_out = true for them.
+bool fan_in_fan_out(const ModelShape& s) {
+  for (const TensorDecl& d : tensor_table(s))
+    if (d.scope == Scope::layer && d.part == Part::weight && present(d, s) && d.hf_name(kExportColumn).transposed)
+      return true;
+  return false;
 }
 
 }  // namespace
@@ -78,12 +86,12 @@ std::vector<PeftTensorSpec> peft_tensor_specs(const ModelShape& s) {
 }
 
 std::vector<std::string> peft_target_modules(const ModelShape& s) {
-  const HfArch arch = arch_of(s);
+  hf_architecture(s);
   // Every linear module of a layer by its last name component, to see which names are ambiguous.
   std::map<std::string, std::set<std::string>> parents_of;
   for (const TensorDecl& d : tensor_table(s)) {
-    if (d.scope != Scope::layer || d.part != Part::weight || !present(d, s) || !d.hf(arch).name) continue;
-    const std::vector<std::string> parts = split(module_of(hf_tensor_name(d, arch, 0)));
+    if (d.scope != Scope::layer || d.part != Part::weight || !present(d, s) || !d.hf_name(kExportColumn).name) continue;
+    const std::vector<std::string> parts = split(module_of(hf_tensor_name(d, kExportColumn, 0)));
     if (parts.size() >= 2) parents_of[parts.back()].insert(parts[parts.size() - 2]);
   }
   std::set<std::string> targets;
@@ -106,8 +114,8 @@ nlohmann::ordered_json make_peft_config(const ModelShape& s, const plan::PeftCon
   c["use_rslora"] = peft.use_rslora;
   c["lora_dropout"] = peft.dropout;
   c["target_modules"] = peft_target_modules(s);
-  c["fan_in_fan_out"] = family_of(s) == Family::gpt2;  // Conv1D stores [in, out]
-  c["bias"] = "none";                                  // the engine's adapters have no bias
+  c["fan_in_fan_out"] = fan_in_fan_out(s);  // Conv1D stores [in, out]
+  c["bias"] = "none";                       // the engine's adapters have no bias
   c["modules_to_save"] = nullptr;
   c["init_lora_weights"] = true;
   c["layers_to_transform"] = nullptr;

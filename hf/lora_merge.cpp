@@ -37,7 +37,7 @@ std::vector<AdaptedWeight> adapted_weights(const ModelShape& s) {
   std::vector<AdaptedWeight> out;
   if (!s.lora()) return out;
   const ParamLayout L = build_param_layout(s, plan::OptimizerConfig{}, 1, 0);
-  for (int l = 0; l < s.layers; ++l)
+  for (int l = 0; l < s.arch.layers; ++l)
     for (Role role : {Role::qkv, Role::attention_out, Role::mlp_in, Role::mlp_out}) {
       const auto as = L.bound(role, Part::lora_a, l);
       if (as.empty()) continue;  // not a target

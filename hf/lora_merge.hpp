@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "checkpoint/checkpoint.hpp"
-#include "family/shape.hpp"
+#include "core/model/model_shape.hpp"
 
 namespace recipe::core::lora {
 

@@ -3,14 +3,15 @@
 
 #include <algorithm>
 
-#include "family/shape.hpp"
+#include "family/arch_shape.hpp"
 #include "plan/lora.hpp"
+#include "plan/model_family.hpp"
 
 namespace recipe::plan {
 
 Fp8Linears fp8_linears(const Plan& plan) {
   if (plan.trainer.precision != Precision::fp8) return {};
-  const LoraTargets t = lora_targets(plan.fp8.linears);
+  const LoraTargets t = lora_targets(model_family(plan.model), plan.fp8.linears);
   return {t.mask, t.problems};
 }
 

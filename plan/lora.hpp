@@ -2,12 +2,13 @@
 // estimate and the core (which linears get adapters, and their scale).
 //
 // peft.target_modules names linears as the engine fuses them (q|k|v is one linear, and so is
-// gate|up); it takes the engine's names, the Hugging Face names and "all-linear":
-//   qkv  = c_attn (GPT-2)            = q_proj + k_proj + v_proj (Llama: all three together)
-//   proj = o_proj                    (c_proj: see below)
-//   fc1  = c_fc (GPT-2)              = gate_proj + up_proj (Llama: both together)
-//   fc2  = down_proj                 (c_proj: see below)
-//   c_proj (GPT-2) = proj and fc2, as in HF PEFT, where the name matches both modules
+// gate|up); it takes the engine's names, the model family's Hugging Face module names
+// (core::Family::lora_names / lora_groups, family/gpt.cpp and family/llama.cpp) and "all-linear":
+//   qkv  = c_attn (gpt)              = q_proj + k_proj + v_proj (llama: all three together)
+//   proj = o_proj (llama)            (c_proj: see below)
+//   fc1  = c_fc (gpt)                = gate_proj + up_proj (llama: both together)
+//   fc2  = down_proj (llama)         (c_proj: see below)
+//   c_proj (gpt) = proj and fc2, as in HF PEFT, where the name matches both modules
 //   all-linear = qkv, proj, fc1, fc2
 // A fused linear gets one adapter (one A, one B whose rows cover all its outputs), as NeMo adapts
 // linear_qkv and linear_fc1. HF PEFT puts one adapter on each of q_proj, k_proj, v_proj; the
@@ -18,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "family/family.hpp"
 #include "plan/plan.hpp"
 
 namespace recipe::plan {
@@ -27,11 +29,12 @@ struct LoraTargets {
   std::vector<std::string> problems;  // one message per unusable entry
 };
 
-// The linears `modules` adapts, and what is wrong with the entries that name none.
-LoraTargets lora_targets(const std::vector<std::string>& modules);
+// The linears `modules` adapts in a model of `family`, and what is wrong with the entries that
+// name none.
+LoraTargets lora_targets(const core::Family& family, const std::vector<std::string>& modules);
 
-// Every spelling peft.target_modules accepts.
-const std::vector<std::string>& lora_target_names();
+// Every spelling peft.target_modules accepts for a model of `family`.
+std::vector<std::string> lora_target_names(const core::Family& family);
 
 // The adapter scale: alpha / rank, or alpha / sqrt(rank) with peft.use_rslora.
 double lora_scale(const PeftConfig& peft);

@@ -5,6 +5,7 @@
 
 #include "family/tensor_table.hpp"
 #include "plan/lora.hpp"
+#include "plan/model_family.hpp"
 
 namespace recipe::plan {
 
@@ -12,10 +13,11 @@ namespace {
 
 bool swiglu(const ModelConfig& m) { return m.activation == plan::Activation::swiglu; }
 
-// The model's tensor-table shape, read leniently (the resolver counts before it knows the plan is
+// The model's architecture, read leniently (the resolver counts before it knows the plan is
 // valid; unknown strings simply select no optional part). `vocab` rows stand in for the padded vocab.
-core::ModelShape table_shape(const ModelConfig& m, int64_t vocab) {
-  core::ModelShape s;
+core::ArchShape table_shape(const ModelConfig& m, int64_t vocab) {
+  core::ArchShape s;
+  s.family = &model_family(m);
   s.layers = m.num_layers;
   s.hidden = m.hidden_size;
   s.heads = m.num_attention_heads;
@@ -24,7 +26,6 @@ core::ModelShape table_shape(const ModelConfig& m, int64_t vocab) {
   s.ffn = m.ffn_hidden_size;
   s.vocab = m.vocab_size;
   s.padded_vocab = static_cast<int>(vocab);
-  s.seq = m.seq_length;
   s.max_positions = m.max_position_embeddings > 0 ? m.max_position_embeddings : m.seq_length;
   s.layernorm = m.norm == plan::Norm::layernorm;
   s.gelu = !swiglu(m);
@@ -34,19 +35,19 @@ core::ModelShape table_shape(const ModelConfig& m, int64_t vocab) {
   return s;
 }
 
-// The table shape with the plan's LoRA adapters.
-core::ModelShape lora_shape(const Plan& plan) {
-  core::ModelShape s = table_shape(plan.model, plan.model.padded_vocab_size);
+// The plan's LoRA adapters (none without LoRA).
+core::Adapters lora_adapters(const Plan& plan) {
+  core::Adapters a;
   if (plan.peft.kind == PeftKind::lora && plan.peft.rank > 0) {
-    s.lora_rank = plan.peft.rank;
-    s.lora_targets = lora_targets(plan.peft.target_modules).mask;
+    a.rank = plan.peft.rank;
+    a.targets = lora_targets(model_family(plan.model), plan.peft.target_modules).mask;
   }
-  return s;
+  return a;
 }
 
 // Σ over the table's present rows of `role` (whole tensors, one copy each).
 int64_t role_params(const ModelConfig& m, int64_t vocab, core::Role role) {
-  const core::ModelShape s = table_shape(m, vocab);
+  const core::ArchShape s = table_shape(m, vocab);
   int64_t n = 0;
   for (const core::TensorDecl& d : core::tensor_table(s))
     if (d.role == role && core::present(d, s)) n += core::global_numel(d, s);
@@ -56,7 +57,7 @@ int64_t role_params(const ModelConfig& m, int64_t vocab, core::Role role) {
 }  // namespace
 
 LayerParams layer_params(const ModelConfig& m) {
-  const core::ModelShape s = table_shape(m, m.padded_vocab_size);
+  const core::ArchShape s = table_shape(m, m.padded_vocab_size);
   LayerParams p;
   for (const core::TensorDecl& d : core::tensor_table(s)) {
     if (d.scope != core::Scope::layer || !core::present(d, s) || core::is_adapter(d)) continue;
@@ -77,7 +78,7 @@ int64_t final_norm_params(const ModelConfig& m) { return role_params(m, m.padded
 
 int64_t count_params(const ModelConfig& m, int64_t vocab) {
   // Every present row once (a tied head is the word embedding: no row of its own), layer rows once per layer.
-  const core::ModelShape s = table_shape(m, vocab);
+  const core::ArchShape s = table_shape(m, vocab);
   int64_t n = 0;
   for (const core::TensorDecl& d : core::tensor_table(s))
     if (core::present(d, s)) n += (d.scope == core::Scope::layer ? s.layers : 1) * core::global_numel(d, s);
@@ -107,23 +108,25 @@ double training_flops_per_token(const Plan& plan) {
 }
 
 LayerParams lora_layer_params(const Plan& plan) {
-  const core::ModelShape s = lora_shape(plan);
+  const core::ArchShape s = table_shape(plan.model, plan.model.padded_vocab_size);
+  const core::Adapters a = lora_adapters(plan);
   LayerParams p;
-  if (!s.lora()) return p;
+  if (!a.any()) return p;
   for (const core::TensorDecl& d : core::tensor_table(s)) {
-    if (d.scope != core::Scope::layer || !core::present(d, s) || !core::is_adapter(d)) continue;
-    (d.shard == core::Shard::replicated ? p.replicated : p.sharded) += core::global_numel(d, s);
+    if (d.scope != core::Scope::layer || !core::present(d, s, a) || !core::is_adapter(d)) continue;
+    (d.shard == core::Shard::replicated ? p.replicated : p.sharded) += core::global_numel(d, s, a);
   }
   return p;
 }
 
 int64_t lora_widest_input(const Plan& plan, int tp) {
-  const core::ModelShape s = lora_shape(plan);
+  const core::ArchShape s = table_shape(plan.model, plan.model.padded_vocab_size);
+  const core::Adapters a = lora_adapters(plan);
   int64_t widest = 0;
-  if (!s.lora()) return widest;
+  if (!a.any()) return widest;
   for (const core::TensorDecl& d : core::tensor_table(s)) {
-    if (d.scope != core::Scope::layer || !core::present(d, s) || d.part != core::Part::lora_a) continue;
-    const int64_t in = core::global_shape(d, s).at(1);
+    if (d.scope != core::Scope::layer || !core::present(d, s, a) || d.part != core::Part::lora_a) continue;
+    const int64_t in = core::global_shape(d, s, a).at(1);
     widest = std::max(widest, d.shard == core::Shard::row ? in / std::max(1, tp) : in);
   }
   return widest;

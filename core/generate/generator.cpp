@@ -14,10 +14,11 @@ namespace recipe::core {
 
 ModelShape generation_shape(const plan::Plan& plan, int capacity) {
   ModelShape s = model_shape(plan);
-  if (capacity < 1 || capacity > s.max_positions)
-    throw std::invalid_argument("generation needs " + std::to_string(capacity) +
-                                " positions (prompt + new tokens), but model.max_position_embeddings=" +
-                                std::to_string(s.max_positions) + ": shorten the prompt or lower --max-new-tokens");
+  if (capacity < 1 || capacity > s.arch.max_positions)
+    throw std::invalid_argument(
+        "generation needs " + std::to_string(capacity) +
+        " positions (prompt + new tokens), but model.max_position_embeddings=" + std::to_string(s.arch.max_positions) +
+        ": shorten the prompt or lower --max-new-tokens");
   s.seq = capacity;
   s.packed = false;
   s.sequence_parallel = 1;      // one rank decodes, whatever layout trained the checkpoint

@@ -55,34 +55,35 @@ namespace {
 // residual, the norms and their statistics); the tensors between the linears keep all N rows.
 void carve_layer(Carver& c, LayerActs& a, const Activations& acts, const ModelShape& s, int B, DType act,
                  bool with_residual, bool share_ln, bool share_fc_act) {
-  const int64_t N = int64_t(B) * s.seq, R = N / s.sequence_parallel, C = s.hidden;
+  const int64_t N = int64_t(B) * s.seq, R = N / s.sequence_parallel, C = s.arch.hidden;
   if (with_residual) a.residual = c.take(act, {R, C}, "residual");
   a.ln1 = share_ln ? acts.shared_ln : c.take(act, {R, C}, "ln1");
-  if (s.layernorm) a.ln1_mean = c.take(DType::f32, {R}, "ln1_mean");
+  if (s.arch.layernorm) a.ln1_mean = c.take(DType::f32, {R}, "ln1_mean");
   a.ln1_rstd = c.take(DType::f32, {R}, "ln1_rstd");
-  a.qkv = c.take(act, {N, s.qkv_dim()}, "qkv");
-  a.atty = c.take(act, {N, s.q_dim()}, "atty");
-  a.lse = c.take(DType::f32, {int64_t(B), int64_t(s.heads), int64_t(s.seq)}, "lse");
+  a.qkv = c.take(act, {N, s.arch.qkv_dim()}, "qkv");
+  a.atty = c.take(act, {N, s.arch.q_dim()}, "atty");
+  a.lse = c.take(DType::f32, {int64_t(B), int64_t(s.arch.heads), int64_t(s.seq)}, "lse");
   a.residual2 = c.take(act, {R, C}, "residual2");
   a.ln2 = share_ln ? acts.shared_ln : c.take(act, {R, C}, "ln2");
-  if (s.layernorm) a.ln2_mean = c.take(DType::f32, {R}, "ln2_mean");
+  if (s.arch.layernorm) a.ln2_mean = c.take(DType::f32, {R}, "ln2_mean");
   a.ln2_rstd = c.take(DType::f32, {R}, "ln2_rstd");
-  a.fc_pre = c.take(act, {N, s.fc_in_rows()}, "fc_pre");
-  a.fc_act = share_fc_act ? acts.shared_fc_act : c.take(act, {N, int64_t(s.ffn)}, "fc_act");
+  a.fc_pre = c.take(act, {N, s.arch.fc_in_rows()}, "fc_pre");
+  a.fc_act = share_fc_act ? acts.shared_fc_act : c.take(act, {N, int64_t(s.arch.ffn)}, "fc_act");
 }
 
 // The buffers every slot shares: the transient region (see the header) and the norm scratch.
 void carve_shared(Carver& c, Activations& acts, const ModelShape& s, int B, Recompute level, DType act) {
-  const int64_t N = int64_t(B) * s.seq, R = N / s.sequence_parallel, C = s.hidden, F = s.ffn, FI = s.fc_in_rows();
-  const int64_t Vl = s.padded_vocab;
+  const int64_t N = int64_t(B) * s.seq, R = N / s.sequence_parallel, C = s.arch.hidden, F = s.arch.ffn,
+                FI = s.arch.fc_in_rows();
+  const int64_t Vl = s.arch.padded_vocab;
 
   const bool act_shared = level != Recompute::none;
   const size_t fc_act_end = act_shared ? align_up(tensor_bytes(act, N * F)) : 0;
   const size_t dfc_act_off = align_up(fc_act_end + tensor_bytes(act, N * FI));
-  const size_t mlp_end = s.gelu ? dfc_act_off : dfc_act_off + tensor_bytes(act, N * F);
+  const size_t mlp_end = s.arch.gelu ? dfc_act_off : dfc_act_off + tensor_bytes(act, N * F);
   const size_t proj_end = fc_act_end + tensor_bytes(act, R * C);
-  const size_t dqkv_off = align_up(tensor_bytes(act, N * s.q_dim()));
-  const size_t attn_end = dqkv_off + tensor_bytes(act, N * s.qkv_dim());
+  const size_t dqkv_off = align_up(tensor_bytes(act, N * s.arch.q_dim()));
+  const size_t attn_end = dqkv_off + tensor_bytes(act, N * s.arch.qkv_dim());
   // The resolver derived the chunk (plan::classifier_chunk_rows over these same buffer sizes). The
   // logits view and the classifier's chunk loop index by it, so an unresolved shape must not pass.
   if (s.classifier_chunk_rows < 1)
@@ -95,10 +96,10 @@ void carve_shared(Carver& c, Activations& acts, const ModelShape& s, int B, Reco
   acts.logits = c.at(base, act, {acts.chunk_rows, Vl});
   acts.shared_fc_act = act_shared ? c.at(base, act, {N, F}) : Tensor();
   acts.dfc = c.at(base + fc_act_end, act, {N, FI});
-  if (!s.gelu) acts.dfc_act = c.at(base + dfc_act_off, act, {N, F});
+  if (!s.arch.gelu) acts.dfc_act = c.at(base + dfc_act_off, act, {N, F});
   acts.proj_out = c.at(base + fc_act_end, act, {R, C});
-  acts.datty = c.at(base, act, {N, s.q_dim()});
-  acts.dqkv = c.at(base + dqkv_off, act, {N, s.qkv_dim()});
+  acts.datty = c.at(base, act, {N, s.arch.q_dim()});
+  acts.dqkv = c.at(base + dqkv_off, act, {N, s.arch.qkv_dim()});
 
   acts.shared_ln = level == Recompute::norm ? c.take(act, {R, C}, "ln (shared, recomputed)") : Tensor();
   // Sequence parallelism's two whole-row buffers (core/model/linear.hpp: SequenceParallelScratch).
@@ -134,14 +135,14 @@ void carve_activations(Carver& c, Activations& acts, const ModelShape& s, int B,
     throw std::logic_error("activation arena: " + std::to_string(int64_t(B) * s.seq) +
                            " token rows do not split over sequence_parallel=" + std::to_string(s.sequence_parallel) +
                            " ranks (the resolver checks micro_batch_size × seq_length % tp)");
-  const int64_t N = int64_t(B) * s.seq, R = N / s.sequence_parallel, C = s.hidden;
+  const int64_t N = int64_t(B) * s.seq, R = N / s.sequence_parallel, C = s.arch.hidden;
   acts.level = level;
   if (shared)
     copy_shared(acts, *shared);
   else
     carve_shared(c, acts, s, B, level, act);
 
-  acts.saved.assign(size_t(s.layers), LayerActs{});
+  acts.saved.assign(size_t(s.arch.layers), LayerActs{});
   for (auto& a : acts.saved) {
     if (level == Recompute::full)
       a.residual = c.take(act, {R, C}, "residual");
@@ -151,7 +152,7 @@ void carve_activations(Carver& c, Activations& acts, const ModelShape& s, int B,
 
   acts.final_residual = c.take(act, {R, C}, "final_residual");
   acts.lnf = c.take(act, {R, C}, "lnf");
-  if (s.layernorm) acts.lnf_mean = c.take(DType::f32, {R}, "lnf_mean");
+  if (s.arch.layernorm) acts.lnf_mean = c.take(DType::f32, {R}, "lnf_mean");
   acts.lnf_rstd = c.take(DType::f32, {R}, "lnf_rstd");
   acts.inputs = c.take(DType::i32, {N}, "inputs");
   acts.targets = c.take(DType::i32, {N}, "targets");

@@ -30,11 +30,11 @@ Recompute checked_recompute(Recompute r) {
 ModelShape local_shape(const ModelShape& g, const ParamLayout& L, int chunk) {
   ModelShape s = g;
   const int tp = L.tp_size;
-  s.layers = L.chunks.at(size_t(chunk)).num_layers;
-  s.heads = g.heads / tp;
-  s.kv_heads = g.kv_heads / tp;
-  s.ffn = g.ffn / tp;
-  s.padded_vocab = g.padded_vocab / tp;
+  s.arch.layers = L.chunks.at(size_t(chunk)).num_layers;
+  s.arch.heads = g.arch.heads / tp;
+  s.arch.kv_heads = g.arch.kv_heads / tp;
+  s.arch.ffn = g.arch.ffn / tp;
+  s.arch.padded_vocab = g.arch.padded_vocab / tp;
   return s;
 }
 
@@ -47,7 +47,7 @@ Model::Model(const ModelShape& shape, int micro_batch, Recompute recompute, kern
       recompute_(recompute),
       be_(backend),
       store_(params),
-      rope_(share_transient ? share_transient->rope_ : std::make_shared<const RopeTable>(backend, s_)),
+      rope_(share_transient ? share_transient->rope_ : std::make_shared<const RopeTable>(backend, s_.arch)),
       tp_(tp) {
   if (micro_batch < 1)
     throw std::invalid_argument("trainer.micro_batch_size=" + std::to_string(micro_batch) + ": must be at least 1");
@@ -77,8 +77,8 @@ Model::Model(const ModelShape& shape, int micro_batch, Recompute recompute, kern
   first_stage_ = own.first_stage;
   last_stage_ = own.last_stage;
   ls_ = local_shape(s_, L, chunk);
-  vocab_start_ = tp_rank_ * ls_.padded_vocab;
-  valid_cols_ = std::clamp(s_.vocab - vocab_start_, 0, ls_.padded_vocab);
+  vocab_start_ = tp_rank_ * ls_.arch.padded_vocab;
+  valid_cols_ = std::clamp(s_.arch.vocab - vocab_start_, 0, ls_.arch.padded_vocab);
   w_ = bind_params(false, own);
   g_ = bind_params(true, own);
   if (s_.lora()) {
@@ -108,9 +108,13 @@ Model::Model(const ModelShape& shape, int micro_batch, Recompute recompute, kern
   // Attention's kernels are chosen (and the workspace they need sized) before the first step, so a
   // slow path is said at start, not discovered by the first call. Ring attention (cp > 1) runs
   // only its blocks, which RingAttention prepared.
-  if (ls_.layers > 0 && !cp_.ring)
-    be_.prepare_attention(
-        {.B = B_, .T = s_.seq, .Hq = ls_.heads, .Hkv = ls_.kv_heads, .D = s_.head_dim, .max_samples = s_.max_samples});
+  if (ls_.arch.layers > 0 && !cp_.ring)
+    be_.prepare_attention({.B = B_,
+                           .T = s_.seq,
+                           .Hq = ls_.arch.heads,
+                           .Hkv = ls_.arch.kv_heads,
+                           .D = s_.arch.head_dim,
+                           .max_samples = s_.max_samples});
 
   const DType act = be_.act_dtype();
   acts_.resize(size_t(slots));
@@ -348,7 +352,7 @@ Model::Params Model::bind_params(bool grads, const LayerChunk& chunk) const {
   P.word = bound(R::word_embedding, W);
   P.position = bound(R::position_embedding, W);
   if (chunk.last_stage) {
-    P.classifier = s_.tied ? P.word : bound(R::lm_head, W);
+    P.classifier = s_.arch.tied ? P.word : bound(R::lm_head, W);
     P.final_norm = {bound(R::final_norm, W), bound(R::final_norm, B)};
   }
   for (int i = 0; i < chunk.num_layers; ++i) {
@@ -419,14 +423,14 @@ void Model::sum_sequence_parallel_grads(int l) {
 }
 
 void Model::load_tokens(int slot, const int32_t* tokens) {
-  split_token_rows(tokens, B_, s_.seq, s_.vocab, host_inputs_.data(), host_targets_.data());
+  split_token_rows(tokens, B_, s_.seq, s_.arch.vocab, host_inputs_.data(), host_targets_.data());
   Activations& A = acts_.at(size_t(slot));
   if (first_stage_) be_.from_host(A.inputs, host_inputs_.data());
   if (last_stage_) be_.from_host(A.targets, host_targets_.data());
 }
 
 void Model::load_split_tokens(int slot, const int32_t* inputs, const int32_t* targets, const int32_t* positions) {
-  check_split_tokens(inputs, targets, B_, s_.seq, s_.vocab);
+  check_split_tokens(inputs, targets, B_, s_.seq, s_.arch.vocab);
   Activations& A = acts_.at(size_t(slot));
   if (first_stage_) be_.from_host(A.inputs, inputs);
   if (last_stage_) be_.from_host(A.targets, targets);
@@ -450,7 +454,7 @@ void Model::forward(int slot, bool with_grad, Tensor losses, Tensor dloss) {
   lora_.training = with_grad;  // adapter dropout: training forwards only
   lora_.first_row = first_rows_.at(size_t(slot));
   const LayerActs first = A.layer(0);
-  const int nl = ls_.layers;
+  const int nl = ls_.arch.layers;
   if (first_stage_) {
     weights_needed(layer_phase(-1));  // the embeddings' phase: one past the lowest layer's
     // Every rank's lookup is partial (its vocabulary rows; positions on rank 0): summed over the
@@ -474,7 +478,8 @@ void Model::forward(int slot, bool with_grad, Tensor losses, Tensor dloss) {
     const LayerActs a = A.layer(l);
     layer_forward_body(A, l, a, true);
     // SwiGLU: fc_act = swiglu(fc_pre) is written by fc_out's forward (with its FP8 cast, if fused).
-    linears_[size_t(l)].fc_out.fwd({.out = A.proj_out, .inp = a.fc_act, .swiglu_pre = s_.gelu ? Tensor() : a.fc_pre});
+    linears_[size_t(l)].fc_out.fwd(
+        {.out = A.proj_out, .inp = a.fc_act, .swiglu_pre = s_.arch.gelu ? Tensor() : a.fc_pre});
     // The MLP residual add is fused with the next norm (the next layer's norm1 or the final norm),
     // whose weights are the next phase's.
     if (l + 1 < nl || last_stage_) weights_needed(l + 1 < nl ? layer_phase(l + 1) : 0);
@@ -499,7 +504,7 @@ void Model::backward(int slot) {
     be_.zero(A.dresidual);
     // A.dln holds d(final norm output), written by the classifier.
     norm_bwd(A.dresidual, g_.final_norm, A.dln, A.final_residual, w_.final_norm, A.lnf_mean, A.lnf_rstd,
-             fc_out_bias_grad_from_norm(ls_.layers - 1));
+             fc_out_bias_grad_from_norm(ls_.arch.layers - 1));
   }
   // Otherwise A.dresidual is stage_output_grad, filled by the caller.
   // The hook marks the step's last backward (set_phase_hook): sequence parallelism's partial sums
@@ -507,7 +512,7 @@ void Model::backward(int slot) {
   const bool sp_sums = sp_ && bool(phase_hook_);
   if (sp_sums && last_stage_) sum_sequence_parallel_grads(-1);
   if (phase_hook_) phase_hook_(0);
-  const int nl = ls_.layers;
+  const int nl = ls_.arch.layers;
   // A stage that is not the last receives d(output) from the next stage: no norm summed it.
   bool dres_summed = last_stage_ && fc_out_bias_grad_from_norm(nl - 1).defined();
   for (int l = nl - 1; l >= 0; --l) {

@@ -303,7 +303,7 @@ class Model {
     if (weights_hook_) weights_hook_(phase);
   }
   // ParamSpec::ready_phase of local layer l (the backward's phase numbering).
-  int layer_phase(int l) const { return 1 + phase_above_ + (ls_.layers - 1 - l); }
+  int layer_phase(int l) const { return 1 + phase_above_ + (ls_.arch.layers - 1 - l); }
 };
 
 }  // namespace recipe::core

@@ -34,7 +34,8 @@ void Model::setup_context_parallel(Comm* cp) {
   cp_.rank = cp->rank();
   const int T = s_.seq;
   cp_.ring = std::make_unique<RingAttention>(
-      be_, *cp, kernels::AttentionShape{.B = B_, .T = T, .Hq = ls_.heads, .Hkv = ls_.kv_heads, .D = s_.head_dim});
+      be_, *cp,
+      kernels::AttentionShape{.B = B_, .T = T, .Hq = ls_.arch.heads, .Hkv = ls_.arch.kv_heads, .D = s_.arch.head_dim});
   cp_.buf = be_.alloc(size_t(B_) * size_t(T) * sizeof(int32_t));
   cp_.positions = Tensor(cp_.buf, DType::i32, be_.device(), {int64_t(B_), int64_t(T)});
   std::vector<int32_t> host(size_t(B_) * size_t(T));

@@ -107,14 +107,14 @@ ParamLayout build_param_layout(const ModelShape& s, const plan::OptimizerConfig&
 ParamLayout build_param_layout(const ModelShape& s, const plan::OptimizerConfig& opt, const LayoutOptions& o) {
   const int tp = o.tp_size, tp_rank = o.tp_rank;
   const std::vector<LayerChunk> chunks =
-      o.chunks.empty() ? std::vector<LayerChunk>{{0, s.layers, true, true}} : o.chunks;
+      o.chunks.empty() ? std::vector<LayerChunk>{{0, s.arch.layers, true, true}} : o.chunks;
   int num_layers = 0, below = 0;
   bool first_stage = false, last_stage = false;
   for (const LayerChunk& c : chunks) {
-    if (c.first_layer < below || c.num_layers < 0 || c.first_layer + c.num_layers > s.layers)
+    if (c.first_layer < below || c.num_layers < 0 || c.first_layer + c.num_layers > s.arch.layers)
       throw std::invalid_argument("build_param_layout: chunk layers [" + std::to_string(c.first_layer) + ", " +
                                   std::to_string(c.first_layer + c.num_layers) + ") outside the model's " +
-                                  std::to_string(s.layers) + " layers or not after the chunk before");
+                                  std::to_string(s.arch.layers) + " layers or not after the chunk before");
     below = c.first_layer + c.num_layers;
     num_layers += c.num_layers;
     first_stage = first_stage || c.first_stage;
@@ -130,10 +130,10 @@ ParamLayout build_param_layout(const ModelShape& s, const plan::OptimizerConfig&
       throw std::invalid_argument(std::string(what) + "=" + std::to_string(n) +
                                   " is not divisible by parallelism.tp=" + std::to_string(tp));
   };
-  divisible(s.heads, "model.num_attention_heads");
-  divisible(s.kv_heads, "model.num_kv_heads");
-  divisible(s.ffn, "model.ffn_hidden_size");
-  divisible(s.padded_vocab, "model.padded_vocab_size");
+  divisible(s.arch.heads, "model.num_attention_heads");
+  divisible(s.arch.kv_heads, "model.num_kv_heads");
+  divisible(s.arch.ffn, "model.ffn_hidden_size");
+  divisible(s.arch.padded_vocab, "model.padded_vocab_size");
 
   ParamLayout L;
   L.tp_size = tp;
@@ -145,8 +145,8 @@ ParamLayout build_param_layout(const ModelShape& s, const plan::OptimizerConfig&
   L.align = o.align;
   Builder b(L, o.align);
   const int embedding_phase = num_layers + 1;
-  const double std = s.init_std;
-  const double out_std = s.init_std / std::sqrt(2.0 * s.layers);
+  const double std = s.arch.init_std;
+  const double out_std = s.arch.init_std / std::sqrt(2.0 * s.arch.layers);
   const std::span<const TensorDecl> table = tensor_table(s);
 
   // This rank's slice along the row's shard dim: an equal 1/tp share, rank by rank.
@@ -161,7 +161,7 @@ ParamLayout build_param_layout(const ModelShape& s, const plan::OptimizerConfig&
       case Scope::embedding:
         return first_stage;
       case Scope::embedding_and_tied_head:
-        return first_stage || (last_stage && s.tied);
+        return first_stage || (last_stage && s.arch.tied);
       case Scope::layer:
         return true;
       case Scope::head:

@@ -6,7 +6,7 @@
 
 namespace recipe::core {
 
-RopeTable::RopeTable(kernels::Backend& be, const ModelShape& s) : be_(be) {
+RopeTable::RopeTable(kernels::Backend& be, const ArchShape& s) : be_(be) {
   if (s.learned_positions) return;
   const std::vector<double> host = rope_inv_freq(rope_spec(s), s.head_dim);
   inv_freq_ = kernels::Tensor(nullptr, kernels::DType::f64, be_.device(), {int64_t(host.size())});

@@ -8,14 +8,14 @@
 // learned positions has no RoPE and an undefined table.
 #pragma once
 
-#include "family/shape.hpp"
+#include "family/arch_shape.hpp"
 #include "kernels/ops.hpp"
 
 namespace recipe::core {
 
 class RopeTable {
  public:
-  RopeTable(kernels::Backend& be, const ModelShape& s);
+  RopeTable(kernels::Backend& be, const ArchShape& s);
   ~RopeTable();
   RopeTable(const RopeTable&) = delete;
   RopeTable& operator=(const RopeTable&) = delete;

@@ -6,16 +6,16 @@ namespace recipe::core {
 using kernels::Tensor;
 
 void Model::norm_fwd(Tensor out, Tensor inp, const Norm& n, Tensor mean, Tensor rstd) {
-  if (s_.layernorm)
+  if (s_.arch.layernorm)
     be_.layernorm_fwd(
-        {.out = out, .mean = mean, .rstd = rstd, .inp = inp, .weight = n.w, .bias = n.b, .eps = s_.norm_eps});
+        {.out = out, .mean = mean, .rstd = rstd, .inp = inp, .weight = n.w, .bias = n.b, .eps = s_.arch.norm_eps});
   else
-    be_.rmsnorm_fwd({.out = out, .rstd = rstd, .inp = inp, .weight = n.w, .eps = s_.norm_eps});
+    be_.rmsnorm_fwd({.out = out, .rstd = rstd, .inp = inp, .weight = n.w, .eps = s_.arch.norm_eps});
 }
 
 void Model::norm_bwd(Tensor dinp, const Norm& dn, Tensor dout, Tensor inp, const Norm& n, Tensor mean, Tensor rstd,
                      Tensor dinp_sum) {
-  if (s_.layernorm)
+  if (s_.arch.layernorm)
     be_.layernorm_bwd({.dinp = dinp,
                        .dweight = dn.w,
                        .dbias = dn.b,
@@ -34,7 +34,7 @@ void Model::norm_bwd(Tensor dinp, const Norm& dn, Tensor dout, Tensor inp, const
 // below): the norm backward already holds it row by row, so it also sums its columns into that
 // linear's bias gradient and the linear skips its own pass over the rows.
 Tensor Model::fc_out_bias_grad_from_norm(int l) const {
-  if (!s_.layernorm || l < 0 || l >= ls_.layers) return Tensor();
+  if (!s_.arch.layernorm || l < 0 || l >= ls_.arch.layers) return Tensor();
   return linears_[size_t(l)].fc_out.bias_grad();
 }
 
@@ -47,22 +47,26 @@ void Model::residual_norm(Tensor residual, Tensor out, Tensor mean, Tensor rstd,
                          .b = b,
                          .weight = n.w,
                          .bias = n.b,
-                         .eps = s_.norm_eps,
-                         .rms = !s_.layernorm});
+                         .eps = s_.arch.norm_eps,
+                         .rms = !s_.arch.layernorm});
 }
 
 // Heads, KV heads and FFN columns are this rank's TP share (ls_).
 void Model::layer_forward_body(Activations& A, int l, const LayerActs& a, bool act_by_fc_out) {
   const LayerParams& p = w_.layers[size_t(l)];
   const LayerLinears& L = linears_[size_t(l)];
-  const kernels::AttentionShape att{
-      .B = B_, .T = s_.seq, .Hq = ls_.heads, .Hkv = ls_.kv_heads, .D = s_.head_dim, .max_samples = s_.max_samples};
+  const kernels::AttentionShape att{.B = B_,
+                                    .T = s_.seq,
+                                    .Hq = ls_.arch.heads,
+                                    .Hkv = ls_.arch.kv_heads,
+                                    .D = s_.arch.head_dim,
+                                    .max_samples = s_.max_samples};
   L.qkv.fwd({.out = a.qkv, .inp = a.ln1});
-  if (!s_.learned_positions) be_.rope_fwd(rope_args(A, a.qkv, att));
+  if (!s_.arch.learned_positions) be_.rope_fwd(rope_args(A, a.qkv, att));
   attention_fwd(A, a, att);
   L.proj.fwd({.out = A.proj_out, .inp = a.atty});
   residual_norm(a.residual2, a.ln2, a.ln2_mean, a.ln2_rstd, a.residual, A.proj_out, p.norm2);
-  if (s_.gelu) {
+  if (s_.arch.gelu) {
     L.fc_in.fwd({.out = a.fc_act, .inp = a.ln2, .pre_gelu = a.fc_pre});
   } else {
     L.fc_in.fwd({.out = a.fc_pre, .inp = a.ln2});
@@ -80,8 +84,12 @@ void Model::layer_backward(Activations& A, int l, const LayerActs& a, bool dres_
   const LayerParams& p = w_.layers[size_t(l)];
   const LayerParams& g = g_.layers[size_t(l)];
   const LayerLinears& L = linears_[size_t(l)];
-  const kernels::AttentionShape att{
-      .B = B_, .T = s_.seq, .Hq = ls_.heads, .Hkv = ls_.kv_heads, .D = s_.head_dim, .max_samples = s_.max_samples};
+  const kernels::AttentionShape att{.B = B_,
+                                    .T = s_.seq,
+                                    .Hq = ls_.arch.heads,
+                                    .Hkv = ls_.arch.kv_heads,
+                                    .D = s_.arch.head_dim,
+                                    .max_samples = s_.max_samples};
   Tensor dres = A.dresidual;
 
   // gelu/norm levels keep no fc_act per layer: fc2's backward rebuilds it from the saved fc_pre
@@ -101,8 +109,8 @@ void Model::layer_backward(Activations& A, int l, const LayerActs& a, bool dres_
   // dres_summed: the norm backward that produced dres already summed fc_out's bias gradient.
   const LinearBwd fc_in_casting{
       .dinp = A.dln, .dout = A.dfc, .inp = a.ln2, .swiglu_pre = a.fc_pre, .swiglu_dact = A.dfc_act};
-  const bool fc_in_owns_swiglu = !s_.gelu && L.fc_in.casts_swiglu_grad(fc_in_casting);
-  if (s_.gelu) {
+  const bool fc_in_owns_swiglu = !s_.arch.gelu && L.fc_in.casts_swiglu_grad(fc_in_casting);
+  if (s_.arch.gelu) {
     L.fc_out.bwd({.dinp = A.dfc,
                   .dout = dres,
                   .inp = a.fc_act,
@@ -127,17 +135,17 @@ void Model::layer_backward(Activations& A, int l, const LayerActs& a, bool dres_
   if (fc_in_owns_swiglu)
     L.fc_in.bwd(fc_in_casting);
   else
-    L.fc_in.bwd({.dinp = A.dln, .dout = A.dfc, .inp = a.ln2, .bias_grad_done = s_.gelu});
+    L.fc_in.bwd({.dinp = A.dln, .dout = A.dfc, .inp = a.ln2, .bias_grad_done = s_.arch.gelu});
   // LayerNorm: the norm backward sums the rows of d(residual2) = d(proj output) into proj's bias
   // gradient (its dinp_sum), so proj's backward skips that sum.
-  const bool proj_bias_from_norm = s_.layernorm;
+  const bool proj_bias_from_norm = s_.arch.layernorm;
   norm_bwd(dres, g.norm2, A.dln, a.residual2, p.norm2, a.ln2_mean, a.ln2_rstd,
            proj_bias_from_norm ? L.proj.bias_grad() : Tensor());
 
   // Attention: out = proj(attention(rope(qkv(ln1))))
   L.proj.bwd({.dinp = A.datty, .dout = dres, .inp = a.atty, .bias_grad_done = proj_bias_from_norm});
   attention_bwd(A, a, att);
-  if (!s_.learned_positions) be_.rope_bwd(rope_args(A, A.dqkv, att));
+  if (!s_.arch.learned_positions) be_.rope_bwd(rope_args(A, A.dqkv, att));
   if (recompute_ == Recompute::norm) norm_fwd(a.ln1, a.residual, p.norm1);
   L.qkv.bwd({.dinp = A.dln, .dout = A.dqkv, .inp = a.ln1});
   norm_bwd(dres, g.norm1, A.dln, a.residual, p.norm1, a.ln1_mean, a.ln1_rstd, fc_out_bias_grad_from_norm(l - 1));
@@ -150,7 +158,7 @@ void Model::layer_backward(Activations& A, int l, const LayerActs& a, bool dres_
 // gathered first (Megatron gathers before the output layer too) and d(lnf), whole rows, is
 // reduce-scattered into this rank's rows of A.dln.
 void Model::classifier(Activations& A, const LossScratch& ls, bool with_grad, Tensor losses, Tensor dloss) {
-  const int64_t chunk = A.chunk_rows, C = s_.hidden, Vl = ls_.padded_vocab;
+  const int64_t chunk = A.chunk_rows, C = s_.arch.hidden, Vl = ls_.arch.padded_vocab;
   const Tensor lnf = sp_ ? tp_group_.gather_rows(A.lnf, sp_scratch_.full) : A.lnf.view({N_, C});
   const Tensor dlnf = sp_ ? sp_scratch_.full_grad : A.dln.view({N_, C});
   for (int64_t r0 = 0; r0 < N_; r0 += chunk) {
@@ -176,7 +184,7 @@ void Model::classifier(Activations& A, const LossScratch& ls, bool with_grad, Te
 void Model::cross_entropy(const LossScratch& ls, Tensor losses, Tensor logits, Tensor targets, bool with_grad,
                           Tensor dloss) {
   if (tp_size_ == 1) {
-    be_.cross_entropy(losses, logits, targets, s_.vocab, dloss, with_grad);
+    be_.cross_entropy(losses, logits, targets, s_.arch.vocab, dloss, with_grad);
     return;
   }
   const int64_t n = logits.dim(0);

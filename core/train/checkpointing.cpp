@@ -38,7 +38,7 @@ ckpt::Box held_box(const ParamSpec& p) {
 }
 
 bool is_tied_copy(const ParamSpec& p, const ModelShape& shape, const ParallelState& par) {
-  return shape.tied && par.sizes().pp > 1 && !par.first_stage() && p.name == word_embedding_name();
+  return shape.arch.tied && par.sizes().pp > 1 && !par.first_stage() && p.name == word_embedding_name();
 }
 
 std::vector<float> download(kernels::Backend& backend, kernels::Tensor t) {
@@ -124,10 +124,10 @@ nlohmann::json common_json(const Trainer& t, ParallelState& par) {
   c["data_seed"] = plan.data.seed;
   c["last_loss"] = std::isfinite(t.last_loss()) ? t.last_loss() : 0.0;
   c["model"] = {{"arch", std::string(plan::to_string(plan.model.arch))},
-                {"layers", t.shape().layers},
-                {"hidden", t.shape().hidden},
-                {"vocab_size", t.shape().vocab},
-                {"padded_vocab", t.shape().padded_vocab}};
+                {"layers", t.shape().arch.layers},
+                {"hidden", t.shape().arch.hidden},
+                {"vocab_size", t.shape().arch.vocab},
+                {"padded_vocab", t.shape().arch.padded_vocab}};
   c["saved_with"] = {{"tp", par.sizes().tp},
                      {"pp", par.sizes().pp},
                      {"dp", par.sizes().dp},

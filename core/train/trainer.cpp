@@ -83,7 +83,7 @@ Trainer::Trainer(const plan::Plan& plan, kernels::Backend& backend, ParallelStat
   grad_sync_ = std::make_unique<GradSync>(layout, parallel_->dp(), zero1, bucket_elems,
                                           plan_.parallelism.grad_reduce_bf16 ? &backend_ : nullptr);
   grad_sync_->set_overlap_gather(plan_.parallelism.zero1_overlap_gather);
-  norm_ranges_ = grad_sync_->norm_ranges(layout, parallel_->coords(), shape_.tied);
+  norm_ranges_ = grad_sync_->norm_ranges(layout, parallel_->coords(), shape_.arch.tied);
   params_ = std::make_unique<ParamStore>(backend_, std::move(layout));
   // The optimizer (optimizer.kind) owns its state over this rank's segments (ZeRO-1: its chunks),
   // allocated right after the parameters, where the ParamStore used to hold it.
@@ -107,7 +107,7 @@ Trainer::Trainer(const plan::Plan& plan, kernels::Backend& backend, ParallelStat
   model_ = chunks_[0].get();
   schedule_ =
       std::make_unique<PipelineSchedule>(models, parallel_->pp(), pp_, pp_rank_, plan_.parallelism.pp_comm_overlap);
-  loader_ = std::make_unique<TokenLoader>(micro_, shape_.seq, shape_.vocab, ps.cp, parallel_->coords().cp);
+  loader_ = std::make_unique<TokenLoader>(micro_, shape_.seq, shape_.arch.vocab, ps.cp, parallel_->coords().cp);
   loss_holder_ = parallel_->last_stage() && parallel_->coords().tp == 0;
 
   const int64_t N = model_->rows();
@@ -206,7 +206,8 @@ StepResult Trainer::step() {
     r.loss = compute_gradients(s);  // the micro-batches through the pipeline schedule, DP-reduced
     r.grad_norm = global_grad_norm();
     // Every rank sees the same world-reduced loss and norm, so all take the same branch.
-    r.finite = std::isfinite(r.loss) && r.loss <= divergence_loss_limit(shape_.vocab) && std::isfinite(r.grad_norm);
+    r.finite =
+        std::isfinite(r.loss) && r.loss <= divergence_loss_limit(shape_.arch.vocab) && std::isfinite(r.grad_norm);
     if (r.finite) {
       const double clip = plan_.optimizer.clip_grad;
       if (clip > 0) r.clip_factor = std::min(1.0, clip / (r.grad_norm + 1e-6));
@@ -238,7 +239,7 @@ void Trainer::enqueue_device_step(int s, bool staged) {
   phases_->mark(PhaseTimer::forward_backward);
   const Tensor losses = losses_.view({losses_.numel()}).rows(0, int64_t(num_micro_) * N);
   const float clip = float(plan_.optimizer.clip_grad);
-  const double loss_limit = divergence_loss_limit(shape_.vocab) * loss_->denominator(s);
+  const double loss_limit = divergence_loss_limit(shape_.arch.vocab) * loss_->denominator(s);
   if (!world_sums_.defined()) {
     backend_.grad_norm_clip(norm_clip_, params_->grads(), clip, losses, loss_limit);
   } else {
@@ -325,7 +326,7 @@ void Trainer::enqueue_micro_batches(const data::SampleSource& src, const std::fu
     params_->end_grad_writes();
     // The tied word embedding lives on the first and the last stage: both need the sum (unless it
     // is frozen: a LoRA base).
-    if (pp_ > 1 && shape_.tied && !shape_.lora() && (parallel_->first_stage() || parallel_->last_stage()))
+    if (pp_ > 1 && shape_.arch.tied && !shape_.lora() && (parallel_->first_stage() || parallel_->last_stage()))
       parallel_->embedding().all_reduce_sum(params_->grad(word_embedding_name()));
     grad_sync_->finish(*params_);
     sum_over_context_parallel();

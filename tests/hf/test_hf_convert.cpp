@@ -404,11 +404,11 @@ TEST_CASE("import refuses another shape, a missing tensor and unsupported model 
 TEST_CASE("export refuses models with no HF equivalent and checkpoints of another shape") {
   plan::Plan no_bias = test::gpt_tiny_plan();
   no_bias.model.bias = false;
-  CHECK_THROWS_WITH_AS(core::hf::family_of(core::model_shape(no_bias)), doctest::Contains("model.bias=false"),
+  CHECK_THROWS_WITH_AS(core::hf::hf_architecture(core::model_shape(no_bias)), doctest::Contains("model.bias=false"),
                        std::invalid_argument);
   plan::Plan mixed = test::gpt_tiny_plan();
   mixed.model.norm = plan::Norm::rmsnorm;
-  CHECK_THROWS_WITH_AS(core::hf::family_of(core::model_shape(mixed)),
+  CHECK_THROWS_WITH_AS(core::hf::hf_architecture(core::model_shape(mixed)),
                        doctest::Contains("match no Hugging Face architecture"), std::invalid_argument);
 
   TempDir dir;

@@ -102,7 +102,7 @@ CheckStats finite_difference_check(Trainer& tr, int per_param) {
     }
     // Without RoPE a key bias adds q·b_k to every score of a query row: softmax ignores it, so its
     // true gradient is 0 (and what the check above saw was noise). RoPE rotates it per position.
-    if (tr.shape().learned_positions && p.name.ends_with("attention.k.bias")) {
+    if (tr.shape().arch.learned_positions && p.name.ends_with("attention.k.bias")) {
       for (int64_t i = 0; i < p.numel; ++i) CHECK(std::fabs(grads[size_t(p.offset + i)]) < 1e-6);
       continue;
     }

@@ -77,7 +77,7 @@ void check_decoder_matches_forward(bool llama, bool lora) {
   core::Trainer tr(p, *be, nullptr, test::random_tokens(p), nullptr);
   if (lora) jitter_trainable(tr);
   const core::ModelShape s = core::model_shape(p);
-  const int T = s.seq, V = s.vocab;
+  const int T = s.seq, V = s.arch.vocab;
   core::Model model(s, 1, core::Recompute::none, *be, tr.params());
 
   std::vector<int32_t> tokens(static_cast<size_t>(T));

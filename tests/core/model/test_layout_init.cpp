@@ -48,7 +48,7 @@ TEST_CASE("layout: decayed weights first, then norms/biases/embeddings; packs ar
       const bool is_embedding = p.name.starts_with("embedding.") || p.name == "lm_head.weight";
       CHECK(p.weight_decay == !(is_norm_or_bias || is_embedding));
     }
-    for (int l = 0; l < s.layers; ++l) {
+    for (int l = 0; l < s.arch.layers; ++l) {
       const std::string a = "layers." + std::to_string(l) + ".attention.";
       const ParamSpec &q = L.get(a + "q.weight"), &k = L.get(a + "k.weight"), &v = L.get(a + "v.weight");
       CHECK(q.offset % kParamAlign == 0);

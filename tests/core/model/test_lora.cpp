@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "family/registry.hpp"
 #include "family/tensor_table.hpp"
 #include "core/train/trainer.hpp"
 #include "plan/lora.hpp"
@@ -296,19 +297,20 @@ TEST_CASE("lora: the memory estimate counts what the ParamStore allocates") {
 
 TEST_CASE("lora: target names — engine, Hugging Face, all-linear — and the fused groups") {
   using plan::lora_targets;
-  CHECK(lora_targets({"qkv"}).mask == core::lora_qkv);
-  CHECK(lora_targets({"q_proj", "k_proj", "v_proj"}).mask == core::lora_qkv);
-  CHECK(lora_targets({"c_attn", "c_fc"}).mask == (core::lora_qkv | core::lora_mlp_in));
-  CHECK(lora_targets({"c_proj"}).mask == (core::lora_proj | core::lora_mlp_out));
-  CHECK(lora_targets({"o_proj", "gate_proj", "up_proj", "down_proj"}).mask ==
+  const core::Family &gpt = core::gpt_family(), &llama = core::llama_family();
+  CHECK(lora_targets(gpt, {"qkv"}).mask == core::lora_qkv);
+  CHECK(lora_targets(llama, {"q_proj", "k_proj", "v_proj"}).mask == core::lora_qkv);
+  CHECK(lora_targets(gpt, {"c_attn", "c_fc"}).mask == (core::lora_qkv | core::lora_mlp_in));
+  CHECK(lora_targets(gpt, {"c_proj"}).mask == (core::lora_proj | core::lora_mlp_out));
+  CHECK(lora_targets(llama, {"o_proj", "gate_proj", "up_proj", "down_proj"}).mask ==
         (core::lora_proj | core::lora_mlp_in | core::lora_mlp_out));
-  CHECK(lora_targets({"all-linear"}).mask ==
+  CHECK(lora_targets(gpt, {"all-linear"}).mask ==
         (core::lora_qkv | core::lora_proj | core::lora_mlp_in | core::lora_mlp_out));
-  const auto partial = lora_targets({"q_proj", "v_proj"});
+  const auto partial = lora_targets(llama, {"q_proj", "v_proj"});
   CHECK(partial.mask == 0);
   REQUIRE(partial.problems.size() == 1);
   CHECK(partial.problems[0].find("missing k_proj") != std::string::npos);
-  CHECK(lora_targets({"mlp"}).problems.size() == 1);
+  CHECK(lora_targets(gpt, {"mlp"}).problems.size() == 1);
 }
 
 TEST_SUITE_END();

@@ -99,8 +99,8 @@ TEST_CASE("model chunks: the arena of a rank's chunk models is the memory estima
         CHECK_FALSE(chunk0.last_stage());
         CHECK_FALSE(chunk1.first_stage());
         CHECK(chunk1.last_stage() == (stage == 1));
-        CHECK(chunk0.local().layers == 1);
-        CHECK(chunk1.local().layers == 1);
+        CHECK(chunk0.local().arch.layers == 1);
+        CHECK(chunk1.local().arch.layers == 1);
         // The second chunk borrows the first one's transient region: it carves only its own slots.
         CHECK(chunk1.activation_bytes() < chunk0.activation_bytes());
         CHECK(plan::estimate_stage_memory(p, stage).activations ==

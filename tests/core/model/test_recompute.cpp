@@ -96,9 +96,9 @@ TEST_CASE("recompute: the arena sheds one [N, ffn] per layer (gelu) and two [N, 
     CAPTURE(llama);
     const plan::Plan plan = tiny(llama, 4);
     const ModelShape s = model_shape(plan);
-    const int B = plan.trainer.micro_batch_size, L = s.layers;
+    const int B = plan.trainer.micro_batch_size, L = s.arch.layers;
     const int64_t N = int64_t(B) * s.seq;
-    const size_t fc_act = aligned(N * s.ffn * 4), ln = aligned(N * s.hidden * 4);
+    const size_t fc_act = aligned(N * s.arch.ffn * 4), ln = aligned(N * s.arch.hidden * 4);
     auto breakdown = [&](Recompute r) { return activation_breakdown(s, B, r, kernels::DType::f32); };
     const auto none = breakdown(Recompute::none), gelu = breakdown(Recompute::gelu), norm = breakdown(Recompute::norm),
                full = breakdown(Recompute::full);
@@ -147,7 +147,7 @@ TEST_CASE("recompute: the dsl memory estimate is the engine's arena, per level, 
       pp.trainer.global_batch_size = 4 * pp.trainer.micro_batch_size;
       test::fill_derived(pp);
       ModelShape half = s;
-      half.layers = 2;
+      half.arch.layers = 2;
       CHECK(plan::estimate_stage_memory(pp, 0).activations ==
             int64_t(sum_bytes(activation_breakdown(half, pp.trainer.micro_batch_size, r, kernels::DType::f32, 2))));
       CHECK(plan::estimate_stage_memory(pp, 1).activations ==
@@ -171,10 +171,10 @@ TEST_CASE("sequence parallelism: the dsl memory estimate is the arena of N/tp re
       // TP rank 0's arena (Model carves its local shape) plus the vocab-parallel loss scratch.
       auto arena = [&](const plan::Plan& p) {
         ModelShape local = model_shape(p);
-        local.heads /= 2;
-        local.kv_heads /= 2;
-        local.ffn /= 2;
-        local.padded_vocab /= 2;
+        local.arch.heads /= 2;
+        local.arch.kv_heads /= 2;
+        local.arch.ffn /= 2;
+        local.arch.padded_vocab /= 2;
         const int B = p.trainer.micro_batch_size;
         const auto entries = activation_breakdown(local, B, p.trainer.recompute, kernels::DType::f32);
         const int64_t chunk = std::min<int64_t>(p.trainer.classifier_chunk_rows, int64_t(B) * p.model.seq_length);
@@ -238,8 +238,8 @@ TEST_CASE("sequence parallelism: a TP2+SP plan's Model holds N/2 residual rows i
       TwoRankGroup tp;
       const Model m(s, p.trainer.micro_batch_size, p.trainer.recompute, *be, store, &tp);
       CHECK(m.residual_rows() == (sp ? m.rows() / 2 : m.rows()));
-      CHECK(m.stage_input(0).numel() == m.residual_rows() * s.hidden);
-      CHECK(m.stage_output_grad(0).numel() == m.residual_rows() * s.hidden);
+      CHECK(m.stage_input(0).numel() == m.residual_rows() * s.arch.hidden);
+      CHECK(m.stage_output_grad(0).numel() == m.residual_rows() * s.arch.hidden);
       CHECK(int64_t(m.activation_bytes()) == plan::estimate_memory(p).activations);
     }
   }

@@ -50,11 +50,11 @@ TEST_CASE("tensor table: layout, plan counts and the table agree, whole and TP-s
     // Σ over the table's present rows (layer rows once per layer) is the plan's count.
     int64_t from_table = 0;
     for (const TensorDecl& d : tensor_table(s))
-      if (present(d, s)) from_table += (d.scope == Scope::layer ? s.layers : 1) * global_numel(d, s);
+      if (present(d, s)) from_table += (d.scope == Scope::layer ? s.arch.layers : 1) * global_numel(d, s);
     CHECK(from_table == total);
     const plan::LayerParams lp = plan::layer_params(m);
-    CHECK(total == s.layers * lp.total() + plan::final_norm_params(m) + plan::position_embedding_params(m) +
-                       plan::word_embedding_params(m, m.padded_vocab_size) * (s.tied ? 1 : 2));
+    CHECK(total == s.arch.layers * lp.total() + plan::final_norm_params(m) + plan::position_embedding_params(m) +
+                       plan::word_embedding_params(m, m.padded_vocab_size) * (s.arch.tied ? 1 : 2));
 
     for (int tp : {1, 2}) {
       CAPTURE(tp);
@@ -75,7 +75,7 @@ TEST_CASE("tensor table: layout, plan counts and the table agree, whole and TP-s
         // Every present row laid out exactly once per layer, nothing else.
         size_t expected = 0;
         for (const TensorDecl& d : tensor_table(s))
-          if (present(d, s)) expected += d.scope == Scope::layer ? size_t(s.layers) : 1;
+          if (present(d, s)) expected += d.scope == Scope::layer ? size_t(s.arch.layers) : 1;
         CHECK(L.params.size() == expected);
         for (const auto& [name, n] : seen) CHECK_MESSAGE(n == 1, name);
       }
@@ -115,7 +115,7 @@ TEST_CASE("tensor table: every HF tensor is made of ours and every one of ours m
       // The HF tensor is its parts concatenated (GPT-2 c_attn: q|k|v), transposed for Conv1D,
       // vocabulary rows trimmed to the real vocabulary.
       if (t.vocab_rows)
-        CHECK(hf_numel * s.padded_vocab == numel * s.vocab);
+        CHECK(hf_numel * s.arch.padded_vocab == numel * s.arch.vocab);
       else
         CHECK(hf_numel == numel);
       if (!t.vocab_rows) CHECK(t.hf_shape[t.transpose ? 1 : 0] == rows);

@@ -1,0 +1,64 @@
+// model.arch selects a family (family/registry.hpp): the architecture flags a recipe leaves unset
+// take the family's defaults, and a flag set to a value the family does not compute is refused
+// with its key and a fix.
+#include "helpers.hpp"
+
+TEST_SUITE_BEGIN("dsl");
+
+using namespace recipe::dsl;
+using namespace recipe::dsl::test;
+namespace plan = recipe::plan;
+
+TEST_CASE("dsl_family: model.arch derives the flags a recipe leaves unset") {
+  auto r = resolve_json(with(tiny_gpt(), json::parse(R"({"model": {"arch": "llama", "num_kv_heads": 2}})")));
+  REQUIRE_MESSAGE(r.ok(), report(r));
+  CHECK(r.plan.model.norm == plan::Norm::rmsnorm);
+  CHECK(r.plan.model.activation == plan::Activation::swiglu);
+  CHECK(r.plan.model.position_embedding == plan::PositionEmbedding::rope);
+  CHECK_FALSE(r.plan.model.bias);
+  CHECK_FALSE(r.plan.model.tie_embeddings);
+  CHECK(r.plan.model.ffn_hidden_size == 256);  // the SwiGLU rule: int(8·64/3) = 170 → 256
+
+  r = resolve_json(tiny_gpt());
+  REQUIRE_MESSAGE(r.ok(), report(r));
+  CHECK(r.plan.model.norm == plan::Norm::layernorm);
+  CHECK(r.plan.model.activation == plan::Activation::gelu);
+  CHECK(r.plan.model.position_embedding == plan::PositionEmbedding::learned);
+  CHECK(r.plan.model.bias);
+  CHECK(r.plan.model.tie_embeddings);
+}
+
+TEST_CASE("dsl_family: a key the recipe sets wins where the family computes it") {
+  // Llama with LayerNorm, biases and a tied head: the engine computes them (HF Llama has no
+  // LayerNorm, which export then refuses, naming the flag).
+  auto r = resolve_json(with(tiny_gpt(), json::parse(R"({"model": {"arch": "llama", "norm": "layernorm",
+                                                                    "bias": true, "tie_embeddings": true}})")));
+  REQUIRE_MESSAGE(r.ok(), report(r));
+  CHECK(r.plan.model.norm == plan::Norm::layernorm);
+  CHECK(r.plan.model.bias);
+  CHECK(r.plan.model.tie_embeddings);
+  CHECK(r.plan.model.activation == plan::Activation::swiglu);
+  // The gpt family (Megatron's GPT) computes every mix.
+  r = resolve_json(with(tiny_gpt(), json::parse(R"({"model": {"activation": "swiglu", "position_embedding": "rope",
+                                                              "norm": "rmsnorm"}})")));
+  REQUIRE_MESSAGE(r.ok(), report(r));
+  CHECK(r.plan.model.activation == plan::Activation::swiglu);
+  CHECK(r.plan.model.bias);  // gpt's default
+}
+
+TEST_CASE("dsl_family: a flag the family does not compute is refused with key, values and fix") {
+  const auto r = resolve_json(with(tiny_gpt(), json::parse(R"({"model": {"arch": "llama", "activation": "gelu",
+                                                                          "position_embedding": "learned"}})")));
+  CHECK_FALSE(r.ok());
+  const Violation* v = find_violation(r, "model.activation");
+  REQUIRE_MESSAGE(v, report(r));
+  CHECK(v->message.find("model.activation=\"gelu\": model.arch=\"llama\" computes model.activation=\"swiglu\" "
+                        "only") != std::string::npos);
+  CHECK(v->fix.find("drop model.activation") != std::string::npos);
+  CHECK(v->fix.find("model.arch=\"gpt\"") != std::string::npos);
+  const Violation* p = find_violation(r, "model.position_embedding");
+  REQUIRE_MESSAGE(p, report(r));
+  CHECK(p->message.find("model.position_embedding=\"learned\"") != std::string::npos);
+}
+
+TEST_SUITE_END();
