@@ -32,7 +32,7 @@ struct RopeSpec {
 };
 
 // The RoPE a model shape asks for (its θ; no scaling yet). The one translation from the architecture.
-RopeSpec rope_spec(const ArchShapeRopeSpec rope_spec(const ModelShape& s); s);
+RopeSpec rope_spec(const ArchShape& s);
 
 // The run's inverse-frequency table, D/2 doubles (layout above): without scaling entry i is
 // std::pow(double(θ), -2.0·i/D), bitwise the value the CPU kernels computed before. Throws

@@ -29,8 +29,8 @@ TEST_CASE("rope_inv_freq without scaling is theta^(-2i/D), bitwise the CPU kerne
     }
 }
 
-TEST_CASE("rope_spec reads the model shape's theta, with no scaling") {
-  ModelShape s;
+TEST_CASE("rope_spec reads the architecture's theta, with no scaling") {
+  ArchShape s;
   s.rope_theta = 500000.f;
   const RopeSpec r = rope_spec(s);
   CHECK(r.theta == 500000.f);
