@@ -114,26 +114,21 @@ Model::Model(const ModelShape& shape, int micro_batch, Recompute recompute, kern
   const DType act = be_.act_dtype();
   acts_.resize(size_t(slots));
   loss_scratch_.resize(size_t(slots));
-  auto carve_all = [&](Carver& c) {
-    // Slots share every buffer that lives inside one layer's forward or backward (see activations.hpp),
-    // and so do the model chunks of a rank.
-    const Activations* shared = share_transient ? &share_transient->acts_.at(0) : nullptr;
-    for (int i = 0; i < slots; ++i) {
-      carve_activations(c, acts_[size_t(i)], ls_, B_, recompute_, act, i ? &acts_[0] : shared);
-      if (tp_size_ > 1 && last_stage_) {
-        const int64_t chunk = acts_[size_t(i)].chunk_rows;
-        loss_scratch_[size_t(i)].rowmax = c.take(DType::f32, {chunk}, "vocab-parallel loss rowmax");
-        loss_scratch_[size_t(i)].sums = c.take(DType::f32, {2, chunk}, "vocab-parallel loss sums");
-      }
-    }
-  };
-  Carver measure(nullptr, be_.device());
-  carve_all(measure);
-  arena_bytes_ = measure.used();
-  arena_entries_ = measure.entries();
+  // The arena is the declaration's list (family/activations.hpp), which the memory estimate sums:
+  // one allocation of its total, then every buffer in its order. Slots share every rank-scope
+  // buffer (those living inside one layer's forward or backward), and so do the model chunks of a rank.
+  const std::vector<ActBuffer> decl =
+      declare_activations(activation_knobs(ls_, B_, recompute_, act, tp_size_ > 1 && last_stage_));
+  arena_bytes_ = size_t(arena_bytes(decl, ls_.layers, slots, share_transient == nullptr));
   arena_ = be_.alloc(arena_bytes_);
   Carver real(arena_, be_.device());
-  carve_all(real);
+  const Activations* shared = share_transient ? &share_transient->acts_.at(0) : nullptr;
+  for (int i = 0; i < slots; ++i) {
+    carve_activations(real, acts_[size_t(i)], decl, ls_.layers, recompute_, act, i ? &acts_[0] : shared);
+    loss_scratch_[size_t(i)] = {.rowmax = acts_[size_t(i)].loss_rowmax, .sums = acts_[size_t(i)].loss_sums};
+  }
+  if (real.used() != arena_bytes_) throw std::logic_error("Model: the activation arena is not its declaration's size");
+  arena_entries_ = real.entries();
   sp_scratch_ = {.full = acts_[0].sp_full, .full_grad = acts_[0].sp_full_grad};  // the linears point here
   first_rows_.assign(size_t(slots), 0);
   host_inputs_.resize(size_t(N_));
