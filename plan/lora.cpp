@@ -43,6 +43,12 @@ const std::vector<Group>& groups() {
 
 }  // namespace
 
+const char* lora_target_name(unsigned bit) {
+  for (const Alias& a : kWhole)
+    if (a.mask == bit) return a.name;  // the engine's names come first
+  return "";
+}
+
 const std::vector<std::string>& lora_target_names() {
   static const std::vector<std::string> names = [] {
     std::vector<std::string> n;

@@ -30,6 +30,9 @@ struct LoraTargets {
 // The linears `modules` adapts, and what is wrong with the entries that name none.
 LoraTargets lora_targets(const std::vector<std::string>& modules);
 
+// The engine's name of the linear with LoraTarget bit `bit` ("qkv", "proj", "fc1", "fc2"); "" for none.
+const char* lora_target_name(unsigned bit);
+
 // Every spelling peft.target_modules accepts.
 const std::vector<std::string>& lora_target_names();
 
