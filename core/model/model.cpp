@@ -209,11 +209,12 @@ void Model::alloc_fp8_scratch() {
   }
   if (H == 0) return;
   fp8_.delayed = true;
-  fp8_hist_.amax = take(DType::f32, T * 4).view({T, 4});
-  fp8_hist_.scale_amax = take(DType::f32, T * 4).view({T, 4});
+  constexpr int64_t kCell = 4;  // floats of one 16-byte cell (cuBLASLt's scale pointers; linear.hpp)
+  fp8_hist_.amax = take(DType::f32, T * kCell).view({T, kCell});
+  fp8_hist_.scale_amax = take(DType::f32, T * kCell).view({T, kCell});
   fp8_hist_.history = take(DType::f32, T * H).view({T, H});
   // Zero amaxes and histories: the first step seeds them (current scaling, see linear.hpp).
-  std::vector<float> zeros(size_t(T * std::max<int64_t>(H, 4)), 0.f);
+  std::vector<float> zeros(size_t(T * std::max<int64_t>(H, kCell)), 0.f);
   be_.from_host(fp8_hist_.amax, zeros.data());
   be_.from_host(fp8_hist_.scale_amax, zeros.data());
   be_.from_host(fp8_hist_.history, zeros.data());
@@ -221,8 +222,8 @@ void Model::alloc_fp8_scratch() {
   for (int64_t i = 0; i < linears; ++i)
     for (int r = 0; r < kFp8TensorsPerLinear; ++r) {
       const int64_t t = i * kFp8TensorsPerLinear + r;
-      fp8_cells_[size_t(i)].amax[r] = fp8_hist_.amax.view({T * 4}).rows(t * 4, 1);
-      fp8_cells_[size_t(i)].scale_amax[r] = fp8_hist_.scale_amax.view({T * 4}).rows(t * 4, 1);
+      fp8_cells_[size_t(i)].amax[r] = fp8_hist_.amax.view({T * kCell}).rows(t * kCell, 1);
+      fp8_cells_[size_t(i)].scale_amax[r] = fp8_hist_.scale_amax.view({T * kCell}).rows(t * kCell, 1);
     }
 }
 
