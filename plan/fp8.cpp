@@ -4,8 +4,10 @@
 #include <algorithm>
 
 #include "family/arch_shape.hpp"
+#include "family/linears.hpp"
 #include "plan/lora.hpp"
 #include "plan/model_family.hpp"
+#include "plan/model_size.hpp"
 
 namespace recipe::plan {
 
@@ -16,15 +18,13 @@ Fp8Linears fp8_linears(const Plan& plan) {
 }
 
 std::vector<Fp8LinearShape> block_linear_shapes(const Plan& plan) {
-  const ModelConfig& m = plan.model;
-  const int64_t tp = std::max(1, plan.parallelism.tp);
-  const int64_t D = m.head_dim > 0 ? m.head_dim : m.hidden_size / std::max(1, m.num_attention_heads);
-  const int64_t C = m.hidden_size, q = m.num_attention_heads * D, kv = m.num_kv_heads * D;
-  const int64_t F = m.ffn_hidden_size, FI = m.activation == Activation::gelu ? F : 2 * F;
-  return {{"qkv", core::lora_qkv, C, (q + 2 * kv) / tp},
-          {"proj", core::lora_proj, q / tp, C},
-          {"fc1", core::lora_mlp_in, C, FI / tp},
-          {"fc2", core::lora_mlp_out, F / tp, C}};
+  const core::ArchShape s = model_table_shape(plan.model);
+  std::vector<Fp8LinearShape> shapes;
+  for (const core::BlockLinear& b : core::block_linears(s)) {
+    const core::LinearFeatures f = core::linear_features(s, b.role, plan.parallelism.tp);
+    shapes.push_back({lora_target_name(b.bit), b.bit, f.in, f.out});
+  }
+  return shapes;
 }
 
 unsigned fp8_frozen_linears(const Plan& plan) {
@@ -74,11 +74,12 @@ int64_t fp8_weight_cache_bytes(const Plan& plan) {
 }
 
 // (core/model/model.cpp rounds each of its three buffers up to 256 bytes per model chunk; the
-// estimate counts the 12 tensors of every layer, as the model does, FP8 linears or not.)
+// estimate counts the x, W, dy tensors of every linear of a layer, as the model does, FP8 or not.)
 int64_t fp8_history_bytes(const Plan& plan) {
   if (!fp8_linears(plan).mask || plan.fp8.scaling != Fp8Scaling::delayed) return 0;
   constexpr int64_t kCellBytes = 16;
-  return 12 * (int64_t(plan.fp8.amax_history_len) * 4 + 2 * kCellBytes);
+  const int64_t tensors = int64_t(block_linear_shapes(plan).size()) * core::kFp8TensorsPerLinear;
+  return tensors * (int64_t(plan.fp8.amax_history_len) * 4 + 2 * kCellBytes);
 }
 
 }  // namespace recipe::plan

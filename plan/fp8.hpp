@@ -28,11 +28,12 @@ Fp8Linears fp8_linears(const Plan& plan);
 // One FP8 linear's local GEMM sizes on a TP rank: in and out features (per rank), as the linear
 // holds them.
 struct Fp8LinearShape {
-  const char* name;  // qkv, proj, fc1, fc2
+  const char* name;  // its peft.target_modules / fp8.linears name: qkv, proj, fc1, fc2
   unsigned bit;      // its core::LoraTarget bit
   int64_t in, out;
 };
-// The four block linears of the plan's model on one TP rank (whether or not they run in FP8).
+// The block linears of one layer of the plan's model on one TP rank (whether or not they run in
+// FP8), in the order of the flat linear list (family/linears.hpp).
 std::vector<Fp8LinearShape> block_linear_shapes(const Plan& plan);
 
 // The FP8 linears whose weight is a frozen base held only in FP8 (peft.base_fp8_only with
@@ -50,8 +51,8 @@ int64_t fp8_scratch_bytes(const Plan& plan);
 // step, as stored and transposed; only the amax and scale cells of an FP8-only frozen weight,
 // whose bytes are the parameter). 0 without FP8.
 int64_t fp8_weight_cache_bytes(const Plan& plan);
-// Per layer, delayed scaling's state (fp8.scaling = "delayed"; 0 otherwise): 12 tensors (4 linears
-// × x, W, dy), each an amax history of fp8.amax_history_len floats and two 16-byte cells.
+// Per layer, delayed scaling's state (fp8.scaling = "delayed"; 0 otherwise): x, W and dy of each
+// block linear, each an amax history of fp8.amax_history_len floats and two 16-byte cells.
 int64_t fp8_history_bytes(const Plan& plan);
 
 }  // namespace recipe::plan

@@ -30,6 +30,12 @@ std::vector<core::LoraName> whole_names(const core::Family& family) {
 
 }  // namespace
 
+const char* lora_target_name(unsigned bit) {
+  for (const core::LoraName& a : kEngine)
+    if (a.targets == bit) return a.name;
+  return "";
+}
+
 std::vector<std::string> lora_target_names(const core::Family& family) {
   std::vector<std::string> n;
   for (const core::LoraName& a : whole_names(family)) n.emplace_back(a.name);

@@ -33,6 +33,9 @@ struct LoraTargets {
 // name none.
 LoraTargets lora_targets(const core::Family& family, const std::vector<std::string>& modules);
 
+// The engine's name of the linear with LoraTarget bit `bit` ("qkv", "proj", "fc1", "fc2"); "" for none.
+const char* lora_target_name(unsigned bit);
+
 // Every spelling peft.target_modules accepts for a model of `family`.
 std::vector<std::string> lora_target_names(const core::Family& family);
 

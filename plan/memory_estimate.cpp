@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "family/activations.hpp"
 #include "plan/fp8.hpp"
 #include "plan/model_size.hpp"
 #include "plan/pipeline_order.hpp"
@@ -24,85 +25,92 @@ constexpr int64_t kCublasWorkspace = 32LL * 1024 * 1024;
 int64_t div_ceil(int64_t a, int64_t b) { return b > 0 ? (a + b - 1) / b : a; }
 int64_t align256(int64_t n) { return (n + 255) / 256 * 256; }
 
-// This rank's rows of the residual stream: all N = micro_batch · seq / cp, or N/tp under sequence
-// parallelism (the residual, norms and stage tensors; core/model/linear.hpp).
-int64_t residual_rows(const Plan& p) {
-  const int64_t N = int64_t(p.trainer.micro_batch_size) * local_seq(p);
-  const int tp = std::max(1, p.parallelism.tp);
-  return p.parallelism.sequence_parallel && tp > 1 ? N / tp : N;
-}
-
-// The part of the transient region the layers' buffers need on one rank, elements of `es` bytes:
-// fc_act (when shared), dfc (+ dfc_act) | proj_out | datty, dqkv (core/model/activations.cpp).
-int64_t layers_transient_bytes(const Plan& p, int64_t es) {
+// The activation declaration's knobs for one rank of this plan (family/activations.hpp): the
+// model's dimensions after tensor parallelism (heads, KV heads, FFN, vocabulary) and context
+// parallelism (seq/cp tokens of a sample), elements of `es` bytes. core/model's activation_knobs
+// says the same from the Model's local shape.
+core::ActivationKnobs activation_knobs(const Plan& p, int64_t es) {
   const ModelConfig& m = p.model;
   const int tp = std::max(1, p.parallelism.tp);
-  const int64_t N = int64_t(p.trainer.micro_batch_size) * local_seq(p), R = residual_rows(p), C = m.hidden_size;
-  const int64_t D = m.head_dim > 0 ? m.head_dim : C / std::max(1, m.num_attention_heads);
-  const int64_t heads = m.num_attention_heads / tp;
-  const int64_t kv = m.num_kv_heads % tp == 0 ? m.num_kv_heads / tp : 1;
-  const int64_t q = heads * D, qkv = (heads + 2 * kv) * D;
-  const bool gelu = m.activation == plan::Activation::gelu;
-  const int64_t F = m.ffn_hidden_size / tp, FI = gelu ? F : 2 * F;
-  const bool shared_act = p.trainer.recompute != plan::Recompute::none;
-  const int64_t fc_act_end = shared_act ? align256(N * F * es) : 0;
-  const int64_t dfc_act_off = align256(fc_act_end + N * FI * es);
-  const int64_t mlp_end = gelu ? dfc_act_off : dfc_act_off + N * F * es;
-  return std::max({mlp_end, fc_act_end + R * C * es, align256(N * q * es) + N * qkv * es});
+  const int64_t D = m.head_dim > 0 ? m.head_dim : m.hidden_size / std::max(1, m.num_attention_heads);
+  return {.micro_batch = p.trainer.micro_batch_size,
+          .seq = local_seq(p),
+          .hidden = m.hidden_size,
+          .heads = m.num_attention_heads / tp,
+          .kv_heads = m.num_kv_heads % tp == 0 ? m.num_kv_heads / tp : 1,  // the resolver checks kv % tp
+          .head_dim = D,
+          .ffn = m.ffn_hidden_size / tp,
+          .padded_vocab = m.padded_vocab_size / tp,
+          .layernorm = m.norm == plan::Norm::layernorm,
+          .gelu = m.activation == plan::Activation::gelu,
+          .packed = p.data.kind == DataKind::sft && p.data.pack,
+          .sequence_parallel = p.parallelism.sequence_parallel && tp > 1 ? tp : 1,
+          .recompute = core::ActRecompute(int(p.trainer.recompute)),
+          .act_bytes = es};
 }
 
-// The engine's activation arena on one rank, buffer for buffer (core/model/activations.cpp carves it;
-// tests/core/model/test_recompute.cpp checks the two agree): `layers` saved layer sets, one shared
-// transient region, per-slot final-norm/gradient buffers, `slots` micro-batches in flight.
-// N = micro_batch · seq / cp tokens (context parallelism splits every sample), R = this rank's rows
-// of the residual stream (N, or N/tp with sequence parallelism: residual, norm outputs and
-// statistics, stage tensors; plus two [N, C] whole-row buffers for its gathers and reduce-scatters);
-// TP splits heads, KV heads, FFN and vocabulary.
-int64_t arena_bytes(const Plan& p, int layers, int slots, bool last_stage) {
-  const ModelConfig& m = p.model;
-  const int tp = std::max(1, p.parallelism.tp);
-  const Recompute level = p.trainer.recompute;
-  const int64_t es = (p.trainer.precision == plan::Precision::fp32 || p.trainer.device == plan::Device::cpu) ? 4 : 2;
-  const int64_t B = p.trainer.micro_batch_size, T = local_seq(p), N = B * T, R = residual_rows(p), C = m.hidden_size;
-  const int64_t D = m.head_dim > 0 ? m.head_dim : C / std::max(1, m.num_attention_heads);
-  const int64_t heads = m.num_attention_heads / tp;
-  const int64_t kv = m.num_kv_heads / tp;  // whole KV heads per rank (the resolver checks kv % tp)
-  const int64_t q = heads * D, qkv = (heads + 2 * kv) * D;
-  const bool gelu = m.activation == plan::Activation::gelu, layernorm = m.norm == plan::Norm::layernorm;
-  const int64_t F = m.ffn_hidden_size / tp, FI = gelu ? F : 2 * F;
-  const int64_t Vl = m.padded_vocab_size / tp;
-  // The transient region: logits chunk | fc_act, dfc (+ dfc_act), proj_out | datty, dqkv. The
-  // logits chunk fills what the layers' buffers need anyway, at least 64 MiB (core/model/activations).
-  const int64_t layers_region = layers_transient_bytes(p, es);
-  const int64_t chunk = classifier_chunk_rows(N, Vl, es, layers_region);
-  const int64_t region = std::max(layers_region, chunk * Vl * es);
-  const int64_t nc = align256(R * C * es), stat = align256(R * 4);
-  // One layer's full set without the residual; `ln`/`act` say whether ln1, ln2 and fc_act are its own.
-  auto layer_set = [&](bool ln, bool act) {
-    return (ln ? 2 * nc : 0) + (layernorm ? 4 : 2) * stat + align256(N * qkv * es) + align256(N * q * es) +
-           align256(heads * N * 4) + nc + align256(N * FI * es) + (act ? align256(N * F * es) : 0);
-  };
-  int64_t shared = align256(region);
-  if (level == Recompute::norm) shared += nc;
-  if (R < N) shared += 2 * align256(N * C * es);  // sequence parallelism's whole-row buffers
-  if (level == Recompute::full) shared += layer_set(true, false);
-  int64_t per_layer;
-  if (level == Recompute::full)
-    per_layer = nc;
-  else
-    per_layer = nc + layer_set(level != Recompute::norm, level == Recompute::none);
-  const int64_t per_slot = 4 * nc + (layernorm ? 2 : 1) * stat + 2 * align256(N * 4);
-  int64_t loss_scratch = 0;
-  if (tp > 1 && last_stage) loss_scratch = align256(chunk * 4) + align256(2 * chunk * 4);
-  // Context parallelism: ring attention's two K/V blocks in flight and two dK/dV blocks
-  // (core/model/ring_attention.hpp), each [N, qkv]; the local rows' global positions (RoPE and
-  // the learned position table read them; core/model/model_context_parallel.cpp).
-  int64_t ring = 0;
-  if (p.parallelism.cp > 1 && layers > 0) ring = 4 * N * qkv * es + align256(N * 4);
-  return shared + slots * (layers * per_layer + per_slot + loss_scratch) + ring;
+// The backend's activation element size: CPU f32, CUDA bf16 unless trainer.precision = fp32.
+int64_t act_bytes(const Plan& p) {
+  return (p.trainer.precision == plan::Precision::fp32 || p.trainer.device == plan::Device::cpu) ? 4 : 2;
+}
+
+// The declaration of one model chunk's arena on one rank (`last`: the pipeline's last chunk, which
+// under tensor parallelism holds the vocab-parallel loss scratch), with the chunk rows the resolver
+// derives (trainer.classifier_chunk_rows, which core's Model carves with).
+std::vector<core::ActBuffer> activation_declaration(const Plan& p, bool last) {
+  core::ActivationKnobs k = activation_knobs(p, act_bytes(p));
+  k.classifier_chunk_rows = classifier_chunk_rows(p);
+  k.vocab_parallel_loss = last && p.parallelism.tp > 1;
+  return core::declare_activations(k);
+}
+
+// Context parallelism's buffers beside the arena (RingAttention's and the positions' own
+// allocations, per model chunk holding layers): ring attention's two K/V blocks in flight and two
+// dK/dV blocks (core/model/ring_attention.hpp), each [N, qkv]; the local rows' global positions
+// (RoPE and the learned position table read them; core/model/model_context_parallel.cpp).
+int64_t ring_bytes(const Plan& p, int layers) {
+  if (p.parallelism.cp <= 1 || layers <= 0) return 0;
+  const core::ActivationKnobs k = activation_knobs(p, act_bytes(p));
+  return 4 * k.rows() * k.qkv_dim() * k.act_bytes + align256(k.rows() * 4);
+}
+
+// A pipeline stage's model chunks on one rank: virtual stages stage, stage + pp, ... (one without
+// virtual_pp), their layers and the micro-batches each keeps in flight under the schedule
+// (plan/pipeline_order.hpp; 1F1B: pp - stage, at most all of them).
+struct StageChunks {
+  std::vector<int> layers, slots;
+};
+StageChunks stage_chunks(const Plan& plan, int stage) {
+  const int pp = std::max(1, plan.parallelism.pp), vpp = std::max(1, plan.parallelism.virtual_pp);
+  const auto counts = stage_layer_counts(plan);
+  StageChunks sc;
+  for (int c = 0; c < vpp; ++c) {
+    const int vs = stage + c * pp;
+    sc.layers.push_back(stage >= 0 && vs < static_cast<int>(counts.size()) ? counts[size_t(vs)] : 0);
+  }
+  const int micro_batches = std::max(1, plan.trainer.num_micro_batches);
+  sc.slots = vpp > 1 && pp > 1 && micro_batches % pp == 0
+                 ? pipeline_slots(pp, stage, vpp, micro_batches)
+                 : std::vector<int>(size_t(vpp), pipeline_slots(pp, stage, micro_batches));
+  return sc;
 }
 
 }  // namespace
+
+int64_t activation_arena_bytes(const Plan& plan, int stage) {
+  const int pp = std::max(1, plan.parallelism.pp), vpp = std::max(1, plan.parallelism.virtual_pp);
+  const StageChunks sc = stage_chunks(plan, stage);
+  // The rank-scope buffers once (the chunks share them), then per model chunk its slots of layers
+  // and slot buffers; the pipeline's last chunk holds the vocab-parallel loss scratch.
+  const std::vector<core::ActBuffer> decl = activation_declaration(plan, false);
+  int64_t bytes = core::scope_bytes(decl, core::ActScope::rank);
+  for (int c = 0; c < vpp; ++c) {
+    const bool last_chunk = stage == pp - 1 && c == vpp - 1;
+    bytes += core::arena_bytes(last_chunk ? activation_declaration(plan, true) : decl, sc.layers[size_t(c)],
+                               sc.slots[size_t(c)], false);
+  }
+  return bytes;
+}
 
 int64_t cuda_workspace_bytes(const Plan& plan) {
   const ModelConfig& m = plan.model;
@@ -145,7 +153,7 @@ int64_t classifier_chunk_rows(const Plan& plan) {
   const int64_t es = plan.trainer.device == plan::Device::cpu ? 4 : 2;  // the backend's act_dtype(): CPU f32, CUDA bf16
   const int64_t rows = int64_t(plan.trainer.micro_batch_size) * local_seq(plan);
   const int64_t local_vocab = plan.model.padded_vocab_size / std::max(1, plan.parallelism.tp);
-  return classifier_chunk_rows(rows, local_vocab, es, layers_transient_bytes(plan, es));
+  return classifier_chunk_rows(rows, local_vocab, es, core::layers_transient_bytes(activation_knobs(plan, es)));
 }
 
 std::vector<int> stage_layer_counts(const Plan& plan) {
@@ -167,14 +175,7 @@ MemoryEstimate estimate_stage_memory(const Plan& plan, int stage) {
   const auto& par = plan.parallelism;
   const int tp = std::max(1, par.tp), pp = std::max(1, par.pp);
   const int dp = std::max(1, par.dp);
-  const int vpp = std::max(1, par.virtual_pp);
-  const auto counts = stage_layer_counts(plan);
-  // The stage's model chunks: virtual stages stage, stage + pp, ... (one without virtual_pp).
-  std::vector<int> chunk_layers;
-  for (int c = 0; c < vpp; ++c) {
-    const int vs = stage + c * pp;
-    chunk_layers.push_back(stage >= 0 && vs < static_cast<int>(counts.size()) ? counts[size_t(vs)] : 0);
-  }
+  const std::vector<int> chunk_layers = stage_chunks(plan, stage).layers;
   int layers = 0;
   for (int n : chunk_layers) layers += n;
   const bool first = stage == 0, last = stage == pp - 1;
@@ -213,17 +214,10 @@ MemoryEstimate estimate_stage_memory(const Plan& plan, int stage) {
   e.optimizer = trainable * 8;
   if (par.zero1) e.optimizer = div_ceil(e.optimizer, dp);
 
-  // Activations: the engine's arena, per model chunk the micro-batches its schedule keeps in flight
-  // (plan/pipeline_order.hpp; 1F1B: pp - stage, at most all of them), the chunks sharing one
-  // transient region.
-  const int micro_batches = std::max(1, plan.trainer.num_micro_batches);
-  const std::vector<int> slots = vpp > 1 && pp > 1 && micro_batches % pp == 0
-                                     ? pipeline_slots(pp, stage, vpp, micro_batches)
-                                     : std::vector<int>(size_t(vpp), pipeline_slots(pp, stage, micro_batches));
-  const int64_t shared_region = arena_bytes(plan, 0, 0, false);
-  e.activations = shared_region;
-  for (int c = 0; c < vpp; ++c)
-    e.activations += arena_bytes(plan, chunk_layers[size_t(c)], slots[size_t(c)], last && c == vpp - 1) - shared_region;
+  // Activations: the engine's arena (the activation declaration), and context parallelism's
+  // buffers beside it.
+  e.activations = activation_arena_bytes(plan, stage);
+  for (int n : chunk_layers) e.activations += ring_bytes(plan, n);
   // LoRA's scratch (core/model/linear.hpp), in the act dtype: h = s·d(x)·Aᵀ and its gradient,
   // [micro_batch·seq, rank] each; with adapter dropout one [micro_batch·seq, in] buffer for the
   // dropped input, in = the widest adapted input on this rank (hidden for q|k|v and fc1 / gate|up,

@@ -16,6 +16,11 @@ MemoryEstimate estimate_memory(const Plan& plan);
 // Estimate of one pipeline stage (0 = first, holds the embedding; pp-1 = last, holds the head).
 MemoryEstimate estimate_stage_memory(const Plan& plan, int stage);
 
+// Bytes of the activation arenas of one pipeline stage's model chunks on one rank: the activation
+// declaration (family/activations.hpp) summed exactly as core/model/model.cpp carves and allocates
+// it, so this is the arena's allocation to the byte.
+int64_t activation_arena_bytes(const Plan& plan, int stage);
+
 // Bytes of the CUDA backend's own workspace for this plan (the scratch of reductions, cuDNN
 // attention and GEMM algorithm timing; see kernels::BackendOptions::workspace_bytes): room for the
 // f32 accumulators of one micro-batch's attention gradients on one rank (rows × (q + 2·kv) × 4 B)

@@ -56,6 +56,8 @@ int64_t role_params(const ModelConfig& m, int64_t vocab, core::Role role) {
 
 }  // namespace
 
+core::ArchShape model_table_shape(const ModelConfig& m) { return table_shape(m, m.padded_vocab_size); }
+
 LayerParams layer_params(const ModelConfig& m) {
   const core::ArchShape s = table_shape(m, m.padded_vocab_size);
   LayerParams p;

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "family/arch_shape.hpp"
 #include "plan/plan.hpp"
 
 namespace recipe::plan {
@@ -16,6 +17,10 @@ struct LayerParams {
   int64_t total() const { return sharded + replicated; }
 };
 LayerParams layer_params(const ModelConfig& m);
+
+// The model's tensor-table shape (family/shape.hpp), read leniently: what the plan's counting and
+// the block linear list (family/linears.hpp) are derived from.
+core::ArchShape model_table_shape(const ModelConfig& m);
 
 // Word embedding of `vocab` rows (the padded vocab is what gets allocated).
 int64_t word_embedding_params(const ModelConfig& m, int64_t vocab);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace recipe::core {
 
@@ -12,7 +13,6 @@ using kernels::Tensor;
 namespace {
 constexpr size_t kAlign = 256;
 size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
-size_t tensor_bytes(DType t, int64_t numel) { return size_t(numel) * kernels::dtype_size(t); }
 }  // namespace
 
 void Carver::record(const char* what, size_t bytes) {
@@ -49,67 +49,93 @@ Tensor Carver::at(size_t offset, DType t, std::initializer_list<int64_t> shape) 
 
 namespace {
 
-// With `share_ln` / `share_fc_act`, acts.shared_ln / acts.shared_fc_act stand in for the layer's ln1
-// and ln2 / fc_act. (Flags, not defined(): a measuring carver hands out null tensors.)
-// R = this rank's rows of the residual stream: N, or N / sp under sequence parallelism (the
-// residual, the norms and their statistics); the tensors between the linears keep all N rows.
-void carve_layer(Carver& c, LayerActs& a, const Activations& acts, const ModelShape& s, int B, DType act,
-                 bool with_residual, bool share_ln, bool share_fc_act) {
-  const int64_t N = int64_t(B) * s.seq, R = N / s.sequence_parallel, C = s.arch.hidden;
-  if (with_residual) a.residual = c.take(act, {R, C}, "residual");
-  a.ln1 = share_ln ? acts.shared_ln : c.take(act, {R, C}, "ln1");
-  if (s.arch.layernorm) a.ln1_mean = c.take(DType::f32, {R}, "ln1_mean");
-  a.ln1_rstd = c.take(DType::f32, {R}, "ln1_rstd");
-  a.qkv = c.take(act, {N, s.arch.qkv_dim()}, "qkv");
-  a.atty = c.take(act, {N, s.arch.q_dim()}, "atty");
-  a.lse = c.take(DType::f32, {int64_t(B), int64_t(s.arch.heads), int64_t(s.seq)}, "lse");
-  a.residual2 = c.take(act, {R, C}, "residual2");
-  a.ln2 = share_ln ? acts.shared_ln : c.take(act, {R, C}, "ln2");
-  if (s.arch.layernorm) a.ln2_mean = c.take(DType::f32, {R}, "ln2_mean");
-  a.ln2_rstd = c.take(DType::f32, {R}, "ln2_rstd");
-  a.fc_pre = c.take(act, {N, s.arch.fc_in_rows()}, "fc_pre");
-  a.fc_act = share_fc_act ? acts.shared_fc_act : c.take(act, {N, int64_t(s.arch.ffn)}, "fc_act");
+Tensor shaped(void* p, DType t, kernels::Device d, const std::vector<int64_t>& shape) {
+  if (shape.size() > 4) throw std::logic_error("activation arena: a buffer of more than 4 dims");
+  Tensor x(p, t, d, {});
+  for (int64_t n : shape) x.dims[size_t(x.ndim++)] = n;
+  return x;
 }
 
-// The buffers every slot shares: the transient region (see the header) and the norm scratch.
-void carve_shared(Carver& c, Activations& acts, const ModelShape& s, int B, Recompute level, DType act) {
-  const int64_t N = int64_t(B) * s.seq, R = N / s.sequence_parallel, C = s.arch.hidden, F = s.arch.ffn,
-                FI = s.arch.fc_in_rows();
-  const int64_t Vl = s.arch.padded_vocab;
-
-  const bool act_shared = level != Recompute::none;
-  const size_t fc_act_end = act_shared ? align_up(tensor_bytes(act, N * F)) : 0;
-  const size_t dfc_act_off = align_up(fc_act_end + tensor_bytes(act, N * FI));
-  const size_t mlp_end = s.arch.gelu ? dfc_act_off : dfc_act_off + tensor_bytes(act, N * F);
-  const size_t proj_end = fc_act_end + tensor_bytes(act, R * C);
-  const size_t dqkv_off = align_up(tensor_bytes(act, N * s.arch.q_dim()));
-  const size_t attn_end = dqkv_off + tensor_bytes(act, N * s.arch.qkv_dim());
-  // The resolver derived the chunk (plan::classifier_chunk_rows over these same buffer sizes). The
-  // logits view and the classifier's chunk loop index by it, so an unresolved shape must not pass.
-  if (s.classifier_chunk_rows < 1)
-    throw std::logic_error("activation arena: the plan is not resolved (trainer.classifier_chunk_rows)");
-  acts.chunk_rows = std::min<int64_t>(s.classifier_chunk_rows, N);
-  const size_t logits_end = tensor_bytes(act, acts.chunk_rows * Vl);
-  const size_t region = std::max({mlp_end, proj_end, attn_end, logits_end});
-
-  const size_t base = c.reserve(region, "transient region (logits chunk | fc_act, dfc, proj_out | datty, dqkv)");
-  acts.logits = c.at(base, act, {acts.chunk_rows, Vl});
-  acts.shared_fc_act = act_shared ? c.at(base, act, {N, F}) : Tensor();
-  acts.dfc = c.at(base + fc_act_end, act, {N, FI});
-  if (!s.arch.gelu) acts.dfc_act = c.at(base + dfc_act_off, act, {N, F});
-  acts.proj_out = c.at(base + fc_act_end, act, {R, C});
-  acts.datty = c.at(base, act, {N, s.arch.q_dim()});
-  acts.dqkv = c.at(base + dqkv_off, act, {N, s.arch.qkv_dim()});
-
-  acts.shared_ln = level == Recompute::norm ? c.take(act, {R, C}, "ln (shared, recomputed)") : Tensor();
-  // Sequence parallelism's two whole-row buffers (core/model/linear.hpp: SequenceParallelScratch).
-  // Their own region: inside one linear call they sit beside tensors of the transient region.
-  if (s.sequence_parallel > 1) {
-    acts.sp_full = c.take(act, {N, C}, "sequence-parallel whole rows");
-    acts.sp_full_grad = c.take(act, {N, C}, "sequence-parallel whole rows");
+DType dtype_of(ActDType t, DType act) {
+  switch (t) {
+    case ActDType::act:
+      return act;
+    case ActDType::f32:
+      return DType::f32;
+    case ActDType::i32:
+      return DType::i32;
   }
+  throw std::logic_error("activation arena: unknown dtype");
+}
+
+// The tensor a declared key names: a layer's own (LayerActs) or the slot's / rank's (Activations).
+// A layer key at rank scope is the full-recompute scratch set's.
+Tensor* layer_field(LayerActs& a, std::string_view key) {
+  struct F {
+    std::string_view key;
+    Tensor LayerActs::*field;
+  };
+  static constexpr F fields[] = {{"residual", &LayerActs::residual}, {"ln1", &LayerActs::ln1},
+                                 {"ln1_mean", &LayerActs::ln1_mean}, {"ln1_rstd", &LayerActs::ln1_rstd},
+                                 {"qkv", &LayerActs::qkv},           {"atty", &LayerActs::atty},
+                                 {"lse", &LayerActs::lse},           {"residual2", &LayerActs::residual2},
+                                 {"ln2", &LayerActs::ln2},           {"ln2_mean", &LayerActs::ln2_mean},
+                                 {"ln2_rstd", &LayerActs::ln2_rstd}, {"fc_pre", &LayerActs::fc_pre},
+                                 {"fc_act", &LayerActs::fc_act}};
+  for (const F& f : fields)
+    if (f.key == key) return &(a.*f.field);
+  return nullptr;
+}
+
+Tensor& acts_field(Activations& a, std::string_view key) {
+  struct F {
+    std::string_view key;
+    Tensor Activations::*field;
+  };
+  static constexpr F fields[] = {{"final_residual", &Activations::final_residual},
+                                 {"lnf", &Activations::lnf},
+                                 {"lnf_mean", &Activations::lnf_mean},
+                                 {"lnf_rstd", &Activations::lnf_rstd},
+                                 {"proj_out", &Activations::proj_out},
+                                 {"logits", &Activations::logits},
+                                 {"inputs", &Activations::inputs},
+                                 {"targets", &Activations::targets},
+                                 {"positions", &Activations::positions},
+                                 {"dresidual", &Activations::dresidual},
+                                 {"dln", &Activations::dln},
+                                 {"datty", &Activations::datty},
+                                 {"dqkv", &Activations::dqkv},
+                                 {"dfc", &Activations::dfc},
+                                 {"dfc_act", &Activations::dfc_act},
+                                 {"shared_ln", &Activations::shared_ln},
+                                 {"shared_fc_act", &Activations::shared_fc_act},
+                                 {"sp_full", &Activations::sp_full},
+                                 {"sp_full_grad", &Activations::sp_full_grad},
+                                 {"loss_rowmax", &Activations::loss_rowmax},
+                                 {"loss_sums", &Activations::loss_sums}};
+  for (const F& f : fields)
+    if (f.key == key) return a.*f.field;
+  throw std::logic_error("activation arena: the declaration names an unknown buffer '" + std::string(key) + "'");
+}
+
+// The rank-scope buffers: the transient region's views, the shared ln, the whole-row buffers and
+// the full-recompute scratch set.
+void carve_rank(Carver& c, Activations& acts, const std::vector<ActBuffer>& decl, Recompute level, DType act) {
   acts.scratch = LayerActs{};
-  if (level == Recompute::full) carve_layer(c, acts.scratch, acts, s, B, act, false, false, true);
+  for (const ActBuffer& b : decl) {
+    if (b.scope != ActScope::rank) continue;
+    if (!b.views.empty()) {
+      const size_t base = c.reserve(size_t(b.bytes), b.label);
+      for (const ActView& v : b.views)
+        acts_field(acts, v.key) = c.at(base + size_t(v.offset), dtype_of(v.dtype, act), v.shape);
+    } else if (Tensor* t = layer_field(acts.scratch, b.key)) {
+      *t = c.take(b, act);
+    } else {
+      acts_field(acts, b.key) = c.take(b, act);
+    }
+  }
+  acts.chunk_rows = acts.logits.dim(0);
+  if (level == Recompute::full) acts.scratch.fc_act = acts.shared_fc_act;
 }
 
 void copy_shared(Activations& acts, const Activations& from) {
@@ -129,44 +155,78 @@ void copy_shared(Activations& acts, const Activations& from) {
 
 }  // namespace
 
-void carve_activations(Carver& c, Activations& acts, const ModelShape& s, int B, Recompute level, DType act,
-                       const Activations* shared) {
-  if (s.sequence_parallel < 1 || (int64_t(B) * s.seq) % s.sequence_parallel != 0)
-    throw std::logic_error("activation arena: " + std::to_string(int64_t(B) * s.seq) +
+Tensor Carver::take(const ActBuffer& b, DType act) {
+  Tensor x = shaped(nullptr, dtype_of(b.dtype, act), device_, b.shape);
+  if (base_) x.ptr = base_ + used_;
+  if (align_up(x.bytes()) != size_t(b.bytes))
+    throw std::logic_error(std::string("activation arena: buffer '") + b.label + "' is not its declared size");
+  used_ += size_t(b.bytes);
+  record(b.label, size_t(b.bytes));
+  return x;
+}
+
+Tensor Carver::at(size_t offset, DType t, const std::vector<int64_t>& shape) const {
+  return shaped(base_ ? base_ + offset : nullptr, t, device_, shape);
+}
+
+ActivationKnobs activation_knobs(const ModelShape& s, int micro_batch, Recompute level, DType act,
+                                 bool vocab_parallel_loss) {
+  static_assert(int(ActRecompute::full) == int(Recompute::full) && int(ActRecompute::norm) == int(Recompute::norm) &&
+                int(ActRecompute::gelu) == int(Recompute::gelu) && int(ActRecompute::none) == int(Recompute::none));
+  if (s.sequence_parallel < 1 || (int64_t(micro_batch) * s.seq) % s.sequence_parallel != 0)
+    throw std::logic_error("activation arena: " + std::to_string(int64_t(micro_batch) * s.seq) +
                            " token rows do not split over sequence_parallel=" + std::to_string(s.sequence_parallel) +
                            " ranks (the resolver checks micro_batch_size × seq_length % tp)");
-  const int64_t N = int64_t(B) * s.seq, R = N / s.sequence_parallel, C = s.arch.hidden;
+  return {.micro_batch = micro_batch,
+          .seq = s.seq,
+          .hidden = s.arch.hidden,
+          .heads = s.arch.heads,
+          .kv_heads = s.arch.kv_heads,
+          .head_dim = s.arch.head_dim,
+          .ffn = s.arch.ffn,
+          .padded_vocab = s.arch.padded_vocab,
+          .layernorm = s.arch.layernorm,
+          .gelu = s.arch.gelu,
+          .packed = s.packed,
+          .sequence_parallel = s.sequence_parallel,
+          .recompute = ActRecompute(int(level)),
+          .act_bytes = int64_t(kernels::dtype_size(act)),
+          .classifier_chunk_rows = s.classifier_chunk_rows,
+          .vocab_parallel_loss = vocab_parallel_loss};
+}
+
+void carve_activations(Carver& c, Activations& acts, const std::vector<ActBuffer>& decl, int layers, Recompute level,
+                       DType act, const Activations* shared) {
   acts.level = level;
   if (shared)
     copy_shared(acts, *shared);
   else
-    carve_shared(c, acts, s, B, level, act);
+    carve_rank(c, acts, decl, level, act);
 
-  acts.saved.assign(size_t(s.arch.layers), LayerActs{});
-  for (auto& a : acts.saved) {
-    if (level == Recompute::full)
-      a.residual = c.take(act, {R, C}, "residual");
-    else
-      carve_layer(c, a, acts, s, B, act, true, level == Recompute::norm, level != Recompute::none);
+  // Per layer what the level keeps; what it drops points at the rank's buffer rebuilt in backward.
+  acts.saved.assign(size_t(layers), LayerActs{});
+  for (LayerActs& a : acts.saved) {
+    for (const ActBuffer& b : decl)
+      if (b.scope == ActScope::layer) *layer_field(a, b.key) = c.take(b, act);
+    if (level == Recompute::norm) a.ln1 = a.ln2 = acts.shared_ln;
+    if (level == Recompute::gelu || level == Recompute::norm) a.fc_act = acts.shared_fc_act;
   }
+  for (const ActBuffer& b : decl)
+    if (b.scope == ActScope::slot) acts_field(acts, b.key) = c.take(b, act);
+}
 
-  acts.final_residual = c.take(act, {R, C}, "final_residual");
-  acts.lnf = c.take(act, {R, C}, "lnf");
-  if (s.arch.layernorm) acts.lnf_mean = c.take(DType::f32, {R}, "lnf_mean");
-  acts.lnf_rstd = c.take(DType::f32, {R}, "lnf_rstd");
-  acts.inputs = c.take(DType::i32, {N}, "inputs");
-  acts.targets = c.take(DType::i32, {N}, "targets");
-  if (s.packed) acts.positions = c.take(DType::i32, {N}, "positions");
-  acts.dresidual = c.take(act, {R, C}, "dresidual");
-  acts.dln = c.take(act, {R, C}, "dln");
+void carve_activations(Carver& c, Activations& acts, const ModelShape& s, int B, Recompute level, DType act,
+                       const Activations* shared) {
+  carve_activations(c, acts, declare_activations(activation_knobs(s, B, level, act)), s.arch.layers, level, act, shared);
 }
 
 std::vector<ArenaEntry> activation_breakdown(const ModelShape& s, int micro_batch, Recompute level, DType act,
                                              int slots) {
+  const std::vector<ActBuffer> decl = declare_activations(activation_knobs(s, micro_batch, level, act));
   Carver measure(nullptr, kernels::Device::cpu);
   std::vector<Activations> acts(static_cast<size_t>(slots));  // slots ≥ 1 (pipeline_slots)
   for (size_t i = 0; i < acts.size(); ++i)
-    carve_activations(measure, acts[i], s, micro_batch, level, act, i ? &acts[0] : nullptr);
+    carve_activations(measure, acts[i], decl, s.arch.layers, level, act, i ? &acts[0] : nullptr);
   return measure.entries();
 }
 

@@ -1,39 +1,8 @@
 // The activation arena of one model: every tensor forward and backward touch, carved out of ONE
-// backend allocation made at construction (sizes follow from the plan), so a training step never
-// allocates.
-//
-// Per layer (act dtype unless noted; N = B·T rows, QKV = (Hq+2·Hkv)·D, FI = F (GELU) or 2F (SwiGLU);
-// R = this rank's rows of the residual stream: N, or N/tp with sequence parallelism, linear.hpp):
-//   residual [R,C]     layer input (the residual stream)              saved in every mode
-//   ln1 [R,C], ln1_mean/ln1_rstd [R] f32 (mean only for LayerNorm)
-//   qkv [N,QKV]        after RoPE when the model uses it
-//   atty [N,Hq·D], lse [B,Hq,T] f32
-//   residual2 [R,C]    residual + attention projection
-//   ln2 [R,C], ln2_mean/ln2_rstd [R] f32
-//   fc_pre [N,FI]      GELU: pre-activation of fc1; SwiGLU: [gate|up]
-//   fc_act [N,F]       GELU / SwiGLU output (input of fc2 / down)
-// What each recompute level keeps per layer (the rest lives in one shared buffer and is rebuilt in
-// backward from what is kept):
-//   none  everything above
-//   gelu  everything but fc_act: backward recomputes act(fc_pre) just before fc2's weight gradient
-//         (llm.c's default, -r 1)
-//   norm  gelu, and ln1/ln2 too: backward recomputes them from residual/residual2 (the saved
-//         mean/rstd stay)
-//   full  only `residual`; one scratch set holds the rest while a layer is (re)computed
-//
-// Shared by every layer and every pipeline slot (each buffer below lives only inside one layer's
-// forward or backward, or inside the classifier), overlaid in ONE "transient" region:
-//   offset 0:        logits chunk [chunk,Vl]       classifier only (plan::classifier_chunk_rows)
-//   offset 0:        fc_act [N,F] (gelu/norm/full) fc1 forward → fc2 forward; fc2 backward
-//   after fc_act:    dfc [N,FI], then dfc_act [N,F] (SwiGLU)      MLP backward
-//   after fc_act:    proj_out [R,C]                 forward: projection output before the residual add
-//   offset 0:        datty [N,Hq·D], then dqkv [N,QKV]            attention backward
-// No op reads and writes overlapping parts of the region, and no part is live across two phases.
-// Sequence parallelism adds two [N,C] buffers of their own (sp_full, sp_full_grad: the whole rows
-// a linear, the embedding or the classifier gathers or reduce-scatters, linear.hpp).
-// Per slot: the saved layers, final residual/norm (+ stats) [R,C], token ids [N], dresidual [R,C]
-// (the gradient handed between pipeline stages) and dln [R,C] (the classifier's d(final norm)
-// that backward consumes).
+// backend allocation made at construction, so a training step never allocates. What the arena
+// holds, for how long and at which recompute level is declared once, in family/activations.hpp
+// (declare_activations); this file turns that list into tensors, in its order, and the memory
+// estimate (plan/memory_estimate.cpp) sums the same list.
 #pragma once
 
 #include <cstdint>
@@ -41,6 +10,7 @@
 #include <vector>
 
 #include "core/model/model_shape.hpp"
+#include "family/activations.hpp"
 #include "kernels/tensor.hpp"
 #include "plan/enums.hpp"
 
@@ -63,10 +33,13 @@ class Carver {
  public:
   Carver(void* base, kernels::Device device) : base_(static_cast<char*>(base)), device_(device) {}
   kernels::Tensor take(kernels::DType t, std::initializer_list<int64_t> shape, const char* what = "other");
+  // A declared buffer of its own (`act`: the activation dtype); recorded under its label.
+  kernels::Tensor take(const ActBuffer& b, kernels::DType act);
   // Reserves `bytes` for tensors laid out by hand with at(); returns the region's offset.
   size_t reserve(size_t bytes, const char* what);
   // A tensor at byte `offset` of the arena (inside a reserved region); not recorded.
   kernels::Tensor at(size_t offset, kernels::DType t, std::initializer_list<int64_t> shape) const;
+  kernels::Tensor at(size_t offset, kernels::DType t, const std::vector<int64_t>& shape) const;
   size_t used() const { return used_; }
   const std::vector<ArenaEntry>& entries() const { return entries_; }
 
@@ -97,6 +70,8 @@ struct Activations {
   kernels::Tensor shared_ln, shared_fc_act;
   // Sequence parallelism: [N, C] whole rows (SequenceParallelScratch); undefined without it.
   kernels::Tensor sp_full, sp_full_grad;
+  // The vocab-parallel loss of this slot (last stage, tp > 1): row maxima [chunk], sums [2, chunk].
+  kernels::Tensor loss_rowmax, loss_sums;
 
   // The tensors of layer l for the current pass: its own (shared buffers where the level says so),
   // or (full) the scratch set with the layer's saved residual.
@@ -108,9 +83,18 @@ struct Activations {
   }
 };
 
-// Assigns every tensor of `acts` from the carver. `shared`: an Activations carved earlier by this
-// function for the same shape and level (another pipeline slot) whose shared buffers are reused;
-// nullptr carves them.
+// The declaration's knobs for a model chunk's local shape (heads, kv_heads, ffn and padded_vocab
+// already divided by tp; seq the rank's tokens of a sample). `vocab_parallel_loss`: the last stage
+// under tensor parallelism.
+ActivationKnobs activation_knobs(const ModelShape& local, int micro_batch, Recompute level, kernels::DType act,
+                                 bool vocab_parallel_loss = false);
+
+// Assigns every tensor of `acts` (one micro-batch slot of `layers` layers) from the carver, buffer
+// by buffer of `decl`. `shared`: an Activations carved earlier from the same declaration (another
+// slot, or another model chunk of the rank) whose rank-scope buffers are reused; nullptr carves them.
+void carve_activations(Carver& c, Activations& acts, const std::vector<ActBuffer>& decl, int layers, Recompute level,
+                       kernels::DType act, const Activations* shared = nullptr);
+// The same for a local shape's own declaration (without the vocab-parallel loss scratch).
 void carve_activations(Carver& c, Activations& acts, const ModelShape& s, int micro_batch, Recompute level,
                        kernels::DType act, const Activations* shared = nullptr);
 

@@ -77,9 +77,10 @@
 // step has no history: it casts with current scaling (as above, TP reductions included) and
 // records, which seeds the histories (torchao's choice; Transformer Engine starts from scale 1
 // instead, which flushes small gradients to zero for a step). The histories are training state:
-// checkpoints save them per layer (fp8.layers.<l>.amax_history, [4 linears, 3 roles, H], equal on
+// checkpoints save them per layer (fp8.layers.<l>.amax_history, [linears, 3 roles, H], equal on
 // every rank, written once), a resume restores them, so it continues bitwise. Memory per model
-// chunk: 12 tensors per layer × (H floats + two 16-byte cells), in the FP8 allocation.
+// chunk: 3 tensors per entry of the flat linear list (family/linears.hpp) × (H floats + two
+// 16-byte cells), in the FP8 allocation.
 // Since a delayed scale is known before the operand exists, the kernel that produces an operand
 // can cast it itself: fc1's output gradient dy = swiglu_bwd(dact, fc_pre) [N, 2·ffn], the largest
 // cast of a Llama layer, is computed in registers, rounded to bf16 as swiglu_bwd would store it,

@@ -81,6 +81,13 @@ Model::Model(const ModelShape& shape, int micro_batch, Recompute recompute, kern
   valid_cols_ = std::clamp(s_.arch.vocab - vocab_start_, 0, ls_.arch.padded_vocab);
   w_ = bind_params(false, own);
   g_ = bind_params(true, own);
+  linear_list_ = core::linear_list(s_.arch, first_layer_, ls_.arch.layers);
+  linears_per_layer_ = int64_t(block_linears(s_.arch).size());
+  sp_partial_grads_.assign(size_t(ls_.arch.layers), {});
+  for (const ParamSpec& p : L.params)
+    if (p.layer >= first_layer_ && p.layer < first_layer_ + ls_.arch.layers && p.tp_replicated() && p.trainable && p.decl &&
+        !is_adapter(*p.decl))
+      sp_partial_grads_[size_t(p.layer - first_layer_)].push_back(store_.grad(p));
   if (s_.lora()) {
     // The adapters' scratch: h = s·d(x)·Aᵀ and its gradient, [N, r] each, shared by every linear;
     // with adapter dropout also one [N, in] buffer for the dropped input, in = the widest adapted
@@ -90,8 +97,9 @@ Model::Model(const ModelShape& shape, int micro_batch, Recompute recompute, kern
     int64_t widest = 0;
     if (s_.lora_dropout > 0.f)
       for (const LayerParams& lp : w_.layers)
-        for (const LinearTensors* t : {&lp.qkv, &lp.proj, &lp.fc_in, &lp.fc_out})
-          if (t->lora_a.defined()) widest = std::max(widest, t->lora_a.dim(1));
+        for (const BlockLinear& b : block_linears(s_.arch))
+          if (const LinearTensors& t = tensors_of(lp, b.role); t.lora_a.defined())
+            widest = std::max(widest, t.lora_a.dim(1));
     const size_t dropped = size_t(N_) * size_t(widest) * es;
     lora_buf_ = be_.alloc(2 * one + dropped);
     lora_.h = Tensor(lora_buf_, be_.act_dtype(), be_.device(), {N_, int64_t(s_.lora_rank)});
@@ -119,26 +127,21 @@ Model::Model(const ModelShape& shape, int micro_batch, Recompute recompute, kern
   const DType act = be_.act_dtype();
   acts_.resize(size_t(slots));
   loss_scratch_.resize(size_t(slots));
-  auto carve_all = [&](Carver& c) {
-    // Slots share every buffer that lives inside one layer's forward or backward (see activations.hpp),
-    // and so do the model chunks of a rank.
-    const Activations* shared = share_transient ? &share_transient->acts_.at(0) : nullptr;
-    for (int i = 0; i < slots; ++i) {
-      carve_activations(c, acts_[size_t(i)], ls_, B_, recompute_, act, i ? &acts_[0] : shared);
-      if (tp_size_ > 1 && last_stage_) {
-        const int64_t chunk = acts_[size_t(i)].chunk_rows;
-        loss_scratch_[size_t(i)].rowmax = c.take(DType::f32, {chunk}, "vocab-parallel loss rowmax");
-        loss_scratch_[size_t(i)].sums = c.take(DType::f32, {2, chunk}, "vocab-parallel loss sums");
-      }
-    }
-  };
-  Carver measure(nullptr, be_.device());
-  carve_all(measure);
-  arena_bytes_ = measure.used();
-  arena_entries_ = measure.entries();
+  // The arena is the declaration's list (family/activations.hpp), which the memory estimate sums:
+  // one allocation of its total, then every buffer in its order. Slots share every rank-scope
+  // buffer (those living inside one layer's forward or backward), and so do the model chunks of a rank.
+  const std::vector<ActBuffer> decl =
+      declare_activations(activation_knobs(ls_, B_, recompute_, act, tp_size_ > 1 && last_stage_));
+  arena_bytes_ = size_t(arena_bytes(decl, ls_.arch.layers, slots, share_transient == nullptr));
   arena_ = be_.alloc(arena_bytes_);
   Carver real(arena_, be_.device());
-  carve_all(real);
+  const Activations* shared = share_transient ? &share_transient->acts_.at(0) : nullptr;
+  for (int i = 0; i < slots; ++i) {
+    carve_activations(real, acts_[size_t(i)], decl, ls_.arch.layers, recompute_, act, i ? &acts_[0] : shared);
+    loss_scratch_[size_t(i)] = {.rowmax = acts_[size_t(i)].loss_rowmax, .sums = acts_[size_t(i)].loss_sums};
+  }
+  if (real.used() != arena_bytes_) throw std::logic_error("Model: the activation arena is not its declaration's size");
+  arena_entries_ = real.entries();
   sp_scratch_ = {.full = acts_[0].sp_full, .full_grad = acts_[0].sp_full_grad};  // the linears point here
   first_rows_.assign(size_t(slots), 0);
   host_inputs_.resize(size_t(N_));
@@ -163,23 +166,22 @@ void Model::alloc_fp8_scratch() {
   if (!s_.fp8_linears || w_.layers.empty()) return;
   int64_t in = 0, out = 0, cache = 0, frozen_max = 0;
   const LayerParams& lp = w_.layers.front();
-  const std::pair<const LinearTensors*, unsigned> linears[] = {
-      {&lp.qkv, lora_qkv}, {&lp.proj, lora_proj}, {&lp.fc_in, lora_mlp_in}, {&lp.fc_out, lora_mlp_out}};
   auto a = [](int64_t b) { return (b + 255) / 256 * 256; };
   constexpr int64_t kStatsBytes = 256;  // six (scratch) or two (cache) 16-byte cells
-  for (const auto& [t, bit] : linears) {
-    if (!(s_.fp8_linears & bit)) continue;
-    in = std::max(in, t->w.dim(1));
-    out = std::max(out, t->w.dim(0));
-    const bool frozen = (s_.fp8_frozen & bit) != 0;
-    cache += (frozen ? 0 : 2 * a(t->w.numel())) + kStatsBytes;
-    if (frozen) frozen_max = std::max(frozen_max, t->w.numel());
+  for (const BlockLinear& b : block_linears(s_.arch)) {
+    if (!(s_.fp8_linears & b.bit)) continue;
+    const Tensor& w = tensors_of(lp, b.role).w;
+    in = std::max(in, w.dim(1));
+    out = std::max(out, w.dim(0));
+    const bool frozen = (s_.fp8_frozen & b.bit) != 0;
+    cache += (frozen ? 0 : 2 * a(w.numel())) + kStatsBytes;
+    if (frozen) frozen_max = std::max(frozen_max, w.numel());
   }
-  const int64_t layers = int64_t(w_.layers.size());
-  // Delayed scaling: per layer 4 linears × 3 roles, each an H-step history and two 16-byte cells
-  // (the step's amax, the scale's source amax); the amax cells of all tensors are one contiguous
-  // buffer, reduced over the groups as one (fp8_end_step).
-  const int64_t H = s_.fp8_history_len, T = H > 0 ? layers * kFp8TensorsPerLayer : 0;
+  const int64_t layers = int64_t(w_.layers.size()), linears = int64_t(linear_list_.size());
+  // Delayed scaling: per linear of the flat list its x, W and dy, each an H-step history and two
+  // 16-byte cells (the step's amax, the scale's source amax); the amax cells of all tensors are one
+  // contiguous buffer, reduced over the groups as one (fp8_end_step).
+  const int64_t H = s_.fp8_history_len, T = H > 0 ? linears * kFp8TensorsPerLinear : 0;
   const int64_t delayed = H > 0 ? 2 * a(T * 16) + a(T * H * 4) : 0;
   fp8_buf_ = be_.alloc(size_t(a(N_ * in) + 2 * a(N_ * out) + kStatsBytes + a(frozen_max) + layers * cache + delayed));
   char* p = static_cast<char*>(fp8_buf_);
@@ -196,41 +198,37 @@ void Model::alloc_fp8_scratch() {
   fp8_.fwd = DType::e4m3;
   fp8_.bwd = s_.fp8_grad_e5m2 ? DType::e5m2 : DType::e4m3;
   fp8_.fast_accum_forward = s_.fp8_fast_accum_forward;
-  fp8_weights_.assign(size_t(layers) * 4, Fp8WeightCache{});
-  for (int64_t l = 0; l < layers; ++l) {
-    const LayerParams& w = w_.layers[size_t(l)];
-    const std::pair<const LinearTensors*, unsigned> lin[] = {
-        {&w.qkv, lora_qkv}, {&w.proj, lora_proj}, {&w.fc_in, lora_mlp_in}, {&w.fc_out, lora_mlp_out}};
-    for (int k = 0; k < 4; ++k) {
-      if (!(s_.fp8_linears & lin[k].second)) continue;
-      const Tensor& wt = lin[k].first->w;
-      Fp8WeightCache& c = fp8_weights_[size_t(l * 4 + k)];
-      c.frozen = (s_.fp8_frozen & lin[k].second) != 0;
-      if (c.frozen) {
-        c.wq = wt;  // the parameter's own FP8 bytes (ParamStore's FP8 region)
-      } else {
-        c.wq = take(fp8_.fwd, wt.numel()).view({wt.dim(0), wt.dim(1)});
-        c.wtq = take(fp8_.fwd, wt.numel()).view({wt.dim(1), wt.dim(0)});
-      }
-      c.stats = take(DType::f32, kStatsBytes / 4);
+  fp8_weights_.assign(size_t(linears), Fp8WeightCache{});
+  for (const LinearRef& r : linear_list_) {
+    if (!(s_.fp8_linears & r.linear.bit)) continue;
+    const Tensor& wt = tensors_of(w_.layers[size_t(r.layer - first_layer_)], r.linear.role).w;
+    Fp8WeightCache& c = fp8_weights_[size_t(r.index)];
+    c.frozen = (s_.fp8_frozen & r.linear.bit) != 0;
+    if (c.frozen) {
+      c.wq = wt;  // the parameter's own FP8 bytes (ParamStore's FP8 region)
+    } else {
+      c.wq = take(fp8_.fwd, wt.numel()).view({wt.dim(0), wt.dim(1)});
+      c.wtq = take(fp8_.fwd, wt.numel()).view({wt.dim(1), wt.dim(0)});
     }
+    c.stats = take(DType::f32, kStatsBytes / 4);
   }
   if (H == 0) return;
   fp8_.delayed = true;
-  fp8_hist_.amax = take(DType::f32, T * 4).view({T, 4});
-  fp8_hist_.scale_amax = take(DType::f32, T * 4).view({T, 4});
+  constexpr int64_t kCell = 4;  // floats of one 16-byte cell (cuBLASLt's scale pointers; linear.hpp)
+  fp8_hist_.amax = take(DType::f32, T * kCell).view({T, kCell});
+  fp8_hist_.scale_amax = take(DType::f32, T * kCell).view({T, kCell});
   fp8_hist_.history = take(DType::f32, T * H).view({T, H});
   // Zero amaxes and histories: the first step seeds them (current scaling, see linear.hpp).
-  std::vector<float> zeros(size_t(T * std::max<int64_t>(H, 4)), 0.f);
+  std::vector<float> zeros(size_t(T * std::max<int64_t>(H, kCell)), 0.f);
   be_.from_host(fp8_hist_.amax, zeros.data());
   be_.from_host(fp8_hist_.scale_amax, zeros.data());
   be_.from_host(fp8_hist_.history, zeros.data());
-  fp8_cells_.assign(size_t(layers) * 4, Fp8DelayedCells{});
-  for (int64_t i = 0; i < layers * 4; ++i)
-    for (int r = 0; r < 3; ++r) {
-      const int64_t t = i * 3 + r;
-      fp8_cells_[size_t(i)].amax[r] = fp8_hist_.amax.view({T * 4}).rows(t * 4, 1);
-      fp8_cells_[size_t(i)].scale_amax[r] = fp8_hist_.scale_amax.view({T * 4}).rows(t * 4, 1);
+  fp8_cells_.assign(size_t(linears), Fp8DelayedCells{});
+  for (int64_t i = 0; i < linears; ++i)
+    for (int r = 0; r < kFp8TensorsPerLinear; ++r) {
+      const int64_t t = i * kFp8TensorsPerLinear + r;
+      fp8_cells_[size_t(i)].amax[r] = fp8_hist_.amax.view({T * kCell}).rows(t * kCell, 1);
+      fp8_cells_[size_t(i)].scale_amax[r] = fp8_hist_.scale_amax.view({T * kCell}).rows(t * kCell, 1);
     }
 }
 
@@ -244,12 +242,12 @@ void Model::fp8_weight_pass(bool on, bool record_amax) {
 Model::StagedWeight Model::stage_frozen_weight(size_t i) const {
   const DType act = be_.act_dtype();
   const size_t es = kernels::dtype_size(act);
-  constexpr Role roles[4] = {Role::qkv, Role::attention_out, Role::mlp_in, Role::mlp_out};
+  const LinearRef& lin = linear_list_.at(i);
   StagedWeight sw;
   sw.values.resize(size_t(fp8_weights_[i].wq.numel()) * es);
   char* dst = sw.values.data();
   // A pack (q|k|v, gate|up) is one weight: its members' rows back to back, one amax for all.
-  for (const ParamSpec* p : store_.layout().bound(roles[i % 4], Part::weight, first_layer_ + int(i / 4))) {
+  for (const ParamSpec* p : store_.layout().bound(lin.linear.role, Part::weight, lin.layer)) {
     const std::vector<float> v = store_.fp8_values(*p);                  // as the compute copy would hold them
     for (const float x : v) sw.amax = std::fmax(sw.amax, std::fabs(x));  // as fp8_amax: NaN skipped
     if (act == DType::f32) {
@@ -394,14 +392,41 @@ void Model::make_linears() {
                         .proj = RowParallelLinear(w.proj, g.proj, be_, tp, &lora_, key(l, "proj")),
                         .fc_in = ColumnParallelLinear(w.fc_in, g.fc_in, be_, tp, &lora_, key(l, "fc_in")),
                         .fc_out = RowParallelLinear(w.fc_out, g.fc_out, be_, tp, &lora_, key(l, "fc_out"))});
-    if (!fp8_buf_) continue;
-    LayerLinears& ll = linears_.back();
-    const std::pair<Linear*, unsigned> fp8[] = {
-        {&ll.qkv, lora_qkv}, {&ll.proj, lora_proj}, {&ll.fc_in, lora_mlp_in}, {&ll.fc_out, lora_mlp_out}};
-    for (int k = 0; k < 4; ++k)
-      if (s_.fp8_linears & fp8[k].second)
-        fp8[k].first->use_fp8(&fp8_, &fp8_weights_[l * 4 + size_t(k)],
-                              fp8_.delayed ? &fp8_cells_[l * 4 + size_t(k)] : nullptr);
+  }
+  if (!fp8_buf_) return;
+  for (const LinearRef& r : linear_list_)
+    if (s_.fp8_linears & r.linear.bit)
+      linear_of(linears_[size_t(r.layer - first_layer_)], r.linear.role)
+          .use_fp8(&fp8_, &fp8_weights_[size_t(r.index)], fp8_.delayed ? &fp8_cells_[size_t(r.index)] : nullptr);
+}
+
+const LinearTensors& Model::tensors_of(const LayerParams& p, Role role) {
+  switch (role) {
+    case Role::qkv:
+      return p.qkv;
+    case Role::attention_out:
+      return p.proj;
+    case Role::mlp_in:
+      return p.fc_in;
+    case Role::mlp_out:
+      return p.fc_out;
+    default:
+      throw std::logic_error("Model: the layer has no linear of this role");
+  }
+}
+
+Linear& Model::linear_of(LayerLinears& l, Role role) {
+  switch (role) {
+    case Role::qkv:
+      return l.qkv;
+    case Role::attention_out:
+      return l.proj;
+    case Role::mlp_in:
+      return l.fc_in;
+    case Role::mlp_out:
+      return l.fc_out;
+    default:
+      throw std::logic_error("Model: the layer has no linear of this role");
   }
 }
 
@@ -418,8 +443,7 @@ void Model::sum_sequence_parallel_grads(int l) {
     sum(g_.final_norm.b);
     return;
   }
-  const LayerParams& g = g_.layers[size_t(l)];
-  for (const Tensor& t : {g.norm1.w, g.norm1.b, g.norm2.w, g.norm2.b, g.proj.b, g.fc_out.b}) sum(t);
+  for (const Tensor& t : sp_partial_grads_[size_t(l)]) sum(t);
 }
 
 void Model::load_tokens(int slot, const int32_t* tokens) {

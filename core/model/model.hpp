@@ -51,6 +51,7 @@
 #include "core/parallel/comm.hpp"
 #include "core/model/param_store.hpp"
 #include "core/model/rope_table.hpp"
+#include "family/linears.hpp"
 #include "kernels/ops.hpp"
 
 namespace recipe::core {
@@ -142,11 +143,16 @@ class Model {
   // over `groups` (each one packed all-reduce), pushed into the histories, scales recomputed.
   // Device work only (capturable). Nothing to do under current scaling.
   void fp8_end_step(const std::vector<Comm*>& groups);
-  // Delayed scaling's histories of this chunk, f32 [layers · kFp8TensorsPerLayer, H], rows of
-  // local layer i at i · kFp8TensorsPerLayer (linear qkv, proj, fc_in, fc_out × role x, W, dy);
-  // undefined under current scaling. A checkpoint saves and restores them.
-  static constexpr int64_t kFp8TensorsPerLayer = 12;
+  // Delayed scaling's histories of this chunk, f32 [linears · kFp8TensorsPerLinear, H]: rows
+  // [3·i, 3·i + 3) are x, W, dy of entry i of linear_list() (layer-major, so local layer l's rows
+  // start at l · fp8_history_rows_per_layer()); undefined under current scaling. A checkpoint saves
+  // and restores them.
   kernels::Tensor fp8_amax_history() const { return fp8_hist_.history; }
+  int64_t fp8_history_rows_per_layer() const { return linears_per_layer_ * kFp8TensorsPerLinear; }
+  int64_t linears_per_layer() const { return linears_per_layer_; }
+  // This chunk's block linears, flat ({layer, role}; family/linears.hpp): FP8 caches, histories and
+  // cells are indexed by it.
+  const std::vector<LinearRef>& linear_list() const { return linear_list_; }
   // After fp8_amax_history() was overwritten (a resume): recompute the scales from it; the next
   // step casts with them.
   void fp8_history_restored();
@@ -192,6 +198,10 @@ class Model {
     ColumnParallelLinear fc_in;
     RowParallelLinear fc_out;
   };
+  // A layer's linear of table role `role` (the structs above keep fixed fields; the flat linear
+  // list addresses them by role).
+  static const LinearTensors& tensors_of(const LayerParams& p, Role role);
+  static Linear& linear_of(LayerLinears& l, Role role);
   struct Params {
     std::vector<LayerParams> layers;  // this stage's, local index
     kernels::Tensor word, position, classifier;
@@ -274,15 +284,20 @@ class Model {
   std::vector<LayerLinears> linears_;  // this stage's layers, local index
   LoraScratch lora_;                   // the adapters' [N, r] scratch (undefined without LoRA)
   void* lora_buf_ = nullptr;
-  Fp8Scratch fp8_;                           // the FP8 linears' operand buffers (undefined without FP8)
-  std::vector<Fp8WeightCache> fp8_weights_;  // [layer·4 + linear] (qkv, proj, fc_in, fc_out)
+  Fp8Scratch fp8_;                      // the FP8 linears' operand buffers (undefined without FP8)
+  std::vector<LinearRef> linear_list_;  // this chunk's block linears, flat (linear_list())
+  // Per local layer, the gradients sequence parallelism leaves partial (sum_sequence_parallel_grads):
+  // the layer's trainable TP-replicated tensors that are no adapter (norms, row-parallel biases).
+  std::vector<std::vector<kernels::Tensor>> sp_partial_grads_;
+  int64_t linears_per_layer_ = 0;
+  std::vector<Fp8WeightCache> fp8_weights_;  // per linear_list_ entry
   struct Fp8History {
-    kernels::Tensor amax, scale_amax;       // f32 [T, 4] (16-byte cells), T = layers · 12
+    kernels::Tensor amax, scale_amax;       // f32 [T, 4] (16-byte cells), T = linears · 3
     kernels::Tensor history;                // f32 [T, H], newest first
   } fp8_hist_;                              // delayed scaling (undefined otherwise)
-  std::vector<Fp8DelayedCells> fp8_cells_;  // [layer·4 + linear], views of fp8_hist_
+  std::vector<Fp8DelayedCells> fp8_cells_;  // per linear_list_ entry, views of fp8_hist_
   void* fp8_buf_ = nullptr;
-  // stage_frozen_base's result per FP8-only frozen weight ([layer·4 + linear]; empty: none staged):
+  // stage_frozen_base's result per FP8-only frozen weight (per linear_list_ entry; empty: none staged):
   // its values in the compute dtype (raw bytes) and their local amax.
   struct StagedWeight {
     std::vector<char> values;

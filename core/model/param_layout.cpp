@@ -4,6 +4,8 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "family/linears.hpp"
+
 namespace recipe::core {
 
 int64_t ParamSpec::global_index(int64_t i) const {
@@ -177,12 +179,7 @@ ParamLayout build_param_layout(const ModelShape& s, const plan::OptimizerConfig&
   enum class Group { decay, no_decay, frozen, frozen_fp8 };
   auto fp8_only = [&](const TensorDecl& d) {
     if (d.part != Part::weight || trainable(d, s)) return false;
-    const unsigned bit = d.role == Role::qkv             ? lora_qkv
-                         : d.role == Role::attention_out ? lora_proj
-                         : d.role == Role::mlp_in        ? lora_mlp_in
-                         : d.role == Role::mlp_out       ? lora_mlp_out
-                                                         : 0u;
-    return (s.fp8_frozen & bit) != 0;
+    return (s.fp8_frozen & linear_bit(d.role)) != 0;
   };
   auto lay_group = [&](Group group) {
     const bool decay_group = group == Group::decay;

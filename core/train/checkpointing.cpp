@@ -54,9 +54,10 @@ std::string shape_str(const std::vector<int64_t>& s) {
 }
 
 // FP8 delayed scaling's amax histories (core/model/linear.hpp): per global layer l one tensor
-// "fp8.layers.<l>.amax_history" [4 linears, 3 roles, H]; equal on every rank holding the layer.
+// "fp8.layers.<l>.amax_history" [linears, 3 roles (x, W, dy), H], the layer's block linears in
+// the flat list's order (family/linears.hpp; GPT and Llama: qkv, proj, fc_in, fc_out, so [4, 3, H]);
+// equal on every rank holding the layer.
 std::string fp8_history_name(int layer) { return "fp8.layers." + std::to_string(layer) + ".amax_history"; }
-constexpr int64_t kFp8Rows = Model::kFp8TensorsPerLayer;
 
 // This rank's pieces of the histories (TP, CP and DP rank 0 of each stage write them), into `host`.
 void fp8_history_pieces(Trainer& t, std::vector<std::vector<float>>& host, std::vector<ckpt::SavePiece>& pieces) {
@@ -66,16 +67,17 @@ void fp8_history_pieces(Trainer& t, std::vector<std::vector<float>>& host, std::
     const kernels::Tensor h = t.model(c).fp8_amax_history();
     if (!h.defined()) continue;
     host.push_back(download(t.params().backend(), h));
-    const int64_t H = h.dim(1), layers = h.dim(0) / kFp8Rows;
+    const int64_t rows = t.model(c).fp8_history_rows_per_layer(), linears = t.model(c).linears_per_layer();
+    const int64_t H = h.dim(1), layers = h.dim(0) / rows;
     for (int64_t i = 0; i < layers; ++i) {
       ckpt::SavePiece sp;
       sp.name = fp8_history_name(t.model(c).first_layer() + int(i));
-      sp.global_shape = {4, 3, H};
-      sp.held = ckpt::Box{{0, 0, 0}, {4, 3, H}};
+      sp.global_shape = {linears, kFp8TensorsPerLinear, H};
+      sp.held = ckpt::Box{{0, 0, 0}, {linears, kFp8TensorsPerLinear, H}};
       sp.flat_begin = 0;
-      sp.flat_end = kFp8Rows * H;
+      sp.flat_end = rows * H;
       sp.dtype = ckpt::DType::f32;
-      sp.data = host.back().data() + i * kFp8Rows * H;
+      sp.data = host.back().data() + i * rows * H;
       pieces.push_back(std::move(sp));
     }
   }
@@ -89,19 +91,21 @@ void read_fp8_histories(Trainer& t, const ckpt::CheckpointReader& reader, const 
     Model& model = t.model(c);
     const kernels::Tensor h = model.fp8_amax_history();
     if (!h.defined()) continue;
-    const int64_t H = h.dim(1), layers = h.dim(0) / kFp8Rows;
+    const int64_t rows = model.fp8_history_rows_per_layer(), linears = model.linears_per_layer();
+    const int64_t H = h.dim(1), layers = h.dim(0) / rows;
+    const std::vector<int64_t> shape = {linears, kFp8TensorsPerLinear, H};
     std::vector<float> host(size_t(h.numel()), 0.f);
     int found = 0;
     for (int64_t i = 0; i < layers; ++i) {
       const std::string name = fp8_history_name(model.first_layer() + int(i));
       const ckpt::TensorInfo* info = reader.find(name);
       if (!info) continue;
-      if (info->global_shape != std::vector<int64_t>{4, 3, H})
+      if (info->global_shape != shape)
         throw std::runtime_error("checkpoint " + dir + " holds " + name + " as " + shape_str(info->global_shape) +
-                                 ", this run needs [4,3," + std::to_string(H) +
-                                 "]: resume with the fp8.amax_history_len it was saved with (its plan.toml), or "
+                                 ", this run needs " + shape_str(shape) +
+                                 ": resume with the fp8.amax_history_len it was saved with (its plan.toml), or "
                                  "start a new run with mode=\"finetune\" and checkpoint.load to take only the weights");
-      reader.read(name, ckpt::Box{{0, 0, 0}, {4, 3, H}}, ckpt::DType::f32, host.data() + i * kFp8Rows * H);
+      reader.read(name, ckpt::Box{{0, 0, 0}, shape}, ckpt::DType::f32, host.data() + i * rows * H);
       ++found;
     }
     if (found == 0) continue;
