@@ -190,7 +190,8 @@ int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err) {
       if (auto bad = bad_override(flags))
         return usage_error(
             "unexpected argument '" + *bad + "': after the recipe, only key=value overrides are accepted", err);
-      return run_train(flags, is_pretrain ? "pretrain" : "finetune", is_pretrain ? pretrain_dry : finetune_dry, out, err);
+      return run_train(flags, is_pretrain ? "pretrain" : "finetune", is_pretrain ? pretrain_dry : finetune_dry, out,
+                       err);
     }
     if (*sweep) {
       if (auto bad = bad_override(sweep_cmd.flags))

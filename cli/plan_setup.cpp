@@ -194,8 +194,8 @@ std::optional<LoadedPlan> load_plan(const PlanFlags& flags, const std::string& m
                           origin->second.file != "default" && !lp.tree.resolved_plan;
     if (user_set && lp.tree.root.contains("mode") && lp.tree.root["mode"] != mode) {
       const nlohmann::ordered_json& set = lp.tree.root["mode"];
-      err << "error: mode: " << (set.is_string() ? set.get<std::string>() : set.dump()) << " ("
-          << origin->second.str() << ") contradicts `recipe " << mode << "`, which runs mode=" << mode
+      err << "error: mode: " << (set.is_string() ? set.get<std::string>() : set.dump()) << " (" << origin->second.str()
+          << ") contradicts `recipe " << mode << "`, which runs mode=" << mode
           << "\n  fix: drop the mode setting (the verb chooses it), or run the verb of the mode you meant"
              " (`recipe pretrain` or `recipe finetune`)\n";
       return std::nullopt;

@@ -217,7 +217,8 @@ void carve_activations(Carver& c, Activations& acts, const std::vector<ActBuffer
 
 void carve_activations(Carver& c, Activations& acts, const ModelShape& s, int B, Recompute level, DType act,
                        const Activations* shared) {
-  carve_activations(c, acts, declare_activations(activation_knobs(s, B, level, act)), s.arch.layers, level, act, shared);
+  carve_activations(c, acts, declare_activations(activation_knobs(s, B, level, act)), s.arch.layers, level, act,
+                    shared);
 }
 
 std::vector<ArenaEntry> activation_breakdown(const ModelShape& s, int micro_batch, Recompute level, DType act,

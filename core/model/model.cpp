@@ -85,8 +85,8 @@ Model::Model(const ModelShape& shape, int micro_batch, Recompute recompute, kern
   linears_per_layer_ = int64_t(block_linears(s_.arch).size());
   sp_partial_grads_.assign(size_t(ls_.arch.layers), {});
   for (const ParamSpec& p : L.params)
-    if (p.layer >= first_layer_ && p.layer < first_layer_ + ls_.arch.layers && p.tp_replicated() && p.trainable && p.decl &&
-        !is_adapter(*p.decl))
+    if (p.layer >= first_layer_ && p.layer < first_layer_ + ls_.arch.layers && p.tp_replicated() && p.trainable &&
+        p.decl && !is_adapter(*p.decl))
       sp_partial_grads_[size_t(p.layer - first_layer_)].push_back(store_.grad(p));
   if (s_.lora()) {
     // The adapters' scratch: h = s·d(x)·Aᵀ and its gradient, [N, r] each, shared by every linear;

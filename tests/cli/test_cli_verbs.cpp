@@ -286,8 +286,9 @@ TEST_CASE("a mode the user set that contradicts the verb is refused, never repla
   // The verb set mode after the overrides, so `finetune ... mode=bogus` ran as a fine-tune.
   auto bogus = run({"finetune", "llama_tiny_lora", "mode=bogus", "--dry-run"});
   CHECK(bogus.code != 0);
-  CHECK_MESSAGE(bogus.err.find("mode: bogus (override `mode=bogus`) contradicts `recipe finetune`") != std::string::npos,
-                bogus.err);
+  CHECK_MESSAGE(
+      bogus.err.find("mode: bogus (override `mode=bogus`) contradicts `recipe finetune`") != std::string::npos,
+      bogus.err);
   CHECK(bogus.err.find("fix: drop the mode setting") != std::string::npos);
   auto other = run({"pretrain", "gpt_tiny", "mode=finetune", "--dry-run"});
   CHECK(other.code != 0);

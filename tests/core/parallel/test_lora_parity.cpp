@@ -86,8 +86,8 @@ void check_lora_equal(const Trained& serial, const Trained& par, const std::stri
   double worst_loss = 0;
   for (size_t i = from; i < serial.losses.size(); ++i)
     worst_loss = std::max(worst_loss, std::abs(par.losses[i - from] - serial.losses[i]) / std::abs(serial.losses[i]));
-  INFO("worst relative loss difference " << worst_loss << " (bound " << recipe::testing::parity_bound(serial, "", loss_tol)
-                                         << ")");
+  INFO("worst relative loss difference " << worst_loss << " (bound "
+                                         << recipe::testing::parity_bound(serial, "", loss_tol) << ")");
   CHECK(worst_loss <= recipe::testing::parity_bound(serial, "", loss_tol));
   REQUIRE(par.params.size() == serial.params.size());
   double worst = 0;
@@ -114,7 +114,7 @@ void check_lora_equal(const Trained& serial, const Trained& par, const std::stri
   }
   CHECK(adapters > 0);
   INFO("worst adapter: " << worst_name << " rel L2 " << worst << " of its bound (floor measured under "
-                          << serial.noise.cores.size() << " other BLAS kernel sets)");
+                         << serial.noise.cores.size() << " other BLAS kernel sets)");
   CHECK(worst <= 1.0);
 }
 

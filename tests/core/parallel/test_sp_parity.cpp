@@ -266,8 +266,10 @@ void overlap_parity_for(const std::string& recipe) {
   const Trained overlap = probe(recipe, 2, kOverlap, tmp.path / "overlap");
   check_equal(serial, overlap, recipe + " TP2+SP+overlap");
   REQUIRE(overlap.losses.size() == blocking.losses.size());
-  if (blas.empty()) MESSAGE("the overlap's bitwise equality to the blocking path is not checked: no BLAS kernel set "
-                            "known to sum a GEMM row alike however the rows are chunked (row_invariant_blas)");
+  if (blas.empty())
+    MESSAGE(
+        "the overlap's bitwise equality to the blocking path is not checked: no BLAS kernel set "
+        "known to sum a GEMM row alike however the rows are chunked (row_invariant_blas)");
   if (!blas.empty()) CHECK(overlap.losses[0] == blocking.losses[0]);  // the first forward: bitwise
   if (!blas.empty() && recipe == "llama_tiny") {
     INFO(recipe << ": TP2+SP with the overlap is bitwise TP2+SP without it");
@@ -333,8 +335,10 @@ void chunked_overlap_parity_for(const std::string& recipe) {
   const Trained plain_full = probe(recipe, 2, with(kTp2, {"trainer.recompute=full"}), tmp.path / "plain-full");
   check_equal(serial, chunked, recipe + " TP2+overlap (2 chunks)");
   check_equal(serial, chunked3, recipe + " TP2+overlap (3 chunks), recompute full");
-  if (blas.empty()) MESSAGE("the chunked overlap's bitwise equality to plain TP2 is not checked: no BLAS kernel set "
-                            "known to sum a GEMM row alike however the rows are chunked (row_invariant_blas)");
+  if (blas.empty())
+    MESSAGE(
+        "the chunked overlap's bitwise equality to plain TP2 is not checked: no BLAS kernel set "
+        "known to sum a GEMM row alike however the rows are chunked (row_invariant_blas)");
   for (const auto& pair : {std::pair{&chunked, &plain}, std::pair{&chunked3, &plain_full}}) {
     if (blas.empty()) break;
     INFO(recipe << ": TP2 with the chunked overlap is bitwise TP2 without it");
