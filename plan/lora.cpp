@@ -3,8 +3,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "family/arch_shape.hpp"
+#include "family/registry.hpp"
 
 namespace recipe::plan {
 
@@ -21,11 +23,32 @@ constexpr core::LoraName kEngine[] = {
     {"all-linear", lora_qkv | lora_proj | lora_mlp_in | lora_mlp_out},
 };
 
-// Names that adapt whole linears by themselves: the engine's, then the family's.
+// Every family's HF spellings are accepted on every model, the model's own family first (for the
+// order of messages): a recipe may mix the architecture flags, and before families were
+// descriptors every spelling mapped onto the engine's linears whatever the model (peft's
+// `c_attn` on a Llama-shaped model, `q_proj` on a GPT-shaped one). The redesign keeps that.
+std::vector<const core::Family*> families_from(const core::Family& family) {
+  std::vector<const core::Family*> f = {&family};
+  for (const core::Family* other : core::families())
+    if (other != &family) f.push_back(other);
+  return f;
+}
+
+// Names that adapt whole linears by themselves: the engine's, then the families'.
 std::vector<core::LoraName> whole_names(const core::Family& family) {
   std::vector<core::LoraName> n(std::begin(kEngine), std::end(kEngine));
-  n.insert(n.end(), family.lora_names.begin(), family.lora_names.end());
+  for (const core::Family* f : families_from(family))
+    for (const core::LoraName& a : f->lora_names)
+      if (std::none_of(n.begin(), n.end(), [&](const core::LoraName& b) { return std::string(a.name) == b.name; }))
+        n.push_back(a);
   return n;
+}
+
+// The fused linears' part names (q_proj|k_proj|v_proj, gate_proj|up_proj) of every family.
+std::vector<core::LoraGroup> groups(const core::Family& family) {
+  std::vector<core::LoraGroup> g;
+  for (const core::Family* f : families_from(family)) g.insert(g.end(), f->lora_groups.begin(), f->lora_groups.end());
+  return g;
 }
 
 }  // namespace
@@ -39,13 +62,16 @@ const char* lora_target_name(unsigned bit) {
 std::vector<std::string> lora_target_names(const core::Family& family) {
   std::vector<std::string> n;
   for (const core::LoraName& a : whole_names(family)) n.emplace_back(a.name);
-  for (const core::LoraGroup& g : family.lora_groups) n.insert(n.end(), g.parts.begin(), g.parts.end());
+  for (const core::LoraGroup& g : groups(family))
+    for (const char* part : g.parts)
+      if (std::find(n.begin(), n.end(), part) == n.end()) n.emplace_back(part);
   return n;
 }
 
 LoraTargets lora_targets(const core::Family& family, const std::vector<std::string>& modules) {
   LoraTargets t;
   const std::vector<core::LoraName> whole = whole_names(family);
+  const std::vector<core::LoraGroup> fused = groups(family);
   auto has = [&](const std::string& m) { return std::find(modules.begin(), modules.end(), m) != modules.end(); };
   for (const std::string& m : modules) {
     bool known = false;
@@ -54,11 +80,11 @@ LoraTargets lora_targets(const core::Family& family, const std::vector<std::stri
         t.mask |= a.targets;
         known = true;
       }
-    for (const core::LoraGroup& g : family.lora_groups)
+    for (const core::LoraGroup& g : fused)
       if (std::find(g.parts.begin(), g.parts.end(), m) != g.parts.end()) known = true;
     if (!known) t.problems.push_back("\"" + m + "\" is not a linear of the model");
   }
-  for (const core::LoraGroup& g : family.lora_groups) {
+  for (const core::LoraGroup& g : fused) {
     std::vector<std::string> present, missing;
     for (const char* p : g.parts) (has(p) ? present : missing).push_back(p);
     if (present.empty()) continue;

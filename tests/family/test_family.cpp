@@ -145,10 +145,15 @@ TEST_CASE("family: a toy family is only a descriptor — layout, HF both ways, L
   CHECK(hf::config_mismatches(llama_config, s).at(0).find("use a recipe of the same architecture (model.arch=llama)") !=
         std::string::npos);
 
-  // LoRA: the engine's names and the toy's.
+  // LoRA: the engine's names and the toy's (listed first), then the registered families' spellings,
+  // which every model accepts as before (plan/lora.cpp); a name of no family is refused.
   CHECK(plan::lora_targets(toy_family(), {"wq", "wk", "wv", "attn_out"}).mask == (lora_qkv | lora_proj));
   CHECK(plan::lora_targets(toy_family(), {"fc1"}).mask == lora_mlp_in);
-  CHECK(plan::lora_targets(toy_family(), {"o_proj"}).problems.size() == 1);
+  CHECK(plan::lora_targets(toy_family(), {"o_proj"}).mask == lora_proj);
+  CHECK(plan::lora_targets(toy_family(), {"wo_proj"}).problems.size() == 1);
+  const std::vector<std::string> names = plan::lora_target_names(toy_family());
+  REQUIRE(names.size() > 6);
+  CHECK(names[5] == "attn_out");  // after qkv, proj, fc1, fc2, all-linear: the model's own family
 
   // Its flags: what it fixes, a shape contradicts.
   ArchShape gelu = s.arch;
