@@ -4,6 +4,7 @@
 
 #include "dsl/plan_fields.hpp"
 #include "dsl/resolve_internal.hpp"
+#include "dsl/foreign_keys.hpp"
 #include "dsl/suggest.hpp"
 
 namespace recipe::dsl::detail {
@@ -29,6 +30,8 @@ std::vector<std::string> section_keys(const std::string& section) {
 // Full-path suggestions for an unknown `section.key`: close keys of the same section first, else the
 // same or a close key in another section ("trainer.tp" → "parallelism.tp").
 std::vector<std::string> suggest_paths(const std::string& section, const std::string& key) {
+  // A NeMo / Hugging Face name of one of our settings: our key, whatever the spelling distance.
+  if (const std::string_view ours = foreign_key_path(key); !ours.empty()) return {std::string(ours)};
   std::vector<std::string> out;
   if (!section.empty())
     for (const auto& k : suggest(key, section_keys(section))) out.push_back(section + "." + k);

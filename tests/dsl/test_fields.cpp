@@ -60,6 +60,30 @@ TEST_CASE("dsl_resolve: unknown keys get did-you-mean suggestions") {
   CHECK(find_violation(r, "model.zzzz_qqq")->message == "unknown key model.zzzz_qqq");
 }
 
+TEST_CASE("dsl_resolve: NeMo and Hugging Face names of our settings are answered with our keys") {
+  // Spelling distance never finds these (tensor_model_parallel_size is 24 edits from tp).
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({"parallelism": {"tensor_model_parallel_size": 2}})", "parallelism.tp"},
+      {R"({"parallelism": {"tensor_parallel_degree": 2}})", "parallelism.tp"},
+      {R"({"optimizer": {"learning_rate": 0.001}})", "optimizer.lr"},
+      {R"({"trainer": {"num_train_epochs": 3}})", "trainer.max_steps"},
+      {R"({"trainer": {"per_device_train_batch_size": 4}})", "trainer.micro_batch_size"},
+      {R"({"peft": {"lora_alpha": 32}})", "peft.alpha"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.first);
+    const auto r = resolve_json(with(tiny_gpt(), json::parse(c.first)));
+    REQUIRE(r.violations.size() == 1);
+    const Violation& v = r.violations[0];
+    CHECK(v.message.find(std::string("; did you mean ") + c.second + "?") != std::string::npos);
+    CHECK(v.fix == std::string("rename it to ") + c.second);
+  }
+  // At the top level too (an override `learning_rate=1e-3`).
+  const auto top = resolve_json(with(tiny_gpt(), json::parse(R"({"learning_rate": 0.001})")));
+  REQUIRE(find_violation(top, "learning_rate"));
+  CHECK(find_violation(top, "learning_rate")->message.find("did you mean optimizer.lr?") != std::string::npos);
+}
+
 TEST_CASE("dsl_resolve: setting a derived value is a violation that says how it is computed") {
   auto r = resolve_json(with(tiny_gpt(), json::parse(R"({"model": {"head_dim": 16},
                                                          "trainer": {"num_micro_batches": 2}})")));
