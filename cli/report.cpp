@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "executors/launch.hpp"
+#include "plan/model_size.hpp"
 #include "plan/pipeline_split.hpp"
 
 namespace recipe::cli {
@@ -51,7 +52,14 @@ std::string model_shape(const plan::Plan& p) {
   std::ostringstream s;
   s << plan::to_string(p.model.arch) << " " << human_count(static_cast<double>(p.model.num_params)) << " params, "
     << p.model.num_layers << " layers x " << p.model.hidden_size << " hidden, seq " << p.model.seq_length;
+  if (p.peft.kind == plan::PeftKind::lora) s << ", " << trainable_params(p) << " trainable (LoRA)";
   return s.str();
+}
+
+std::string trainable_params(const plan::Plan& p) {
+  const double trainable = double(plan::lora_trainable_params(p)), all = double(p.model.num_params) + trainable;
+  return human_count(trainable) + " of " + human_count(all) + " params (" +
+         fmt("%.2f", all > 0 ? 100.0 * trainable / all : 0.0) + "%)";
 }
 
 std::string default_parallelism(const plan::Plan& p) {
@@ -85,6 +93,12 @@ void print_plan_summary(std::ostream& out, const plan::Plan& p) {
   if (m.num_kv_heads > 0 && m.num_kv_heads != m.num_attention_heads) out << " (" << m.num_kv_heads << " kv)";
   out << ", head dim " << m.head_dim << ", seq " << m.seq_length << ", vocab " << m.vocab_size << " (padded "
       << m.padded_vocab_size << ")\n";
+  if (p.peft.kind == plan::PeftKind::lora) {
+    out << "  peft       LoRA rank " << p.peft.rank << ", alpha " << fmt("%g", p.peft.alpha)
+        << (p.peft.use_rslora ? " (rsLoRA)" : "") << ", targets ";
+    for (size_t i = 0; i < p.peft.target_modules.size(); ++i) out << (i ? " " : "") << p.peft.target_modules[i];
+    out << "; trains " << trainable_params(p) << ", the base frozen\n";
+  }
   out << "  compute    " << fmt("%.3g", m.flops_per_token) << " FLOPs/token, " << p.trainer.tokens_per_step
       << " tokens/step, " << p.trainer.max_steps << " steps\n";
   out << "  parallel   world " << world << " = " << layout(p) << " on " << nodes << (nodes == 1 ? " node" : " nodes")

@@ -298,6 +298,21 @@ TEST_CASE("a mode the user set that contradicts the verb is refused, never repla
   CHECK_MESSAGE(same.code == 0, same.err);
 }
 
+TEST_CASE("a LoRA plan says what it trains: rank, alpha, targets and the trainable share") {
+  auto r = run({"finetune", "llama_tiny_lora", "checkpoint.allow_random_init=true", "--dry-run"});
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  const size_t line = r.out.find("  peft       LoRA rank ");
+  REQUIRE_MESSAGE(line != std::string::npos, r.out);
+  const std::string peft = r.out.substr(line, r.out.find('\n', line) - line);
+  CHECK_MESSAGE(peft.find(", alpha ") != std::string::npos, peft);
+  CHECK_MESSAGE(peft.find("; trains ") != std::string::npos, peft);
+  CHECK_MESSAGE(peft.find(" params (") != std::string::npos, peft);
+  CHECK_MESSAGE(peft.find("%), the base frozen") != std::string::npos, peft);
+  // A plan without adapters has no such line.
+  auto full = run({"pretrain", "llama_tiny", "--dry-run"});
+  CHECK(full.out.find("  peft ") == std::string::npos);
+}
+
 TEST_CASE("device auto without a GPU says it runs on CPU") {
   if (kernels::built_with_cuda() && kernels::query_gpus().count > 0) return;  // a GPU host runs on the GPU
   auto r = run({"pretrain", "gpt3_125m", "--dry-run"});
