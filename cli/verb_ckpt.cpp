@@ -123,6 +123,18 @@ int run_info(const CkptArgs& a, std::ostream& out, std::ostream& err) {
                       std::to_string(m.value("hidden", 0)) + ", vocab " + std::to_string(m.value("vocab_size", 0)) +
                       " (padded " + std::to_string(m.value("padded_vocab", 0)) + ")");
   }
+  if (c.contains("peft") && c["peft"].is_object()) {
+    const nlohmann::json& pe = c["peft"];
+    std::string targets;
+    if (pe.contains("target_modules") && pe["target_modules"].is_array())
+      for (const auto& t : pe["target_modules"])
+        if (t.is_string()) targets += (targets.empty() ? "" : " ") + t.get<std::string>();
+    char alpha[32];
+    std::snprintf(alpha, sizeof(alpha), "%g", pe.value("alpha", 0.0));
+    line("peft", pe.value("kind", std::string("?")) + " rank " + std::to_string(pe.value("rank", 0)) + ", alpha " +
+                     alpha + (pe.value("use_rslora", false) ? " (rsLoRA)" : "") + ", targets " +
+                     (targets.empty() ? "?" : targets));
+  }
   if (const ckpt::BaseRef* b = reader.base_ref()) {
     line("base", b->path + " (content hash " + b->hash + ", checked)");
     line("", "adapter-only: this directory holds the LoRA adapters and their optimizer state, the base the rest");

@@ -132,6 +132,14 @@ nlohmann::json common_json(const Trainer& t, ParallelState& par) {
                 {"hidden", t.shape().arch.hidden},
                 {"vocab_size", t.shape().arch.vocab},
                 {"padded_vocab", t.shape().arch.padded_vocab}};
+  // What the adapters are (recipe ckpt info shows it; informational: loading checks the tensors).
+  if (plan.peft.kind == plan::PeftKind::lora)
+    c["peft"] = {{"kind", "lora"},
+                 {"rank", plan.peft.rank},
+                 {"alpha", plan.peft.alpha},
+                 {"use_rslora", plan.peft.use_rslora},
+                 {"dropout", plan.peft.dropout},
+                 {"target_modules", plan.peft.target_modules}};
   c["saved_with"] = {{"tp", par.sizes().tp},
                      {"pp", par.sizes().pp},
                      {"dp", par.sizes().dp},

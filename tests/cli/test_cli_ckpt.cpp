@@ -113,6 +113,8 @@ TEST_CASE("a LoRA fine-tune saves adapter-only checkpoints; info follows the bas
   CHECK_MESSAGE(info.out.find("base         " + base.string() + " (content hash crc32:") != std::string::npos,
                 info.out);
   CHECK(info.out.find("adapter-only") != std::string::npos);
+  // What the adapters are: rank, alpha and targets (common.json's peft record).
+  CHECK_MESSAGE(info.out.find("peft         lora rank 8, alpha 16, targets ") != std::string::npos, info.out);
 
   const fs::path peft = tmp.path() / "peft";
   auto ex = run({"ckpt", "export", run_dir.string(), "-o", peft.string(), "--format", "hf-peft"});
