@@ -255,6 +255,7 @@ class Model {
   void setup_context_parallel(Comm* cp);
   // RoPE of `qkv` (the packed qkv, or its gradient): the positions (packed samples', or CP's
   // whole-sample ones) and their bound (the whole sample's length under CP).
+  kernels::AttentionShape attention_shape() const;
   kernels::RopeArgs rope_args(const Activations& A, kernels::Tensor qkv, const kernels::AttentionShape& att) const;
   void attention_fwd(const Activations& A, const LayerActs& a, const kernels::AttentionShape& att);
   void attention_bwd(const Activations& A, const LayerActs& a, const kernels::AttentionShape& att);

@@ -51,16 +51,21 @@ void Model::residual_norm(Tensor residual, Tensor out, Tensor mean, Tensor rstd,
                          .rms = !s_.arch.layernorm});
 }
 
+// The attention of one micro-batch on this rank: its TP share of the heads (ls_), every position.
+kernels::AttentionShape Model::attention_shape() const {
+  return {.B = B_,
+          .T = s_.seq,
+          .Hq = ls_.arch.heads,
+          .Hkv = ls_.arch.kv_heads,
+          .D = s_.arch.head_dim,
+          .max_samples = s_.max_samples};
+}
+
 // Heads, KV heads and FFN columns are this rank's TP share (ls_).
 void Model::layer_forward_body(Activations& A, int l, const LayerActs& a, bool act_by_fc_out) {
   const LayerParams& p = w_.layers[size_t(l)];
   const LayerLinears& L = linears_[size_t(l)];
-  const kernels::AttentionShape att{.B = B_,
-                                    .T = s_.seq,
-                                    .Hq = ls_.arch.heads,
-                                    .Hkv = ls_.arch.kv_heads,
-                                    .D = s_.arch.head_dim,
-                                    .max_samples = s_.max_samples};
+  const kernels::AttentionShape att = attention_shape();
   L.qkv.fwd({.out = a.qkv, .inp = a.ln1});
   if (!s_.arch.learned_positions) be_.rope_fwd(rope_args(A, a.qkv, att));
   attention_fwd(A, a, att);
@@ -84,12 +89,7 @@ void Model::layer_backward(Activations& A, int l, const LayerActs& a, bool dres_
   const LayerParams& p = w_.layers[size_t(l)];
   const LayerParams& g = g_.layers[size_t(l)];
   const LayerLinears& L = linears_[size_t(l)];
-  const kernels::AttentionShape att{.B = B_,
-                                    .T = s_.seq,
-                                    .Hq = ls_.arch.heads,
-                                    .Hkv = ls_.arch.kv_heads,
-                                    .D = s_.arch.head_dim,
-                                    .max_samples = s_.max_samples};
+  const kernels::AttentionShape att = attention_shape();
   Tensor dres = A.dresidual;
 
   // gelu/norm levels keep no fc_act per layer: fc2's backward rebuilds it from the saved fc_pre
