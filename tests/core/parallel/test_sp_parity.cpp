@@ -91,11 +91,12 @@ void check_equal(const Trained& serial, const Trained& par, const std::string& w
     REQUIRE(it->second.size() == ref.size());
     // The key bias's exact gradient is zero: its values are rounding noise (test_training_parity.cpp).
     if (name.find("attention.k.bias") != std::string::npos) continue;
-    const double e = rel_l2(it->second, ref);
+    // ≤ 1: within 1e-5, or kNoiseFactor times serial's measured floor where one was measured.
+    const double e = rel_l2(it->second, ref) / recipe::testing::parity_bound(serial, name, 1e-5);
     if (e > worst) worst = e, worst_name = name;
   }
-  INFO("worst parameter: " << worst_name << " rel L2 " << worst);
-  CHECK(worst <= 1e-5);
+  INFO("worst parameter: " << worst_name << " rel L2 " << worst << " of its bound");
+  CHECK(worst <= 1.0);
   CHECK(serial.losses.back() < serial.losses.front() - 0.05);  // the curve moved
 }
 
@@ -199,7 +200,8 @@ TEST_CASE("packed SFT samples (llama_tiny, data.pack=true) under TP2+SP train li
   const std::vector<std::string> sft = {"data.kind=sft",       "data.path=" + o.output_prefix, "data.pack=true",
                                         "data.tokenizer=byte", "data.chat_template=plain",     "data.fixed_batch=false",
                                         "data.split=100,0,0"};
-  const Trained serial = probe("llama_tiny", 1, sft, tmp.path / "serial");
+  // With its floor under other BLAS kernels: under Sandybridge's, TP2+SP's v weight drifts 1.29e-5.
+  const Trained serial = recipe::testing::run_serial_with_noise("llama_tiny", tmp.path, sft);
   check_equal(serial, probe("llama_tiny", 2, with(sft, kSp), tmp.path / "sp"), "llama_tiny packed SFT TP2+SP");
   check_equal(serial, probe("llama_tiny", 4, with(sft, with(kSp, {"parallelism.pp=2"})), tmp.path / "sp-pp"),
               "llama_tiny packed SFT TP2+SP x PP2");
