@@ -19,6 +19,7 @@
 #include "core/data/chat_template.hpp"
 #include "core/data/prepare.hpp"
 #include "core/data/tokenizer.hpp"
+#include "core/data/unicode.hpp"
 #include "core/generate/generator.hpp"
 #include "plan/exit_codes.hpp"
 
@@ -60,7 +61,7 @@ std::unique_ptr<data::Tokenizer> plan_tokenizer(const plan::DataConfig& d) {
 
 // --messages: a .json file holding [{"role", "content"}, ...] or {"messages": [...]}, or a .jsonl
 // file with one message object per line (or one line {"messages": [...]}).
-std::vector<data::ChatMessage> read_messages(const std::string& path) {
+data::Conversation read_conversation(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw std::invalid_argument("--messages " + path + ": cannot open the file");
   auto as_conversation = [](nlohmann::json j) {
@@ -91,6 +92,22 @@ std::vector<data::ChatMessage> read_messages(const std::string& path) {
     throw std::invalid_argument(path + ": not JSON (" + e.what() + ")");
   }
   return data::conversation_of(as_conversation(std::move(j)), path + ": ");
+}
+
+std::vector<data::ChatMessage> read_messages(const std::string& path) { return read_conversation(path).messages; }
+
+// What a terminal can show: `s` with every invalid UTF-8 byte replaced by U+FFFD (a model can emit
+// any byte sequence, and a byte-level token may hold part of a character).
+std::string printable(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (const auto& c : data::decode_utf8(s)) {
+    if (c.cp == 0xFFFD)
+      data::append_utf8(out, c.cp);
+    else
+      out.append(s, c.begin, c.len);
+  }
+  return out;
 }
 
 // The length of the longest prefix of `s` that does not end inside a UTF-8 sequence (streamed text
@@ -242,7 +259,7 @@ int run_generate(const GenerateArgs& a, std::ostream& out, std::ostream& err) {
       const std::string text = tokenizer->decode(generated);
       const size_t upto = complete_utf8(text);
       if (upto > printed.size() && text.compare(0, printed.size(), printed) == 0) {
-        out << text.substr(printed.size(), upto - printed.size()) << std::flush;
+        out << printable(text.substr(printed.size(), upto - printed.size())) << std::flush;
         printed = text.substr(0, upto);
       }
     };
@@ -255,7 +272,7 @@ int run_generate(const GenerateArgs& a, std::ostream& out, std::ostream& err) {
     return kExitRuntime;
   }
   const std::string text = tokenizer->decode(generated);
-  if (text.compare(0, printed.size(), printed) == 0) out << text.substr(printed.size());
+  if (text.compare(0, printed.size(), printed) == 0) out << printable(text.substr(printed.size()));
   out << "\n";
   out.flush();
   const size_t n = result.tokens.size();

@@ -30,6 +30,8 @@ class ByteTokenizer : public Tokenizer {
   int vocab_size() const override { return 256; }
   int32_t eod_id() const override { return 0; }
   std::string name() const override { return "byte"; }
+  // Each id is its byte (a NUL, dropped on encode, is the one byte no token spells).
+  bool decodes_exactly() const override { return true; }
 };
 
 }  // namespace

@@ -6,12 +6,25 @@
 //
 // Built-in templates (trained pieces marked with *):
 //   llama3  <|begin_of_text|> then per message
-//           <|start_header_id|> role <|end_header_id|> "\n\n" content* <|eot_id|>*
-//           (content and <|eot_id|> trained for assistant messages only)
+//           <|start_header_id|> role <|end_header_id|> "\n\n" trim(content)* <|eot_id|>*
+//           (content and <|eot_id|> trained for assistant messages only; contents trimmed of
+//           leading and trailing white space, as Meta's template's `| trim` does)
 //   chatml  per message <|im_start|> "role\n" content* <|im_end|>* "\n"
 //           (content and <|im_end|> trained for assistant messages only; the "\n" never)
-//   plain   the messages' contents back to back, no special tokens, then EOD*: a prompt/completion
-//           pair is prompt then completion* then EOD*; works with every tokenizer.
+//   plain   no special tokens, so it works with every tokenizer. Messages: a system content and
+//           "\n\n", "User: " content "\n\n", "Assistant: " content* and then "\n\n" before a
+//           later message or EOD* at the end. A prompt/completion pair: prompt then completion*
+//           then EOD*, back to back (a completion fine-tune: the two texts as written).
+//
+// Tokenization (tokenize_pieces): the text between two special tokens is encoded as ONE string, so
+// the ids are those of the whole rendered conversation (what Hugging Face's apply_chat_template
+// gives), not of its pieces one by one: a content that starts with "\n" after the header's "\n\n"
+// merges into one "\n\n\n" token there too. A token is trained when any of its bytes is in a
+// trained piece (the rule of transformers' assistant-token mask, which marks the tokens from the
+// one holding a span's first character to the one holding its last). That needs each token's bytes:
+// byte-level tokenizers (byte, gpt2_bpe, hf) give them exactly; with a SentencePiece model, whose
+// pieces do not spell their bytes, a stretch mixing trained and untrained text is encoded piece by
+// piece instead.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +46,13 @@ struct ChatMessage {
   std::string content;
 };
 
+// One training example: its messages, and whether they came from a {"prompt", "completion"} pair
+// (the plain template writes a pair's two texts back to back, without role markers).
+struct Conversation {
+  std::vector<ChatMessage> messages;
+  bool prompt_completion = false;
+};
+
 struct TemplatePiece {
   enum class Kind { text, special, eod };
   Kind kind = Kind::text;
@@ -44,12 +64,13 @@ struct TemplatePiece {
 // The pieces of one conversation. Throws std::invalid_argument for a role other than system, user
 // or assistant, or a conversation without an assistant message (nothing would be trained).
 std::vector<TemplatePiece> render_chat(ChatTemplate t, const std::vector<ChatMessage>& messages);
+std::vector<TemplatePiece> render_conversation(ChatTemplate t, const Conversation& conversation);
 
 // Generation: the pieces of a conversation the model is to continue as the assistant: the messages
 // (any roles of the three; the last need not be the user's) rendered as render_chat does, then the
 // header of the assistant's turn (what Hugging Face's add_generation_prompt adds): llama3
 // <|start_header_id|> assistant <|end_header_id|> "\n\n", chatml <|im_start|> "assistant\n", plain
-// nothing (and no EOD). Throws std::invalid_argument for an unknown role or no messages.
+// "Assistant: " (and no EOD). Throws std::invalid_argument for an unknown role or no messages.
 std::vector<TemplatePiece> render_chat_prompt(ChatTemplate t, const std::vector<ChatMessage>& messages);
 // The piece that ends an assistant turn (generation stops at it): llama3 <|eot_id|>, chatml
 // <|im_end|>, plain the end of document.
@@ -57,6 +78,7 @@ TemplatePiece end_of_turn(ChatTemplate t);
 
 // A prompt/completion pair is the conversation {user: prompt, assistant: completion}.
 std::vector<ChatMessage> prompt_completion_messages(const std::string& prompt, const std::string& completion);
+Conversation prompt_completion_conversation(const std::string& prompt, const std::string& completion);
 
 struct TokenizedSample {
   std::vector<int32_t> ids;

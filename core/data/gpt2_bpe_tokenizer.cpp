@@ -72,6 +72,7 @@ class Gpt2BpeTokenizer : public Tokenizer {
   int vocab_size() const override { return static_cast<int>(id_to_token_.size()); }
   int32_t eod_id() const override { return eod_; }
   std::string name() const override { return "gpt2_bpe"; }
+  bool decodes_exactly() const override { return true; }  // every token spells its bytes
 
  private:
   static constexpr size_t kMaxCache = 1 << 18;

@@ -80,6 +80,8 @@ class HfTokenizer : public Tokenizer {
   int vocab_size() const override { return static_cast<int>(id_to_token_.size()); }
   int32_t eod_id() const override { return eod_; }
   std::string name() const override { return "hf"; }
+  // Every token goes through the ByteLevel decoder (decode above), which spells the bytes it encoded.
+  bool decodes_exactly() const override { return true; }
   std::optional<int32_t> bos_id() const override { return bos_; }
   std::optional<int32_t> special_id(const std::string& name) const override {
     for (const auto& t : added_)

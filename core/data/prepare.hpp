@@ -46,9 +46,16 @@ PrepareStats prepare_dataset(const PrepareOptions& opts);
 // temporary names renamed into place when complete. Errors name "file:line" and the field.
 PrepareStats prepare_chat_dataset(const PrepareOptions& opts);
 
-// One chat JSON object → its messages: {"messages": [{"role", "content"}, ...]} or {"prompt",
-// "completion"} (data prepare's lines, and `recipe generate --messages`). `where` prefixes every
-// error ("file:line: "); throws std::runtime_error naming the field and the expected form.
-std::vector<ChatMessage> conversation_of(const nlohmann::json& j, const std::string& where);
+// One chat JSON object → its conversation (data prepare's lines, and `recipe generate --messages`):
+//   {"messages": [{"role", "content"}, ...]}                    roles system | user | assistant
+//   {"conversations": [{"from", "value"}, ...]}                 ShareGPT: from system | human | gpt
+//                                                               (user and assistant also read)
+//   {"instruction", "input" (optional), "output"}               Alpaca: user = instruction, then
+//                                                               "\n\n" and input when not empty;
+//                                                               assistant = output
+//   {"prompt", "completion"}                                    a pair (Conversation::prompt_completion)
+// `where` prefixes every error ("file:line: "); throws std::runtime_error naming the field and the
+// expected form.
+Conversation conversation_of(const nlohmann::json& j, const std::string& where);
 
 }  // namespace recipe::data

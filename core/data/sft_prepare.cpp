@@ -34,24 +34,56 @@ std::string string_field(const nlohmann::json& j, const char* key, const std::st
 
 }  // namespace
 
-std::vector<ChatMessage> conversation_of(const nlohmann::json& j, const std::string& where) {
+namespace {
+
+// ShareGPT's speaker names and ours.
+std::string sharegpt_role(const std::string& from, const std::string& at) {
+  if (from == "system") return "system";
+  if (from == "human" || from == "user") return "user";
+  if (from == "gpt" || from == "assistant") return "assistant";
+  throw std::runtime_error(at + "\"from\" is \"" + from +
+                           "\"; the engine reads system, human (or user) and gpt (or assistant) turns (tool and "
+                           "function turns have no place in its chat templates)");
+}
+
+}  // namespace
+
+Conversation conversation_of(const nlohmann::json& j, const std::string& where) {
   const char* expected =
-      "expected {\"messages\": [{\"role\": ..., \"content\": ...}, ...]} or {\"prompt\": ..., "
-      "\"completion\": ...}";
+      "expected {\"messages\": [{\"role\": ..., \"content\": ...}, ...]}, {\"conversations\": [{\"from\": ..., "
+      "\"value\": ...}, ...]} (ShareGPT), {\"instruction\": ..., \"input\": ..., \"output\": ...} (Alpaca) or "
+      "{\"prompt\": ..., \"completion\": ...}";
   if (!j.is_object()) throw std::runtime_error(where + "not a JSON object; " + expected);
-  if (auto it = j.find("messages"); it != j.end()) {
-    if (!it->is_array()) throw std::runtime_error(where + "\"messages\" is not a list; " + expected);
-    std::vector<ChatMessage> messages;
-    for (size_t i = 0; i < it->size(); ++i) {
-      const std::string at = where + "messages[" + std::to_string(i) + "]: ";
-      if (!(*it)[i].is_object()) throw std::runtime_error(at + "not an object with \"role\" and \"content\"");
-      messages.push_back({string_field((*it)[i], "role", at), string_field((*it)[i], "content", at)});
+  const auto list = [&](const char* key, const char* role_key, const char* content_key, bool sharegpt) {
+    const auto& items = j.at(key);
+    if (!items.is_array()) throw std::runtime_error(where + "\"" + key + "\" is not a list; " + expected);
+    Conversation c;
+    for (size_t i = 0; i < items.size(); ++i) {
+      const std::string at = where + key + "[" + std::to_string(i) + "]: ";
+      if (!items[i].is_object())
+        throw std::runtime_error(at + "not an object with \"" + role_key + "\" and \"" + content_key + "\"");
+      std::string role = string_field(items[i], role_key, at);
+      if (sharegpt) role = sharegpt_role(role, at);
+      c.messages.push_back({std::move(role), string_field(items[i], content_key, at)});
     }
-    return messages;
+    return c;
+  };
+  if (j.contains("messages")) return list("messages", "role", "content", false);
+  if (j.contains("conversations")) return list("conversations", "from", "value", true);
+  if (j.contains("instruction") || j.contains("output")) {
+    std::string user = string_field(j, "instruction", where);
+    if (j.contains("input")) {
+      const std::string input = string_field(j, "input", where);
+      if (!input.empty()) user += "\n\n" + input;
+    }
+    return {{{"user", std::move(user)}, {"assistant", string_field(j, "output", where)}}};
   }
   if (j.contains("prompt") || j.contains("completion"))
-    return prompt_completion_messages(string_field(j, "prompt", where), string_field(j, "completion", where));
-  throw std::runtime_error(where + "neither \"messages\" nor \"prompt\"/\"completion\"; " + expected);
+    return prompt_completion_conversation(string_field(j, "prompt", where), string_field(j, "completion", where));
+  throw std::runtime_error(where +
+                           "none of \"messages\", \"conversations\", \"instruction\"/\"output\" or "
+                           "\"prompt\"/\"completion\"; " +
+                           expected);
 }
 
 PrepareStats prepare_chat_dataset(const PrepareOptions& opts) {
@@ -97,7 +129,7 @@ PrepareStats prepare_chat_dataset(const PrepareOptions& opts) {
         }
         TokenizedSample sample;
         try {
-          sample = tokenize_pieces(render_chat(*tmpl, conversation_of(j, where)), *tokenizer);
+          sample = tokenize_pieces(render_conversation(*tmpl, conversation_of(j, where)), *tokenizer);
         } catch (const std::invalid_argument& e) {
           throw std::runtime_error(where + e.what());
         }

@@ -42,6 +42,10 @@ class Tokenizer {
   // The token a model expects before each sequence (Llama 3's <|begin_of_text|>, from the file's
   // TemplateProcessing); nullopt when none is declared.
   virtual std::optional<int32_t> bos_id() const { return std::nullopt; }
+  // Whether decode() of each id alone gives exactly the bytes that id encoded, so the tokens of an
+  // encoding tile its text (byte-level tokenizers: byte, gpt2_bpe, hf). Chat templates split a joint
+  // encoding into trained and untrained tokens by those bytes (core/data/chat_template.hpp).
+  virtual bool decodes_exactly() const { return false; }
 };
 
 std::unique_ptr<Tokenizer> make_byte_tokenizer();

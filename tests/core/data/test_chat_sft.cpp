@@ -8,6 +8,8 @@
 #include <map>
 #include <numeric>
 
+#include <nlohmann/json.hpp>
+
 #include "core/data/chat_template.hpp"
 #include "core/data/indexed_dataset.hpp"
 #include "core/data/loss_mask.hpp"
@@ -130,8 +132,8 @@ TEST_CASE("chatml template: exact pieces and ids; the newline after <|im_end|> i
   CHECK(s.mask == cat<uint8_t>({flags(1 + 7 + 1 + 1 + 1 + 10, 0), flags(3, 1), flags(1, 0)}));
 }
 
-TEST_CASE("plain template: prompt then completion then EOD, with every tokenizer") {
-  const auto pieces = render_chat(ChatTemplate::plain, prompt_completion_messages("Q?", " A"));
+TEST_CASE("plain template: role markers and separators for messages; a prompt/completion pair back to back") {
+  const auto pieces = render_conversation(ChatTemplate::plain, prompt_completion_conversation("Q?", " A"));
   const std::vector<TemplatePiece> expected = {
       {Kind::text, "Q?", false}, {Kind::text, " A", true}, {Kind::eod, "", true}};
   CHECK(pieces == expected);
@@ -139,10 +141,73 @@ TEST_CASE("plain template: prompt then completion then EOD, with every tokenizer
   const auto s = tokenize_pieces(pieces, *byte);
   CHECK(s.ids == std::vector<int32_t>{'Q', '?', ' ', 'A', 0});
   CHECK(s.mask == std::vector<uint8_t>{0, 0, 1, 1, 1});
-  // Multi-turn: contents back to back, only the assistant's trained.
+  // Messages: system content, "User: ", "Assistant: " markers, "\n\n" between; only the assistant's
+  // content and the closing EOD trained.
   const auto multi = tokenize_pieces(render_chat(ChatTemplate::plain, kConversation), *byte);
-  CHECK(multi.ids == std::vector<int32_t>{'S', 'H', 'i', 'Y', 'o', 0});
-  CHECK(multi.mask == std::vector<uint8_t>{0, 0, 0, 1, 1, 1});
+  const std::string shown = "S\n\nUser: Hi\n\nAssistant: Yo";
+  CHECK(multi.ids == cat<int32_t>({bytes(shown), {0}}));
+  CHECK(multi.mask == cat<uint8_t>({flags(shown.size() - 2, 0), flags(3, 1)}));
+  // A later message follows an assistant turn after "\n\n" (untrained); the prompt for generation
+  // ends with the assistant's marker.
+  const auto two = tokenize_pieces(
+      render_chat(ChatTemplate::plain, {{"user", "a"}, {"assistant", "b"}, {"user", "c"}, {"assistant", "d"}}), *byte);
+  CHECK(byte->decode(two.ids) == "User: a\n\nAssistant: b\n\nUser: c\n\nAssistant: d");
+  const std::string trained = [&] {
+    std::string t;
+    for (size_t i = 0; i < two.ids.size(); ++i)
+      if (two.mask[i] != 0) t += two.ids[i] == 0 ? std::string("<eod>") : std::string(1, char(two.ids[i]));
+    return t;
+  }();
+  CHECK(trained == "bd<eod>");
+  const auto prompt = tokenize_pieces(render_chat_prompt(ChatTemplate::plain, {{"user", "a"}}), *byte);
+  CHECK(byte->decode(prompt.ids) == "User: a\n\nAssistant: ");
+}
+
+TEST_CASE("chat data reads messages, ShareGPT, Alpaca and prompt/completion lines") {
+  const auto conv = [](const char* line) { return conversation_of(nlohmann::json::parse(line), "f:1: "); };
+  const auto sharegpt = conv(R"({"conversations": [{"from": "system", "value": "S"}, {"from": "human", "value": "H"}, )"
+                             R"({"from": "gpt", "value": "G"}]})");
+  CHECK(sharegpt.messages.size() == 3);
+  CHECK(sharegpt.messages[1].role == "user");
+  CHECK(sharegpt.messages[2].role == "assistant");
+  CHECK(sharegpt.messages[2].content == "G");
+  CHECK(!sharegpt.prompt_completion);
+  const auto alpaca = conv(R"({"instruction": "Translate", "input": "chat", "output": "cat"})");
+  REQUIRE(alpaca.messages.size() == 2);
+  CHECK(alpaca.messages[0].content == "Translate\n\nchat");
+  CHECK(alpaca.messages[1].content == "cat");
+  CHECK(conv(R"({"instruction": "Say hi", "input": "", "output": "hi"})").messages[0].content == "Say hi");
+  CHECK(conv(R"({"prompt": "p", "completion": "c"})").prompt_completion);
+  CHECK_THROWS_WITH_AS(conv(R"({"conversations": [{"from": "tool", "value": "x"}]})"),
+                       doctest::Contains("f:1: conversations[0]: \"from\" is \"tool\""), std::runtime_error);
+  CHECK_THROWS_WITH_AS(conv(R"({"instruction": "x"})"), doctest::Contains("no \"output\""), std::runtime_error);
+  CHECK_THROWS_WITH_AS(conv(R"({"text": "x"})"), doctest::Contains("ShareGPT"), std::runtime_error);
+}
+
+// Ids and masks against transformers' apply_chat_template (tests/data/chat_templates/, written by
+// tests/reference/chat_template_ref.py): the text between special tokens is tokenized as one
+// string, so a content starting with "\n" merges with the header's new lines as the library's does,
+// llama3 trims contents, and a token is trained when any of its bytes is the assistant's.
+TEST_CASE("chat templates equal apply_chat_template: ids, assistant masks and generation prompts") {
+  const std::string dir = std::string(RECIPE_SOURCE_DIR) + "/tests/data/chat_templates/";
+  for (const auto& [name, tmpl] : {std::pair{"llama3", ChatTemplate::llama3}, {"chatml", ChatTemplate::chatml}}) {
+    CAPTURE(name);
+    const auto expected = nlohmann::json::parse(read_file(dir + name + ".expected.json"));
+    const auto tokenizer =
+        make_hf_tokenizer(std::string(RECIPE_SOURCE_DIR) + "/" + expected["tokenizer"].get<std::string>());
+    int n = 0;
+    for (const auto& c : expected["conversations"]) {
+      CAPTURE(n++);
+      std::vector<ChatMessage> messages;
+      for (const auto& m : c["messages"]) messages.push_back({m["role"], m["content"]});
+      const auto s = tokenize_pieces(render_chat(tmpl, messages), *tokenizer);
+      CHECK(s.ids == c["ids"].get<std::vector<int32_t>>());
+      CHECK(s.mask == c["mask"].get<std::vector<uint8_t>>());
+      messages.pop_back();
+      CHECK(tokenize_pieces(render_chat_prompt(tmpl, messages), *tokenizer).ids ==
+            c["prompt_ids"].get<std::vector<int32_t>>());
+    }
+  }
 }
 
 TEST_CASE("chat templates reject bad conversations and tokenizers without the template's special tokens") {
@@ -170,19 +235,21 @@ TEST_CASE("data prepare --format chat writes .bin/.idx and a mask that round-tri
   o.chat_template = "plain";
   o.output_prefix = dir / "out/sft";
   const auto stats = prepare_dataset(o);
+  // "User: ab\n\nAssistant: cd" + EOD (24 + 1 tokens), then the pair "x" "yz" + EOD (4).
+  const std::string first = "User: ab\n\nAssistant: cd";
   CHECK(stats.documents == 2);
-  CHECK(stats.tokens == 9);
+  CHECK(stats.tokens == int64_t(first.size()) + 1 + 4);
   CHECK(stats.trained_tokens == 6);
 
   const IndexedDataset ds(o.output_prefix);
-  CHECK(ds.document(0) == std::vector<int32_t>{'a', 'b', 'c', 'd', 0});
+  CHECK(ds.document(0) == cat<int32_t>({bytes(first), {0}}));
   CHECK(ds.document(1) == std::vector<int32_t>{'x', 'y', 'z', 0});
   const LossMask mask(ds);
   CHECK(mask.chat_template() == "plain");
-  CHECK(mask.tokens() == 9);
-  std::vector<uint8_t> m(5);
-  mask.read_document(0, 0, 5, m.data());
-  CHECK(m == std::vector<uint8_t>{0, 0, 1, 1, 1});
+  CHECK(mask.tokens() == stats.tokens);
+  std::vector<uint8_t> m(first.size() + 1);
+  mask.read_document(0, 0, int64_t(m.size()), m.data());
+  CHECK(m == cat<uint8_t>({flags(first.size() - 2, 0), flags(3, 1)}));
   mask.read_document(1, 1, 3, m.data());
   CHECK(std::vector<uint8_t>(m.begin(), m.begin() + 3) == std::vector<uint8_t>{1, 1, 1});
 
