@@ -35,7 +35,7 @@ std::string checkpoint_for_verb(const std::string& path, const std::vector<std::
 
 std::optional<plan::Plan> checkpoint_plan(const std::string& dir, const std::vector<std::string>& overrides,
                                           const std::function<bool(const std::string& key)>& relevant,
-                                          std::string_view needs, std::ostream& err) {
+                                          std::string_view needs, std::ostream& err, bool evaluation) {
   const fs::path plan_toml = fs::path(dir) / "plan.toml";
   if (!fs::exists(plan_toml) || fs::file_size(plan_toml) == 0) {
     err << "error: " << plan_toml.string() << " is missing, so " << needs << "\n";
@@ -44,9 +44,20 @@ std::optional<plan::Plan> checkpoint_plan(const std::string& dir, const std::vec
   dsl::ResolveResult resolved;
   try {
     dsl::ConfigTree tree = dsl::load_recipe(plan_toml.string());
+    const auto overrides_key = [&](const char* key) {
+      return std::any_of(overrides.begin(), overrides.end(), [&](const std::string& o) {
+        const size_t eq = o.find('=');
+        return o.compare(0, eq, key) == 0 || o.compare(0, eq, std::string(key) + "+") == 0;
+      });
+    };
+    if (auto data = tree.root.find("data"); data != tree.root.end() && data->is_object()) {
+      if (overrides_key("data.path") && !overrides_key("data.blend")) data->erase("blend");
+      if (overrides_key("data.blend") && !overrides_key("data.path")) data->erase("path");
+    }
     dsl::apply_overrides(tree, overrides);
     dsl::ExecutorFacts facts;
     facts.planning = true;
+    facts.evaluation = evaluation;
     resolved = dsl::resolve(tree, facts);
   } catch (const std::exception& e) {
     err << "error: " << plan_toml.string() << ": " << e.what() << "\n";

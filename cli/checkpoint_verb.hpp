@@ -23,10 +23,13 @@ std::string checkpoint_for_verb(const std::string& path, const std::vector<std::
 // The checkpoint's plan.toml with `overrides` applied in order, resolved for planning (no cluster
 // facts). Violations of keys for which `relevant(key)` holds are printed and give nullopt; the
 // others do not matter to the verb (a data path gone since, a batch for another cluster). `needs`
-// ends the sentence printed when plan.toml is missing ("...is missing, so <needs>").
+// ends the sentence printed when plan.toml is missing ("...is missing, so <needs>"). An override of
+// data.path replaces the stored data.blend (which the run derived from its own data.path), and one
+// of data.blend the stored data.path, so naming other data needs one key. evaluation: the plan
+// only evaluates (dsl::ExecutorFacts::evaluation).
 std::optional<plan::Plan> checkpoint_plan(const std::string& dir, const std::vector<std::string>& overrides,
                                           const std::function<bool(const std::string& key)>& relevant,
-                                          std::string_view needs, std::ostream& err);
+                                          std::string_view needs, std::ostream& err, bool evaluation = false);
 
 // Whether a GPU is usable here; with --device cuda and none, prints the fix and gives nullopt.
 std::optional<bool> usable_gpu(const std::string& device_flag, std::ostream& err);

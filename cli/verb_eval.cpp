@@ -3,12 +3,14 @@
 // first trainer.eval_samples sequences). It runs as one process on the chosen device, whatever
 // layout the checkpoint was saved with (loading reshards); the samples do not depend on the layout,
 // so the result equals the run's logged val_loss to rounding. Overrides change the plan before it
-// is resolved: another dataset (data.path=..., data.split=...) or trainer.eval_samples=N.
+// is resolved: another dataset (data.path=..., data.split=...; all of it may be held out, since the
+// train split is not read) or trainer.eval_samples=N.
 #include <algorithm>
 #include <cstdio>
 
 #include "cli/checkpoint_verb.hpp"
 #include "cli/verbs.hpp"
+#include "core/data/sample_source.hpp"
 #include "core/parallel/parallel_bootstrap.hpp"
 #include "core/train/checkpointing.hpp"
 #include "core/train/trainer.hpp"
@@ -38,7 +40,8 @@ std::optional<plan::Plan> eval_plan(const std::string& dir, const EvalArgs& a, s
   auto plan = checkpoint_plan(
       dir, overrides,
       [](const std::string& key) { return key.rfind("executor.", 0) != 0 && key.rfind("checkpoint.", 0) != 0; },
-      "the model and its data are unknown (a checkpoint written by `recipe pretrain`/`finetune` has it)", err);
+      "the model and its data are unknown (a checkpoint written by `recipe pretrain`/`finetune` has it)", err,
+      /*evaluation=*/true);
   if (plan && plan->trainer.eval_interval <= 0) {
     // The resolver's own advice for a plan without validation data may be to turn validation off,
     // which is not a way out here: say what is.
@@ -85,13 +88,16 @@ int run_eval(const EvalArgs& a, std::ostream& out, std::ostream& err) {
   try {
     std::unique_ptr<kernels::Backend> backend = kernels::make_backend(device, bo);
     std::unique_ptr<core::ParallelState> parallel = core::bootstrap_parallel(core::parallel_sizes(*plan), *backend);
-    core::Trainer trainer(*plan, *backend, parallel.get());
-    for (const std::string& line : backend->take_notices()) err << line << "\n";
-    if (!trainer.has_validation()) {
+    // Evaluation never steps, so the trainer's training stream is a second reader of the validation
+    // split: a plan that holds out all of another dataset (data.split="0,100,0") has no train split.
+    std::unique_ptr<data::SampleSource> valid = data::make_valid_source(*plan);
+    if (!valid) {
       err << "error: the plan's data has no validation split (data.split=\"" << plan->data.split << "\")\n"
           << "  fix: give validation a share, e.g. data.split=\"90,10,0\", or name other data with data.path=...\n";
       return kExitInvalidRecipe;
     }
+    core::Trainer trainer(*plan, *backend, parallel.get(), data::make_valid_source(*plan), std::move(valid));
+    for (const std::string& line : backend->take_notices()) err << line << "\n";
     step = core::load_checkpoint(trainer, dir, core::LoadMode::weights_only).step;
     loss = trainer.evaluate();
     sequences = trainer.validation_sequences();

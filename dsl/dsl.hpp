@@ -70,6 +70,9 @@ struct ExecutorFacts {
                                // executor's CPU ranks run; 0 = unknown, not checked
   // Compute capability of the visible GPU, major·10 + minor (90 = sm_90); 0 = unknown.
   int gpu_compute_capability = 0;
+  // `recipe eval`: only the validation split is read, so the checks that the train split can feed
+  // training (a share in data.split, one sample of tokens) do not apply.
+  bool evaluation = false;
 };
 
 struct Violation {

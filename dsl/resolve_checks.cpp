@@ -181,7 +181,7 @@ void check_ranges(ResolveContext& ctx) {
   if (!valid_split(d.split))
     ctx.violation("data.split", "data.split=\"" + d.split + "\" is not 1 to 3 non-negative proportions",
                   "write train,valid,test proportions such as \"98,2,0\"");
-  else if (d.kind != plan::DataKind::mock && !(train_share(d.split) > 0))
+  else if (d.kind != plan::DataKind::mock && !ctx.facts.evaluation && !(train_share(d.split) > 0))
     ctx.violation("data.split",
                   "data.split=\"" + d.split + "\" gives the train split no documents; training reads the train split",
                   "give training a share, e.g. data.split=\"98,2,0\"");

@@ -218,6 +218,7 @@ void check_datasets(ResolveContext& ctx) {
   const bool eval = p.trainer.eval_interval > 0 && split[1] > 0;
   const int64_t sample_tokens = static_cast<int64_t>(p.model.seq_length) + 1;
   bool any_valid = false, all_read = true;
+  int64_t most_documents = 0;  // of one dataset: splits are by whole document
   for (const auto& [weight, prefix] : d.blend) {
     if (prefix.empty()) continue;
     std::error_code ec;
@@ -244,7 +245,7 @@ void check_datasets(ResolveContext& ctx) {
     }
     if (sft) check_mask(ctx, field, prefix, sum->bin_tokens);
     const std::string fix = "add data, lower model.seq_length, or give training a larger share in data.split";
-    if (sft ? sum->documents[0] < 1 : sum->tokens[0] < sample_tokens)
+    if (!ctx.facts.evaluation && (sft ? sum->documents[0] < 1 : sum->tokens[0] < sample_tokens))
       ctx.violation(field,
                     sft ? prefix + ": data.split=\"" + d.split + "\" gives training no conversation of its " +
                               std::to_string(sum->documents[0] + sum->documents[1] + sum->documents[2])
@@ -252,17 +253,35 @@ void check_datasets(ResolveContext& ctx) {
                               " tokens, fewer than one sample of model.seq_length+1 = " + std::to_string(sample_tokens),
                     fix);
     if (sft ? sum->documents[1] >= 1 : sum->tokens[1] >= sample_tokens) any_valid = true;
+    most_documents = std::max(most_documents, sum->documents[0] + sum->documents[1] + sum->documents[2]);
   }
+  // Why validation gets nothing, and what helps: a split rounds to whole documents, so a corpus of
+  // one document (one file prepared without --split-paragraphs) has none to hold out at any share.
+  const bool few_documents = most_documents < 10;
+  const std::string cause =
+      few_documents ? " (splits are by whole document, and no dataset holds more than " +
+                          std::to_string(most_documents) + (most_documents == 1 ? " document)" : " documents)")
+                    : "";
+  const std::string fix = std::string(few_documents ? "prepare the data with `recipe data prepare --split-paragraphs` "
+                                                      "(a document per paragraph) or from more files, "
+                                                    : "add data, ") +
+                          "give validation a larger share" +
+                          (d.split == "90,10,0" ? std::string() : std::string(" (e.g. data.split=\"90,10,0\")")) +
+                          ", or set trainer.eval_interval=0";
   if (ctx.eval_auto && (split[1] <= 0 || (all_read && !any_valid))) {
     ctx.plan().trainer.eval_interval = 0;  // validation is on by default only where there is validation data
+    if (split[1] > 0)  // the split asks for validation data that the datasets cannot give: say so
+      ctx.warn("no validation: data.split=\"" + d.split + "\" gives validation " +
+               (sft ? "no conversation" : "fewer than model.seq_length+1 = " + std::to_string(sample_tokens) + " tokens") +
+               cause + "; to validate, " + fix.substr(0, fix.rfind(", or set")));
   } else if (eval && all_read && !any_valid) {
     ctx.violation("data.split",
                   "trainer.eval_interval=" + std::to_string(p.trainer.eval_interval) + " but data.split=\"" + d.split +
                       (sft ? "\" gives validation no conversation in any dataset"
                            : "\" gives validation fewer than model.seq_length+1 = " + std::to_string(sample_tokens) +
-                                 " tokens in every dataset"),
-                  "give validation a larger share (e.g. data.split=\"90,10,0\"), add data, or set "
-                  "trainer.eval_interval=0");
+                                 " tokens in every dataset") +
+                      cause,
+                  fix);
   }
 }
 

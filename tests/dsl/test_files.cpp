@@ -2,6 +2,7 @@
 // run dir or process exists, every problem at once, and the plan's paths come back absolute.
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -104,6 +105,30 @@ TEST_CASE("files: a validation split too small for one sequence is refused when 
   // Training needs a sample too.
   const std::string two = write_dataset(dir, "two", 2, 10);
   CHECK(mentions(find_violation(resolve_json(indexed(two)), "data.path"), "gives training 20 tokens"));
+}
+
+TEST_CASE("files: a one-document corpus says why it has no validation, and names --split-paragraphs") {
+  TempRecipes dir;
+  // One document of 500 tokens (one file prepared without --split-paragraphs): every split rounds
+  // to whole documents, so validation gets nothing at any share.
+  const std::string one = write_dataset(dir, "one", 1, 500);
+  // Asked for: refused, with the cause and the fix that works (not the split the user already set).
+  const Violation* v =
+      find_violation(resolve_json(with(indexed(one, 5), {{"data", {{"split", "90,10,0"}}}})), "data.split");
+  REQUIRE(v != nullptr);
+  CHECK(mentions(v, "splits are by whole document, and no dataset holds more than 1 document"));
+  CHECK(mentions(v, "--split-paragraphs"));
+  CHECK(!mentions(v, "e.g. data.split=\"90,10,0\""));
+  // Left to its default: validation off, and a warning says why instead of nothing.
+  json def = indexed(one);
+  def["trainer"].erase("eval_interval");
+  const auto r = resolve_json(def);
+  CHECK(r.ok());
+  CHECK(r.plan.trainer.eval_interval == 0);
+  const bool warned = std::any_of(r.warnings.begin(), r.warnings.end(), [](const std::string& w) {
+    return w.find("no validation") != std::string::npos && w.find("--split-paragraphs") != std::string::npos;
+  });
+  CHECK_MESSAGE(warned, (r.warnings.empty() ? std::string("(no warnings)") : r.warnings.front()));
 }
 
 TEST_CASE("files: checkpoint.load must hold a checkpoint") {

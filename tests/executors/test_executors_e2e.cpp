@@ -565,6 +565,17 @@ TEST_CASE("validation reads trainer.eval_samples samples: dp1 and dp2 report the
     auto ev = run_binary("eval " + (exp / "small" / "run-1").string() + " --device cpu trainer.eval_samples=400");
     REQUIRE_MESSAGE(ev.code == 0, ev.out);
     CHECK_MESSAGE(ev.out.find("sequences: some are read more than once") != std::string::npos, ev.out);
+
+    // Another dataset, all of it held out (the user guide's form): data.path replaces the blend the
+    // run stored, and the train split's checks do not apply to an evaluation.
+    write_text(tmp.path() / "other.txt", body + body);
+    auto other = run_binary("data prepare --split-paragraphs --input " + (tmp.path() / "other.txt").string() +
+                            " --output " + (tmp.path() / "other").string());
+    REQUIRE_MESSAGE(other.code == 0, other.out);
+    auto ev_other = run_binary("eval " + (exp / "small" / "run-1").string() + " --device cpu data.split=0,100,0 " +
+                               "data.path=" + (tmp.path() / "other").string());
+    REQUIRE_MESSAGE(ev_other.code == 0, ev_other.out);
+    CHECK(ev_other.out.find("val_loss ") != std::string::npos);
   }
 
   // 12 samples are not whole micro-batches of 2 × dp 4: refused before anything runs.
