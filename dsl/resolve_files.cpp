@@ -258,10 +258,10 @@ void check_datasets(ResolveContext& ctx) {
   // Why validation gets nothing, and what helps: a split rounds to whole documents, so a corpus of
   // one document (one file prepared without --split-paragraphs) has none to hold out at any share.
   const bool few_documents = most_documents < 10;
-  const std::string cause =
-      few_documents ? " (splits are by whole document, and no dataset holds more than " +
-                          std::to_string(most_documents) + (most_documents == 1 ? " document)" : " documents)")
-                    : "";
+  const std::string cause = few_documents ? " (splits are by whole document, and no dataset holds more than " +
+                                                std::to_string(most_documents) +
+                                                (most_documents == 1 ? " document)" : " documents)")
+                                          : "";
   const std::string fix = std::string(few_documents ? "prepare the data with `recipe data prepare --split-paragraphs` "
                                                       "(a document per paragraph) or from more files, "
                                                     : "add data, ") +
@@ -270,10 +270,11 @@ void check_datasets(ResolveContext& ctx) {
                           ", or set trainer.eval_interval=0";
   if (ctx.eval_auto && (split[1] <= 0 || (all_read && !any_valid))) {
     ctx.plan().trainer.eval_interval = 0;  // validation is on by default only where there is validation data
-    if (split[1] > 0)  // the split asks for validation data that the datasets cannot give: say so
-      ctx.warn("no validation: data.split=\"" + d.split + "\" gives validation " +
-               (sft ? "no conversation" : "fewer than model.seq_length+1 = " + std::to_string(sample_tokens) + " tokens") +
-               cause + "; to validate, " + fix.substr(0, fix.rfind(", or set")));
+    if (split[1] > 0)                      // the split asks for validation data that the datasets cannot give: say so
+      ctx.warn(
+          "no validation: data.split=\"" + d.split + "\" gives validation " +
+          (sft ? "no conversation" : "fewer than model.seq_length+1 = " + std::to_string(sample_tokens) + " tokens") +
+          cause + "; to validate, " + fix.substr(0, fix.rfind(", or set")));
   } else if (eval && all_read && !any_valid) {
     ctx.violation("data.split",
                   "trainer.eval_interval=" + std::to_string(p.trainer.eval_interval) + " but data.split=\"" + d.split +
