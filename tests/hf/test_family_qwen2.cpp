@@ -15,7 +15,9 @@
 #include "core/model/model_shape.hpp"
 #include "core/model/param_layout.hpp"
 #include "family/registry.hpp"
+#include "plan/lora.hpp"
 #include "hf/hf_convert.hpp"
+#include "hf/hf_peft.hpp"
 #include "hf/hf_safetensors.hpp"
 #include "tests/core/core_test_util.hpp"
 #include "tests/core/data/temp_dir.hpp"
@@ -143,8 +145,8 @@ TEST_CASE("qwen2: import → export reproduces every tensor bitwise and config.j
     CHECK(got["architectures"] == want["architectures"]);
     for (const char* k :
          {"model_type", "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
-          "num_key_value_heads", "hidden_act", "max_position_embeddings", "tie_word_embeddings",
-          "use_sliding_window", "attention_dropout", "initializer_range", "use_cache"}) {
+          "num_key_value_heads", "hidden_act", "max_position_embeddings", "tie_word_embeddings", "use_sliding_window",
+          "attention_dropout", "initializer_range", "use_cache"}) {
       CAPTURE(k);
       CHECK(got[k] == want[k]);
     }
@@ -219,4 +221,23 @@ TEST_CASE("qwen2: a plan built in code with biases beyond q/k/v is refused (the 
   p.model.bias = true;
   CHECK_THROWS_WITH_AS(core::model_shape(p), doctest::Contains("model.arch=qwen2 does not compute it"),
                        std::invalid_argument);
+}
+
+TEST_CASE("qwen2: LoRA names are HF Qwen2's (q/k/v and gate/up only together), PEFT exports them") {
+  const plan::LoraTargets t =
+      plan::lora_targets(core::qwen2_family(), {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj"});
+  CHECK(t.problems.empty());
+  CHECK(t.mask == (core::lora_qkv | core::lora_proj | core::lora_mlp_in));
+  const plan::LoraTargets q_alone = plan::lora_targets(core::qwen2_family(), {"q_proj"});
+  CHECK_FALSE(q_alone.problems.empty());  // one fused linear: k_proj and v_proj must come with it
+  CHECK(q_alone.mask == 0);
+  plan::Plan p = qwen2_tiny_plan(false);
+  p.mode = plan::Mode::finetune;
+  p.peft.kind = plan::PeftKind::lora;
+  p.peft.rank = 4;
+  p.peft.alpha = 8;
+  p.peft.target_modules = {"all-linear"};
+  test::fill_derived(p);
+  CHECK(core::hf::peft_target_modules(core::model_shape(p)) ==
+        std::vector<std::string>{"down_proj", "gate_proj", "k_proj", "o_proj", "q_proj", "up_proj", "v_proj"});
 }
