@@ -68,6 +68,13 @@ add_library(recipe::sentencepiece INTERFACE IMPORTED)
 target_include_directories(recipe::sentencepiece INTERFACE ${SENTENCEPIECE_INCLUDE_DIR})
 target_link_libraries(recipe::sentencepiece INTERFACE ${SENTENCEPIECE_LIBRARY})
 
+# utf8proc (Unicode normalization: the NFC normalizer of Qwen2's tokenizer.json)
+find_path(UTF8PROC_INCLUDE_DIR utf8proc.h REQUIRED)
+find_library(UTF8PROC_LIBRARY NAMES utf8proc PATH_SUFFIXES lib/${_multiarch} REQUIRED)
+add_library(recipe::utf8proc INTERFACE IMPORTED)
+target_include_directories(recipe::utf8proc INTERFACE ${UTF8PROC_INCLUDE_DIR})
+target_link_libraries(recipe::utf8proc INTERFACE ${UTF8PROC_LIBRARY})
+
 # Cairo (PNG output of `recipe runs plot`). Optional: GPU clusters without it still build, and
 # `runs plot -o x.png` then says how to get it.
 find_package(PkgConfig QUIET)

@@ -310,7 +310,8 @@ std::vector<FieldInfo> build_fields() {
   f.push_back(field(m, "rope_theta", &P::model, &M::rope_theta, "RoPE base frequency"));
   f.push_back(
       field(m, "tie_embeddings", &P::model, &M::tie_embeddings, "share the input embedding with the output head"));
-  f.push_back(field(m, "bias", &P::model, &M::bias, "biases in linears and norms"));
+  f.push_back(field(m, "bias", &P::model, &M::bias,
+                    "biases in linears and norms (qwen2 has its q/k/v biases whatever this says, and no others)"));
   f.push_back(field(m, "init_std", &P::model, &M::init_std,
                     "std of the normal init; output projections are scaled by 1/sqrt(2·num_layers)"));
 

@@ -82,6 +82,9 @@ struct HfConfigKey {
   // Read from config.json's "rope_parameters" object where it has one (transformers 5), else from
   // the top level (transformers 4).
   bool in_rope_parameters = false;
+  // A constant that config.json gives as a list (one entry per layer): every entry must be one of
+  // `accepted`.
+  bool each = false;
 };
 
 // An HF architecture a family reads and writes.

@@ -253,8 +253,18 @@ std::vector<std::string> config_mismatches(const nlohmann::json& config, const M
 
     if (k.field == HfField::none) {
       const json theirs = given ? (*obj)[name] : json::parse(k.value);
-      bool ok = false;
-      for (const char* a : k.accepted) ok = ok || theirs == json::parse(a);
+      auto accepted = [&](const json& v) {
+        for (const char* a : k.accepted)
+          if (v == json::parse(a)) return true;
+        return false;
+      };
+      bool ok = !given && k.each;  // an absent list: transformers derives it
+      if (given && k.each && theirs.is_array()) {
+        ok = true;
+        for (const json& v : theirs) ok = ok && accepted(v);
+      } else if (!k.each) {
+        ok = accepted(theirs);
+      }
       if (!ok) bad.push_back(std::string(k.key) + " is " + theirs.dump() + " in config.json; " + k.why);
       continue;
     }

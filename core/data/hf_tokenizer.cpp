@@ -1,14 +1,18 @@
 // Hugging Face tokenizer.json reader for the byte-level BPE family (GPT-2/RoBERTa ByteLevel
-// pre-tokenizer; Llama 3 / Qwen2 Sequence[Split(regex), ByteLevel(use_regex=false)]).
+// pre-tokenizer; Llama 3 / Qwen2 Sequence[Split(regex), ByteLevel(use_regex=false)]; Qwen2's NFC
+// normalizer).
 //
 // Encoding follows the `tokenizers` library: (1) added tokens written in the text are matched first,
 // leftmost-longest, as whole tokens (special ones only in encode_with_specials; encode treats them as
-// text, as `encode_special_tokens=True` does, so a raw document cannot forge a control token); (2) each
-// stretch between them is split by the pre-tokenizer (core/data/pretokenize.hpp); (3) each piece is
-// BPE-merged over its byte-alphabet spelling (core/data/byte_level_bpe.hpp). No post-processor tokens
-// are added: bos_id() tells the caller what the TemplateProcessing would prepend. Anything else a file
-// may ask for (normalizers, other models, byte fallback, other split patterns, ...) is rejected with the
-// file and the JSON field, never silently ignored.
+// text, as `encode_special_tokens=True` does, so a raw document cannot forge a control token); with a
+// normalizer, only the tokens marked "normalized": false are matched on the raw text: (1b) each
+// stretch between them is normalized (NFC, core/data/unicode_nfc.hpp) and the "normalized": true
+// tokens, their content normalized too, are matched in that; (2) each stretch between them is split
+// by the pre-tokenizer (core/data/pretokenize.hpp); (3) each piece is BPE-merged over its
+// byte-alphabet spelling (core/data/byte_level_bpe.hpp). No post-processor tokens are added:
+// bos_id() tells the caller what the TemplateProcessing would prepend. Anything else a file may ask
+// for (other normalizers, other models, byte fallback, other split patterns, ...) is rejected with
+// the file and the JSON field, never silently ignored.
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -20,6 +24,7 @@
 #include "core/data/byte_level_bpe.hpp"
 #include "core/data/pretokenize.hpp"
 #include "core/data/tokenizer.hpp"
+#include "core/data/unicode_nfc.hpp"
 
 namespace recipe::data {
 
@@ -28,9 +33,10 @@ namespace {
 using nlohmann::json;
 
 struct AddedToken {
-  std::string content;
+  std::string content;  // NFC'd where it is matched on normalized text
   int32_t id;
   bool special;
+  bool normalized;  // matched on the normalized text (only meaningful with a normalizer)
 };
 
 class HfTokenizer : public Tokenizer {
@@ -48,9 +54,7 @@ class HfTokenizer : public Tokenizer {
     if (!j.is_object()) fail("(top level)", "is not a JSON object");
     for (const char* key : {"truncation", "padding"})
       if (j.contains(key) && !j[key].is_null()) fail(key, "is set; recipe neither truncates nor pads, set it to null");
-    if (j.contains("normalizer") && !j["normalizer"].is_null())
-      fail("normalizer", "is " + j["normalizer"].value("type", std::string("?")) +
-                             "; only byte-level BPE files without a normalizer (null) are supported");
+    load_normalizer(j.contains("normalizer") ? j["normalizer"] : json());
     load_model(j.contains("model") ? j["model"] : json());
     load_added_tokens(j.value("added_tokens", json::array()));
     load_pre_tokenizer(j.contains("pre_tokenizer") ? j["pre_tokenizer"] : json());
@@ -94,6 +98,15 @@ class HfTokenizer : public Tokenizer {
 
   [[noreturn]] void fail(const std::string& field, const std::string& what) const {
     throw std::runtime_error(path_ + ": " + field + " " + what);
+  }
+
+  // null, or NFC (Qwen2). The others (NFKC, Lowercase, Replace, Prepend, ... and Sequences of
+  // them) change the text in ways the engine does not compute.
+  void load_normalizer(const json& n) {
+    if (n.is_null()) return;
+    const std::string type = n.is_object() ? n.value("type", std::string("?")) : n.dump();
+    if (type != "NFC") fail("normalizer", "is " + type + "; supported: NFC (Qwen2's) or none (null)");
+    nfc_ = true;
   }
 
   void load_model(const json& m) {
@@ -156,15 +169,23 @@ class HfTokenizer : public Tokenizer {
       for (const char* key : {"single_word", "lstrip", "rstrip"})
         if (t.value(key, false))
           fail(field + "." + key, "is true for \"" + t["content"].get<std::string>() + "\"; only false is supported");
-      AddedToken tok{t["content"].get<std::string>(), t["id"].get<int32_t>(), t.value("special", false)};
+      const bool special = t.value("special", false);
+      // `tokenizers`' default: special tokens are matched on the raw text, the others normalized.
+      AddedToken tok{t["content"].get<std::string>(), t["id"].get<int32_t>(), special, t.value("normalized", !special)};
       set_token(tok.id, tok.content);
       added_.push_back(tok);
     }
     // Longest first, so the first candidate matching at a position is the longest (leftmost-longest).
+    // Without a normalizer every token is matched on the raw text.
     std::vector<AddedToken> sorted = added_;
+    for (AddedToken& t : sorted) {
+      t.normalized = nfc_ && t.normalized;
+      if (t.normalized) t.content = nfc(t.content);
+    }
     std::stable_sort(sorted.begin(), sorted.end(),
                      [](const AddedToken& x, const AddedToken& y) { return x.content.size() > y.content.size(); });
-    for (const auto& t : sorted) by_first_byte_[static_cast<unsigned char>(t.content[0])].push_back(t);
+    for (const auto& t : sorted)
+      by_first_byte_[t.normalized ? 1 : 0][static_cast<unsigned char>(t.content[0])].push_back(t);
   }
 
   void load_pre_tokenizer(const json& p) {
@@ -272,10 +293,23 @@ class HfTokenizer : public Tokenizer {
 
   std::vector<int32_t> encode_impl(const std::string& text, bool specials) const {
     std::vector<int32_t> ids;
+    split_added(text, specials, 0, ids, [&](std::string_view raw) {
+      if (!nfc_) return encode_plain(raw, ids);
+      const std::string normalized = nfc(raw);
+      split_added(normalized, specials, 1, ids, [&](std::string_view plain) { encode_plain(plain, ids); });
+    });
+    return ids;
+  }
+
+  // Cuts `text` at the added tokens of table `pass` (0: matched on the raw text, 1: on the
+  // normalized text), appending each token's id and handing each stretch between them (possibly
+  // empty) to `plain` in order.
+  template <class Plain>
+  void split_added(std::string_view text, bool specials, int pass, std::vector<int32_t>& ids, Plain&& plain) const {
     size_t seg = 0;  // start of the stretch of plain text before the next added token
     for (size_t p = 0; p < text.size();) {
       const AddedToken* hit = nullptr;
-      for (const auto& t : by_first_byte_[static_cast<unsigned char>(text[p])]) {
+      for (const auto& t : by_first_byte_[size_t(pass)][static_cast<unsigned char>(text[p])]) {
         if ((specials || !t.special) && text.compare(p, t.content.size(), t.content) == 0) {
           hit = &t;
           break;
@@ -285,13 +319,12 @@ class HfTokenizer : public Tokenizer {
         ++p;
         continue;
       }
-      encode_plain(std::string_view(text).substr(seg, p - seg), ids);
+      plain(text.substr(seg, p - seg));
       ids.push_back(hit->id);
       p += hit->content.size();
       seg = p;
     }
-    encode_plain(std::string_view(text).substr(seg), ids);
-    return ids;
+    plain(text.substr(seg));
   }
 
   void encode_plain(std::string_view text, std::vector<int32_t>& ids) const {
@@ -335,7 +368,9 @@ class HfTokenizer : public Tokenizer {
   bool add_prefix_space_ = false;
   std::vector<SplitPattern> splits_;
   std::vector<AddedToken> added_;
-  std::array<std::vector<AddedToken>, 256> by_first_byte_;
+  bool nfc_ = false;  // the NFC normalizer
+  // Per pass (see split_added), the added tokens by their first byte, longest first.
+  std::array<std::array<std::vector<AddedToken>, 256>, 2> by_first_byte_;
   std::vector<std::string> id_to_token_;
   std::vector<bool> has_id_;
   std::optional<int32_t> bos_;

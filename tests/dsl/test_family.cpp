@@ -61,4 +61,25 @@ TEST_CASE("dsl_family: a flag the family does not compute is refused with key, v
   CHECK(p->message.find("model.position_embedding=\"learned\"") != std::string::npos);
 }
 
+TEST_CASE("dsl_family: qwen2 has its q/k/v biases only: model.bias=true and LayerNorm are refused") {
+  auto r = resolve_json(with(tiny_gpt(), json::parse(R"({"model": {"arch": "qwen2", "num_kv_heads": 2}})")));
+  REQUIRE_MESSAGE(r.ok(), report(r));
+  CHECK(r.plan.model.norm == plan::Norm::rmsnorm);
+  CHECK(r.plan.model.activation == plan::Activation::swiglu);
+  CHECK_FALSE(r.plan.model.bias);  // the linears beyond q/k/v; the q/k/v biases are the family's own
+  CHECK_FALSE(r.plan.model.tie_embeddings);
+  r = resolve_json(with(tiny_gpt(), json::parse(R"({"model": {"arch": "qwen2", "tie_embeddings": true}})")));
+  REQUIRE_MESSAGE(r.ok(), report(r));
+  CHECK(r.plan.model.tie_embeddings);  // Qwen2.5 0.5B and 1.5B tie
+
+  r = resolve_json(with(tiny_gpt(), json::parse(R"({"model": {"arch": "qwen2", "bias": true, "norm": "layernorm"}})")));
+  CHECK_FALSE(r.ok());
+  const Violation* v = find_violation(r, "model.bias");
+  REQUIRE_MESSAGE(v, report(r));
+  CHECK(v->message.find("model.bias=true: model.arch=\"qwen2\" computes model.bias=false only") != std::string::npos);
+  CHECK(v->message.find("biases on q/k/v only") != std::string::npos);
+  CHECK(v->fix.find("model.arch=\"gpt\" or \"llama\"") != std::string::npos);
+  CHECK(find_violation(r, "model.norm"));
+}
+
 TEST_SUITE_END();

@@ -14,9 +14,10 @@ using recipe::dsl::test::source_dir;
 
 namespace {
 
-const std::vector<std::string> kFactoryPresets = {"gpt3_125m",      "gpt3_1p3b",  "gpt3_345m",       "gpt_tiny",
-                                                  "gpt_tiny_lora",  "llama3_70b", "llama3_70b_lora", "llama3_8b",
-                                                  "llama3_8b_lora", "llama_tiny", "llama_tiny_lora"};
+const std::vector<std::string> kFactoryPresets = {
+    "gpt3_125m",         "gpt3_1p3b",    "gpt3_345m",      "gpt_tiny",       "gpt_tiny_lora",   "llama3_70b",
+    "llama3_70b_lora",   "llama3_8b",    "llama3_8b_lora", "llama_tiny",     "llama_tiny_lora", "qwen2_5_0_5b",
+    "qwen2_5_0_5b_lora", "qwen2_5_1_5b", "qwen2_5_7b",     "qwen2_5_7b_lora"};
 
 }  // namespace
 
@@ -125,6 +126,50 @@ TEST_CASE("llama presets: architecture and layout") {
   CHECK(lora.root["peft"]["target_modules"] == nlohmann::ordered_json({"qkv", "proj", "fc1", "fc2"}));
   CHECK(lora.root["model"]["num_layers"] == 80);  // built on llama3_70b
   CHECK(lora.root["experiment"]["name"] == "llama3_70b_lora");
+}
+
+TEST_CASE("qwen2 presets: Qwen2.5's config.json values and its published parameter counts") {
+  ScopedEnv no_path("RECIPE_PATH", std::nullopt);
+  // Parameters as transformers counts them (model.num_parameters()), q/k/v biases included.
+  const struct {
+    const char* name;
+    int hidden, layers, heads, kv_heads, ffn, vocab;
+    bool tied;
+    int64_t params;
+  } sizes[] = {{"qwen2_5_0_5b", 896, 24, 14, 2, 4864, 151936, true, 494032768},
+               {"qwen2_5_1_5b", 1536, 28, 12, 2, 8960, 151936, true, 1543714304},
+               {"qwen2_5_7b", 3584, 28, 28, 4, 18944, 152064, false, 7615616512}};
+  for (const auto& q : sizes) {
+    CAPTURE(q.name);
+    ConfigTree t = load_recipe(q.name);
+    const auto& m = t.root["model"];
+    CHECK(m["arch"] == "qwen2");
+    CHECK(m["hidden_size"] == q.hidden);
+    CHECK(m["num_layers"] == q.layers);
+    CHECK(m["num_attention_heads"] == q.heads);
+    CHECK(m["num_kv_heads"] == q.kv_heads);
+    CHECK(m["ffn_hidden_size"] == q.ffn);
+    CHECK(m["vocab_size"] == q.vocab);
+    CHECK(m["tie_embeddings"] == q.tied);
+    CHECK(m["rope_theta"].get<double>() == 1e6);
+    CHECK(m["norm_eps"].get<double>() == 1e-6);
+    CHECK(m["max_position_embeddings"] == 32768);
+    ExecutorFacts facts;
+    facts.planning = true;
+    facts.nodes = 1;
+    facts.gpus_per_node = facts.visible_gpus = 8;
+    facts.has_gpu = true;
+    facts.gpu_name = "NVIDIA H100 80GB HBM3";
+    facts.gpu_memory_gib = 79.1;
+    const ResolveResult r = resolve(t, facts);
+    REQUIRE_MESSAGE(r.violations.empty(), format_violations(r.violations));
+    CHECK(r.plan.model.padded_vocab_size == q.vocab);  // no padding rows to count
+    CHECK(r.plan.model.num_params == q.params);
+  }
+  ConfigTree lora = load_recipe("qwen2_5_7b_lora");
+  CHECK(lora.root["mode"] == "finetune");
+  CHECK(lora.root["model"]["num_layers"] == 28);  // built on qwen2_5_7b
+  CHECK(lora.root["parallelism"]["tp"] == 1);
 }
 
 TEST_CASE("the example recipes load") {

@@ -81,11 +81,12 @@ ModelShape toy_shape() {
 
 }  // namespace
 
-TEST_CASE("family: the registry lists gpt and llama, one per model.arch value") {
+TEST_CASE("family: the registry lists gpt, llama and qwen2, one per model.arch value") {
   const auto all = families();
-  REQUIRE(all.size() == 2);
+  REQUIRE(all.size() == 3);
   CHECK(std::string(all[0]->arch) == "gpt");
   CHECK(std::string(all[1]->arch) == "llama");
+  CHECK(std::string(all[2]->arch) == "qwen2");
   CHECK(find_family("llama") == &llama_family());
   CHECK(find_family("toy") == nullptr);
   for (std::string_view arch : plan::enum_names<plan::Arch>()) CHECK(find_family(arch));
@@ -102,6 +103,7 @@ TEST_CASE("family: the registry lists gpt and llama, one per model.arch value") 
   // The flags a family fixes are what its table has rows for.
   CHECK(llama_family().fixed == (flag_activation | flag_positions));
   CHECK(gpt_family().fixed == 0);
+  CHECK(qwen2_family().fixed == (flag_norm | flag_activation | flag_positions | flag_bias));
 }
 
 TEST_CASE("family: model_shape reads model.arch's family and refuses a flag it does not compute") {

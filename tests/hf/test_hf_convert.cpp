@@ -4,6 +4,7 @@
 // config.json, a missing tensor, an unsupported model_type, a model HF cannot express.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -255,6 +256,37 @@ TEST_CASE("llama_tiny exports as LlamaForCausalLM (GQA, untied lm_head) and impo
 
   check_round_trip(t, hf.string(), dir, /*exact=*/true);
   dump_for_hf_check(t.plan, "llama");
+}
+
+TEST_CASE("llama_tiny as qwen2 exports as Qwen2ForCausalLM (q/k/v biases, no others) and imports back bitwise") {
+  TempDir dir;
+  plan::Plan p = test::llama_tiny_plan();
+  p.model.arch = plan::Arch::qwen2;
+  test::fill_derived(p);
+  Trained t(p, dir);
+  const fs::path hf = dir / "hf";
+  core::hf::ExportOptions eo;
+  eo.out_dir = hf.string();
+  const core::hf::ExportResult er = core::hf::export_checkpoint(t.checkpoint, t.shape(), eo);
+  CHECK(er.model_type == "qwen2");
+  CHECK(er.tensors == 1 + 2 * 12 + 1 + 1);  // per layer: 2 norms, q/k/v weights and biases, o, gate, up, down
+
+  const nlohmann::json cfg = read_json(hf / "config.json");
+  CHECK(cfg["architectures"][0] == "Qwen2ForCausalLM");
+  CHECK(cfg["use_sliding_window"] == false);
+  CHECK_FALSE(cfg.contains("attention_bias"));  // Qwen2Config has none: the biases are the class's
+  const ckpt::hf::HfTensorFiles files(hf.string());
+  CHECK(files.find("model.layers.1.self_attn.k_proj.bias")->shape == std::vector<int64_t>{32});
+  CHECK_FALSE(files.find("model.layers.0.self_attn.o_proj.bias"));
+  CHECK_FALSE(files.find("model.layers.0.mlp.down_proj.bias"));
+  const auto m = masters_by_name(*t.trainer);
+  // Trained: the biases moved off their zero init and are exported as they are.
+  const std::vector<float> qb = files.read_f32("model.layers.0.self_attn.q_proj.bias");
+  CHECK(qb == m.at("layers.0.attention.q.bias"));
+  CHECK(std::any_of(qb.begin(), qb.end(), [](float v) { return v != 0.0f; }));
+
+  check_round_trip(t, hf.string(), dir, /*exact=*/true);
+  dump_for_hf_check(t.plan, "qwen2");
 }
 
 TEST_CASE("a bf16 export rounds to bf16 and imports back within bf16 precision") {

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <filesystem>
@@ -13,6 +14,7 @@
 #include "core/data/pretokenize.hpp"
 #include "core/data/tokenizer.hpp"
 #include "core/data/unicode.hpp"
+#include "core/data/unicode_nfc.hpp"
 #include "tests/core/data/temp_dir.hpp"
 
 TEST_SUITE_BEGIN("core/data");
@@ -50,8 +52,9 @@ void check_ids(const Tokenizer& tok, const std::vector<int32_t>& got, const std:
                   << "); got text \"" << around(got) << "\", expected \"" << around(want) << "\"");
 }
 
+// decode(encode(text)) is the text, or with a normalizer its NFC (`nfc`).
 void check_against_reference(const std::string& json_path, const std::string& name,
-                             const std::vector<std::string>& texts) {
+                             const std::vector<std::string>& texts, bool nfc_text = false) {
   auto tok = make_tokenizer("hf", "", "", json_path);
   for (const auto& text_name : texts) {
     const std::string text = read_file(kDir + text_name + ".txt");
@@ -62,11 +65,18 @@ void check_against_reference(const std::string& json_path, const std::string& na
     check_ids(*tok, tok->encode_with_specials(text),
               std::filesystem::exists(specials) ? read_ids(specials) : read_ids(stem + ".ids"),
               name + " " + text_name + " with specials");
-    CHECK_MESSAGE(tok->decode(ids) == text, name << " " << text_name << " decode(encode(text)) != text");
+    CHECK_MESSAGE(tok->decode(ids) == (nfc_text ? nfc(text) : text),
+                  name << " " << text_name << " decode(encode(text)) != text");
   }
 }
 
 nlohmann::json load_json(const std::string& path) { return nlohmann::json::parse(read_file(path)); }
+
+// A literal's bytes, NULs included.
+template <size_t N>
+std::string bytes(const char (&s)[N]) {
+  return std::string(s, N - 1);
+}
 
 }  // namespace
 
@@ -90,6 +100,55 @@ TEST_CASE("hf: Qwen2's split pattern (single digits) gives the library's ids") {
   check_against_reference(dir / "qwen.json", "qwen2_pattern", {"edge"});
   // Digit runs really split differently (else the comparison above would not tell the patterns apart).
   CHECK(read_ids(kDir + "qwen2_pattern.edge.ids") != read_ids(kDir + "llama3_style.edge.ids"));
+}
+
+TEST_CASE("hf: Qwen2's NFC normalizer gives the library's ids on multilingual text, composed or not") {
+  const std::string path = kDir + "qwen2_nfc.tokenizer.json";
+  check_against_reference(path, "qwen2_nfc", {"edge", "corpus"}, /*nfc_text=*/true);
+  // The multilingual texts hold the accented added token "[[café]]", which the ByteLevel decoder
+  // (the library's too) reads as the bytes its characters spell: ids only there.
+  auto tok = make_tokenizer("hf", "", "", path);
+  const std::string composed = read_file(kDir + "multilingual.txt"), nfd = read_file(kDir + "multilingual_nfd.txt");
+  for (const auto& [name, text] : {std::pair{"multilingual", composed}, std::pair{"multilingual_nfd", nfd}}) {
+    const std::string stem = kDir + "qwen2_nfc." + name;
+    check_ids(*tok, tok->encode(text), read_ids(stem + ".ids"), std::string("qwen2_nfc ") + name);
+    check_ids(*tok, tok->encode_with_specials(text), read_ids(stem + ".specials.ids"),
+              std::string("qwen2_nfc ") + name + " with specials");
+  }
+  // The decomposed text normalizes to the composed one, so both give the same ids (the library's).
+  CHECK(nfd != composed);
+  CHECK(tok->encode(nfd) == tok->encode(composed));
+  // The accented added token ("normalized": true) is found on the normalized text only: written
+  // decomposed it is still one id; the special ones ("normalized": false) are found on the raw text.
+  const int32_t cafe = *tok->special_id("[[caf\u00e9]]");
+  CHECK(tok->encode("x [[cafe\u0301]] y") == tok->encode("x [[caf\u00e9]] y"));
+  const std::vector<int32_t> decomposed = tok->encode("x [[cafe\u0301]] y");
+  CHECK(std::count(decomposed.begin(), decomposed.end(), cafe) == 1);
+  CHECK(tok->encode_with_specials("<|im_start|>").size() == 1);
+
+  // Negative control: the same file without its normalizer tokenizes the decomposed text (and the
+  // composed one, which holds singletons such as the Angstrom sign) differently.
+  TempDir dir;
+  auto j = load_json(path);
+  j["normalizer"] = nullptr;
+  write_file(dir / "plain.json", j.dump());
+  auto plain = make_tokenizer("hf", "", "", dir / "plain.json");
+  CHECK(plain->encode(nfd) != read_ids(kDir + "qwen2_nfc.multilingual_nfd.ids"));
+  CHECK(plain->encode(composed) != read_ids(kDir + "qwen2_nfc.multilingual.ids"));
+}
+
+TEST_CASE("unicode: NFC composes, reorders and maps singletons; ASCII and invalid bytes pass through") {
+  CHECK(nfc("cafe\u0301") == "caf\u00e9");
+  CHECK(nfc("\u1112\u1161\u11ab") == "\ud55c");   // Hangul jamo → the syllable
+  CHECK(nfc("\u304b\u3099") == "\u304c");         // kana + combining voiced mark
+  CHECK(nfc("\u212b") == "\u00c5");               // ANGSTROM SIGN → Å (a singleton)
+  CHECK(nfc("\u0958") == "\u0915\u093c");         // Devanagari qa: excluded from composition
+  CHECK(nfc("a\u0301\u0323") == "\u1ea1\u0301");  // dot below (class 220) first, then composes
+  const std::string ascii = bytes("plain ASCII\0with NUL\t");
+  CHECK(nfc(ascii) == ascii);
+  CHECK(nfc(bytes("e\u0301\xff\xfe"
+                  "e\u0301\0")) == bytes("\u00e9\xff\xfe\u00e9\0"));
+  CHECK(nfc("") == "");
 }
 
 TEST_CASE("hf: BOS from TemplateProcessing, EOD by rule or data.eod_token, special ids") {
@@ -141,7 +200,12 @@ TEST_CASE("hf: what the reader does not implement is rejected with the file and 
   };
   rejects([](auto& j) { j["model"]["type"] = "WordPiece"; }, "model.type is WordPiece");
   rejects([](auto& j) { j["model"]["byte_fallback"] = true; }, "model.byte_fallback");
-  rejects([](auto& j) { j["normalizer"] = {{"type", "NFC"}}; }, "normalizer is NFC");
+  rejects([](auto& j) { j["normalizer"] = {{"type", "NFKC"}}; }, "normalizer is NFKC; supported: NFC");
+  rejects(
+      [](auto& j) {
+        j["normalizer"] = {{"type", "Sequence"}, {"normalizers", {{{"type", "NFC"}}}}};
+      },
+      "normalizer is Sequence");
   rejects([](auto& j) { j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "\\w+"; },
           "pre_tokenizer.pretokenizers[0].pattern.Regex is \"\\\\w+\"");
   rejects([](auto& j) { j["pre_tokenizer"] = {{"type", "Metaspace"}}; }, "pre_tokenizer.type is Metaspace");

@@ -154,6 +154,24 @@ TEST_CASE("LoRA with adapter dropout: TP, PP, DP and TP×PP train like one proce
 // parity tolerance of the pretraining test for losses (1e-3; measured 1.8e-4 under TP2) and 0.1
 // relative L2 for the adapters (measured 3e-2: a different summation order before a cast can flip
 // an FP8 rounding, which Adam carries on); PP2 alone is exact.
+// Qwen2 (llama_tiny_lora read as model.arch=qwen2): its q/k/v biases belong to the frozen base, so
+// they stay bitwise what they were on every rank while the adapters train as in one process.
+TEST_CASE("LoRA on qwen2 (frozen q/k/v biases): TP2 and TP2xPP2 train like one process") {
+  if (!recipe::testing::mpirun_available()) {
+    MESSAGE("skipped: mpirun not found");
+    return;
+  }
+  const std::vector<std::string> qwen2 = {"model.arch=qwen2"};
+  const Trained serial = train_serial("llama_tiny_lora", "qwen2-serial", qwen2);
+  REQUIRE(serial.params.count("layers.0.attention.q.bias"));
+  for (const Layout& l : {kLayouts[0], kLayouts[3]}) {
+    std::vector<std::string> overrides = l.overrides;
+    overrides.insert(overrides.end(), qwen2.begin(), qwen2.end());
+    check_lora_equal(serial, train_lora("llama_tiny_lora", l.world, overrides, "qwen2-" + l.name),
+                     "llama_tiny_lora as qwen2 " + l.name);
+  }
+}
+
 TEST_CASE("LoRA in FP8 with the base held only in FP8: TP, PP, DP and TP×PP train like one process") {
   if (!recipe::testing::mpirun_available()) {
     MESSAGE("skipped: mpirun not found");

@@ -111,6 +111,37 @@ TEST_CASE("gpt_tiny: every parallel layout trains like one process") { parity_fo
 
 TEST_CASE("llama_tiny: every parallel layout trains like one process") { parity_for("llama_tiny"); }
 
+// Qwen2's q/k/v biases (family/qwen2.cpp: its table's own rows, no o_proj or MLP bias): the q|k|v
+// bias pack is sharded by column with its heads like the weights, so every tensor-parallel layout
+// (with sequence parallelism too) must hold and train each rank's rows of it as one process does.
+// llama_tiny read as model.arch=qwen2 (same shape, the biases added).
+TEST_CASE("llama_tiny as qwen2 (q/k/v biases): TP, TP+SP, TP×PP and TP×DP+ZeRO-1 train like one process") {
+  if (!recipe::testing::mpirun_available()) {
+    MESSAGE("skipped: mpirun not found");
+    return;
+  }
+  const std::vector<std::string> qwen2 = {"model.arch=qwen2"};
+  const Trained serial = train("llama_tiny", 1, {}, "qwen2-serial", qwen2);
+  // The biases are there and trained (they start at zero; the key bias has no gradient, see above).
+  for (const char* b : {"layers.0.attention.q.bias", "layers.1.attention.v.bias"}) {
+    CAPTURE(b);
+    REQUIRE(serial.params.count(b));
+    double sum = 0;
+    for (double v : serial.params.at(b)) sum += std::abs(v);
+    CHECK(sum > 0);
+  }
+  CHECK(serial.params.count("layers.0.attention.proj.bias") == 0);
+  const std::vector<Layout> layouts = {
+      {"TP2", 2, {"parallelism.tp=2"}},
+      {"TP2+SP", 2, {"parallelism.tp=2", "parallelism.sequence_parallel=true"}},
+      {"TP2xPP2", 4, {"parallelism.tp=2", "parallelism.pp=2"}},
+      {"TP2xDP2+ZeRO-1", 4, {"parallelism.tp=2", "parallelism.zero1=true"}},
+  };
+  for (const Layout& l : layouts)
+    check_equal(serial, train("llama_tiny", l.world, l.overrides, "qwen2-" + std::to_string(l.world), qwen2),
+                "llama_tiny as qwen2 " + l.name);
+}
+
 // parallelism.pipeline_split=balanced gives uneven stages: with a 4096-token vocabulary the head
 // costs 4.5 layers of gpt_tiny, so of 4 layers PP2 puts 3 on the first stage and 1 beside the head
 // (tests/dsl/test_pipeline_split.cpp derives the same split). Uneven stages train like one process.

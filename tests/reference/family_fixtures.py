@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""Tiny Hugging Face models of each family the engine imports, with transformers' logits on them.
+
+Writes tests/data/hf_families/<name>/ (config.json, model.safetensors, expected.json) for every
+fixture named (all without arguments); the CI test tests/hf/family_fixture.cpp imports each one
+through the engine's HF import (`recipe ckpt import`'s code), runs it on the CPU in f32 and checks
+every logit against expected.json. Run it only where torch and transformers are installed (not a
+product or CI dependency):
+
+    /work/venv-ref/bin/python tests/reference/family_fixtures.py [name ...]
+
+--check-export DIR NAME loads an engine export of fixture NAME (the C++ test "import → export"
+leaves DIR/NAME when RECIPE_HF_CHECK_DIR=DIR is set) with AutoModelForCausalLM and checks that its
+logits on expected.json's rows equal the fixture's own (the weights round-trip bitwise, so they
+must agree to f32 rounding of the same computation):
+
+    RECIPE_HF_CHECK_DIR=/tmp/hffam build/tests/recipe_tests -ts=hf -tc='qwen2: import*'
+    /work/venv-ref/bin/python tests/reference/family_fixtures.py --check-export /tmp/hffam qwen2_tiny
+
+Each model is built with torch.manual_seed(0) in float32 with random weights (normal with std
+INIT, norm weights around 1, biases random too) so that a missed tensor, norm weight or bias shows
+in the logits. expected.json: {"transformers": version, "input_ids": [[...], ...],
+"logits": [[[f32 × vocab] per position] per row]} from model(input_ids).logits in float32 with
+eager attention (the plain softmax(QKᵀ/√d)V the engine computes).
+"""
+import json
+import os
+import sys
+
+import torch
+import transformers
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "hf_families")
+INIT = 0.15  # initializer_range: large enough that logits differ clearly between positions
+INPUT_IDS = [[3, 17, 100, 5, 64, 127, 9, 42, 42, 0, 88, 31], [120, 7, 7, 56, 2, 99, 14, 73, 1, 110, 36, 60]]
+
+
+def qwen2(tied):
+    return transformers.Qwen2Config(
+        vocab_size=128,
+        hidden_size=64,
+        intermediate_size=96,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        rms_norm_eps=1e-6,
+        rope_theta=1000000.0,
+        tie_word_embeddings=tied,
+        use_sliding_window=False,
+        initializer_range=INIT,
+    )
+
+
+FIXTURES = {
+    # Qwen2 / Qwen2.5: biases on q, k, v only (randomised, so dropping them shows); untied as 7B.
+    "qwen2_tiny": lambda: qwen2(tied=False),
+    # ... tied as Qwen2.5 0.5B / 1.5B.
+    "qwen2_tiny_tied": lambda: qwen2(tied=True),
+}
+
+
+def randomise(model):
+    """Every parameter random: weights normal(0, INIT), norm weights 1 + normal(0, 0.1), biases
+    normal(0, INIT) (transformers initialises biases and norms to constants, which would hide them)."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("norm.weight"):
+                p.copy_(1.0 + 0.1 * torch.randn_like(p))
+            else:
+                p.copy_(INIT * torch.randn_like(p))
+
+
+def build(name):
+    torch.manual_seed(0)
+    config = FIXTURES[name]()
+    config._attn_implementation = "eager"
+    model = transformers.AutoModelForCausalLM.from_config(config, torch_dtype=torch.float32)
+    model.eval()
+    randomise(model)
+    if config.tie_word_embeddings:
+        assert model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()
+    out = os.path.join(OUT, name)
+    os.makedirs(out, exist_ok=True)
+    model.save_pretrained(out, safe_serialization=True)
+    gen = os.path.join(out, "generation_config.json")
+    if os.path.exists(gen):
+        os.remove(gen)
+    ids = torch.tensor(INPUT_IDS, dtype=torch.long)
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits.float()
+    expected = {
+        "transformers": transformers.__version__,
+        "input_ids": INPUT_IDS,
+        "logits": [[[float(x) for x in pos] for pos in row] for row in logits.tolist()],
+    }
+    with open(os.path.join(out, "expected.json"), "w") as f:
+        json.dump(expected, f, separators=(",", ":"))
+    spread = (logits - logits.mean(dim=-1, keepdim=True)).abs().max().item()
+    print("%s: %s, logits in [%.3f, %.3f] (max |logit - row mean| %.3f)" %
+          (name, out, logits.min().item(), logits.max().item(), spread))
+
+
+def check_export(root, name):
+    directory = os.path.join(root, name)
+    with open(os.path.join(OUT, name, "expected.json")) as f:
+        expected = json.load(f)
+    model = transformers.AutoModelForCausalLM.from_pretrained(directory, dtype=torch.float32,
+                                                              attn_implementation="eager")
+    model.eval()
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor(expected["input_ids"], dtype=torch.long)).logits.float()
+    want = torch.tensor(expected["logits"], dtype=torch.float32)
+    diff = (logits - want).abs().max().item()
+    print("%s: %s loads as %s; max |logit - fixture's| %.3g" % (name, directory, type(model).__name__, diff))
+    return diff <= 1e-5
+
+
+def main(names):
+    if names[:1] == ["--check-export"]:
+        if len(names) < 3:
+            sys.exit("usage: family_fixtures.py --check-export DIR NAME [NAME ...]")
+        ok = all([check_export(names[1], n) for n in names[2:]])
+        sys.exit(0 if ok else 1)
+    for name in names or sorted(FIXTURES):
+        if name not in FIXTURES:
+            sys.exit("unknown fixture %s; known: %s" % (name, ", ".join(sorted(FIXTURES))))
+        build(name)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
