@@ -186,9 +186,13 @@ void append_text_run(TokenizedSample& out, std::span<const TemplatePiece> run, c
   std::string joined;
   std::vector<uint8_t> byte_trained;  // per byte of `joined`
   bool mixed = false;
+  // Each piece normalized as the tokenizer will (NFC for Qwen2's), so the bytes the tokens spell
+  // line up with the pieces' (a piece starting with a combining mark, which NFC could join to the
+  // piece before, is the one case where they may not).
   for (const auto& p : run) {
-    joined += p.value;
-    byte_trained.insert(byte_trained.end(), p.value.size(), p.trained ? uint8_t{1} : uint8_t{0});
+    const std::string value = tokenizer.normalize(p.value);
+    joined += value;
+    byte_trained.insert(byte_trained.end(), value.size(), p.trained ? uint8_t{1} : uint8_t{0});
     mixed = mixed || p.trained != run.front().trained;
   }
   if (!mixed) return append(out, tokenizer.encode(joined), run.front().trained);

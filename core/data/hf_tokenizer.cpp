@@ -86,6 +86,7 @@ class HfTokenizer : public Tokenizer {
   std::string name() const override { return "hf"; }
   // Every token goes through the ByteLevel decoder (decode above), which spells the bytes it encoded.
   bool decodes_exactly() const override { return true; }
+  std::string normalize(const std::string& text) const override { return nfc_ ? nfc(text) : text; }
   std::optional<int32_t> bos_id() const override { return bos_; }
   std::optional<int32_t> special_id(const std::string& name) const override {
     for (const auto& t : added_)

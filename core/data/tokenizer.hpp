@@ -46,6 +46,10 @@ class Tokenizer {
   // encoding tile its text (byte-level tokenizers: byte, gpt2_bpe, hf). Chat templates split a joint
   // encoding into trained and untrained tokens by those bytes (core/data/chat_template.hpp).
   virtual bool decodes_exactly() const { return false; }
+  // The text as the tokenizer's normalizer makes it before splitting it (the hf kind with Qwen2's
+  // NFC; the text itself for the others). encode(normalize(t)) == encode(t), and where
+  // decodes_exactly() the tokens spell normalize(t).
+  virtual std::string normalize(const std::string& text) const { return text; }
 };
 
 std::unique_ptr<Tokenizer> make_byte_tokenizer();

@@ -8,8 +8,10 @@ The templates below are written here in the models' published form (Meta's Llama
 marks around what the engine trains (the assistant's content and its end-of-turn token), so
 `return_assistant_tokens_mask` gives transformers' own mask rule to compare with.
 
-Tokenizers: tests/data/hf_tokenizer/llama3_style.tokenizer.json (has the Llama 3 specials), and a
-chatml_style copy of it with <|im_start|>/<|im_end|> added as special tokens (written here).
+Tokenizers: tests/data/hf_tokenizer/llama3_style.tokenizer.json (has the Llama 3 specials), a
+chatml_style copy of it with <|im_start|>/<|im_end|> added as special tokens (written here), and
+tests/data/hf_tokenizer/qwen2_nfc.tokenizer.json (Qwen2's layout with its NFC normalizer; its
+conversations add decomposed accents, which NFC composes, to the contents).
 
 Run with torch-free transformers + tokenizers installed:
     python tests/reference/chat_template_ref.py
@@ -69,32 +71,42 @@ CONVERSATIONS = [
 ]
 
 
-def load(name, extra_specials=()):
-    tok = Tokenizer.from_file(os.path.join(ROOT, "tests", "data", "hf_tokenizer", "llama3_style.tokenizer.json"))
+NFD_CONVERSATIONS = CONVERSATIONS + [
+    [{"role": "user", "content": "Cafe\u0301 cre\u0300me?"}, {"role": "assistant", "content": "\nOui, cafe\u0301."}],
+]
+
+
+def load(name, extra_specials=(), source="llama3_style"):
+    tok = Tokenizer.from_file(os.path.join(ROOT, "tests", "data", "hf_tokenizer", source + ".tokenizer.json"))
     if extra_specials:
         tok.add_special_tokens([AddedToken(s, special=True, normalized=False) for s in extra_specials])
         tok.save(os.path.join(OUT, name + ".tokenizer.json"), pretty=False)
+    if source != "llama3_style":
+        return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>")
     return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|begin_of_text|>", eos_token="<|end_of_text|>")
 
 
 def main():
     os.makedirs(OUT, exist_ok=True)
-    cases = {"llama3": (load("llama3_style"), LLAMA3, "tests/data/hf_tokenizer/llama3_style.tokenizer.json"),
-             "chatml": (load("chatml_style", ("<|im_start|>", "<|im_end|>")), CHATML,
-                        "tests/data/chat_templates/chatml_style.tokenizer.json")}
-    for template, (tok, jinja, tokenizer_path) in cases.items():
+    cases = {"llama3": (load("llama3_style"), LLAMA3, "llama3", "tests/data/hf_tokenizer/llama3_style.tokenizer.json",
+                        CONVERSATIONS),
+             "chatml": (load("chatml_style", ("<|im_start|>", "<|im_end|>")), CHATML, "chatml",
+                        "tests/data/chat_templates/chatml_style.tokenizer.json", CONVERSATIONS),
+             "chatml_qwen2_nfc": (load(None, source="qwen2_nfc"), CHATML, "chatml",
+                                  "tests/data/hf_tokenizer/qwen2_nfc.tokenizer.json", NFD_CONVERSATIONS)}
+    for name, (tok, jinja, template, tokenizer_path, conversations) in cases.items():
         records = []
-        for conv in CONVERSATIONS:
+        for conv in conversations:
             enc = tok.apply_chat_template(conv, chat_template=jinja, tokenize=True, return_dict=True,
                                           return_assistant_tokens_mask=True)
             prompt = tok.apply_chat_template(conv[:-1], chat_template=jinja, tokenize=True, return_dict=True,
                                              add_generation_prompt=True)
             records.append({"messages": conv, "ids": list(enc["input_ids"]),
                             "mask": list(enc["assistant_masks"]), "prompt_ids": list(prompt["input_ids"])})
-        with open(os.path.join(OUT, template + ".expected.json"), "w") as f:
-            json.dump({"transformers": transformers.__version__, "tokenizer": tokenizer_path,
+        with open(os.path.join(OUT, name + ".expected.json"), "w") as f:
+            json.dump({"transformers": transformers.__version__, "template": template, "tokenizer": tokenizer_path,
                        "conversations": records}, f, ensure_ascii=False, separators=(",", ":"))
-        print(template, len(records), "conversations")
+        print(name, len(records), "conversations")
 
 
 if __name__ == "__main__":
