@@ -23,8 +23,8 @@ void scale_llama3(const RopeSpec& r, std::vector<double>& inv_freq) {
     throw std::invalid_argument("model.rope_scaling_factor=" + num(r.factor) + " must be positive" + fix);
   if (!(r.low_freq_factor > 0) || !std::isfinite(r.high_freq_factor) || !(r.low_freq_factor < r.high_freq_factor))
     throw std::invalid_argument("model.rope_scaling_low_freq_factor=" + num(r.low_freq_factor) +
-                                " and high_freq_factor=" + num(r.high_freq_factor) +
-                                " must satisfy 0 < low < high" + fix);
+                                " and high_freq_factor=" + num(r.high_freq_factor) + " must satisfy 0 < low < high" +
+                                fix);
   if (r.original_max_positions <= 0)
     throw std::invalid_argument("model.rope_scaling_original_max_positions=" +
                                 std::to_string(r.original_max_positions) + " must be positive" + fix);

@@ -107,7 +107,7 @@ TEST_CASE("rope_inv_freq's llama3 rule: pairs kept, divided and blended continuo
                    .high_freq_factor = 4,
                    .original_max_positions = 32};
   const std::vector<double> f = rope_inv_freq(r, 16), base = rope_inv_freq({.theta = 10000.f}, 16);
-  CHECK(f[0] == base[0]);  // wavelength 2π < 32/4: kept
+  CHECK(f[0] == base[0]);                                                  // wavelength 2π < 32/4: kept
   for (int i = 2; i < 8; ++i) CHECK(f[size_t(i)] == base[size_t(i)] / 8);  // wavelength > 32: divided
   CHECK(f[1] < base[1]);  // wavelength 19.9 in [8, 32]: between f/8 and f
   CHECK(f[1] > base[1] / 8);
