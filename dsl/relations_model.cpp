@@ -64,7 +64,21 @@ void check_hf_architecture(ResolveContext& ctx) {
   const core::Family& f = plan::model_family(m);
   std::string names;
   for (const core::HfArchitecture& h : f.hf) {
-    if (m.hf_architecture == h.model_type) return;
+    if (m.hf_architecture == h.model_type) {
+      // A flag the family leaves to the recipe but this architecture fixes (Mistral: no biases).
+      if ((h.fixed & core::flag_bias) && m.bias != h.flags.bias)
+        ctx.violation("model.bias",
+                      std::string("model.bias=") + (m.bias ? "true" : "false") + ": model.hf_architecture=\"" +
+                          h.model_type + "\" computes model.bias=" + (h.flags.bias ? "true" : "false") + " only",
+                      "drop model.bias, or model.hf_architecture");
+      if ((h.fixed & core::flag_tied) && m.tie_embeddings != h.flags.tied)
+        ctx.violation("model.tie_embeddings",
+                      std::string("model.tie_embeddings=") + (m.tie_embeddings ? "true" : "false") +
+                          ": model.hf_architecture=\"" + h.model_type +
+                          "\" computes tie_embeddings=" + (h.flags.tied ? "true" : "false") + " only",
+                      "drop model.tie_embeddings, or model.hf_architecture");
+      return;
+    }
     names += std::string(names.empty() ? "" : ", ") + "\"" + h.model_type + "\"";
   }
   ctx.violation("model.hf_architecture",

@@ -266,10 +266,14 @@ TEST_CASE("import refuses RoPE types and sliding windows the engine does not com
     CHECK(joined(core::hf::config_mismatches(llama31, m7)).find("set model.hf_architecture=\"llama\"") !=
           std::string::npos);
   }
-  SUBCASE("Mistral has no biases: a recipe with them has no Mistral equivalent") {
-    const core::ModelShape biased = core::model_shape(preset_plan("mistral_7b", {"model.bias=true"}));
-    CHECK_THROWS_WITH_AS(core::hf::hf_architecture(biased), doctest::Contains("model.bias=true (mistral computes"),
-                         std::invalid_argument);
+  SUBCASE("Mistral has no biases: the resolver refuses them, and export refuses a plan built past it") {
+    CHECK(violations_of("mistral_7b", {"model.bias=true"})
+              .find("model.bias=true: model.hf_architecture=\"mistral\" computes model.bias=false only") !=
+          std::string::npos);
+    plan::Plan p = preset_plan("mistral_7b");
+    p.model.bias = true;
+    CHECK_THROWS_WITH_AS(core::hf::hf_architecture(core::model_shape(p)),
+                         doctest::Contains("model.bias=true (mistral computes"), std::invalid_argument);
   }
 }
 
