@@ -308,6 +308,21 @@ std::vector<FieldInfo> build_fields() {
   f.push_back(field(m, "activation", &P::model, &M::activation, "MLP activation (gelu = tanh approximation)"));
   f.push_back(field(m, "position_embedding", &P::model, &M::position_embedding, "position encoding"));
   f.push_back(field(m, "rope_theta", &P::model, &M::rope_theta, "RoPE base frequency"));
+  f.push_back(field(m, "rope_scaling", &P::model, &M::rope_scaling,
+                    "RoPE frequency scaling for long contexts: none, or llama3 (Llama 3.1's: slow pairs divided by "
+                    "rope_scaling_factor, fast pairs kept, a blend between; HF rope_type \"llama3\")"));
+  f.push_back(field(m, "rope_scaling_factor", &P::model, &M::rope_scaling_factor,
+                    "llama3 scaling: the factor slow frequencies are divided by (Llama 3.1: 8; 0 = unset)"));
+  f.push_back(field(m, "rope_scaling_low_freq_factor", &P::model, &M::rope_scaling_low_freq_factor,
+                    "llama3 scaling: wavelengths above original_max_positions / this are scaled (Llama 3.1: 1)"));
+  f.push_back(field(m, "rope_scaling_high_freq_factor", &P::model, &M::rope_scaling_high_freq_factor,
+                    "llama3 scaling: wavelengths below original_max_positions / this are kept (Llama 3.1: 4)"));
+  f.push_back(field(m, "rope_scaling_original_max_positions", &P::model, &M::rope_scaling_original_max_positions,
+                    "llama3 scaling: the context length of pretraining before scaling, below "
+                    "max_position_embeddings (Llama 3.1: 8192; HF original_max_position_embeddings)"));
+  f.push_back(field(m, "hf_architecture", &P::model, &M::hf_architecture,
+                    "the Hugging Face model_type of the family that ckpt export writes and ckpt import expects "
+                    "(llama: \"llama\" or \"mistral\"); \"\" = the family's first"));
   f.push_back(
       field(m, "tie_embeddings", &P::model, &M::tie_embeddings, "share the input embedding with the output head"));
   f.push_back(field(m, "bias", &P::model, &M::bias,

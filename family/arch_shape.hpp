@@ -28,6 +28,9 @@ struct Adapters {
   bool any() const { return rank > 0; }
 };
 
+// How RoPE's base frequencies are rescaled (model.rope_scaling; family/rope.hpp computes them).
+enum class RopeScaling : uint8_t { none, llama3 };
+
 struct ArchShape {
   // The family model.arch selects (family/registry.hpp): its tensor table, HF mapping, LoRA names.
   const Family* family = nullptr;
@@ -40,6 +43,13 @@ struct ArchShape {
   bool tied = true;               // logits use embedding.word.weight
   float norm_eps = 1e-5f;
   float rope_theta = 10000.f;
+  // RoPE scaling and its parameters (llama3: Llama 3.1's; 0 without scaling).
+  RopeScaling rope_scaling = RopeScaling::none;
+  double rope_factor = 0, rope_low_freq_factor = 0, rope_high_freq_factor = 0;
+  int rope_original_max_positions = 0;
+  // The Hugging Face architecture this model reads and writes: an index into family->hf (0: the
+  // family's first; model.hf_architecture picks another, e.g. mistral in the llama family).
+  int hf = 0;
   double init_std = 0.02;
 
   int64_t q_dim() const { return int64_t(heads) * head_dim; }

@@ -54,7 +54,18 @@ enum class HfField {
   rope_theta,
   init_std,
   bias,
-  tied
+  tied,
+  // config.json's RoPE scaling (rope_parameters / rope_scaling): its rope_type ("default" or
+  // "llama3") and llama3's parameters; export writes the parameters only for llama3. Import reads
+  // them as a whole (HfArchitecture::rope_scaling), not key by key.
+  rope_type,
+  rope_factor,
+  rope_low_freq_factor,
+  rope_high_freq_factor,
+  rope_original_max_positions,
+  // Mistral's sliding_window: export writes null (full attention); import accepts null or a window
+  // that covers every position (see hf/hf_config.cpp), else refuses it.
+  sliding_window
 };
 
 enum HfIo : unsigned {
@@ -79,12 +90,14 @@ struct HfConfigKey {
   const char* value = nullptr;
   std::vector<const char*> accepted{};
   const char* why = nullptr;
-  // Read from config.json's "rope_parameters" object where it has one (transformers 5), else from
-  // the top level (transformers 4).
+  // Read from config.json's "rope_parameters" object where it has the key (transformers 5), else
+  // from the top level (transformers 4).
   bool in_rope_parameters = false;
   // A constant that config.json gives as a list (one entry per layer): every entry must be one of
   // `accepted`.
   bool each = false;
+  // Written only when the model has RoPE scaling (llama3's parameters).
+  bool scaled_only = false;
 };
 
 // An HF architecture a family reads and writes.
@@ -102,6 +115,15 @@ struct HfArchitecture {
   // The order export lists its tensors in: the table's (false), or in each run of linears between
   // two norms the weights before the biases (what transformers' Llama state dict does).
   bool weights_before_biases = false;
+  // config.json carries RoPE scaling as transformers' RoPE utilities read it: "rope_scaling"
+  // (transformers 4: an object with rope_type or type, and its parameters) or "rope_parameters"
+  // (transformers 5: the same object with rope_theta in it); the first wins where both exist, as in
+  // transformers 5. Import checks rope_type and llama3's parameters against the recipe and refuses
+  // the types the engine does not compute (yarn, linear, dynamic, longrope, ...) by name.
+  bool rope_scaling = false;
+  // The tensor table's HF-name column this architecture reads (TensorDecl::hf); -1: its own index
+  // in Family::hf. Mistral's tensors are named as Llama's, so it reads column 0.
+  int names_column = -1;
   std::vector<HfConfigKey> config{};  // in the order export writes them
 };
 
@@ -123,7 +145,7 @@ struct Family {
   ArchFlags defaults;   // the flags a recipe does not set
   unsigned fixed = 0;   // ArchFlag bits the family computes only at their default
   std::span<const TensorDecl> tensors;
-  std::vector<HfArchitecture> hf{};  // [0] is the one export writes
+  std::vector<HfArchitecture> hf{};  // [0] unless model.hf_architecture names another (ArchShape::hf)
   std::vector<LoraName> lora_names{};
   std::vector<LoraGroup> lora_groups{};
 };

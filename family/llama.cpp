@@ -2,7 +2,9 @@
 // attention, no biases and an untied head by default. It computes SwiGLU and RoPE only (its table
 // has no fc1/fc2 and no position table); norm, biases and tying are a recipe's choice (LayerNorm
 // and biases have their rows here, as the engine computes them). It reads and writes Hugging Face
-// Llama (LlamaForCausalLM), whose attention_bias/mlp_bias and tie_word_embeddings carry those.
+// Llama (LlamaForCausalLM), whose attention_bias/mlp_bias and tie_word_embeddings carry those, and
+// Mistral (MistralForCausalLM: the same tensors and names, no biases); model.hf_architecture picks
+// the one export writes and import expects. Both carry Llama 3.1's "llama3" RoPE scaling.
 //
 // Row order is module order and matters: within each decay group it is the flat buffer order (the
 // GPT table's order with the rows Llama lacks left out, so both lay out a Llama model alike).
@@ -69,9 +71,41 @@ const std::vector<TensorDecl> kTable = {
 };
 // clang-format on
 
+// The RoPE keys of both architectures (transformers' RoPE utilities read them alike). rope_theta
+// is written both where transformers < 5 reads it and in rope_parameters (5.x); llama3 scaling is
+// written in rope_parameters (what transformers 5 saves) and as the top-level rope_scaling object
+// transformers 4 reads (transformers 5 reads that one first: the same values). Import reads them
+// as a whole (HfArchitecture::rope_scaling; hf/hf_config.cpp): rope_theta from rope_parameters
+// where it has one, else from the top level.
+std::vector<HfConfigKey> rope_keys(double default_theta) {
+  using F = HfField;
+  return {
+      {.key = "rope_theta", .field = F::rope_theta, .fallback = default_theta, .in_rope_parameters = true},
+      {.key = "rope_parameters.rope_type", .field = F::rope_type, .io = hf_write},
+      {.key = "rope_parameters.rope_theta", .field = F::rope_theta, .io = hf_write},
+      {.key = "rope_parameters.factor", .field = F::rope_factor, .io = hf_write, .scaled_only = true},
+      {.key = "rope_parameters.low_freq_factor", .field = F::rope_low_freq_factor, .io = hf_write, .scaled_only = true},
+      {.key = "rope_parameters.high_freq_factor",
+       .field = F::rope_high_freq_factor,
+       .io = hf_write,
+       .scaled_only = true},
+      {.key = "rope_parameters.original_max_position_embeddings",
+       .field = F::rope_original_max_positions,
+       .io = hf_write,
+       .scaled_only = true},
+      {.key = "rope_scaling.rope_type", .field = F::rope_type, .io = hf_write, .scaled_only = true},
+      {.key = "rope_scaling.factor", .field = F::rope_factor, .io = hf_write, .scaled_only = true},
+      {.key = "rope_scaling.low_freq_factor", .field = F::rope_low_freq_factor, .io = hf_write, .scaled_only = true},
+      {.key = "rope_scaling.high_freq_factor", .field = F::rope_high_freq_factor, .io = hf_write, .scaled_only = true},
+      {.key = "rope_scaling.original_max_position_embeddings",
+       .field = F::rope_original_max_positions,
+       .io = hf_write,
+       .scaled_only = true},
+  };
+}
+
 // transformers' LlamaConfig: the keys export writes (in this order) and import checks, with the
-// defaults LlamaConfig gives an absent key. rope_theta is written both where transformers < 5 reads
-// it and in rope_parameters (5.x); import reads rope_parameters where config.json has it.
+// defaults LlamaConfig gives an absent key.
 HfArchitecture llama() {
   HfArchitecture h{.model_type = "llama",
                    .class_name = "LlamaForCausalLM",
@@ -79,9 +113,9 @@ HfArchitecture llama() {
                    .flags = {.layernorm = false, .gelu = false, .learned_positions = false},
                    .fixed = flag_norm | flag_activation | flag_positions,
                    .computes = "rmsnorm, swiglu, rope",
-                   .weights_before_biases = true};
+                   .weights_before_biases = true,
+                   .rope_scaling = true};
   using F = HfField;
-  const char* plain_rope = "the engine has plain RoPE only";
   h.config = {
       {.key = "vocab_size", .field = F::vocab, .no_default = true},
       {.key = "hidden_size", .field = F::hidden, .fallback = 4096},
@@ -93,26 +127,56 @@ HfArchitecture llama() {
       {.key = "hidden_act", .value = "\"silu\"", .accepted = {"\"silu\""}, .why = "the engine's SwiGLU uses silu"},
       {.key = "max_position_embeddings", .field = F::max_positions, .io = hf_write},
       {.key = "rms_norm_eps", .field = F::norm_eps, .fallback = 1e-6},
-      {.key = "rope_theta", .field = F::rope_theta, .fallback = 10000.0, .in_rope_parameters = true},
-      {.key = "rope_parameters.rope_type",
-       .value = "\"default\"",
-       .accepted = {"\"default\""},
-       .why = plain_rope,
-       .in_rope_parameters = true},
-      {.key = "rope_parameters.rope_theta", .field = F::rope_theta, .io = hf_write},
-      {.key = "rope_scaling",
-       .io = hf_check,
-       .value = "null",
-       .accepted = {"null"},
-       .why = "the engine has plain RoPE only (no scaled positions)"},
-      {.key = "attention_bias", .field = F::bias, .fallback = 0},
-      {.key = "mlp_bias", .field = F::bias, .fallback = 0},
-      {.key = "attention_dropout", .io = hf_write, .value = "0.0"},
-      {.key = "pretraining_tp", .io = hf_write, .value = "1"},
-      {.key = "initializer_range", .field = F::init_std, .io = hf_write},
-      {.key = "tie_word_embeddings", .field = F::tied, .fallback = 0},
-      {.key = "use_cache", .io = hf_write, .value = "true"},
   };
+  for (HfConfigKey& k : rope_keys(10000.0)) h.config.push_back(k);
+  h.config.insert(h.config.end(), {
+                                      {.key = "attention_bias", .field = F::bias, .fallback = 0},
+                                      {.key = "mlp_bias", .field = F::bias, .fallback = 0},
+                                      {.key = "attention_dropout", .io = hf_write, .value = "0.0"},
+                                      {.key = "pretraining_tp", .io = hf_write, .value = "1"},
+                                      {.key = "initializer_range", .field = F::init_std, .io = hf_write},
+                                      {.key = "tie_word_embeddings", .field = F::tied, .fallback = 0},
+                                      {.key = "use_cache", .io = hf_write, .value = "true"},
+                                  });
+  return h;
+}
+
+// transformers' MistralConfig (Mistral 7B v0.1-v0.3): Llama's tensors and names, computed alike
+// (RMSNorm, SwiGLU, RoPE with rotate-half pairs, GQA), without biases (its linears have none, so
+// model.bias=true has no Mistral equivalent) and with sliding_window, whose default (4096) is a
+// window: an absent key is one. The engine has no sliding-window attention; import accepts only
+// null or a window no position can reach past (hf/hf_config.cpp says why that is full attention).
+HfArchitecture mistral() {
+  HfArchitecture h{.model_type = "mistral",
+                   .class_name = "MistralForCausalLM",
+                   .base_prefix = "model.",
+                   .flags = {.layernorm = false, .gelu = false, .learned_positions = false, .bias = false},
+                   .fixed = flag_norm | flag_activation | flag_positions | flag_bias,
+                   .computes = "rmsnorm, swiglu, rope, no biases",
+                   .weights_before_biases = true,
+                   .rope_scaling = true,
+                   .names_column = 0};
+  using F = HfField;
+  h.config = {
+      {.key = "vocab_size", .field = F::vocab, .no_default = true},
+      {.key = "hidden_size", .field = F::hidden, .fallback = 4096},
+      {.key = "intermediate_size", .field = F::ffn, .fallback = 14336},
+      {.key = "num_hidden_layers", .field = F::layers, .fallback = 32},
+      {.key = "num_attention_heads", .field = F::heads, .fallback = 32},
+      {.key = "num_key_value_heads", .field = F::kv_heads, .fallback = 8},
+      {.key = "head_dim", .field = F::head_dim, .fallback = 1, .times = "hidden_size", .over = "num_attention_heads"},
+      {.key = "hidden_act", .value = "\"silu\"", .accepted = {"\"silu\""}, .why = "the engine's SwiGLU uses silu"},
+      {.key = "max_position_embeddings", .field = F::max_positions, .io = hf_write},
+      {.key = "rms_norm_eps", .field = F::norm_eps, .fallback = 1e-6},
+  };
+  for (HfConfigKey& k : rope_keys(10000.0)) h.config.push_back(k);
+  h.config.insert(h.config.end(), {
+                                      {.key = "sliding_window", .field = F::sliding_window, .fallback = 4096},
+                                      {.key = "attention_dropout", .io = hf_write, .value = "0.0"},
+                                      {.key = "initializer_range", .field = F::init_std, .io = hf_write},
+                                      {.key = "tie_word_embeddings", .field = F::tied, .fallback = 0},
+                                      {.key = "use_cache", .io = hf_write, .value = "true"},
+                                  });
   return h;
 }
 
@@ -125,7 +189,7 @@ const Family& llama_family() {
       .defaults = {.layernorm = false, .gelu = false, .learned_positions = false, .bias = false, .tied = false},
       .fixed = flag_activation | flag_positions,
       .tensors = kTable,
-      .hf = {llama()},
+      .hf = {llama(), mistral()},
       // HF Llama's module names: o_proj and down_proj are whole linears; q|k|v and gate|up are fused
       // here, so their HF parts adapt only together.
       .lora_names = {{"o_proj", lora_proj}, {"down_proj", lora_mlp_out}},

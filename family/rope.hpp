@@ -18,25 +18,46 @@
 
 namespace recipe::core {
 
-// How the base frequencies θ^(-2i/D) are rescaled for long contexts. Only `none` today; Llama 3.1's
-// "llama3" scaling becomes one more value here, its parameters (factor, low_freq_factor,
-// high_freq_factor, original_max_position_embeddings) fields of RopeSpec, and one more case in
-// rope_inv_freq's switch.
-enum class RopeScaling : uint8_t { none };
+// How the base frequencies θ^(-2i/D) are rescaled for long contexts (model.rope_scaling). The
+// enum itself lives in arch_shape.hpp, beside the fields that carry its parameters:
+//
+//   none:   the base frequencies.
+//   llama3: Llama 3.1's ("rope_type": "llama3" in config.json). With L = original_max_positions,
+//           wavelength λ_i = 2π / f_i of base frequency f_i:
+//             λ_i < L / high_freq_factor  (fast pairs)    f_i unchanged
+//             λ_i > L / low_freq_factor   (slow pairs)    f_i / factor
+//             otherwise, s = (L / λ_i − low) / (high − low):  (1 − s)·f_i / factor + s·f_i
+//           The blend is continuous at both edges (s = 0 gives f_i / factor, s = 1 gives f_i), so a
+//           pair whose wavelength sits on an edge gets the same value (to rounding) whichever side
+//           a comparison puts it.
+//
+// Precision. transformers computes this table in float32 (_compute_llama3_parameters: float32
+// base frequencies, wavelengths and blend) and rounds it there; this table is float64 throughout.
+// We keep float64 (as the unscaled table, whose entries are bitwise what the kernels always used)
+// rather than replaying float32's roundings: the two differ by float32's rounding of each entry,
+// ≤ a few 1e-7 relative (tests/family/test_rope.cpp measures it against transformers' values),
+// below what a float32 model can tell apart, and the same order as the unscaled table's own
+// difference from transformers' float32 one. The edge rule above is why no entry can differ by
+// more: an edge comparison decided differently in float32 lands on the same value.
 
 struct RopeSpec {
   // The base θ (model.rope_theta). float because ArchShape holds it as float and the table must be
   // bitwise what the kernels computed from that float before the table existed.
   float theta = 10000.f;
   RopeScaling scaling = RopeScaling::none;
+  // llama3 only (ArchShape's rope_* fields; model.rope_scaling_* keys).
+  double factor = 0, low_freq_factor = 0, high_freq_factor = 0;
+  int original_max_positions = 0;
 };
 
-// The RoPE a model shape asks for (its θ; no scaling yet). The one translation from the architecture.
+// The RoPE a model shape asks for (its θ and scaling). The one translation from the architecture.
 RopeSpec rope_spec(const ArchShape& s);
 
 // The run's inverse-frequency table, D/2 doubles (layout above): without scaling entry i is
 // std::pow(double(θ), -2.0·i/D), bitwise the value the CPU kernels computed before. Throws
-// std::invalid_argument for an odd or non-positive head dim or a θ that is not positive and finite.
+// std::invalid_argument for an odd or non-positive head dim, a θ that is not positive and finite,
+// or llama3 parameters the resolver would refuse (factor ≤ 0, low ≥ high, low ≤ 0, original ≤ 0),
+// naming the model.rope_scaling_* key.
 std::vector<double> rope_inv_freq(const RopeSpec& rope, int head_dim);
 
 }  // namespace recipe::core

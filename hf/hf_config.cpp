@@ -2,6 +2,8 @@
 // list): which architecture a shape exports as, the config.json export writes, and what an imported
 // config.json says that the recipe does not. No family is named here.
 #include <algorithm>
+#include <charconv>
+#include <cstdlib>
 #include <cmath>
 #include <optional>
 #include <sstream>
@@ -70,13 +72,25 @@ const char* recipe_key(HfField f) {
       return "model.bias";
     case HfField::tied:
       return "model.tie_embeddings";
+    case HfField::rope_type:
+      return "model.rope_scaling";
+    case HfField::rope_factor:
+      return "model.rope_scaling_factor";
+    case HfField::rope_low_freq_factor:
+      return "model.rope_scaling_low_freq_factor";
+    case HfField::rope_high_freq_factor:
+      return "model.rope_scaling_high_freq_factor";
+    case HfField::rope_original_max_positions:
+      return "model.rope_scaling_original_max_positions";
+    case HfField::sliding_window:
+      return "model.max_position_embeddings";
     case HfField::none:
       break;
   }
   return "?";
 }
 
-enum class Kind { integer, real, boolean };
+enum class Kind { integer, real, boolean, window, rope };
 Kind kind_of(HfField f) {
   switch (f) {
     case HfField::norm_eps:
@@ -86,9 +100,26 @@ Kind kind_of(HfField f) {
     case HfField::bias:
     case HfField::tied:
       return Kind::boolean;
+    case HfField::sliding_window:
+      return Kind::window;
+    case HfField::rope_type:
+    case HfField::rope_factor:
+    case HfField::rope_low_freq_factor:
+    case HfField::rope_high_freq_factor:
+    case HfField::rope_original_max_positions:
+      return Kind::rope;  // read as a whole by check_rope_scaling
     default:
       return Kind::integer;
   }
+}
+
+// A float field (ArchShape holds eps and θ as float) as the double config.json should hold: the
+// shortest decimal that reads back as this float (1e-5f → 1e-05, not 9.999999747378752e-06), so an
+// imported 1e-05 exports as 1e-05 and transformers reads the value the recipe states.
+double float_as_written(float v) {
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::strtod(std::string(buf, r.ptr).c_str(), nullptr);
 }
 
 // The shape's value of a field, as config.json holds it.
@@ -111,15 +142,27 @@ nlohmann::ordered_json field_value(const ArchShape& s, HfField f) {
     case HfField::max_positions:
       return s.max_positions;
     case HfField::norm_eps:
-      return double(s.norm_eps);
+      return float_as_written(s.norm_eps);
     case HfField::rope_theta:
-      return double(s.rope_theta);
+      return float_as_written(s.rope_theta);
     case HfField::init_std:
       return s.init_std;
     case HfField::bias:
       return s.bias;
     case HfField::tied:
       return s.tied;
+    case HfField::rope_type:
+      return s.rope_scaling == RopeScaling::llama3 ? "llama3" : "default";
+    case HfField::rope_factor:
+      return s.rope_factor;
+    case HfField::rope_low_freq_factor:
+      return s.rope_low_freq_factor;
+    case HfField::rope_high_freq_factor:
+      return s.rope_high_freq_factor;
+    case HfField::rope_original_max_positions:
+      return s.rope_original_max_positions;
+    case HfField::sliding_window:
+      return nullptr;  // no window: full causal attention
     case HfField::none:
       break;
   }
@@ -174,6 +217,92 @@ const HfConfigKey* find_key(const HfArchitecture& h, const std::string& key) {
   return nullptr;
 }
 
+std::string num(double v) {
+  std::ostringstream m;
+  m << v;
+  return m.str();
+}
+
+// config.json's RoPE scaling against the shape's (HfArchitecture::rope_scaling says where it is).
+// transformers 5 takes the top-level "rope_scaling" object where there is one (transformers 4's
+// spelling) and "rope_parameters" otherwise; the type is "rope_type" or the older "type"; an
+// absent type is "default"; llama3's original_max_position_embeddings defaults to
+// max_position_embeddings. Every other rope_type scales positions in a way the engine does not
+// compute, and is refused by name.
+void check_rope_scaling(const nlohmann::json& config, const ArchShape& s, std::vector<std::string>& bad) {
+  const char* where = "rope_parameters";
+  json params = json::object();
+  if (config.contains("rope_scaling") && config["rope_scaling"].is_object() && !config["rope_scaling"].empty()) {
+    params = config["rope_scaling"];
+    where = "rope_scaling";
+  } else if (config.contains("rope_parameters") && config["rope_parameters"].is_object()) {
+    params = config["rope_parameters"];
+  } else if (config.contains("rope_scaling") && !config["rope_scaling"].is_null() &&
+             !config["rope_scaling"].is_object()) {
+    bad.push_back("rope_scaling is " + config["rope_scaling"].dump() + " in config.json, not an object or null");
+    return;
+  }
+  std::string type = "default";
+  for (const char* k : {"rope_type", "type"})
+    if (params.contains(k) && params[k].is_string()) {
+      type = params[k].get<std::string>();
+      break;
+    }
+  // partial_rotary_factor < 1 rotates only part of each head: not computed here.
+  for (const json* o : {static_cast<const json*>(&params), &config})
+    if (o->contains("partial_rotary_factor") && (*o)["partial_rotary_factor"].is_number() &&
+        (*o)["partial_rotary_factor"].get<double>() != 1.0)
+      bad.push_back("partial_rotary_factor is " + (*o)["partial_rotary_factor"].dump() +
+                    " in config.json; the engine rotates whole heads (1.0) only");
+  const bool ours_scaled = s.rope_scaling == RopeScaling::llama3;
+  if (type == "default") {
+    if (ours_scaled)
+      bad.push_back(std::string(where) +
+                    " has rope_type \"default\" in config.json (no scaling), the recipe has "
+                    "model.rope_scaling=\"llama3\": drop model.rope_scaling and its rope_scaling_* keys");
+    return;
+  }
+  if (type != "llama3") {
+    bad.push_back(std::string(where) + ".rope_type is \"" + type +
+                  "\" in config.json: the engine computes RoPE scaling \"llama3\" (Llama 3.1) only, not " + type +
+                  " (nor linear, dynamic, yarn, longrope); this model cannot be imported");
+    return;
+  }
+  if (!ours_scaled) {
+    bad.push_back(std::string(where) +
+                  ".rope_type is \"llama3\" in config.json, the recipe has model.rope_scaling=\"none\": set "
+                  "model.rope_scaling=\"llama3\" with its rope_scaling_* keys from config.json (the llama3_1_8b "
+                  "preset has Llama 3.1's)");
+    return;
+  }
+  const struct {
+    const char* key;
+    const char* ours;
+    double mine;
+  } params_of[] = {
+      {"factor", "model.rope_scaling_factor", s.rope_factor},
+      {"low_freq_factor", "model.rope_scaling_low_freq_factor", s.rope_low_freq_factor},
+      {"high_freq_factor", "model.rope_scaling_high_freq_factor", s.rope_high_freq_factor},
+      {"original_max_position_embeddings", "model.rope_scaling_original_max_positions",
+       double(s.rope_original_max_positions)},
+  };
+  for (const auto& p : params_of) {
+    std::optional<double> theirs;
+    if (params.contains(p.key) && params[p.key].is_number())
+      theirs = params[p.key].get<double>();
+    else if (std::string(p.key) == "original_max_position_embeddings" && config.contains("max_position_embeddings") &&
+             config["max_position_embeddings"].is_number())
+      theirs = config["max_position_embeddings"].get<double>();
+    if (!theirs) {
+      bad.push_back(std::string(where) + "." + p.key + " is missing in config.json (rope_type \"llama3\" needs it)");
+      continue;
+    }
+    if (std::fabs(*theirs - p.mine) > 1e-9 * std::max(std::fabs(*theirs), std::fabs(p.mine)))
+      bad.push_back(std::string(where) + "." + p.key + " is " + num(*theirs) + " in config.json, the recipe has " +
+                    p.ours + "=" + num(p.mine));
+  }
+}
+
 }  // namespace
 
 const HfArchitecture& hf_architecture(const ModelShape& s) {
@@ -181,8 +310,14 @@ const HfArchitecture& hf_architecture(const ModelShape& s) {
   if (fam.hf.empty())
     throw std::invalid_argument(std::string("model.arch=") + fam.arch +
                                 " has no Hugging Face architecture to read or write");
-  check_expressible(s.arch, fam.hf.front());
-  return fam.hf.front();
+  const HfArchitecture& h = fam.hf.at(size_t(s.arch.hf));
+  check_expressible(s.arch, h);
+  return h;
+}
+
+int hf_names_column(const ModelShape& s) {
+  const HfArchitecture& h = hf_architecture(s);
+  return h.names_column >= 0 ? h.names_column : s.arch.hf;
 }
 
 nlohmann::ordered_json make_config(const ModelShape& s, ckpt::DType dtype) {
@@ -190,8 +325,9 @@ nlohmann::ordered_json make_config(const ModelShape& s, ckpt::DType dtype) {
   nlohmann::ordered_json c;
   c["architectures"] = {h.class_name};
   c["model_type"] = h.model_type;
+  const bool scaled = s.arch.rope_scaling != RopeScaling::none;
   for (const HfConfigKey& k : h.config) {
-    if (!(k.io & hf_write)) continue;
+    if (!(k.io & hf_write) || (k.scaled_only && !scaled)) continue;
     const nlohmann::ordered_json v =
         k.field == HfField::none ? nlohmann::ordered_json::parse(k.value) : field_value(s.arch, k.field);
     const std::string key = k.key;
@@ -212,8 +348,17 @@ int hf_column(const nlohmann::json& config, const ModelShape& s, std::vector<std
     throw std::invalid_argument("config.json has no \"model_type\"; it is not a transformers model config");
   const std::string mt = config["model_type"].get<std::string>();
   const Family& fam = *s.arch.family;
-  for (size_t i = 0; i < fam.hf.size(); ++i)
-    if (mt == fam.hf[i].model_type) return int(i);
+  const HfArchitecture& ours = fam.hf.at(size_t(s.arch.hf));
+  if (mt == ours.model_type) return s.arch.hf;
+  // Another architecture of the same family: the model would compute alike, but export would
+  // write the recipe's, so the recipe must name config.json's (model.hf_architecture).
+  for (const HfArchitecture& h : fam.hf)
+    if (mt == h.model_type) {
+      bad.push_back("model_type is \"" + mt + "\" in config.json, the recipe's model.hf_architecture is \"" +
+                    ours.model_type + "\": set model.hf_architecture=\"" + mt + "\" (so that export writes " +
+                    h.class_name + " again)");
+      return -1;
+    }
   std::vector<std::string> known;
   const Family* other = nullptr;
   for (const Family* f : families())
@@ -225,7 +370,7 @@ int hf_column(const nlohmann::json& config, const ModelShape& s, std::vector<std
     throw std::invalid_argument("config.json has model_type \"" + mt + "\": only " + join(known, " and ") +
                                 " models can be imported (other architectures compute something the engine does not)");
   bad.push_back("model_type is \"" + mt + "\" in config.json, the recipe describes a " + fam.arch +
-                " model (model.arch=" + fam.arch + ", which reads " + fam.hf.front().model_type +
+                " model (model.arch=" + fam.arch + ", which reads " + ours.model_type +
                 "): use a recipe of the same architecture (model.arch=" + other->arch + ")");
   return -1;
 }
@@ -236,6 +381,7 @@ std::vector<std::string> config_mismatches(const nlohmann::json& config, const M
   if (column < 0) return bad;
   const HfArchitecture& h = s.arch.family->hf[size_t(column)];
   check_expressible(s.arch, h);
+  if (h.rope_scaling) check_rope_scaling(config, s.arch, bad);
 
   // The integer a key holds, or (absent) its default.
   auto int_or = [&](const char* key) -> int64_t {
@@ -246,9 +392,10 @@ std::vector<std::string> config_mismatches(const nlohmann::json& config, const M
   for (const HfConfigKey& k : h.config) {
     if (!(k.io & hf_check)) continue;
     const json* obj = &config;
-    if (k.in_rope_parameters && config.contains("rope_parameters") && config["rope_parameters"].is_object())
-      obj = &config["rope_parameters"];
     const std::string name = k.in_rope_parameters ? last_name(k.key) : std::string(k.key);
+    if (k.in_rope_parameters && config.contains("rope_parameters") && config["rope_parameters"].is_object() &&
+        config["rope_parameters"].contains(name))
+      obj = &config["rope_parameters"];
     const bool given = obj->contains(name) && !(*obj)[name].is_null();
 
     if (k.field == HfField::none) {
@@ -309,6 +456,32 @@ std::vector<std::string> config_mismatches(const nlohmann::json& config, const M
           m << name << " is " << theirs << " in config.json, the recipe has " << mine << o;
           bad.push_back(m.str());
         }
+        break;
+      }
+      case Kind::rope:
+        break;  // check_rope_scaling
+      case Kind::window: {
+        // A sliding window lets query position q see keys k with q − k < window (transformers'
+        // sliding_window_overlay: k > q − window). Positions run below max_position_embeddings
+        // (the resolver bounds seq_length by it), so q − k ≤ max_positions − 1: a window of at
+        // least max_positions hides no key and is exactly full causal attention. A smaller one
+        // would hide keys, and the engine has no sliding-window attention.
+        if (obj->contains(name) && (*obj)[name].is_null()) break;  // null: no window
+        int64_t window = int64_t(k.fallback);
+        if (given) {
+          if (!(*obj)[name].is_number_integer()) {
+            bad.push_back(name + " is " + (*obj)[name].dump() + " in config.json, not an integer or null");
+            break;
+          }
+          window = (*obj)[name].get<int64_t>();
+        }
+        if (window < s.arch.max_positions)
+          bad.push_back(name + " is " + std::to_string(window) +
+                        (given ? "" : " (" + std::string(h.model_type) + "'s default for an absent key)") +
+                        " in config.json, below the recipe's " + mine + std::to_string(s.arch.max_positions) +
+                        ": the engine has no sliding-window attention; import a model with sliding_window null "
+                        "(Mistral 7B v0.2 and later), or lower model.max_position_embeddings to " +
+                        std::to_string(window) + " (the window then covers every position)");
         break;
       }
       case Kind::boolean: {

@@ -75,8 +75,9 @@ void write_text_file(const std::string& path_in, const std::string& text) {
   if (ec) throw std::runtime_error(path.string() + ": cannot rename the temporary file into place: " + ec.message());
 }
 
-std::vector<TensorSpec> tensor_specs(const ModelShape& s, int column) {
-  const HfArchitecture& h = column == 0 ? hf_architecture(s) : s.arch.family->hf.at(size_t(column));
+std::vector<TensorSpec> tensor_specs(const ModelShape& s) {
+  const HfArchitecture& h = hf_architecture(s);
+  const int column = hf_names_column(s);  // Mistral's tensors have Llama's names
   const std::span<const TensorDecl> table = tensor_table(s);
   struct Spec {
     TensorSpec t;
@@ -262,7 +263,7 @@ ImportResult import_checkpoint(const std::string& hf_dir_in, const plan::Plan& p
   const int column = hf_column(config, shape, unused_lines);  // config_mismatches accepted it
   const HfArchitecture& h = shape.arch.family->hf.at(size_t(column));
   const ckpt::hf::HfTensorFiles files(hf_dir.string());
-  const std::vector<TensorSpec> specs = tensor_specs(shape, column);
+  const std::vector<TensorSpec> specs = tensor_specs(shape);
 
   // Resolve every HF name first (saved from the bare base model, names lack the prefix), and
   // report every missing or misshapen tensor at once.

@@ -18,6 +18,10 @@
 //     (HF's repeat_kv). Biases map to attention_bias / mlp_bias.
 //   qwen2 → qwen2 (Qwen2ForCausalLM): Llama's mapping, with q_proj/k_proj/v_proj biases (always
 //     there, no config key) and none on o_proj or the MLP; use_sliding_window must be false.
+//   llama → mistral (MistralForCausalLM) with model.hf_architecture="mistral": the same tensors and
+//     names, no biases, sliding_window written as null (an imported window must cover every position).
+//   Both write Llama 3.1's "llama3" RoPE scaling in rope_parameters (transformers 5) and rope_scaling
+//     (transformers 4), and import reads either.
 //
 // A model whose flags its family's HF architecture cannot express (a GPT without biases, RMSNorm in
 // the gpt family, ...) has no HF class that computes the same function, and is refused naming them.
@@ -40,9 +44,13 @@
 
 namespace recipe::core::hf {
 
-// The HF architecture export writes for a model of this shape (its family's first); throws
+// The HF architecture export writes and import expects for a model of this shape (its family's
+// first, or the one model.hf_architecture names: ArchShape::hf); throws
 // std::invalid_argument listing what that architecture cannot express.
 const HfArchitecture& hf_architecture(const ModelShape& s);
+
+// The tensor table's HF-name column of that architecture (HfArchitecture::names_column).
+int hf_names_column(const ModelShape& s);
 
 // One tensor of the HF model and the tensors of ours it is made of.
 struct TensorSpec {
@@ -53,15 +61,16 @@ struct TensorSpec {
   bool vocab_rows = false;         // dim 0 is the padded vocabulary: HF has the first `vocab` rows
 };
 
-// Every tensor of the HF model, in the HF module order; `column` is the HF architecture's index in
-// the family's list (0: the one export writes).
-std::vector<TensorSpec> tensor_specs(const ModelShape& s, int column = 0);
+// Every tensor of the HF model (the shape's HF architecture, hf_architecture()), in the HF module
+// order.
+std::vector<TensorSpec> tensor_specs(const ModelShape& s);
 
 // config.json for the shape ("torch_dtype" from `dtype`).
 nlohmann::ordered_json make_config(const ModelShape& s, ckpt::DType dtype);
 
-// The index in the shape's family's HF list (Family::hf) of config.json's model_type; -1, with a
-// line in `bad`, when it is another family's. Throws std::invalid_argument when model_type is
+// The index in the shape's family's HF list (Family::hf) of config.json's model_type, which must be
+// the shape's (ArchShape::hf); -1, with a line in `bad`, when it is another family's or another of
+// the family's (a Mistral config.json with a recipe that exports Llama). Throws std::invalid_argument when model_type is
 // missing or no family's.
 int hf_column(const nlohmann::json& config, const ModelShape& s, std::vector<std::string>& bad);
 

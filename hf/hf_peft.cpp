@@ -19,7 +19,6 @@ namespace recipe::core::hf {
 namespace {
 
 const char* kKeyPrefix = "base_model.model.";
-constexpr int kExportColumn = 0;  // the HF architecture export writes (Family::hf[0])
 
 // "model.layers.0.self_attn.q_proj.weight" → "model.layers.0.self_attn.q_proj"
 std::string module_of(const std::string& hf_weight) {
@@ -51,7 +50,7 @@ std::vector<ModuleAdapter> module_adapters(const ModelShape& s) {
   std::vector<ModuleAdapter> out;
   for (const lora::AdaptedWeight& aw : lora::adapted_weights(s)) {
     const ParamSpec& w = L.get(aw.weight);
-    const std::string module = module_of(hf_tensor_name(*w.decl, kExportColumn, w.layer));
+    const std::string module = module_of(hf_tensor_name(*w.decl, hf_names_column(s), w.layer));
     if (!out.empty() && out.back().module == module && out.back().a == aw.a) {
       out.back().b.push_back(aw.b);
       continue;
@@ -65,7 +64,7 @@ std::vector<ModuleAdapter> module_adapters(const ModelShape& s) {
 // needs fan_in_fan_out = true for them.
 bool fan_in_fan_out(const ModelShape& s) {
   for (const TensorDecl& d : tensor_table(s))
-    if (d.scope == Scope::layer && d.part == Part::weight && present(d, s) && d.hf_name(kExportColumn).transposed)
+    if (d.scope == Scope::layer && d.part == Part::weight && present(d, s) && d.hf_name(hf_names_column(s)).transposed)
       return true;
   return false;
 }
@@ -90,8 +89,9 @@ std::vector<std::string> peft_target_modules(const ModelShape& s) {
   // Every linear module of a layer by its last name component, to see which names are ambiguous.
   std::map<std::string, std::set<std::string>> parents_of;
   for (const TensorDecl& d : tensor_table(s)) {
-    if (d.scope != Scope::layer || d.part != Part::weight || !present(d, s) || !d.hf_name(kExportColumn).name) continue;
-    const std::vector<std::string> parts = split(module_of(hf_tensor_name(d, kExportColumn, 0)));
+    if (d.scope != Scope::layer || d.part != Part::weight || !present(d, s) || !d.hf_name(hf_names_column(s)).name)
+      continue;
+    const std::vector<std::string> parts = split(module_of(hf_tensor_name(d, hf_names_column(s), 0)));
     if (parts.size() >= 2) parents_of[parts.back()].insert(parts[parts.size() - 2]);
   }
   std::set<std::string> targets;

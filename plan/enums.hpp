@@ -95,6 +95,9 @@ constexpr std::array<std::string_view, N> split_names(std::string_view list) {
     static constexpr auto names = detail::split_names<detail::count_names(#__VA_ARGS__)>(#__VA_ARGS__); \
   };
 
+// model.rope_scaling: how RoPE's base frequencies are rescaled (family/rope.hpp); llama3 = Llama 3.1's.
+RECIPE_PLAN_ENUM(RopeScaling, none, llama3)
+
 // What the run does (the top-level `mode` key): train from scratch or from loaded weights.
 RECIPE_PLAN_ENUM(Mode, pretrain, finetune)
 

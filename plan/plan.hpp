@@ -34,6 +34,15 @@ struct ModelConfig {
   Activation activation = Activation::gelu;  // gelu = tanh approximation
   PositionEmbedding position_embedding = PositionEmbedding::learned;
   double rope_theta = 10000.0;
+  // RoPE scaling (family/rope.hpp); the four parameters are set with llama3 only (0 = unset).
+  RopeScaling rope_scaling = RopeScaling::none;
+  double rope_scaling_factor = 0;
+  double rope_scaling_low_freq_factor = 0;
+  double rope_scaling_high_freq_factor = 0;
+  int rope_scaling_original_max_positions = 0;
+  // The Hugging Face architecture of the family that export writes and import expects (its
+  // config.json model_type, e.g. "mistral" for model.arch=llama); "" = the family's first.
+  std::string hf_architecture;
   bool tie_embeddings = true;
   bool bias = true;  // biases in linears and norms
   double init_std = 0.02;

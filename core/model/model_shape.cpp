@@ -41,6 +41,16 @@ ModelShape model_shape(const plan::Plan& plan) {
   s.max_samples = s.packed ? plan.data.max_samples_per_pack + 1 : 0;
   a.norm_eps = float(m.norm_eps);
   a.rope_theta = float(m.rope_theta);
+  if (m.rope_scaling == plan::RopeScaling::llama3) {
+    a.rope_scaling = RopeScaling::llama3;
+    a.rope_factor = m.rope_scaling_factor;
+    a.rope_low_freq_factor = m.rope_scaling_low_freq_factor;
+    a.rope_high_freq_factor = m.rope_scaling_high_freq_factor;
+    a.rope_original_max_positions = m.rope_scaling_original_max_positions;
+  }
+  // The resolver checked that the name is one of the family's (dsl/relations_model.cpp).
+  for (size_t i = 0; i < a.family->hf.size(); ++i)
+    if (m.hf_architecture == a.family->hf[i].model_type) a.hf = int(i);
   a.init_std = m.init_std;
   s.classifier_chunk_rows = plan.trainer.classifier_chunk_rows;
   if (plan.parallelism.sequence_parallel && plan.parallelism.tp > 1) s.sequence_parallel = plan.parallelism.tp;

@@ -15,9 +15,7 @@ using recipe::dsl::test::source_dir;
 namespace {
 
 const std::vector<std::string> kFactoryPresets = {
-    "gpt3_125m",         "gpt3_1p3b",    "gpt3_345m",      "gpt_tiny",       "gpt_tiny_lora",   "llama3_70b",
-    "llama3_70b_lora",   "llama3_8b",    "llama3_8b_lora", "llama_tiny",     "llama_tiny_lora", "qwen2_5_0_5b",
-    "qwen2_5_0_5b_lora", "qwen2_5_1_5b", "qwen2_5_7b",     "qwen2_5_7b_lora"};
+    "gpt3_125m", "gpt3_1p3b", "gpt3_345m", "gpt_tiny", "gpt_tiny_lora", "llama3_1_8b", "llama3_1_8b_lora", "llama3_2_1b", "llama3_2_1b_lora", "llama3_2_3b", "llama3_2_3b_lora", "llama3_3_70b", "llama3_3_70b_lora", "llama3_70b", "llama3_70b_lora", "llama3_8b", "llama3_8b_lora", "llama_tiny", "llama_tiny_lora", "mistral_7b", "mistral_7b_lora", "qwen2_5_0_5b", "qwen2_5_0_5b_lora", "qwen2_5_1_5b", "qwen2_5_7b", "qwen2_5_7b_lora", "smollm2_135m", "smollm2_135m_lora"};
 
 }  // namespace
 
@@ -170,6 +168,57 @@ TEST_CASE("qwen2 presets: Qwen2.5's config.json values and its published paramet
   CHECK(lora.root["mode"] == "finetune");
   CHECK(lora.root["model"]["num_layers"] == 28);  // built on qwen2_5_7b
   CHECK(lora.root["parallelism"]["tp"] == 1);
+}
+
+TEST_CASE("Llama 3.1/3.2/3.3, Mistral and SmolLM2 presets: the published config.json shapes") {
+  // The values of each model's config.json on the Hugging Face hub (tests/data/hf_configs holds four
+  // of them, and tests/hf/test_family_llama31.cpp matches those key by key).
+  struct Shape {
+    const char* preset;
+    int layers, hidden, heads, kv, ffn, vocab, max_pos;
+    double theta;
+    bool tied;
+    const char* scaling;
+    double factor;
+  };
+  const Shape shapes[] = {
+      {"llama3_1_8b", 32, 4096, 32, 8, 14336, 128256, 131072, 500000.0, false, "llama3", 8.0},
+      {"llama3_2_1b", 16, 2048, 32, 8, 8192, 128256, 131072, 500000.0, true, "llama3", 32.0},
+      {"llama3_2_3b", 28, 3072, 24, 8, 8192, 128256, 131072, 500000.0, true, "llama3", 32.0},
+      {"llama3_3_70b", 80, 8192, 64, 8, 28672, 128256, 131072, 500000.0, false, "llama3", 8.0},
+      {"mistral_7b", 32, 4096, 32, 8, 14336, 32768, 32768, 1000000.0, false, nullptr, 0},
+      {"smollm2_135m", 30, 576, 9, 3, 1536, 49152, 8192, 100000.0, true, nullptr, 0},
+  };
+  for (const Shape& s : shapes) {
+    for (const std::string& name : {std::string(s.preset), std::string(s.preset) + "_lora"}) {
+      CAPTURE(name);
+      const ConfigTree t = load_recipe(name);
+      const auto& m = t.root["model"];
+      CHECK(m["arch"] == "llama");
+      CHECK(m["num_layers"] == s.layers);
+      CHECK(m["hidden_size"] == s.hidden);
+      CHECK(m["num_attention_heads"] == s.heads);
+      CHECK(m["num_kv_heads"] == s.kv);
+      CHECK(m["ffn_hidden_size"] == s.ffn);
+      CHECK(m["vocab_size"] == s.vocab);
+      CHECK(m["max_position_embeddings"] == s.max_pos);
+      CHECK(m["rope_theta"].get<double>() == s.theta);
+      CHECK(m["tie_embeddings"] == s.tied);
+      CHECK(m["norm_eps"].get<double>() == 1e-5);
+      if (s.scaling) {
+        CHECK(m["rope_scaling"] == s.scaling);
+        CHECK(m["rope_scaling_factor"].get<double>() == s.factor);
+        CHECK(m["rope_scaling_low_freq_factor"].get<double>() == 1.0);
+        CHECK(m["rope_scaling_high_freq_factor"].get<double>() == 4.0);
+        CHECK(m["rope_scaling_original_max_positions"] == 8192);
+      } else {
+        CHECK_FALSE(m.contains("rope_scaling"));
+      }
+      CHECK(m.value("hf_architecture", "") == (std::string(s.preset) == "mistral_7b" ? "mistral" : ""));
+      CHECK(t.root["experiment"]["name"] == name);
+    }
+  }
+  CHECK(load_recipe("smollm2_135m_lora").root["trainer"]["device"] == "cpu");
 }
 
 TEST_CASE("the example recipes load") {

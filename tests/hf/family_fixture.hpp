@@ -4,7 +4,10 @@
 // (hf::import_checkpoint, what `recipe ckpt import --format hf` runs) and run on the CPU in f32.
 #pragma once
 
+#include <functional>
 #include <string>
+
+#include "plan/plan.hpp"
 
 namespace recipe::test {
 
@@ -17,8 +20,14 @@ struct FamilyFixtureRun {
 };
 
 // Imports the HF model directory `hf_dir` (its config.json names the family; the recipe is made
-// from config.json's keys, with a padded vocabulary) and compares with `expected_json`.
-FamilyFixtureRun run_family_fixture(const std::string& hf_dir, const std::string& expected_json);
+// from config.json's keys, with a padded vocabulary) and compares with `expected_json`. `alter`
+// edits the plan after the import and before the model is built (a negative control: drop the
+// RoPE scaling, change θ, ...), so a test can show that a feature matters.
+FamilyFixtureRun run_family_fixture(const std::string& hf_dir, const std::string& expected_json,
+                                    const std::function<void(plan::Plan&)>& alter = {});
+
+// run_family_fixture on tests/data/hf_families/<name>, without CHECKs.
+FamilyFixtureRun family_fixture_diff(const std::string& name, const std::function<void(plan::Plan&)>& alter = {});
 
 // run_family_fixture on tests/data/hf_families/<name>, CHECKing both errors within the bound.
 void check_family_fixture(const std::string& name);

@@ -403,10 +403,10 @@ TEST_CASE("import refuses another shape, a missing tensor and unsupported model 
   }
   SUBCASE("an unsupported model_type") {
     nlohmann::json c = good;
-    c["model_type"] = "mistral";
+    c["model_type"] = "falcon";
     write_json(hf / "config.json", c);
     CHECK_THROWS_WITH_AS(core::hf::import_checkpoint(hf.string(), t.plan, io),
-                         doctest::Contains("model_type \"mistral\""), std::invalid_argument);
+                         doctest::Contains("model_type \"falcon\""), std::invalid_argument);
   }
   SUBCASE("a missing tensor is named") {
     const ckpt::hf::HfTensorFiles files(hf.string());

@@ -35,6 +35,47 @@ INIT = 0.15  # initializer_range: large enough that logits differ clearly betwee
 INPUT_IDS = [[3, 17, 100, 5, 64, 127, 9, 42, 42, 0, 88, 31], [120, 7, 7, 56, 2, 99, 14, 73, 1, 110, 36, 60]]
 
 
+# The shared tiny shape (tests/fixture_convention): vocab 128, hidden 64, 2 layers, 4 heads, 2 kv heads.
+TINY = dict(vocab_size=128, hidden_size=64, intermediate_size=112, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, initializer_range=0.15, bos_token_id=1, eos_token_id=2)
+
+
+def llama31_tiny():
+    # Llama 3.1's "llama3" RoPE scaling at a head dim of 16 where it changes the table: with θ = 10000
+    # the 8 pair wavelengths are 6.3, 19.9, 63, 199, ... positions; original_max_position_embeddings
+    # 32 with high_freq_factor 4 / low_freq_factor 1 keeps pair 0 (wavelength < 8), blends pair 1
+    # (8..32) and divides pairs 2-7 by factor 8, so all three branches of the rule are taken.
+    from transformers import LlamaConfig
+    return LlamaConfig(**TINY, max_position_embeddings=128, rms_norm_eps=1e-5, tie_word_embeddings=False,
+                       rope_parameters=dict(rope_type="llama3", rope_theta=10000.0, factor=8.0, low_freq_factor=1.0,
+                                            high_freq_factor=4.0, original_max_position_embeddings=32))
+
+
+def llama32_tiny_tied():
+    # Llama 3.2 1B/3B: tied embeddings (no lm_head tensor) and llama3 scaling with factor 32.
+    from transformers import LlamaConfig
+    return LlamaConfig(**TINY, max_position_embeddings=128, rms_norm_eps=1e-5, tie_word_embeddings=True,
+                       rope_parameters=dict(rope_type="llama3", rope_theta=500000.0, factor=32.0,
+                                            low_freq_factor=1.0, high_freq_factor=4.0,
+                                            original_max_position_embeddings=32))
+
+
+def mistral_tiny():
+    # Mistral 7B v0.3's form: MistralForCausalLM, θ = 1e6, untied. sliding_window equals
+    # max_position_embeddings: transformers builds its sliding-window mask, which hides no key at
+    # any position below max positions, so the engine's full causal attention must agree.
+    from transformers import MistralConfig
+    return MistralConfig(**TINY, max_position_embeddings=64, sliding_window=64, rms_norm_eps=1e-5,
+                         tie_word_embeddings=False, rope_parameters=dict(rope_type="default", rope_theta=1000000.0))
+
+
+def smollm2_tiny():
+    # SmolLM2's form (a LlamaForCausalLM): tied embeddings, θ = 100000, rms eps 1e-5, no scaling.
+    from transformers import LlamaConfig
+    return LlamaConfig(**TINY, max_position_embeddings=64, rms_norm_eps=1e-5, tie_word_embeddings=True,
+                       rope_parameters=dict(rope_type="default", rope_theta=100000.0))
+
+
 def qwen2(tied):
     return transformers.Qwen2Config(
         vocab_size=128,
@@ -53,6 +94,10 @@ def qwen2(tied):
 
 
 FIXTURES = {
+    "llama31_tiny": llama31_tiny,
+    "llama32_tiny_tied": llama32_tiny_tied,
+    "mistral_tiny": mistral_tiny,
+    "smollm2_tiny": smollm2_tiny,
     # Qwen2 / Qwen2.5: biases on q, k, v only (randomised, so dropping them shows); untied as 7B.
     "qwen2_tiny": lambda: qwen2(tied=False),
     # ... tied as Qwen2.5 0.5B / 1.5B.
