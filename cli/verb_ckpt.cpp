@@ -2,16 +2,21 @@
 // Hugging Face model directories (hf/hf_convert.hpp, a LoRA checkpoint's adapters as a
 // PEFT adapter: hf_peft.hpp) and merge a LoRA checkpoint's adapters into a full checkpoint
 // (lora_merge.hpp).
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <optional>
 
 #include "checkpoint/checkpoint.hpp"
 #include "plan/exit_codes.hpp"
 #include "cli/verbs.hpp"
+#include "dsl/plan_fields.hpp"
 #include "hf/hf_convert.hpp"
 #include "hf/hf_peft.hpp"
+#include "hf/hf_recipe.hpp"
 #include "hf/lora_merge.hpp"
 #include "core/model/model_shape.hpp"
 
@@ -264,18 +269,126 @@ int run_merge(const CkptArgs& a, std::ostream& out, std::ostream& err) {
   return kExitOk;
 }
 
+// Shell words: a word with characters the shell would read is single-quoted.
+std::string shell_word(const std::string& w) {
+  if (!w.empty() && w.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-+=.,/:@%") ==
+                        std::string::npos)
+    return w;
+  std::string r = "'";
+  for (char c : w) r += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return r + "'";
+}
+
+nlohmann::json read_json_file(const fs::path& p) {
+  std::ifstream in(p);
+  if (!in) return nullptr;
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error(p.string() + ": does not parse as JSON: " + e.what());
+  }
+}
+
+// The files of a downloaded model directory the recipe and later exports read, copied beside the
+// checkpoint so the import stands alone when the download is deleted.
+constexpr const char* kModelFiles[] = {"tokenizer.json", "tokenizer_config.json", "generation_config.json",
+                                       "special_tokens_map.json", "tokenizer.model"};
+
+// The recipe of the imported model (hf/hf_recipe.hpp): its model.* keys from config.json (those
+// that are recipe keys: a value the resolver derives, such as model.head_dim where it is
+// hidden/heads, is left to it and checked against config.json by the import), its tokenizer (the
+// copies in `ckpts`) and a fine-tune of the checkpoint. `base`: the preset it builds on ("" none).
+// `seq`: the sequence length of --recipe's plan (0: none given); model.seq_length is written where
+// it would exceed max_position_embeddings, and without a recipe (a training choice, ≤ 4096).
+core::hf::RecipeSettings import_settings(const fs::path& hf_dir, const fs::path& ckpts, const nlohmann::json& config,
+                                         int64_t seq) {
+  core::hf::RecipeSettings s;
+  s.emplace_back("mode", "finetune");
+  int64_t max_positions = 0;
+  for (auto& [key, v] : core::hf::model_settings(config)) {
+    if (!dsl::find_field(key)) continue;
+    if (key == "model.max_position_embeddings") max_positions = v.get<int64_t>();
+    s.emplace_back(key, v);
+  }
+  if (max_positions > 0 && (seq == 0 || seq > max_positions))
+    s.emplace_back("model.seq_length", std::min<int64_t>(max_positions, seq == 0 ? 4096 : seq));
+  const nlohmann::json tokenizer = read_json_file(hf_dir / "tokenizer.json");
+  if (!tokenizer.is_null()) {
+    s.emplace_back("data.tokenizer", "hf");
+    s.emplace_back("data.tokenizer_model", (ckpts / "tokenizer.json").string());
+    const std::string eod = core::hf::eod_token_of(read_json_file(hf_dir / "generation_config.json"), tokenizer);
+    if (!eod.empty()) s.emplace_back("data.eod_token", eod);
+  } else if (fs::is_regular_file(hf_dir / "tokenizer.model")) {
+    s.emplace_back("data.tokenizer", "sentencepiece");
+    s.emplace_back("data.tokenizer_model", (ckpts / "tokenizer.model").string());
+  }
+  s.emplace_back("checkpoint.load", ckpts.string());
+  return s;
+}
+
+// A preset name (not a path): what a Lua recipe's `preset "..."` can build on.
+bool is_preset_name(const std::string& spec) {
+  return !spec.empty() && spec.find('/') == std::string::npos && !spec.ends_with(".lua") && !spec.ends_with(".toml");
+}
+
 int run_import(const CkptArgs& a, std::ostream& out, std::ostream& err) {
   if (!fs::is_directory(a.path)) {
     err << "error: " << a.path << " is not a directory: give a Hugging Face model directory (config.json + "
         << "model.safetensors)\n";
     return kExitUsage;
   }
-  if (a.recipe.empty()) {
-    err << "error: import needs the recipe of the model to train: --recipe <preset or file> [key=value ...]\n";
-    return kExitUsage;
+  const fs::path hf_dir = fs::absolute(a.path).lexically_normal();
+  const fs::path ckpts = fs::absolute(a.output).lexically_normal();
+  const nlohmann::json config = read_json_file(hf_dir / "config.json");
+  if (config.is_null())
+    throw std::runtime_error((hf_dir / "config.json").string() +
+                             ": missing; an HF model directory holds config.json beside its safetensors");
+
+  // The plan the checkpoint is written for: --recipe and the overrides (its model is checked
+  // against config.json by the import), else the model.lua written below.
+  std::optional<plan::Plan> plan;
+  if (!a.recipe.empty()) {
+    plan = recipe_plan(a, err);
+    if (!plan) return kExitInvalidRecipe;
   }
-  auto plan = recipe_plan(a, err);
-  if (!plan) return kExitInvalidRecipe;
+  // model.lua: the model config.json describes, on --recipe's preset where one is named; lora.lua:
+  // LoRA on it (the engine's LoRA defaults, _lora, and rank-16 adapters on every linear).
+  const bool on_preset = is_preset_name(a.recipe);
+  core::hf::RecipeSettings settings;
+  try {
+    settings = import_settings(hf_dir, ckpts, config, plan ? plan->model.seq_length : 0);
+  } catch (const std::invalid_argument& e) {
+    err << "error: " << (hf_dir / "config.json").string() << ": " << e.what() << "\n";
+    return kExitInvalidRecipe;
+  }
+  const std::string source = "Written by `recipe ckpt import` from " + hf_dir.string() +
+                             ": the model config.json describes, its tokenizer\n(copied here) and a fine-tune of "
+                             "the checkpoint imported here. Train on your data with\ndata.kind=\"sft\" "
+                             "data.path=<prefix> (`recipe data prepare --format chat ...`).";
+  const std::string base = on_preset ? "preset " + nlohmann::json(a.recipe).dump() : "";
+  const std::string model_lua = core::hf::lua_recipe(settings, base, source);
+  const core::hf::RecipeSettings lora = {
+      {"peft.rank", 16}, {"peft.alpha", 32.0}, {"peft.target_modules", nlohmann::json::array({"all-linear"})}};
+  const std::string lora_lua = core::hf::lua_recipe(
+      lora, "preset \"model\" (preset \"_lora\")",
+      "LoRA fine-tune of the model in model.lua (beside this file): rank-16 adapters on every\n"
+      "linear, the base frozen, the engine's LoRA defaults (_lora). Written by `recipe ckpt import`.");
+  if (!plan) {
+    // model.lua as written, without checkpoint.load (the checkpoint does not exist yet; an
+    // earlier import in that directory is not what this plan is checked against).
+    core::hf::RecipeSettings model_only;
+    for (const auto& kv : settings)
+      if (kv.first != "checkpoint.load") model_only.push_back(kv);
+    const fs::path scratch = fs::temp_directory_path() / ("recipe-import-" + std::to_string(::getpid()));
+    fs::create_directories(scratch);
+    core::hf::write_text_file((scratch / "model.lua").string(), core::hf::lua_recipe(model_only, "", source));
+    CkptArgs b = a;
+    b.recipe = (scratch / "model.lua").string();
+    plan = recipe_plan(b, err);
+    std::error_code ec;
+    fs::remove_all(scratch, ec);
+    if (!plan) return kExitInvalidRecipe;
+  }
   core::hf::ImportOptions o;
   o.checkpoints_dir = a.output;
   o.plan_toml = dsl::to_toml(*plan);
@@ -289,12 +402,31 @@ int run_import(const CkptArgs& a, std::ostream& out, std::ostream& err) {
       if (r.unused.size() > 5) out << " and " << r.unused.size() - 5 << " more";
       out << "\n";
     }
-    out << "fine-tune from it with: recipe finetune " << a.recipe
-        << " checkpoint.load=" << fs::absolute(a.output).string() << "\n";
   } catch (const std::invalid_argument& e) {
     err << "error: " << e.what() << "\n";
     return kExitInvalidRecipe;
   }
+  std::vector<std::string> copied;
+  for (const char* f : kModelFiles)
+    if (fs::is_regular_file(hf_dir / f)) {
+      fs::copy_file(hf_dir / f, ckpts / f, fs::copy_options::overwrite_existing);
+      copied.push_back(f);
+    }
+  core::hf::write_text_file((ckpts / "model.lua").string(), model_lua);
+  core::hf::write_text_file((ckpts / "lora.lua").string(), lora_lua);
+  out << "wrote " << (ckpts / "model.lua").string() << " (the model: every model key of config.json"
+      << (copied.empty() ? "" : ", the tokenizer") << ", checkpoint.load) and " << (ckpts / "lora.lua").string()
+      << " (LoRA on it)";
+  if (!copied.empty()) {
+    out << "; copied ";
+    for (size_t i = 0; i < copied.size(); ++i) out << (i ? ", " : "") << copied[i];
+  }
+  out << "\n";
+  std::string overrides;
+  for (const std::string& ov : a.overrides) overrides += " " + shell_word(ov);
+  out << "fine-tune from it with: recipe finetune " << shell_word((ckpts / "lora.lua").string()) << overrides << "\n"
+      << "  (all weights: recipe finetune " << shell_word((ckpts / "model.lua").string()) << overrides
+      << "; your data: data.kind=sft data.path=<prefix>)\n";
   return kExitOk;
 }
 
@@ -341,17 +473,20 @@ CLI::App* add_ckpt_verb(CLI::App& app, CkptArgs& a) {
                            "The model's recipe, when the checkpoint's plan.toml does not describe it");
 
   a.import_cmd = a.cmd->add_subcommand(
-      "import", "Write a step-0 checkpoint from a Hugging Face model directory, for checkpoint.load + finetune");
-  a.import_cmd->add_option("path", a.path, "HF model directory: config.json + model.safetensors (or sharded)")
+      "import",
+      "Write a step-0 checkpoint from a Hugging Face model directory, and beside it a recipe of the model "
+      "(model.lua) and of a LoRA fine-tune of it (lora.lua)");
+  a.import_cmd
+      ->add_option("path", a.path,
+                   "HF model directory: config.json + model.safetensors (or sharded), tokenizer.json, "
+                   "generation_config.json")
       ->required();
-  a.import_cmd->add_option("overrides", a.overrides, "key=value overrides of --recipe");
+  a.import_cmd->add_option("overrides", a.overrides, "key=value overrides of the model's recipe");
   a.import_cmd->add_option("-o,--output", a.output, "Checkpoints directory to create (step-0/ and latest)")->required();
   a.import_cmd->add_option("--format", a.format, "hf (Hugging Face transformers)")->check(CLI::IsMember({"hf"}));
-  a.import_cmd
-      ->add_option("--recipe", a.recipe,
-                   "Preset or recipe file of the model (its shape is checked "
-                   "against config.json)")
-      ->required();
+  a.import_cmd->add_option("--recipe", a.recipe,
+                           "Preset or recipe file the model must match (its model keys are checked against "
+                           "config.json; default: the model config.json describes)");
   a.merge_cmd = a.cmd->add_subcommand(
       "merge", "Write a full checkpoint of a LoRA checkpoint's model with the adapters merged (W + s·B·A)");
   a.merge_cmd->add_option("path", a.path, "A LoRA checkpoint (step-<N>/), checkpoints directory or run directory")

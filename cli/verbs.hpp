@@ -57,7 +57,7 @@ struct CkptArgs {
   std::string format = "hf";           // export: hf | hf-peft; import: hf
   bool merge = false;                  // export --format hf of a LoRA checkpoint: W + s·B·A
   std::string dtype = "f32";           // export: f32 | bf16
-  std::string recipe;                  // import (required) / export, merge (when plan.toml does not describe the model)
+  std::string recipe;                  // import (optional) / export, merge (when plan.toml does not describe the model)
   std::vector<std::string> overrides;  // key=value, applied to --recipe
   CLI::App* cmd = nullptr;
   CLI::App *info = nullptr, *verify = nullptr, *export_cmd = nullptr, *import_cmd = nullptr, *merge_cmd = nullptr;

@@ -48,7 +48,8 @@ std::vector<std::string> recipe_search_path(const std::string& recipe_file = "")
 // Names of the presets found on the search path (recipes/*.lua), sorted.
 std::vector<std::string> list_presets();
 
-// `spec` is a preset name, a .lua file or a .toml file. Throws RecipeError.
+// `spec` is a preset name, a .lua file, a .toml file, or a directory `recipe ckpt import` wrote
+// (its model.lua). Throws RecipeError.
 ConfigTree load_recipe(const std::string& spec);
 
 // Dotted overrides: "a.b=v", "a.b+=v", "-=", "*=", "/="; values parsed as int, float, bool, list

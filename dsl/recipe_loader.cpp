@@ -31,8 +31,12 @@ ConfigTree load_recipe(const std::string& spec) {
     return tree;
   }
   if (spec.empty()) throw RecipeError("no recipe given: name a preset (recipe list shows them) or a .lua/.toml file");
-  if (std::error_code ec; std::filesystem::is_directory(spec, ec))
+  if (std::error_code ec; std::filesystem::is_directory(spec, ec)) {
+    // What `recipe ckpt import` wrote: the checkpoints and, beside them, the model's recipe.
+    const std::filesystem::path imported = std::filesystem::path(spec) / "model.lua";
+    if (std::filesystem::is_regular_file(imported, ec)) return load_recipe(imported.string());
     throw RecipeError(spec + " is a directory, not a recipe (name a preset, or a .lua or .toml file)");
+  }
   if (spec.find('/') != std::string::npos || !load_detail::is_safe_relative_name(spec))
     throw RecipeError("no such recipe file: " + spec +
                       " (recipe files end in .lua or .toml; presets are plain "

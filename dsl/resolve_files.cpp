@@ -1,8 +1,9 @@
 // The files a plan names, checked before launch on the launching host (DESIGN.md: validates ⇒ runs):
 // dataset prefixes (.idx header, .bin size, the loss mask of chat data, a sample in every split that
 // the run reads), tokenizer files (present, of the right kind, a vocabulary that fits the model) and
-// checkpoint.load (a directory that holds a checkpoint; resuming it under a changed LR schedule is
-// a warning that names the keys). Afterwards every path is made absolute, so
+// checkpoint.load (a directory that holds a checkpoint whose tensors fit the plan's model:
+// resolve_checkpoint_shapes.cpp; resuming it under a changed LR schedule is a warning that names
+// the keys). Afterwards every path is made absolute, so
 // resolved.toml resumes from any directory.
 //
 // The dsl does not link the core (CMakeLists.txt: recipe_dsl → recipe_plan only), so core/data's
@@ -450,8 +451,10 @@ void check_checkpoint_load(ResolveContext& ctx) {
     ctx.violation("checkpoint.load", "checkpoint.load=\"" + load + "\" " + why, fix);
     return;
   }
-  if (ctx.plan().mode == plan::Mode::pretrain)
-    if (const fs::path ckpt = locate_checkpoint(load); !ckpt.empty()) warn_schedule_change(ctx, ckpt);
+  const fs::path ckpt = locate_checkpoint(load);
+  if (ckpt.empty()) return;  // a checkpoints dir without `latest`: the core picks and checks it
+  check_checkpoint_shapes(ctx, ckpt, load);
+  if (ctx.plan().mode == plan::Mode::pretrain) warn_schedule_change(ctx, ckpt);
 }
 
 std::string absolute(const std::string& path) {

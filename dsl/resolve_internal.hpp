@@ -2,6 +2,7 @@
 // (derived values) and resolve_checks.cpp (validation). Internal to dsl/.
 #pragma once
 
+#include <filesystem>
 #include <map>
 #include <set>
 #include <string>
@@ -54,6 +55,9 @@ void derive_model(ResolveContext& ctx);             // head_dim, ffn, padded voc
 void check_relations(ResolveContext& ctx);          // rules across keys (tp | heads, world = tp·pp·cp·dp, ...)
 void derive_and_check_memory(ResolveContext& ctx);  // device memory, per-rank estimate, fit
 void check_files(ResolveContext& ctx);              // data, tokenizer and checkpoint files; paths made absolute
+// checkpoint.load's tensors (the checkpoint directory `ckpt` it names) against the plan's model
+// (dsl/resolve_checkpoint_shapes.cpp); called by check_files.
+void check_checkpoint_shapes(ResolveContext& ctx, const std::filesystem::path& ckpt, const std::string& load);
 void check_host_memory(ResolveContext& ctx);        // local CPU ranks × per-rank estimate fit this host
 void check_gpu_capability(ResolveContext& ctx);     // the target GPU can run the bf16 CUDA kernels
 

@@ -11,6 +11,7 @@
 
 #include "family/registry.hpp"
 #include "hf/hf_convert.hpp"
+#include "hf/hf_recipe.hpp"
 
 namespace recipe::core::hf {
 
@@ -496,5 +497,10 @@ std::vector<std::string> config_mismatches(const nlohmann::json& config, const M
   }
   return bad;
 }
+
+// hf_recipe.hpp: config.json → recipe keys, through the tables above.
+const char* hf_field_recipe_key(HfField f) { return recipe_key(f); }
+bool hf_field_is_real(HfField f) { return kind_of(f) == Kind::real; }
+bool hf_field_is_boolean(HfField f) { return kind_of(f) == Kind::boolean; }
 
 }  // namespace recipe::core::hf

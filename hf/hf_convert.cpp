@@ -163,12 +163,24 @@ ExportResult export_checkpoint(const std::string& checkpoint_dir, const ModelSha
   const std::vector<TensorSpec> specs = tensor_specs(shape);
   const ckpt::CheckpointReader reader(checkpoint_dir);
 
-  // The checkpoint must be the model `shape` describes: every tensor present with its shape.
+  // The checkpoint must be the model `shape` describes: every tensor present with its shape. The
+  // vocabulary rows may be padded for another TP size (a LoRA checkpoint's base saved at another
+  // one) when the vocabulary is the same: export writes the first vocab_size rows either way.
+  std::set<std::string> vocab_rows;
+  for (const TensorSpec& t : specs)
+    if (t.vocab_rows) vocab_rows.insert(t.parts.begin(), t.parts.end());
+  const nlohmann::json& common = reader.common();
+  const int64_t saved_vocab =
+      common.contains("model") && common["model"].is_object() ? common["model"].value("vocab_size", int64_t(-1)) : -1;
   std::vector<std::string> problems;
   for (const auto& [name, global] : our_shapes(shape)) {
     const ckpt::TensorInfo* t = reader.find(name);
     if (!t)
       problems.push_back(name + " is missing");
+    else if (t->global_shape != global && vocab_rows.count(name) && saved_vocab == shape.arch.vocab &&
+             t->global_shape.size() == global.size() && t->global_shape[0] >= shape.arch.vocab &&
+             std::equal(global.begin() + 1, global.end(), t->global_shape.begin() + 1))
+      continue;
     else if (t->global_shape != global)
       problems.push_back(name + " is " + shape_str(t->global_shape) + " there, the plan says " + shape_str(global));
   }

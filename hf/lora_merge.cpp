@@ -116,6 +116,17 @@ MergeResult merge_checkpoint(const std::string& checkpoint_dir, const ModelShape
   };
   for (const ParamSpec& p : L.params) {
     owned.push_back(read_merged(reader, s, p.name));
+    // A base saved at another TP size has another vocabulary padding: the merged checkpoint has
+    // this plan's padded rows (the rows past vocab_size are padding, zero when added).
+    if (const int64_t want = numel_of(p.global_shape); int64_t(owned.back().size()) != want) {
+      const int64_t saved_vocab =
+          reader.common().contains("model") ? reader.common()["model"].value("vocab_size", -1) : -1;
+      if (!p.decl || p.decl->shard != Shard::vocab_rows || saved_vocab != s.arch.vocab)
+        throw std::runtime_error("checkpoint " + checkpoint_dir + ": tensor " + p.name + " has " +
+                                 std::to_string(owned.back().size()) + " elements, the model " + std::to_string(want) +
+                                 ": give the recipe it was trained with (--recipe)");
+      owned.back().resize(size_t(want), 0.0f);
+    }
     for (const AdaptedWeight& aw : adapted) result.merged += aw.weight == p.name;
     ckpt::SavePiece sp;
     sp.name = p.name;

@@ -32,7 +32,7 @@ GenerationModel::GenerationModel(const plan::Plan& plan, const std::string& chec
                                  kernels::Backend& backend)
     : shape_(generation_shape(plan, capacity)) {
   params_ = std::make_unique<ParamStore>(backend, build_param_layout(shape_, plan.optimizer));
-  load_weights(*params_, checkpoint_dir);
+  load_weights(*params_, checkpoint_dir, shape_.arch.vocab);
   // Recompute full: the smallest training arena (the decoder keeps its own buffers and cache).
   model_ = std::make_unique<Model>(shape_, 1, Recompute::full, backend, *params_);
   decoder_ = std::make_unique<IncrementalDecoder>(*model_);

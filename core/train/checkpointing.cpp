@@ -118,6 +118,51 @@ void read_fp8_histories(Trainer& t, const ckpt::CheckpointReader& reader, const 
   }
 }
 
+// Vocabulary padding. The word embedding and an untied lm_head (Shard::vocab_rows) have
+// padded_vocab rows, a multiple of model.make_vocab_size_divisible_by·tp, so the same model saved
+// at one TP size may hold more or fewer rows than it has at another (gpt3_345m: 50304 at tp1,
+// 50432 at tp2). Rows ≥ vocab_size are padding: no token id selects them, the loss masks their
+// logits, so they never get a gradient and their Adam moments stay zero. A checkpoint whose
+// vocab_size (common.json "model") is the model's therefore loads whatever its padding: the rows
+// both have are read, rows it lacks start at zero (what an HF import writes there), and rows the
+// model lacks are left out — padding on both sides, as the equal vocab_size guarantees. The
+// moments of those tensors are read the same way.
+struct VocabFit {
+  int64_t vocab = 0;         // this model's model.vocab_size
+  int64_t saved_vocab = -1;  // the checkpoint's (its common.json), -1 when it does not say
+};
+
+VocabFit vocab_fit(const ckpt::CheckpointReader& reader, int64_t vocab) {
+  VocabFit f;
+  f.vocab = vocab;
+  const nlohmann::json& c = reader.common();
+  if (c.contains("model") && c["model"].is_object() && c["model"].contains("vocab_size") &&
+      c["model"]["vocab_size"].is_number_integer())
+    f.saved_vocab = c["model"]["vocab_size"].get<int64_t>();
+  return f;
+}
+
+// Whether `saved` differs from p's global shape only in its padded vocabulary rows.
+bool other_vocab_padding(const ParamSpec& p, const std::vector<int64_t>& saved) {
+  if (!p.decl || p.decl->shard != Shard::vocab_rows || saved.size() != p.global_shape.size() || saved.empty())
+    return false;
+  return saved[0] != p.global_shape[0] && std::equal(saved.begin() + 1, saved.end(), p.global_shape.begin() + 1);
+}
+
+// Tensor `name` of the checkpoint (p's weights or one of its optimizer state tensors) into this
+// rank's box of p, as f32: the held box, or, for a tensor saved with another vocabulary padding
+// (read_weights accepted it), the rows the checkpoint has and zeros below them.
+void read_param(const ckpt::CheckpointReader& reader, const std::string& name, const ParamSpec& p, float* dst) {
+  ckpt::Box box = held_box(p);
+  const ckpt::TensorInfo* info = reader.find(name);
+  if (!info || !other_vocab_padding(p, info->global_shape)) return reader.read(name, box, ckpt::DType::f32, dst);
+  const int64_t rows = box.sizes[0], row_numel = rows > 0 ? p.numel / rows : 0;
+  const int64_t have = std::clamp<int64_t>(info->global_shape[0] - box.offsets[0], 0, rows);
+  std::fill(dst + have * row_numel, dst + p.numel, 0.0f);
+  box.sizes[0] = have;
+  if (have > 0) reader.read(name, box, ckpt::DType::f32, dst);
+}
+
 nlohmann::json common_json(const Trainer& t, ParallelState& par) {
   const plan::Plan& plan = t.plan();
   nlohmann::json c;
@@ -155,8 +200,9 @@ nlohmann::json common_json(const Trainer& t, ParallelState& par) {
 // the checkpoint outside it would be dropped without a word (a bias, a position table, a norm
 // of another architecture), so it is refused like a missing one.
 void read_weights(ParamStore& store, const ckpt::CheckpointReader& reader, const std::string& checkpoint_dir,
-                  LoadMode mode, const std::set<std::string>* model_names = nullptr) {
+                  LoadMode mode, int64_t vocab, const std::set<std::string>* model_names = nullptr) {
   const ParamLayout& layout = store.layout();
+  const VocabFit fit = vocab_fit(reader, vocab);
   // Shape check first, all mismatches at once.
   std::vector<std::string> problems;
   // Starting a LoRA fine-tune from its base checkpoint: the base has no adapters, which keep
@@ -178,6 +224,15 @@ void read_weights(ParamStore& store, const ckpt::CheckpointReader& reader, const
     if (keeps_init(p)) continue;
     if (!info)
       problems.push_back(p.name + " is missing");
+    else if (other_vocab_padding(p, info->global_shape) && fit.saved_vocab == fit.vocab &&
+             info->global_shape[0] >= fit.vocab)
+      continue;  // the same vocabulary padded for another TP size: read_param pads or trims
+    else if (other_vocab_padding(p, info->global_shape))
+      problems.push_back(p.name + " has " + std::to_string(info->global_shape[0]) + " rows there (" +
+                         (fit.saved_vocab < 0 ? std::string("its vocab_size is not recorded")
+                                              : "vocab_size " + std::to_string(fit.saved_vocab)) +
+                         "), " + std::to_string(p.global_shape[0]) + " here (model.vocab_size " +
+                         std::to_string(fit.vocab) + "): another vocabulary, not another padding");
     else if (info->global_shape != p.global_shape)
       problems.push_back(p.name + " is " + shape_str(info->global_shape) + " there, " + shape_str(p.global_shape) +
                          " here");
@@ -202,7 +257,7 @@ void read_weights(ParamStore& store, const ckpt::CheckpointReader& reader, const
   // A tensor held only in FP8 is not read now: the checkpoint becomes its source, read again when
   // the Model quantizes it (Model::quantize_frozen_base) or a save writes the base.
   for (const ParamSpec& p : layout.params)
-    if (!keeps_init(p) && !p.fp8) reader.read(p.name, held_box(p), ckpt::DType::f32, host.data() + p.offset);
+    if (!keeps_init(p) && !p.fp8) read_param(reader, p.name, p, host.data() + p.offset);
   if (store.compute_is_master()) {
     be.from_host(store.compute(), host.data());
   } else {
@@ -213,8 +268,7 @@ void read_weights(ParamStore& store, const ckpt::CheckpointReader& reader, const
   }
   if (layout.fp8_numel > 0) {
     auto source = std::make_shared<const ckpt::CheckpointReader>(checkpoint_dir);
-    store.set_fp8_source(
-        [source](const ParamSpec& p, float* out) { source->read(p.name, held_box(p), ckpt::DType::f32, out); });
+    store.set_fp8_source([source](const ParamSpec& p, float* out) { read_param(*source, p.name, p, out); });
   }
   store.sync_compute();
 }
@@ -387,7 +441,7 @@ LoadResult load_checkpoint(Trainer& trainer, const std::string& checkpoint_dir, 
     std::set<std::string> model_names;  // the whole model's tensors: one stage, no TP
     for (const ParamSpec& p : build_param_layout(trainer.shape(), trainer.plan().optimizer).params)
       model_names.insert(p.name);
-    read_weights(store, reader, checkpoint_dir, mode, &model_names);
+    read_weights(store, reader, checkpoint_dir, mode, trainer.shape().arch.vocab, &model_names);
 
     kernels::Backend& be = store.backend();
 
@@ -409,7 +463,7 @@ LoadResult load_checkpoint(Trainer& trainer, const std::string& checkpoint_dir, 
           bool needed = false;
           for (const OptimizerSegment& s : segments)
             needed = needed || (s.offset < p.offset + p.numel && p.offset < s.offset + s.numel);
-          if (needed) reader.read(prefix + p.name, held_box(p), ckpt::DType::f32, host.data() + p.offset);
+          if (needed) read_param(reader, prefix + p.name, p, host.data() + p.offset);
         }
         for (const OptimizerSegment& s : segments)
           std::copy_n(host.data() + s.offset, s.numel, state.data() + s.state_offset);
@@ -438,9 +492,9 @@ LoadResult load_checkpoint(Trainer& trainer, const std::string& checkpoint_dir, 
   return result;
 }
 
-void load_weights(ParamStore& store, const std::string& checkpoint_dir) {
+void load_weights(ParamStore& store, const std::string& checkpoint_dir, int64_t vocab) {
   const ckpt::CheckpointReader reader(checkpoint_dir);
-  read_weights(store, reader, checkpoint_dir, LoadMode::resume);
+  read_weights(store, reader, checkpoint_dir, LoadMode::resume, vocab);
 }
 
 }  // namespace recipe::core

@@ -14,6 +14,9 @@
 //
 // Loading reads, for every local parameter, the box of the global tensor this rank holds (its TP
 // shard) and, for the optimizer's state, the runs of its own segments; the saved layout does not matter.
+// Nor does the vocabulary padding, which depends on TP: the embedding's and lm_head's rows (and
+// their moments) are padded with zeros or trimmed to this model's padded vocabulary when the
+// checkpoint's vocab_size is the model's (rows ≥ vocab_size are padding on both sides).
 //
 // LoRA fine-tunes (a frozen base): the frozen tensors have no master or moments and never change,
 // so a fine-tune's checkpoints are adapter-only: the adapters (trainable tensors, written as
@@ -83,7 +86,8 @@ LoadResult load_checkpoint(Trainer& trainer, const std::string& checkpoint_dir, 
 // The weights of `checkpoint_dir` alone into `store` (every tensor of its layout, this rank's shards),
 // on this rank, no collective: what generation (core/generate) loads. The same reading as
 // load_checkpoint's weights; throws std::runtime_error naming the tensors when the checkpoint holds
-// another model shape, ckpt::CheckpointError when it is broken.
-void load_weights(ParamStore& store, const std::string& checkpoint_dir);
+// another model shape, ckpt::CheckpointError when it is broken. `vocab` is the model's
+// vocab_size: a checkpoint of the same vocabulary padded for another TP size is padded or trimmed.
+void load_weights(ParamStore& store, const std::string& checkpoint_dir, int64_t vocab);
 
 }  // namespace recipe::core

@@ -224,7 +224,7 @@ TEST_CASE("ckpt errors: missing paths, a directory without a checkpoint, no HF f
                 no_weights.err);
 
   auto no_recipe = run({"ckpt", "import", tmp.str(), "-o", (tmp.path() / "out").string()});
-  CHECK(no_recipe.code == recipe::kExitUsage);
+  CHECK(no_recipe.code == recipe::kExitRuntime);  // the model config.json describes, but no weights
   auto bad_format = run({"ckpt", "export", tmp.str(), "-o", (tmp.path() / "hf").string(), "--format", "gguf"});
   CHECK(bad_format.code == recipe::kExitUsage);
 }

@@ -5,8 +5,11 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "core/data/indexed_dataset.hpp"
+#include "family/tensor_table.hpp"
+#include "plan/model_size.hpp"
 #include "helpers.hpp"
 #include "temp_recipes.hpp"
 
@@ -36,6 +39,24 @@ json indexed(const std::string& prefix, int eval_interval = 0) {
 
 bool mentions(const Violation* v, const std::string& needle) {
   return v != nullptr && (v->message + " " + v->fix).find(needle) != std::string::npos;
+}
+
+// The metadata.json of a checkpoint of the model `tree` resolves to, as the core writes it (the
+// tensor names and global shapes the resolver compares; chunks left out), with `changed` tensors'
+// shapes replaced.
+std::string checkpoint_metadata(const json& tree, const std::map<std::string, std::vector<int64_t>>& changed = {}) {
+  const auto r = resolve_json(tree);
+  const recipe::core::ArchShape s = recipe::plan::model_table_shape(r.plan.model);
+  json tensors = json::object();
+  for (const recipe::core::TensorDecl& d : recipe::core::tensor_table(s)) {
+    if (!recipe::core::present(d, s)) continue;
+    const std::vector<int64_t> shape = recipe::core::global_shape(d, s);
+    for (int l = 0; l < (d.scope == recipe::core::Scope::layer ? s.layers : 1); ++l) {
+      const std::string name = recipe::core::tensor_name(d, d.scope == recipe::core::Scope::layer ? l : -1);
+      tensors[name] = {{"global_shape", changed.count(name) ? changed.at(name) : shape}, {"dtype", "F32"}};
+    }
+  }
+  return json{{"format", "recipe-checkpoint"}, {"tensors", tensors}}.dump();
 }
 
 // Runs `f` with the working directory set to `dir`.
@@ -140,10 +161,50 @@ TEST_CASE("files: checkpoint.load must hold a checkpoint") {
   CHECK(mentions(find_violation(load(dir.write("file.txt", "x")), "checkpoint.load"), "is a file"));
   fs::create_directories(dir.dir() + "/empty");
   CHECK(mentions(find_violation(load(dir.dir() + "/empty"), "checkpoint.load"), "holds no checkpoint"));
-  dir.write("run/checkpoints/step-5/metadata.json", "{}");
+  dir.write("run/checkpoints/step-5/metadata.json", checkpoint_metadata(tiny_gpt()));
   CHECK(load(dir.dir() + "/run").ok());
   CHECK(load(dir.dir() + "/run/checkpoints").ok());
   CHECK(load(dir.dir() + "/run/checkpoints/step-5").ok());
+}
+
+// The checkpoint's tensors against the plan's model, before launch: another shape is refused
+// naming the tensor, both shapes and the key (from the tensor's dims, or with the checkpoint's
+// value from its plan.toml); another padding of the same vocabulary (TP) is not.
+TEST_CASE("files: checkpoint.load's tensors must fit the plan's model") {
+  TempRecipes dir;
+  auto load = [&](const json& tree) {
+    return resolve_json(with(tree, {{"checkpoint", {{"load", dir.dir() + "/ck/step-1"}}}}));
+  };
+  dir.write("ck/step-1/metadata.json", checkpoint_metadata(tiny_gpt(), {{"layers.2.mlp.fc1.weight", {512, 64}},
+                                                                        {"layers.2.mlp.fc1.bias", {512}}}));
+  const auto r = load(tiny_gpt());
+  const Violation* v = find_violation(r, "checkpoint.load");
+  REQUIRE_MESSAGE(v != nullptr, report(r));
+  CHECK(mentions(v, "does not fit this plan's model (2 tensors)"));
+  CHECK(mentions(v, "layers.2.mlp.fc1.weight is [512,64] there, [256,64] here"));
+  CHECK(mentions(v, "set model.ffn_hidden_size"));
+
+  // With the checkpoint's plan.toml: the key that differs, and its value there.
+  dir.write("ck/step-1/metadata.json", checkpoint_metadata(with(tiny_gpt(), {{"model", {{"hidden_size", 32}}}})));
+  dir.write("ck/step-1/plan.toml", "[model]\nhidden_size = 32\nnum_layers = 4\n");
+  const auto wide = load(tiny_gpt());
+  const Violation* h = find_violation(wide, "model.hidden_size");
+  REQUIRE_MESSAGE(h != nullptr, report(wide));
+  CHECK(mentions(h, "embedding.word.weight is [256,32] there, [256,64] here"));
+  CHECK(mentions(h, "set model.hidden_size=32"));
+  CHECK(find_violation(wide, "model.num_layers") == nullptr);
+
+  // The vocabulary padded for another TP size: the load pads or trims it (common.json says 250).
+  const json v250 = with(tiny_gpt(), {{"model", {{"vocab_size", 250}, {"make_vocab_size_divisible_by", 128}}}});
+  dir.write("ck/step-1/metadata.json", checkpoint_metadata(v250));  // 256 rows
+  dir.write("ck/step-1/plan.toml", "");
+  dir.write("ck/step-1/common.json", R"({"model": {"vocab_size": 250}})");
+  const auto tp_pad = load(with(v250, {{"model", {{"make_vocab_size_divisible_by", 100}}}}));  // 300 rows
+  CHECK_MESSAGE(tp_pad.ok(), report(tp_pad));
+  const auto other_vocab = load(with(v250, {{"model", {{"vocab_size", 300}}}}));
+  CHECK(mentions(find_violation(other_vocab, "checkpoint.load"),
+                 "embedding.word.weight is [256,64] there, [384,64] here"));
+  CHECK(mentions(find_violation(other_vocab, "checkpoint.load"), "model.vocab_size"));
 }
 
 TEST_CASE("files: the mpi executor's hostfile must exist where the run launches") {
@@ -162,7 +223,7 @@ TEST_CASE("files: the mpi executor's hostfile must exist where the run launches"
 
 TEST_CASE("files: resuming under a changed LR schedule warns, naming the keys and how to keep the horizon") {
   TempRecipes dir;
-  dir.write("ck/step-100/metadata.json", "{}");
+  dir.write("ck/step-100/metadata.json", checkpoint_metadata(tiny_gpt()));
   dir.write("ck/latest", "step-100\n");
   dir.write("ck/step-100/plan.toml", "[trainer]\nmax_steps = 100\n[schedule]\nwarmup_steps = 0\ndecay_steps = 100\n");
   auto resume = [&](const json& patch) {

@@ -289,6 +289,41 @@ TEST_CASE("llama_tiny as qwen2 exports as Qwen2ForCausalLM (q/k/v biases, no oth
   dump_for_hf_check(t.plan, "qwen2");
 }
 
+// The padded vocabulary depends on TP: a checkpoint (or a LoRA checkpoint's base) saved with 256
+// rows exports under a plan that pads the same vocabulary to 300 or to 250 rows as it does under
+// its own: the first vocab_size rows. Another vocabulary is refused.
+TEST_CASE("export takes a checkpoint of another vocabulary padding (another TP size): the first vocab rows") {
+  TempDir dir;
+  Trained t(test::llama_tiny_plan(), dir);
+  core::hf::ExportOptions eo;
+  eo.out_dir = dir / "hf";
+  core::hf::export_checkpoint(t.checkpoint, t.shape(), eo);
+  const ckpt::hf::HfTensorFiles own(dir / "hf");
+  for (const int multiple : {100, 1}) {
+    CAPTURE(multiple);
+    plan::Plan p = t.plan;
+    p.model.make_vocab_size_divisible_by = multiple;
+    test::fill_derived(p);
+    REQUIRE(p.model.padded_vocab_size != 256);
+    core::hf::ExportOptions o;
+    o.out_dir = dir / ("hf" + std::to_string(multiple));
+    core::hf::export_checkpoint(t.checkpoint, core::model_shape(p), o);
+    const ckpt::hf::HfTensorFiles other(o.out_dir);
+    for (const char* name : {"model.embed_tokens.weight", "lm_head.weight"}) {
+      CHECK(other.find(name)->shape == std::vector<int64_t>{250, 64});
+      CHECK(other.read_f32(name) == own.read_f32(name));
+    }
+  }
+  plan::Plan wrong = t.plan;
+  wrong.model.vocab_size = 300;
+  test::fill_derived(wrong);
+  core::hf::ExportOptions o;
+  o.out_dir = dir / "hf_wrong";
+  CHECK_THROWS_WITH_AS(core::hf::export_checkpoint(t.checkpoint, core::model_shape(wrong), o),
+                       doctest::Contains("embedding.word.weight is [256, 64] there, the plan says [384, 64]"),
+                       std::runtime_error);
+}
+
 TEST_CASE("a bf16 export rounds to bf16 and imports back within bf16 precision") {
   TempDir dir;
   Trained t(test::llama_tiny_plan(), dir);
