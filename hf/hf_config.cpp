@@ -230,25 +230,61 @@ std::string num(double v) {
 // absent type is "default"; llama3's original_max_position_embeddings defaults to
 // max_position_embeddings. Every other rope_type scales positions in a way the engine does not
 // compute, and is refused by name.
-void check_rope_scaling(const nlohmann::json& config, const ArchShape& s, std::vector<std::string>& bad) {
-  const char* where = "rope_parameters";
+struct RopeParams {
+  const char* where = "rope_parameters";  // the object they were read from
   json params = json::object();
+  std::string type = "default";
+  std::string error;  // rope_scaling is neither an object nor null
+};
+RopeParams rope_params(const nlohmann::json& config) {
+  RopeParams r;
   if (config.contains("rope_scaling") && config["rope_scaling"].is_object() && !config["rope_scaling"].empty()) {
-    params = config["rope_scaling"];
-    where = "rope_scaling";
+    r.params = config["rope_scaling"];
+    r.where = "rope_scaling";
   } else if (config.contains("rope_parameters") && config["rope_parameters"].is_object()) {
-    params = config["rope_parameters"];
+    r.params = config["rope_parameters"];
   } else if (config.contains("rope_scaling") && !config["rope_scaling"].is_null() &&
              !config["rope_scaling"].is_object()) {
-    bad.push_back("rope_scaling is " + config["rope_scaling"].dump() + " in config.json, not an object or null");
-    return;
+    r.error = "rope_scaling is " + config["rope_scaling"].dump() + " in config.json, not an object or null";
   }
-  std::string type = "default";
   for (const char* k : {"rope_type", "type"})
-    if (params.contains(k) && params[k].is_string()) {
-      type = params[k].get<std::string>();
+    if (r.params.contains(k) && r.params[k].is_string()) {
+      r.type = r.params[k].get<std::string>();
       break;
     }
+  return r;
+}
+
+// llama3's parameters: config.json's key, the recipe key, the shape's value.
+struct Llama3Param {
+  const char* key;
+  const char* ours;
+};
+constexpr Llama3Param kLlama3Params[] = {
+    {"factor", "model.rope_scaling_factor"},
+    {"low_freq_factor", "model.rope_scaling_low_freq_factor"},
+    {"high_freq_factor", "model.rope_scaling_high_freq_factor"},
+    {"original_max_position_embeddings", "model.rope_scaling_original_max_positions"},
+};
+// A llama3 parameter as config.json gives it (original_max_position_embeddings defaults to
+// max_position_embeddings).
+std::optional<double> llama3_param(const json& config, const json& params, const std::string& key) {
+  if (params.contains(key) && params[key].is_number()) return params[key].get<double>();
+  if (key == "original_max_position_embeddings" && config.contains("max_position_embeddings") &&
+      config["max_position_embeddings"].is_number())
+    return config["max_position_embeddings"].get<double>();
+  return std::nullopt;
+}
+
+void check_rope_scaling(const nlohmann::json& config, const ArchShape& s, std::vector<std::string>& bad) {
+  const RopeParams rp = rope_params(config);
+  if (!rp.error.empty()) {
+    bad.push_back(rp.error);
+    return;
+  }
+  const char* where = rp.where;
+  const json& params = rp.params;
+  const std::string& type = rp.type;
   // partial_rotary_factor < 1 rotates only part of each head: not computed here.
   for (const json* o : {static_cast<const json*>(&params), &config})
     if (o->contains("partial_rotary_factor") && (*o)["partial_rotary_factor"].is_number() &&
@@ -276,31 +312,18 @@ void check_rope_scaling(const nlohmann::json& config, const ArchShape& s, std::v
                   "preset has Llama 3.1's)");
     return;
   }
-  const struct {
-    const char* key;
-    const char* ours;
-    double mine;
-  } params_of[] = {
-      {"factor", "model.rope_scaling_factor", s.rope_factor},
-      {"low_freq_factor", "model.rope_scaling_low_freq_factor", s.rope_low_freq_factor},
-      {"high_freq_factor", "model.rope_scaling_high_freq_factor", s.rope_high_freq_factor},
-      {"original_max_position_embeddings", "model.rope_scaling_original_max_positions",
-       double(s.rope_original_max_positions)},
-  };
-  for (const auto& p : params_of) {
-    std::optional<double> theirs;
-    if (params.contains(p.key) && params[p.key].is_number())
-      theirs = params[p.key].get<double>();
-    else if (std::string(p.key) == "original_max_position_embeddings" && config.contains("max_position_embeddings") &&
-             config["max_position_embeddings"].is_number())
-      theirs = config["max_position_embeddings"].get<double>();
+  const double mine[] = {s.rope_factor, s.rope_low_freq_factor, s.rope_high_freq_factor,
+                         double(s.rope_original_max_positions)};
+  for (size_t i = 0; i < std::size(kLlama3Params); ++i) {
+    const Llama3Param& p = kLlama3Params[i];
+    const std::optional<double> theirs = llama3_param(config, params, p.key);
     if (!theirs) {
       bad.push_back(std::string(where) + "." + p.key + " is missing in config.json (rope_type \"llama3\" needs it)");
       continue;
     }
-    if (std::fabs(*theirs - p.mine) > 1e-9 * std::max(std::fabs(*theirs), std::fabs(p.mine)))
+    if (std::fabs(*theirs - mine[i]) > 1e-9 * std::max(std::fabs(*theirs), std::fabs(mine[i])))
       bad.push_back(std::string(where) + "." + p.key + " is " + num(*theirs) + " in config.json, the recipe has " +
-                    p.ours + "=" + num(p.mine));
+                    p.ours + "=" + num(mine[i]));
   }
 }
 
@@ -502,5 +525,16 @@ std::vector<std::string> config_mismatches(const nlohmann::json& config, const M
 const char* hf_field_recipe_key(HfField f) { return recipe_key(f); }
 bool hf_field_is_real(HfField f) { return kind_of(f) == Kind::real; }
 bool hf_field_is_boolean(HfField f) { return kind_of(f) == Kind::boolean; }
+bool hf_field_is_integer(HfField f) { return kind_of(f) == Kind::integer; }
+
+std::vector<std::pair<std::string, nlohmann::json>> rope_scaling_settings(const nlohmann::json& config) {
+  const RopeParams rp = rope_params(config);
+  if (!rp.error.empty() || rp.type != "llama3") return {};  // none, or refused by the import's check
+  std::vector<std::pair<std::string, nlohmann::json>> out{{"model.rope_scaling", "llama3"}};
+  for (const Llama3Param& p : kLlama3Params)
+    if (const auto v = llama3_param(config, rp.params, p.key))
+      out.emplace_back(p.ours, std::string(p.key) == "original_max_position_embeddings" ? json(int64_t(*v)) : json(*v));
+  return out;
+}
 
 }  // namespace recipe::core::hf

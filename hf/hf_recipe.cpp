@@ -91,9 +91,10 @@ RecipeSettings model_settings(const json& config) {
   std::set<std::string> done;
   for (const HfConfigKey& k : h->config) {
     if (k.field == HfField::none) continue;
+    const bool real = hf_field_is_real(k.field), boolean = hf_field_is_boolean(k.field);
+    if (!real && !boolean && !hf_field_is_integer(k.field)) continue;  // read as a whole below
     const std::string key = hf_field_recipe_key(k.field);
     if (done.count(key)) continue;
-    const bool real = hf_field_is_real(k.field), boolean = hf_field_is_boolean(k.field);
     json value;
     if (const json* v = config_value(config, k)) {
       // A value of the wrong type is left out: the import's check names it.
@@ -119,6 +120,9 @@ RecipeSettings model_settings(const json& config) {
     out.emplace_back(key, value);
     done.insert(key);
   }
+  for (auto& kv : rope_scaling_settings(config)) out.push_back(std::move(kv));
+  // The HF architecture export is to write, where it is not the family's first (Mistral's).
+  if (h != &fam->hf.front()) out.emplace_back("model.hf_architecture", mt);
   return out;
 }
 

@@ -31,10 +31,15 @@
 namespace recipe::core::hf {
 
 // Defined in hf_config.cpp beside the tables they read: the recipe key of a config field, and
-// whether it holds a real number or a boolean (else an integer).
+// whether it holds a real number, a boolean or an integer (the others, RoPE scaling and the
+// sliding window, are read as a whole: rope_scaling_settings, and the import's check).
 const char* hf_field_recipe_key(HfField f);
 bool hf_field_is_real(HfField f);
 bool hf_field_is_boolean(HfField f);
+bool hf_field_is_integer(HfField f);
+// config.json's RoPE scaling as recipe keys (model.rope_scaling = "llama3" and its rope_scaling_*
+// keys), read as the import reads it; empty without scaling or for one the import refuses.
+std::vector<std::pair<std::string, nlohmann::json>> rope_scaling_settings(const nlohmann::json& config);
 
 // A recipe as an ordered list of dotted keys and values ("model.hidden_size" → 4096).
 using RecipeSettings = std::vector<std::pair<std::string, nlohmann::json>>;
