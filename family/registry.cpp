@@ -8,6 +8,7 @@ std::span<const Family* const> families() {
   static const Family* const all[] = {
       &gpt_family(),
       &llama_family(),
+      &qwen3_family(),
   };
   return all;
 }

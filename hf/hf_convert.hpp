@@ -6,7 +6,7 @@
 // keys ↔ ArchShape fields. Which of our tensors make which HF tensor, and their orientation, are the
 // family's tensor-table columns. This file holds no per-family branch; it interprets those.
 //
-// Today (family/gpt.cpp, family/llama.cpp):
+// Today (family/gpt.cpp, family/llama.cpp, family/qwen3.cpp):
 //
 //   gpt → gpt2 (GPT2LMHeadModel): LayerNorm with biases, tanh-GELU MLP ("gelu_new"), learned
 //     positions, biases in every linear, kv_heads == heads, head_dim·heads == hidden. GPT-2's Conv1D
@@ -16,6 +16,8 @@
 //     rotate-half pairing (i with i + D/2, angle t·θ^(-2i/D): the engine's kernels/cpu/rope.cpp, so
 //     q_proj and k_proj need no head-dim permutation), GQA with q head h reading kv head h / (Hq/Hkv)
 //     (HF's repeat_kv). Biases map to attention_bias / mlp_bias.
+//   qwen3 → qwen3 (Qwen3ForCausalLM): Llama's block without biases plus q_norm/k_norm ([head_dim]
+//     RMSNorm weights of every q and k head, before RoPE); head_dim is its own key.
 //
 // A model whose flags its family's HF architecture cannot express (a GPT without biases, RMSNorm in
 // the gpt family, ...) has no HF class that computes the same function, and is refused naming them.

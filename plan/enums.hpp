@@ -25,8 +25,8 @@ struct EnumNames;  // specialized below: static constexpr std::array<std::string
     static constexpr std::array names{__VA_ARGS__}; \
   };
 
-enum class Arch { gpt, llama };
-RECIPE_PLAN_ENUM_NAMES(Arch, std::string_view("gpt"), std::string_view("llama"))
+enum class Arch { gpt, llama, qwen3 };
+RECIPE_PLAN_ENUM_NAMES(Arch, std::string_view("gpt"), std::string_view("llama"), std::string_view("qwen3"))
 
 enum class Norm { layernorm, rmsnorm };
 RECIPE_PLAN_ENUM_NAMES(Norm, std::string_view("layernorm"), std::string_view("rmsnorm"))

@@ -44,10 +44,18 @@ std::vector<core::LoraName> whole_names(const core::Family& family) {
   return n;
 }
 
-// The fused linears' part names (q_proj|k_proj|v_proj, gate_proj|up_proj) of every family.
+// The fused linears' part names (q_proj|k_proj|v_proj, gate_proj|up_proj) of every family, each
+// group once (families that share HF module names, as Llama and Qwen3, list the same groups).
 std::vector<core::LoraGroup> groups(const core::Family& family) {
   std::vector<core::LoraGroup> g;
-  for (const core::Family* f : families_from(family)) g.insert(g.end(), f->lora_groups.begin(), f->lora_groups.end());
+  auto same_parts = [](const core::LoraGroup& a, const core::LoraGroup& b) {
+    return std::equal(a.parts.begin(), a.parts.end(), b.parts.begin(), b.parts.end(),
+                      [](const char* x, const char* y) { return std::string_view(x) == y; });
+  };
+  for (const core::Family* f : families_from(family))
+    for (const core::LoraGroup& group : f->lora_groups)
+      if (std::none_of(g.begin(), g.end(), [&](const core::LoraGroup& have) { return same_parts(have, group); }))
+        g.push_back(group);
   return g;
 }
 
