@@ -287,9 +287,10 @@ std::vector<FieldInfo> build_fields() {
   f.push_back(top_level("mode", &P::mode, "what the run does: pretrain from scratch or finetune a loaded model"));
 
   const char* m = "model";
-  f.push_back(field(m, "arch", &P::model, &M::arch,
-                    "model family (family/registry.cpp): norm, activation, position_embedding, bias and tie_embeddings "
-                    "left unset take its defaults, and a value the family does not compute is refused"));
+  f.push_back(
+      field(m, "arch", &P::model, &M::arch,
+            "model family (family/registry.cpp): norm, activation, position_embedding, bias, tie_embeddings and "
+            "qk_norm left unset take its defaults, and a value the family does not compute is refused"));
   f.push_back(field(m, "num_layers", &P::model, &M::num_layers, "transformer blocks"));
   f.push_back(field(m, "hidden_size", &P::model, &M::hidden_size, "model width d"));
   f.push_back(field(m, "num_attention_heads", &P::model, &M::num_attention_heads, "query heads"));
@@ -327,6 +328,10 @@ std::vector<FieldInfo> build_fields() {
       field(m, "tie_embeddings", &P::model, &M::tie_embeddings, "share the input embedding with the output head"));
   f.push_back(field(m, "bias", &P::model, &M::bias,
                     "biases in linears and norms (qwen2 has its q/k/v biases whatever this says, and no others)"));
+  f.push_back(field(m, "qk_norm", &P::model, &M::qk_norm,
+                    "RMSNorm over each query and key head (weights [head_dim], eps norm_eps) before RoPE (Qwen3)"));
+  f.push_back(field(m, "head_dim", &P::model, &M::head_dim,
+                    "width of one attention head; 0 = hidden_size / num_attention_heads (Qwen3 sets its own)"));
   f.push_back(field(m, "init_std", &P::model, &M::init_std,
                     "std of the normal init; output projections are scaled by 1/sqrt(2·num_layers)"));
 
@@ -628,7 +633,6 @@ const std::vector<std::string>& plan_sections() {
 
 const std::vector<DerivedFieldInfo>& derived_fields() {
   static const std::vector<DerivedFieldInfo> fields = {
-      {"model.head_dim", "model.hidden_size / model.num_attention_heads"},
       {"model.padded_vocab_size",
        "model.vocab_size rounded up to a multiple of model.make_vocab_size_divisible_by × parallelism.tp"},
       {"model.num_params", "the parameter count of the model as allocated (padded vocabulary)"},

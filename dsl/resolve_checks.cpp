@@ -81,6 +81,8 @@ void check_ranges(ResolveContext& ctx) {
                 m.num_attention_heads >= 1 && m.num_attention_heads <= kMaxHidden, up_to(1, kMaxHidden)));
   shape(require(ctx, "model.num_kv_heads", m.num_kv_heads, m.num_kv_heads >= 0 && m.num_kv_heads <= kMaxHidden,
                 "must be from 0 to " + std::to_string(kMaxHidden) + " (0 = num_attention_heads)"));
+  shape(require(ctx, "model.head_dim", m.head_dim, m.head_dim >= 0 && m.head_dim <= kMaxHidden,
+                "must be from 0 to " + std::to_string(kMaxHidden) + " (0 = hidden_size / num_attention_heads)"));
   shape(require(ctx, "model.ffn_hidden_size", m.ffn_hidden_size, m.ffn_hidden_size >= 0 && m.ffn_hidden_size <= kMaxFfn,
                 "must be from 0 to " + std::to_string(kMaxFfn) + " (0 = derived from hidden_size)"));
   shape(require(ctx, "model.vocab_size", m.vocab_size, m.vocab_size >= 1 && m.vocab_size <= kMaxVocab,

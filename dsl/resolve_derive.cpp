@@ -82,7 +82,7 @@ void derive_model(ResolveContext& ctx) {
   plan::Plan& p = ctx.plan();
   plan::ModelConfig& m = p.model;
   if (m.num_kv_heads == 0) m.num_kv_heads = m.num_attention_heads;
-  if (m.num_attention_heads > 0) m.head_dim = m.hidden_size / m.num_attention_heads;
+  if (m.head_dim == 0 && m.num_attention_heads > 0) m.head_dim = m.hidden_size / m.num_attention_heads;
   if (m.ffn_hidden_size == 0 && m.hidden_size > 0) {
     // Keyed on the activation, not the arch: the 8/3 rule keeps a 3-matrix SwiGLU MLP at the
     // parameter count of a 4h 2-matrix one (Llama), and is meaningless for GELU.

@@ -106,6 +106,14 @@ void check_executable(ResolveContext& ctx) {
                   "available: packing with model.position_embedding=\"rope\" (Llama-style models), or "
                   "data.pack=false (one conversation per sequence, padded at the end)",
                   "set data.pack=false, or use a RoPE model");
+  // qk-norm on CUDA: one warp per head vector, at most 8 of its values a lane (kernels/cuda/qk_norm.cu).
+  if (p.model.qk_norm && p.trainer.device != plan::Device::cpu && p.model.head_dim > 256 &&
+      !ctx.bad_paths.count("model.head_dim"))
+    ctx.violation("model.head_dim",
+                  "model.qk_norm=true on CUDA with model.head_dim=" + std::to_string(p.model.head_dim) +
+                      ": the CUDA qk-norm kernels take head_dim <= 256; available: head_dim <= 256, or "
+                      "trainer.device=\"cpu\"",
+                  "set model.head_dim to at most 256");
   if (packed && p.trainer.device != plan::Device::cpu && p.model.head_dim > 128 &&
       !ctx.bad_paths.count("model.head_dim"))
     ctx.violation("data.pack",

@@ -45,6 +45,8 @@ const FlagKey kFlagKeys[] = {
      [](plan::ModelConfig& m, bool v) { m.bias = v; }, boolean},
     {core::flag_tied, "model.tie_embeddings", [](const plan::ModelConfig& m) { return m.tie_embeddings; },
      [](plan::ModelConfig& m, bool v) { m.tie_embeddings = v; }, boolean},
+    {core::flag_qk_norm, "model.qk_norm", [](const plan::ModelConfig& m) { return m.qk_norm; },
+     [](plan::ModelConfig& m, bool v) { m.qk_norm = v; }, boolean},
 };
 
 }  // namespace

@@ -58,7 +58,7 @@ bool is_fc_act(const char* key) { return std::string(key) == "fc_act"; }
 
 // The transient region's layout (offsets from its start; see the header's map).
 struct Transient {
-  int64_t fc_act_end, dfc_act_off, layers_end;
+  int64_t fc_act_end, dfc_act_off, dqkv_off, qkv_normed_off, layers_end;
 };
 
 Transient transient_layout(const ActivationKnobs& k) {
@@ -68,7 +68,9 @@ Transient transient_layout(const ActivationKnobs& k) {
   t.dfc_act_off = act_align(t.fc_act_end + N * k.fc_in_rows() * es);
   const int64_t mlp_end = k.gelu ? t.dfc_act_off : t.dfc_act_off + N * F * es;
   const int64_t proj_end = t.fc_act_end + R * k.hidden * es;
-  const int64_t attn_end = act_align(N * k.q_dim() * es) + N * k.qkv_dim() * es;
+  t.dqkv_off = act_align(N * k.q_dim() * es);
+  t.qkv_normed_off = act_align(t.dqkv_off + N * k.qkv_dim() * es);
+  const int64_t attn_end = k.qk_norm ? t.qkv_normed_off + N * k.qkv_dim() * es : t.dqkv_off + N * k.qkv_dim() * es;
   t.layers_end = std::max({mlp_end, proj_end, attn_end});
   return t;
 }
@@ -91,16 +93,17 @@ std::vector<ActBuffer> declare_activations(const ActivationKnobs& k) {
 
   // Rank scope: the transient region and the buffers that stand in for what the level drops.
   const Transient t = transient_layout(k);
+  const char* label = "transient region (logits chunk | fc_act, dfc, proj_out | datty, dqkv, qkv_normed)";
   ActBuffer region{
-      "transient", "transient region (logits chunk | fc_act, dfc, proj_out | datty, dqkv)", rank, ActDType::act,
-      {},          act_align(std::max(t.layers_end, chunk * k.padded_vocab * es)),          {}};
+      "transient", label, rank, ActDType::act, {}, act_align(std::max(t.layers_end, chunk * k.padded_vocab * es)), {}};
   region.views.push_back({"logits", ActDType::act, {chunk, k.padded_vocab}, 0});
   if (level != ActRecompute::none) region.views.push_back({"shared_fc_act", ActDType::act, {N, F}, 0});
   region.views.push_back({"dfc", ActDType::act, {N, k.fc_in_rows()}, t.fc_act_end});
   if (!k.gelu) region.views.push_back({"dfc_act", ActDType::act, {N, F}, t.dfc_act_off});
   region.views.push_back({"proj_out", ActDType::act, {R, C}, t.fc_act_end});
   region.views.push_back({"datty", ActDType::act, {N, k.q_dim()}, 0});
-  region.views.push_back({"dqkv", ActDType::act, {N, k.qkv_dim()}, act_align(N * k.q_dim() * es)});
+  region.views.push_back({"dqkv", ActDType::act, {N, k.qkv_dim()}, t.dqkv_off});
+  if (k.qk_norm) region.views.push_back({"qkv_normed", ActDType::act, {N, k.qkv_dim()}, t.qkv_normed_off});
   d.push_back(std::move(region));
   if (level == ActRecompute::norm)
     d.push_back(own(k, "shared_ln", "ln (shared, recomputed)", rank, ActDType::act, {R, C}));

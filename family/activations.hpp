@@ -10,7 +10,8 @@
 //   residual [R,C]     layer input (the residual stream)              full
 //   ln1 [R,C]                                                         gelu
 //   ln1_mean [R] f32 (LayerNorm only), ln1_rstd [R] f32               norm
-//   qkv [N,QKV]        after RoPE when the model uses it              norm
+//   qkv [N,QKV]        after RoPE when the model uses it; with qk-norm the q|k|v projection's
+//                      output itself (before the norm and RoPE)        norm
 //   atty [N,Hq·D], lse [B,Hq,T] f32                                   norm
 //   residual2 [R,C]    residual + attention projection                norm
 //   ln2 [R,C]                                                         gelu
@@ -29,6 +30,11 @@
 //   after fc_act:    dfc [N,FI], then dfc_act [N,F] (SwiGLU)      MLP backward
 //   after fc_act:    proj_out [R,C]                 forward: projection output before the residual add
 //   offset 0:        datty [N,Hq·D], then dqkv [N,QKV]            attention backward
+//   after dqkv:      qkv_normed [N,QKV] (qk-norm only)            attention forward; attention backward
+// qk-norm (Qwen3) keeps no buffer per layer: the layer's qkv holds the projection's output, and
+// qkv_normed = rope(qk_norm(qkv)), what attention reads, is built in the transient region right
+// before the attention forward and rebuilt (two elementwise passes) right before its backward,
+// beside datty and dqkv; the qk-norm backward recomputes each head's rstd from the saved qkv.
 // No op reads and writes overlapping parts of the region, and no part is live across two phases.
 // Then the shared ln (norm), sequence parallelism's two [N,C] whole-row buffers (the rows a linear,
 // the embedding or the classifier gathers or reduce-scatters; their own region, since inside one
@@ -89,6 +95,7 @@ struct ActivationKnobs {
   int64_t micro_batch = 0, seq = 0, hidden = 0, heads = 0, kv_heads = 0, head_dim = 0, ffn = 0, padded_vocab = 0;
   bool layernorm = true;      // false: RMSNorm (no mean statistics)
   bool gelu = true;           // false: SwiGLU ([gate|up] and its gradient)
+  bool qk_norm = false;       // qk-norm: the transient region's qkv_normed
   bool packed = false;        // sequences hold several samples: per-token positions
   int sequence_parallel = 1;  // ≥ 1
   ActRecompute recompute = ActRecompute::none;
@@ -107,7 +114,7 @@ struct ActivationKnobs {
 };
 
 // The part of the transient region the layers' buffers need (fc_act when shared, dfc (+ dfc_act)
-// | proj_out | datty, dqkv), unaligned: the room the classifier's logits chunk gets for free.
+// | proj_out | datty, dqkv (+ qkv_normed)), unaligned: the room the classifier's logits chunk gets for free.
 int64_t layers_transient_bytes(const ActivationKnobs& k);
 
 // The declaration: rank-scope buffers first, then one layer's, then one slot's own, in carve order.

@@ -41,6 +41,7 @@ struct ArchShape {
   bool learned_positions = true;  // false: RoPE
   bool bias = true;               // biases in linears (and LayerNorm)
   bool tied = true;               // logits use embedding.word.weight
+  bool qk_norm = false;           // RMSNorm of each q and k head (weights [head_dim]) before RoPE (Qwen3)
   float norm_eps = 1e-5f;
   float rope_theta = 10000.f;
   // RoPE scaling and its parameters (llama3: Llama 3.1's; 0 without scaling).

@@ -15,11 +15,13 @@ bool flag_value(const ArchFlags& f, ArchFlag flag) {
       return f.bias;
     case flag_tied:
       return f.tied;
+    case flag_qk_norm:
+      return f.qk_norm;
   }
   return false;
 }
 
-ArchFlags flags_of(const ArchShape& s) { return {s.layernorm, s.gelu, s.learned_positions, s.bias, s.tied}; }
+ArchFlags flags_of(const ArchShape& s) { return {s.layernorm, s.gelu, s.learned_positions, s.bias, s.tied, s.qk_norm}; }
 
 unsigned contradicted_flags(const Family& f, const ArchShape& s) {
   const ArchFlags have = flags_of(s);

@@ -29,12 +29,14 @@ enum ArchFlag : unsigned {
   flag_positions = 1u << 2,   // learned positions (else RoPE): model.position_embedding
   flag_bias = 1u << 3,        // model.bias
   flag_tied = 1u << 4,        // model.tie_embeddings
+  flag_qk_norm = 1u << 5,     // model.qk_norm
 };
-inline constexpr ArchFlag kArchFlags[] = {flag_norm, flag_activation, flag_positions, flag_bias, flag_tied};
+inline constexpr ArchFlag kArchFlags[] = {flag_norm, flag_activation, flag_positions,
+                                          flag_bias, flag_tied,       flag_qk_norm};
 
 // One value per flag, as ArchShape holds them.
 struct ArchFlags {
-  bool layernorm = true, gelu = true, learned_positions = true, bias = true, tied = true;
+  bool layernorm = true, gelu = true, learned_positions = true, bias = true, tied = true, qk_norm = false;
 };
 bool flag_value(const ArchFlags& f, ArchFlag flag);
 ArchFlags flags_of(const ArchShape& s);

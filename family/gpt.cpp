@@ -129,7 +129,7 @@ const Family& gpt_family() {
       .arch = "gpt",
       .summary = "GPT-2/GPT-3 (Megatron GPT): layernorm, gelu, learned positions, biases, tied head by default",
       .defaults = {.layernorm = true, .gelu = true, .learned_positions = true, .bias = true, .tied = true},
-      .fixed = 0,
+      .fixed = flag_qk_norm,  // every mix but qk-norm (its table has no q/k norm rows)
       .tensors = kTable,
       .hf = {gpt2()},
       // GPT-2's module names; c_proj names both the attention output and fc2, as in HF PEFT.

@@ -187,7 +187,7 @@ const Family& llama_family() {
       .arch = "llama",
       .summary = "Llama: rmsnorm, swiglu, rope, grouped-query attention, no biases, untied head by default",
       .defaults = {.layernorm = false, .gelu = false, .learned_positions = false, .bias = false, .tied = false},
-      .fixed = flag_activation | flag_positions,
+      .fixed = flag_activation | flag_positions | flag_qk_norm,
       .tensors = kTable,
       .hf = {llama(), mistral()},
       // HF Llama's module names: o_proj and down_proj are whole linears; q|k|v and gate|up are fused

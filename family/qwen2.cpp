@@ -137,7 +137,7 @@ const Family& qwen2_family() {
           "Qwen2/Qwen2.5: rmsnorm, swiglu, rope, grouped-query attention, biases on q/k/v only, untied head "
           "by default",
       .defaults = {.layernorm = false, .gelu = false, .learned_positions = false, .bias = false, .tied = false},
-      .fixed = flag_norm | flag_activation | flag_positions | flag_bias,
+      .fixed = flag_norm | flag_activation | flag_positions | flag_bias | flag_qk_norm,
       .tensors = kTable,
       .hf = {qwen2()},
       // HF Qwen2's module names, as Llama's: o_proj and down_proj are whole linears; q|k|v and

@@ -9,6 +9,7 @@ std::span<const Family* const> families() {
       &gpt_family(),
       &llama_family(),
       &qwen2_family(),
+      &qwen3_family(),
   };
   return all;
 }

@@ -11,6 +11,7 @@ namespace recipe::core {
 const Family& gpt_family();    // family/gpt.cpp
 const Family& llama_family();  // family/llama.cpp
 const Family& qwen2_family();  // family/qwen2.cpp
+const Family& qwen3_family();  // family/qwen3.cpp
 
 // The registered families, in model.arch's order (plan::Arch).
 std::span<const Family* const> families();

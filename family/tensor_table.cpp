@@ -53,6 +53,7 @@ bool present(const TensorDecl& d, const ArchShape& s, const Adapters& a) {
   if ((r & needs_untied) && s.tied) return false;
   if ((r & needs_gelu) && !s.gelu) return false;
   if ((r & needs_swiglu) && s.gelu) return false;
+  if ((r & needs_qk_norm) && !s.qk_norm) return false;
   const std::pair<unsigned, unsigned> lora[] = {{needs_lora_qkv, lora_qkv},
                                                 {needs_lora_proj, lora_proj},
                                                 {needs_lora_mlp_in, lora_mlp_in},
@@ -74,6 +75,8 @@ int64_t dim_size(Dim dim, const ArchShape& s, const Adapters& a) {
       return s.q_dim();
     case Dim::kv_dim:
       return s.kv_dim();
+    case Dim::head_dim:
+      return s.head_dim;
     case Dim::ffn:
       return s.ffn;
     case Dim::padded_vocab:

@@ -41,6 +41,8 @@ enum class Role {
   position_embedding,
   attention_norm,
   qkv,
+  q_norm,  // qk-norm (ArchShape::qk_norm): the RMSNorm weight of every q head, [head_dim]
+  k_norm,  // ... of every k head
   attention_out,
   mlp_norm,
   mlp_in,  // fc1, or the gate|up pack
@@ -67,7 +69,7 @@ enum class InitKind { normal, normal_output, zeros, ones, kaiming_uniform };
 const char* init_kind_name(InitKind k);
 
 // A dimension of ArchShape (or the adapters' rank) that a tensor's shape is made of.
-enum class Dim { hidden, q_dim, kv_dim, ffn, padded_vocab, max_positions, lora_rank };
+enum class Dim { hidden, q_dim, kv_dim, head_dim, ffn, padded_vocab, max_positions, lora_rank };
 
 // The parts a model may lack; a row is present when every flag it requires holds.
 enum Requires : unsigned {
@@ -82,6 +84,7 @@ enum Requires : unsigned {
   needs_lora_proj = 1u << 7,          // ... on the attention output projection
   needs_lora_mlp_in = 1u << 8,        // ... on fc1 / gate|up
   needs_lora_mlp_out = 1u << 9,       // ... on fc2 / down
+  needs_qk_norm = 1u << 10,           // model.qk_norm: per-head q and k RMSNorm weights
 };
 
 struct HfName {

@@ -38,6 +38,7 @@ constexpr FlagKey kFlagKeys[] = {
     {flag_positions, "model.position_embedding", "learned", "rope"},
     {flag_bias, "model.bias", "true", "false"},
     {flag_tied, "model.tie_embeddings", "true", "false"},
+    {flag_qk_norm, "model.qk_norm", "true", "false"},
 };
 
 std::string flag_setting(const FlagKey& k, const ArchFlags& f) {

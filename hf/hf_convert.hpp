@@ -6,7 +6,7 @@
 // keys ↔ ArchShape fields. Which of our tensors make which HF tensor, and their orientation, are the
 // family's tensor-table columns. This file holds no per-family branch; it interprets those.
 //
-// Today (family/gpt.cpp, family/llama.cpp, family/qwen2.cpp):
+// Today (family/gpt.cpp, family/llama.cpp, family/qwen2.cpp, family/qwen3.cpp):
 //
 //   gpt → gpt2 (GPT2LMHeadModel): LayerNorm with biases, tanh-GELU MLP ("gelu_new"), learned
 //     positions, biases in every linear, kv_heads == heads, head_dim·heads == hidden. GPT-2's Conv1D
@@ -22,6 +22,8 @@
 //     names, no biases, sliding_window written as null (an imported window must cover every position).
 //   Both write Llama 3.1's "llama3" RoPE scaling in rope_parameters (transformers 5) and rope_scaling
 //     (transformers 4), and import reads either.
+//   qwen3 → qwen3 (Qwen3ForCausalLM): Llama's block without biases plus q_norm/k_norm ([head_dim]
+//     RMSNorm weights of every q and k head, before RoPE); head_dim is its own key.
 //
 // A model whose flags its family's HF architecture cannot express (a GPT without biases, RMSNorm in
 // the gpt family, ...) has no HF class that computes the same function, and is refused naming them.

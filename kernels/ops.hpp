@@ -183,6 +183,27 @@ struct RmsNormFwdArgs {
 struct RmsNormBwdArgs {
   Tensor dinp{}, dweight{}, dout{}, inp{}, weight{}, rstd{};
 };
+// qk-norm (Qwen3): an RMSNorm over each head vector of the q and k heads of packed qkv rows
+// [rows, (Hq + 2·Hkv)·D] (the layout above: per row Hq q heads, then Hkv k heads, then Hkv v heads,
+// each D wide). Vector (n, h), h < Hq + Hkv, is the D values at column h·D of row n: q head h is
+// normalised with q_weight [D], k head h − Hq with k_weight [D], eps as given; the statistic is
+// taken per vector (mean of x² over its D values), never over the row.
+//   forward:  out[n, h·D + c] = x·rstd(n, h)·w[c]; v heads copied as they are. out may alias inp.
+//   backward: dinp (q and k heads, OVERWRITTEN) = rstd·(dŷ − x̂·mean(dŷ·x̂)) with dŷ = dout·w and
+//             x̂ = x·rstd, rstd recomputed from inp (nothing is saved between the two); v heads of
+//             dinp = dout's; dinp may alias dout. dq_weight += Σ_(n, q heads) dout·x̂, dk_weight
+//             likewise over the k heads (either may be undefined: frozen).
+// inp is the forward's input (the q|k|v projection's output, before the norm).
+struct QkNormFwdArgs {
+  Tensor out{}, inp{}, q_weight{}, k_weight{};
+  int Hq = 0, Hkv = 0, D = 0;
+  float eps = 0;
+};
+struct QkNormBwdArgs {
+  Tensor dinp{}, dq_weight{}, dk_weight{}, dout{}, inp{}, q_weight{}, k_weight{};
+  int Hq = 0, Hkv = 0, D = 0;
+  float eps = 0;
+};
 struct ResidualNormFwdArgs {
   Tensor residual{}, out{}, mean{}, rstd{}, a{}, b{}, weight{}, bias{};
   float eps = 0;
@@ -434,6 +455,9 @@ class Backend {
   // residual = a + b, then norm(residual) → out. bias/mean undefined for RMSNorm. The default
   // composes add + norm; backends may fuse.
   virtual void residual_norm_fwd(const ResidualNormFwdArgs& a);
+  // Per-head RMSNorm of the q and k heads of packed qkv (QkNormFwdArgs / QkNormBwdArgs above).
+  virtual void qk_norm_fwd(const QkNormFwdArgs& a) = 0;
+  virtual void qk_norm_bwd(const QkNormBwdArgs& a) = 0;
 
   // ---- elementwise ----
   virtual void add(Tensor out, Tensor a, Tensor b) = 0;  // out may alias a or b

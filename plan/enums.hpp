@@ -25,8 +25,9 @@ struct EnumNames;  // specialized below: static constexpr std::array<std::string
     static constexpr std::array names{__VA_ARGS__}; \
   };
 
-enum class Arch { gpt, llama, qwen2 };
-RECIPE_PLAN_ENUM_NAMES(Arch, std::string_view("gpt"), std::string_view("llama"), std::string_view("qwen2"))
+enum class Arch { gpt, llama, qwen2, qwen3 };
+RECIPE_PLAN_ENUM_NAMES(Arch, std::string_view("gpt"), std::string_view("llama"), std::string_view("qwen2"),
+                       std::string_view("qwen3"))
 
 enum class Norm { layernorm, rmsnorm };
 RECIPE_PLAN_ENUM_NAMES(Norm, std::string_view("layernorm"), std::string_view("rmsnorm"))

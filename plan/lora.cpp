@@ -45,12 +45,12 @@ std::vector<core::LoraName> whole_names(const core::Family& family) {
 }
 
 // The fused linears' part names (q_proj|k_proj|v_proj, gate_proj|up_proj) of every family, each
-// group once (families share HF module names: Qwen2's are Llama's).
+// group once (families share HF module names: Qwen2's and Qwen3's are Llama's).
 std::vector<core::LoraGroup> groups(const core::Family& family) {
   std::vector<core::LoraGroup> g;
   auto same_parts = [](const core::LoraGroup& a, const core::LoraGroup& b) {
     return std::equal(a.parts.begin(), a.parts.end(), b.parts.begin(), b.parts.end(),
-                      [](const char* x, const char* y) { return std::string(x) == y; });
+                      [](const char* x, const char* y) { return std::string_view(x) == y; });
   };
   for (const core::Family* f : families_from(family))
     for (const core::LoraGroup& group : f->lora_groups)

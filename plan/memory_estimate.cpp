@@ -43,6 +43,7 @@ core::ActivationKnobs activation_knobs(const Plan& p, int64_t es) {
           .padded_vocab = m.padded_vocab_size / tp,
           .layernorm = m.norm == plan::Norm::layernorm,
           .gelu = m.activation == plan::Activation::gelu,
+          .qk_norm = m.qk_norm,
           .packed = p.data.kind == DataKind::sft && p.data.pack,
           .sequence_parallel = p.parallelism.sequence_parallel && tp > 1 ? tp : 1,
           .recompute = core::ActRecompute(int(p.trainer.recompute)),

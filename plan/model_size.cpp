@@ -32,6 +32,7 @@ core::ArchShape table_shape(const ModelConfig& m, int64_t vocab) {
   s.learned_positions = m.position_embedding == plan::PositionEmbedding::learned;
   s.bias = m.bias;
   s.tied = m.tie_embeddings;
+  s.qk_norm = m.qk_norm;
   return s;
 }
 

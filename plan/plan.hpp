@@ -45,9 +45,10 @@ struct ModelConfig {
   std::string hf_architecture;
   bool tie_embeddings = true;
   bool bias = true;  // biases in linears and norms
+  bool qk_norm = false;  // per-head RMSNorm of q and k before RoPE (Qwen3)
   double init_std = 0.02;
+  int head_dim = 0;  // 0 = hidden_size / num_attention_heads (derived)
   // derived
-  int head_dim = 0;
   int padded_vocab_size = 0;
   int64_t num_params = 0;  // all parameters, tied embedding counted once
   int64_t num_non_embedding_params = 0;

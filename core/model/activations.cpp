@@ -105,6 +105,7 @@ Tensor& acts_field(Activations& a, std::string_view key) {
                                  {"dln", &Activations::dln},
                                  {"datty", &Activations::datty},
                                  {"dqkv", &Activations::dqkv},
+                                 {"qkv_normed", &Activations::qkv_normed},
                                  {"dfc", &Activations::dfc},
                                  {"dfc_act", &Activations::dfc_act},
                                  {"shared_ln", &Activations::shared_ln},
@@ -146,6 +147,7 @@ void copy_shared(Activations& acts, const Activations& from) {
   acts.proj_out = from.proj_out;
   acts.datty = from.datty;
   acts.dqkv = from.dqkv;
+  acts.qkv_normed = from.qkv_normed;
   acts.scratch = from.scratch;
   acts.shared_ln = from.shared_ln;
   acts.shared_fc_act = from.shared_fc_act;
@@ -187,6 +189,7 @@ ActivationKnobs activation_knobs(const ModelShape& s, int micro_batch, Recompute
           .padded_vocab = s.arch.padded_vocab,
           .layernorm = s.arch.layernorm,
           .gelu = s.arch.gelu,
+          .qk_norm = s.arch.qk_norm,
           .packed = s.packed,
           .sequence_parallel = s.sequence_parallel,
           .recompute = ActRecompute(int(level)),

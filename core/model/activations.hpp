@@ -66,6 +66,8 @@ struct Activations {
   kernels::Tensor inputs, targets;  // i32 [N]
   kernels::Tensor positions;        // i32 [N], each token's position in its sample (packed shapes only)
   kernels::Tensor dresidual, dln, datty, dqkv, dfc, dfc_act;
+  // qk-norm: rope(qk_norm(qkv)), what attention reads (family/activations.hpp); undefined without it.
+  kernels::Tensor qkv_normed;
   // The one buffer standing in for every layer's ln1/ln2 (norm) and fc_act (gelu, norm, full).
   kernels::Tensor shared_ln, shared_fc_act;
   // Sequence parallelism: [N, C] whole rows (SequenceParallelScratch); undefined without it.

@@ -81,6 +81,16 @@ const std::vector<float>& IncrementalDecoder::forward(std::span<const int32_t> t
     const Model::LayerLinears& L = m_.linears_[size_t(l)];
     const Tensor kc = k_cache_[size_t(l)], vc = v_cache_[size_t(l)];
     L.qkv.fwd({.out = qkv, .inp = ln});
+    // qk-norm before RoPE (kv_cache_append rotates), in place: nothing here runs a backward.
+    if (s.arch.qk_norm)
+      be.qk_norm_fwd({.out = qkv,
+                      .inp = qkv,
+                      .q_weight = lp.q_norm,
+                      .k_weight = lp.k_norm,
+                      .Hq = att.Hq,
+                      .Hkv = att.Hkv,
+                      .D = att.D,
+                      .eps = s.arch.norm_eps});
     be.kv_cache_append({.qkv = qkv,
                         .k_cache = kc,
                         .v_cache = vc,

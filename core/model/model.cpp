@@ -83,11 +83,12 @@ Model::Model(const ModelShape& shape, int micro_batch, Recompute recompute, kern
   g_ = bind_params(true, own);
   linear_list_ = core::linear_list(s_.arch, first_layer_, ls_.arch.layers);
   linears_per_layer_ = int64_t(block_linears(s_.arch).size());
-  sp_partial_grads_.assign(size_t(ls_.arch.layers), {});
+  tp_partial_grads_.assign(size_t(ls_.arch.layers), {});
+  auto heads_partial = [](const TensorDecl& d) { return d.role == Role::q_norm || d.role == Role::k_norm; };
   for (const ParamSpec& p : L.params)
-    if (p.layer >= first_layer_ && p.layer < first_layer_ + ls_.arch.layers && p.tp_replicated() && p.trainable &&
-        p.decl && !is_adapter(*p.decl))
-      sp_partial_grads_[size_t(p.layer - first_layer_)].push_back(store_.grad(p));
+    if (tp_size_ > 1 && p.layer >= first_layer_ && p.layer < first_layer_ + ls_.arch.layers && p.tp_replicated() &&
+        p.trainable && p.decl && !is_adapter(*p.decl) && (sp_ || heads_partial(*p.decl)))
+      tp_partial_grads_[size_t(p.layer - first_layer_)].push_back(store_.grad(p));
   if (s_.lora()) {
     // The adapters' scratch: h = s·d(x)·Aᵀ and its gradient, [N, r] each, shared by every linear;
     // with adapter dropout also one [N, in] buffer for the dropped input, in = the widest adapted
@@ -366,6 +367,8 @@ Model::Params Model::bind_params(bool grads, const LayerChunk& chunk) const {
     lp.proj = linear(R::attention_out);
     lp.fc_in = linear(R::mlp_in);
     lp.fc_out = linear(R::mlp_out);
+    lp.q_norm = bound(R::q_norm, W, l);
+    lp.k_norm = bound(R::k_norm, W, l);
     P.layers.push_back(lp);
   }
   return P;
@@ -434,7 +437,7 @@ void Model::tp_sum(Tensor t) {
   if (tp_size_ > 1) tp_->all_reduce_sum(t);
 }
 
-void Model::sum_sequence_parallel_grads(int l) {
+void Model::sum_tp_partial_grads(int l) {
   auto sum = [&](const Tensor& t) {
     if (t.defined()) tp_->all_reduce_sum(t);  // undefined: frozen (LoRA) or absent (no biases)
   };
@@ -443,7 +446,7 @@ void Model::sum_sequence_parallel_grads(int l) {
     sum(g_.final_norm.b);
     return;
   }
-  for (const Tensor& t : sp_partial_grads_[size_t(l)]) sum(t);
+  for (const Tensor& t : tp_partial_grads_[size_t(l)]) sum(t);
 }
 
 void Model::load_tokens(int slot, const int32_t* tokens) {
@@ -531,10 +534,11 @@ void Model::backward(int slot) {
              fc_out_bias_grad_from_norm(ls_.arch.layers - 1));
   }
   // Otherwise A.dresidual is stage_output_grad, filled by the caller.
-  // The hook marks the step's last backward (set_phase_hook): sequence parallelism's partial sums
-  // are complete for the step now, and summed over TP before the phase leaves for DP.
-  const bool sp_sums = sp_ && bool(phase_hook_);
-  if (sp_sums && last_stage_) sum_sequence_parallel_grads(-1);
+  // The hook marks the step's last backward (set_phase_hook): the partial sums of sequence
+  // parallelism (and of qk-norm's weights under TP) are complete for the step now, and summed over
+  // TP before the phase leaves for DP.
+  const bool tp_sums = tp_size_ > 1 && bool(phase_hook_);
+  if (tp_sums && sp_ && last_stage_) sum_tp_partial_grads(-1);
   if (phase_hook_) phase_hook_(0);
   const int nl = ls_.arch.layers;
   // A stage that is not the last receives d(output) from the next stage: no norm summed it.
@@ -547,7 +551,7 @@ void Model::backward(int slot) {
     }
     layer_backward(A, l, a, dres_summed);
     dres_summed = fc_out_bias_grad_from_norm(l - 1).defined();
-    if (sp_sums) sum_sequence_parallel_grads(l);
+    if (tp_sums) sum_tp_partial_grads(l);
     if (phase_hook_) phase_hook_(1 + phase_above_ + (nl - 1 - l));
   }
   if (first_stage_ && (g_.word.defined() || g_.position.defined())) {  // frozen under LoRA

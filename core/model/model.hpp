@@ -4,7 +4,8 @@
 // RMSNorm, learned positions or RoPE, GELU MLP (fc1/fc2) or SwiGLU (gate|up, down), biases,
 // tied or untied classifier, MHA or GQA. Pre-norm:
 //   x = embed(tokens) (+ positions)
-//   per layer: x2 = x + proj(attention(rope(qkv(norm1(x)))));  x = x2 + mlp(norm2(x2))
+//   per layer: x2 = x + proj(attention(rope(qk_norm(qkv(norm1(x))))));  x = x2 + mlp(norm2(x2))
+//   (qk_norm: Qwen3's per-head RMSNorm of q and k; the identity without it)
 //   logits = final_norm(x) · Wᵀ   (W = embedding.word.weight when tied, else lm_head.weight)
 // The classifier runs in row chunks: logits → loss → dlogits in place → dW, d(final_norm out),
 // so the full [N, Vp] logits never exist.
@@ -18,7 +19,9 @@
 //   vocab-parallel (partial embeddings summed; the loss combines row max and Σexp over the group).
 //   The input gradients of column-parallel linears are summed over the group before the norm
 //   backward. The linear objects (linear.hpp) own these reductions and the bias rule. Norms, positions and row-parallel biases are replicated; their gradients come out
-//   equal on every TP rank.
+//   equal on every TP rank, except qk-norm's q_norm/k_norm weights (replicated, [head_dim]), which
+//   see only this rank's heads: their gradients are summed over the group once per step, with the
+//   sequence-parallel sums below (set_phase_hook).
 // - Sequence parallel (with TP; linear.hpp says how): the residual stream, the norms and the stage
 //   boundary hold this rank's N/tp token rows. The embedding's partial rows are reduce-scattered
 //   (its backward all-gathers the gradient); the final norm runs on this rank's rows, the
@@ -130,9 +133,9 @@ class Model {
   // the caller, who sums the tied embedding over the embedding group first).
   void backward(int slot);
   // The hook is set for the step's last backward only (Trainer::backward_micro): the phases it
-  // reports are final for the whole step. Sequence parallelism relies on that: a phase's partial
-  // replicated gradients are summed over the TP group just before the hook hears of it, once per
-  // step. (Under sequence parallelism a step's last backward without a hook leaves them partial.)
+  // reports are final for the whole step. Sequence parallelism and qk-norm under TP rely on that:
+  // a phase's partial replicated gradients are summed over the TP group just before the hook hears
+  // of it, once per step. (A step's last backward without a hook leaves them partial.)
   void set_phase_hook(std::function<void(int)> hook) { phase_hook_ = std::move(hook); }
   // FP8: on starts a pass of micro-batches (a training step, an evaluation) in which each FP8
   // linear casts its weight at its first use and keeps the cast until the pass ends (off); the
@@ -189,6 +192,7 @@ class Model {
   struct LayerParams {
     Norm norm1, norm2;
     LinearTensors qkv, proj, fc_in, fc_out;
+    kernels::Tensor q_norm, k_norm;  // qk-norm's per-head weights [head_dim] (undefined without it)
   };
   // One layer's linears (the seam, linear.hpp), built from the bound weights and gradients; the
   // block calls only these for its linear maps and their TP reductions.
@@ -215,9 +219,9 @@ class Model {
   void make_linears();
   // The embedding's and the classifier's TP sums (the linears own theirs).
   void tp_sum(kernels::Tensor t);
-  // Sequence parallelism: sums over the TP group the gradients of local layer l's replicated
-  // tensors that were computed from this rank's rows (l = -1: the final norm's).
-  void sum_sequence_parallel_grads(int l);
+  // Sums over the TP group the gradients of local layer l's replicated tensors that this rank
+  // computed only a share of (tp_partial_grads_; l = -1: the final norm's, under sequence parallelism).
+  void sum_tp_partial_grads(int l);
 
   // transformer_block.cpp
   // mean and rstd (optional) receive the statistics; a recompute that keeps the forward's leaves them out.
@@ -257,8 +261,12 @@ class Model {
   // whole-sample ones) and their bound (the whole sample's length under CP).
   kernels::AttentionShape attention_shape() const;
   kernels::RopeArgs rope_args(const Activations& A, kernels::Tensor qkv, const kernels::AttentionShape& att) const;
-  void attention_fwd(const Activations& A, const LayerActs& a, const kernels::AttentionShape& att);
-  void attention_bwd(const Activations& A, const LayerActs& a, const kernels::AttentionShape& att);
+  // `qkv`: what attention reads, a.qkv or (qk-norm) A.qkv_normed.
+  void attention_fwd(const Activations& A, const LayerActs& a, kernels::Tensor qkv, const kernels::AttentionShape& att);
+  void attention_bwd(const Activations& A, const LayerActs& a, kernels::Tensor qkv, const kernels::AttentionShape& att);
+  // qk-norm: A.qkv_normed = rope(qk_norm(a.qkv)) of layer l, what its attention reads; returns it
+  // (a.qkv itself, roped in place, without qk-norm).
+  kernels::Tensor attention_input(Activations& A, int l, const LayerActs& a, const kernels::AttentionShape& att);
   // The wpe (and dwpe) row of each local row, i32 [T]: CP's global positions; undefined without CP.
   kernels::Tensor position_rows() const;
 
@@ -287,9 +295,12 @@ class Model {
   void* lora_buf_ = nullptr;
   Fp8Scratch fp8_;                      // the FP8 linears' operand buffers (undefined without FP8)
   std::vector<LinearRef> linear_list_;  // this chunk's block linears, flat (linear_list())
-  // Per local layer, the gradients sequence parallelism leaves partial (sum_sequence_parallel_grads):
-  // the layer's trainable TP-replicated tensors that are no adapter (norms, row-parallel biases).
-  std::vector<std::vector<kernels::Tensor>> sp_partial_grads_;
+  // Per local layer, the gradients of TP-replicated tensors a backward leaves partial over the TP
+  // group (sum_tp_partial_grads), all trainable and no adapter: under sequence parallelism every
+  // such tensor of the layer (norms, row-parallel biases: sums over this rank's rows); with qk-norm
+  // under tensor parallelism the q_norm and k_norm weights (sums over this rank's heads; under
+  // sequence parallelism already among the former). Summed once per step, at its last backward.
+  std::vector<std::vector<kernels::Tensor>> tp_partial_grads_;
   int64_t linears_per_layer_ = 0;
   std::vector<Fp8WeightCache> fp8_weights_;  // per linear_list_ entry
   struct Fp8History {

@@ -59,20 +59,20 @@ kernels::RopeArgs Model::rope_args(const Activations& A, Tensor qkv, const kerne
           .max_positions = s_.seq * cp_.size};
 }
 
-void Model::attention_fwd(const Activations& A, const LayerActs& a, const kernels::AttentionShape& att) {
+void Model::attention_fwd(const Activations& A, const LayerActs& a, Tensor qkv, const kernels::AttentionShape& att) {
   if (cp_.ring)
-    cp_.ring->forward(a.atty, a.lse, a.qkv);
+    cp_.ring->forward(a.atty, a.lse, qkv);
   else
-    be_.attention_fwd({.out = a.atty, .lse = a.lse, .qkv = a.qkv, .positions = A.positions, .shape = att});
+    be_.attention_fwd({.out = a.atty, .lse = a.lse, .qkv = qkv, .positions = A.positions, .shape = att});
 }
 
-void Model::attention_bwd(const Activations& A, const LayerActs& a, const kernels::AttentionShape& att) {
+void Model::attention_bwd(const Activations& A, const LayerActs& a, Tensor qkv, const kernels::AttentionShape& att) {
   if (cp_.ring)
-    cp_.ring->backward(A.dqkv, A.datty, a.qkv, a.atty, a.lse);
+    cp_.ring->backward(A.dqkv, A.datty, qkv, a.atty, a.lse);
   else
     be_.attention_bwd({.dqkv = A.dqkv,
                        .dout = A.datty,
-                       .qkv = a.qkv,
+                       .qkv = qkv,
                        .out = a.atty,
                        .lse = a.lse,
                        .positions = A.positions,

@@ -37,6 +37,7 @@ ModelShape model_shape(const plan::Plan& plan) {
   a.learned_positions = m.position_embedding == plan::PositionEmbedding::learned;
   a.bias = m.bias;
   a.tied = m.tie_embeddings;
+  a.qk_norm = m.qk_norm;
   s.packed = plan.data.kind == plan::DataKind::sft && plan.data.pack;
   s.max_samples = s.packed ? plan.data.max_samples_per_pack + 1 : 0;
   a.norm_eps = float(m.norm_eps);
@@ -107,7 +108,8 @@ ModelShape model_shape(const plan::Plan& plan) {
                  {flag_activation, "model.activation", std::string(plan::to_string(m.activation))},
                  {flag_positions, "model.position_embedding", std::string(plan::to_string(m.position_embedding))},
                  {flag_bias, "model.bias", m.bias ? "true" : "false"},
-                 {flag_tied, "model.tie_embeddings", m.tie_embeddings ? "true" : "false"}};
+                 {flag_tied, "model.tie_embeddings", m.tie_embeddings ? "true" : "false"},
+                 {flag_qk_norm, "model.qk_norm", m.qk_norm ? "true" : "false"}};
     for (const auto& f : flags)
       if (c & f.flag)
         bad(f.key, f.value,

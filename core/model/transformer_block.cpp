@@ -61,14 +61,35 @@ kernels::AttentionShape Model::attention_shape() const {
           .max_samples = s_.max_samples};
 }
 
+// What attention reads: without qk-norm a.qkv, roped in place; with it rope(qk_norm(a.qkv)) in
+// A.qkv_normed, a.qkv keeping the projection's output for the qk-norm backward (the layout is in
+// family/activations.hpp). Every q and k head vector of this rank's heads is normalised with the
+// layer's replicated [head_dim] weights.
+Tensor Model::attention_input(Activations& A, int l, const LayerActs& a, const kernels::AttentionShape& att) {
+  Tensor qkv = a.qkv;
+  if (s_.arch.qk_norm) {
+    const LayerParams& p = w_.layers[size_t(l)];
+    qkv = A.qkv_normed;
+    be_.qk_norm_fwd({.out = qkv,
+                     .inp = a.qkv,
+                     .q_weight = p.q_norm,
+                     .k_weight = p.k_norm,
+                     .Hq = att.Hq,
+                     .Hkv = att.Hkv,
+                     .D = att.D,
+                     .eps = s_.arch.norm_eps});
+  }
+  if (!s_.arch.learned_positions) be_.rope_fwd(rope_args(A, qkv, att));
+  return qkv;
+}
+
 // Heads, KV heads and FFN columns are this rank's TP share (ls_).
 void Model::layer_forward_body(Activations& A, int l, const LayerActs& a, bool act_by_fc_out) {
   const LayerParams& p = w_.layers[size_t(l)];
   const LayerLinears& L = linears_[size_t(l)];
   const kernels::AttentionShape att = attention_shape();
   L.qkv.fwd({.out = a.qkv, .inp = a.ln1});
-  if (!s_.arch.learned_positions) be_.rope_fwd(rope_args(A, a.qkv, att));
-  attention_fwd(A, a, att);
+  attention_fwd(A, a, attention_input(A, l, a, att), att);
   L.proj.fwd({.out = A.proj_out, .inp = a.atty});
   residual_norm(a.residual2, a.ln2, a.ln2_mean, a.ln2_rstd, a.residual, A.proj_out, p.norm2);
   if (s_.arch.gelu) {
@@ -142,10 +163,25 @@ void Model::layer_backward(Activations& A, int l, const LayerActs& a, bool dres_
   norm_bwd(dres, g.norm2, A.dln, a.residual2, p.norm2, a.ln2_mean, a.ln2_rstd,
            proj_bias_from_norm ? L.proj.bias_grad() : Tensor());
 
-  // Attention: out = proj(attention(rope(qkv(ln1))))
+  // Attention: out = proj(attention(rope(qk_norm(qkv(ln1))))) (qk_norm: identity without it)
   L.proj.bwd({.dinp = A.datty, .dout = dres, .inp = a.atty, .bias_grad_done = proj_bias_from_norm});
-  attention_bwd(A, a, att);
+  // qk-norm: what attention read is rebuilt from the saved projection output (a.qkv already holds
+  // it roped without qk-norm).
+  const Tensor att_qkv = s_.arch.qk_norm ? attention_input(A, l, a, att) : a.qkv;
+  attention_bwd(A, a, att_qkv, att);
   if (!s_.arch.learned_positions) be_.rope_bwd(rope_args(A, A.dqkv, att));
+  if (s_.arch.qk_norm)
+    be_.qk_norm_bwd({.dinp = A.dqkv,
+                     .dq_weight = g.q_norm,
+                     .dk_weight = g.k_norm,
+                     .dout = A.dqkv,
+                     .inp = a.qkv,
+                     .q_weight = p.q_norm,
+                     .k_weight = p.k_norm,
+                     .Hq = att.Hq,
+                     .Hkv = att.Hkv,
+                     .D = att.D,
+                     .eps = s_.arch.norm_eps});
   if (recompute_ == Recompute::norm) norm_fwd(a.ln1, a.residual, p.norm1);
   L.qkv.bwd({.dinp = A.dln, .dout = A.dqkv, .inp = a.ln1});
   norm_bwd(dres, g.norm1, A.dln, a.residual, p.norm1, a.ln1_mean, a.ln1_rstd, fc_out_bias_grad_from_norm(l - 1));

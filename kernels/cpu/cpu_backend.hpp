@@ -61,6 +61,8 @@ class CpuBackend final : public Backend {
   void layernorm_bwd(const LayerNormBwdArgs& args) override;
   void rmsnorm_fwd(const RmsNormFwdArgs& args) override;
   void rmsnorm_bwd(const RmsNormBwdArgs& args) override;
+  void qk_norm_fwd(const QkNormFwdArgs& args) override;
+  void qk_norm_bwd(const QkNormBwdArgs& args) override;
 
   // elementwise.cpp
   void add(Tensor out, Tensor a, Tensor b) override;

@@ -1,8 +1,11 @@
-// LayerNorm (optional bias) and RMSNorm over the last dimension C = weight.numel() of [N, C] rows.
+// LayerNorm (optional bias) and RMSNorm over the last dimension C = weight.numel() of [N, C] rows,
+// and qk-norm (RMSNorm over each q and k head vector of packed qkv rows; ops.hpp QkNormFwdArgs).
 // Statistics are accumulated in double and stored as f32 mean/rstd [N] for the backward. Backward
 // ACCUMULATES into dinp (it feeds the residual stream), dweight and dbias; the weight/bias
 // reductions over rows run in row order in a double scratch, then are added once.
+#include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu/cpu_backend.hpp"
@@ -158,6 +161,101 @@ void CpuBackend::rmsnorm_bwd(const RmsNormBwdArgs& args) {
     }
   }
   for (size_t c = 0; c < dw.size(); ++c) dweight.as<float>()[c] += float(dw[c]);
+}
+
+namespace {
+
+// The packed qkv rows a qk-norm op reads: rows of W = (Hq + 2·Hkv)·D, of which the first
+// (Hq + Hkv)·D columns are normalised head by head.
+struct QkShape {
+  int64_t rows, W, heads, D;
+};
+
+QkShape qk_shape(const char* op, const Tensor& inp, const Tensor& q_weight, const Tensor& k_weight, int Hq, int Hkv,
+                 int D) {
+  cpu::require(Hq > 0 && Hkv > 0 && D > 0 && Hq % Hkv == 0, op,
+               "Hq=" + std::to_string(Hq) + ", Hkv=" + std::to_string(Hkv) + ", D=" + std::to_string(D) +
+                   ": need positive head counts with Hkv dividing Hq");
+  cpu::require_tensor(inp, op, "inp", DType::f32);
+  cpu::require_tensor(q_weight, op, "q_weight", DType::f32);
+  cpu::require_tensor(k_weight, op, "k_weight", DType::f32);
+  cpu::require_numel(q_weight, D, op, "q_weight");
+  cpu::require_numel(k_weight, D, op, "k_weight");
+  const int64_t W = int64_t(Hq + 2 * Hkv) * D;
+  cpu::require(inp.numel() % W == 0, op,
+               "inp " + inp.shape_str() + " is not a whole number of packed qkv rows of " + std::to_string(W));
+  return {inp.numel() / W, W, int64_t(Hq) + Hkv, D};
+}
+
+// 1/sqrt(mean(x²) + eps) of one head vector, accumulated in double as rmsnorm_fwd.
+float head_rstd(const float* x, int64_t D, float eps) {
+  double ss = 0.0;
+  for (int64_t c = 0; c < D; ++c) ss += double(x[c]) * x[c];
+  return float(1.0 / std::sqrt(ss / double(D) + double(eps)));
+}
+
+}  // namespace
+
+void CpuBackend::qk_norm_fwd(const QkNormFwdArgs& a) {
+  const char* op = "qk_norm_fwd";
+  const auto [rows, W, heads, D] = qk_shape(op, a.inp, a.q_weight, a.k_weight, a.Hq, a.Hkv, a.D);
+  cpu::require_tensor(a.out, op, "out", DType::f32);
+  cpu::require_numel(a.out, rows * W, op, "out");
+  for (int64_t n = 0; n < rows; ++n) {
+    const float* x = a.inp.as<float>() + n * W;
+    float* y = a.out.as<float>() + n * W;  // may alias x: each value is read before it is written
+    for (int64_t h = 0; h < heads; ++h) {
+      const float* w = (h < a.Hq ? a.q_weight : a.k_weight).as<float>();
+      const float r = head_rstd(x + h * D, D, a.eps);
+      for (int64_t c = 0; c < D; ++c) y[h * D + c] = x[h * D + c] * r * w[c];
+    }
+    if (y != x)
+      for (int64_t c = heads * D; c < W; ++c) y[c] = x[c];  // v heads
+  }
+}
+
+void CpuBackend::qk_norm_bwd(const QkNormBwdArgs& a) {
+  const char* op = "qk_norm_bwd";
+  const auto [rows, W, heads, D] = qk_shape(op, a.inp, a.q_weight, a.k_weight, a.Hq, a.Hkv, a.D);
+  cpu::require_tensor(a.dout, op, "dout", DType::f32);
+  cpu::require_numel(a.dout, rows * W, op, "dout");
+  require_optional(a.dinp, rows * W, op, "dinp");
+  require_optional(a.dq_weight, D, op, "dq_weight");
+  require_optional(a.dk_weight, D, op, "dk_weight");
+  // The weight gradients over every vector of their heads, in (row, head) order, in double.
+  std::vector<double> dw[2] = {std::vector<double>(a.dq_weight.defined() ? size_t(D) : 0, 0.0),
+                               std::vector<double>(a.dk_weight.defined() ? size_t(D) : 0, 0.0)};
+  std::vector<float> dx(static_cast<size_t>(D));
+  for (int64_t n = 0; n < rows; ++n) {
+    const float* xrow = a.inp.as<float>() + n * W;
+    const float* grow = a.dout.as<float>() + n * W;
+    for (int64_t h = 0; h < heads; ++h) {
+      const bool is_q = h < a.Hq;
+      const float* w = (is_q ? a.q_weight : a.k_weight).as<float>();
+      std::vector<double>& acc = dw[is_q ? 0 : 1];
+      const float* x = xrow + h * D;
+      const float* g = grow + h * D;
+      const float r = head_rstd(x, D, a.eps);
+      // As rmsnorm_bwd: dx = r·(dŷ − x̂·mean(dŷ·x̂)), dŷ = g·w, x̂ = x·r.
+      double sum_dy_xhat = 0.0;
+      for (int64_t c = 0; c < D; ++c) {
+        const float xhat = x[c] * r;
+        sum_dy_xhat += double(g[c] * w[c]) * xhat;
+        if (!acc.empty()) acc[size_t(c)] += double(g[c]) * xhat;
+      }
+      if (!a.dinp.defined()) continue;
+      const float mean_dy_xhat = float(sum_dy_xhat / double(D));
+      for (int64_t c = 0; c < D; ++c) dx[size_t(c)] = r * (g[c] * w[c] - x[c] * r * mean_dy_xhat);
+      // dinp may alias dout: the head's g is read in full above before it is overwritten here.
+      std::copy(dx.begin(), dx.end(), a.dinp.as<float>() + n * W + h * D);
+    }
+    if (a.dinp.defined() && a.dinp.as<float>() + n * W != grow)
+      std::copy(grow + heads * D, grow + W, a.dinp.as<float>() + n * W + heads * D);  // v heads
+  }
+  if (a.dq_weight.defined())
+    for (int64_t c = 0; c < D; ++c) a.dq_weight.as<float>()[c] += float(dw[0][size_t(c)]);
+  if (a.dk_weight.defined())
+    for (int64_t c = 0; c < D; ++c) a.dk_weight.as<float>()[c] += float(dw[1][size_t(c)]);
 }
 
 }  // namespace recipe::kernels

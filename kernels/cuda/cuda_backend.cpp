@@ -442,6 +442,52 @@ void CudaBackend::rmsnorm_bwd(const RmsNormBwdArgs& args) {
                       weight.ptr, nullptr, rstd.as<float>(), N, C, true, ow, workspace(), stream_);
 }
 
+// qk-norm's shape checks, shared by both directions: the head counts, D within the kernels' reach,
+// the weights [D] and packed rows of (Hq + 2·Hkv)·D.
+static int64_t qk_norm_rows(const char* op, const Tensor& inp, const Tensor& q_weight, const Tensor& k_weight, int Hq,
+                            int Hkv, int D) {
+  expect(op, "inp", inp, DType::bf16);
+  expect(op, "q_weight", q_weight, DType::bf16);
+  expect(op, "k_weight", k_weight, DType::bf16);
+  if (Hq < 1 || Hkv < 1 || Hq % Hkv != 0 || D < 1 || D > cuda::kQkNormMaxHeadDim)
+    bad_arg(op, "Hq=" + std::to_string(Hq) + ", Hkv=" + std::to_string(Hkv) + ", D=" + std::to_string(D) +
+                    ": needs Hkv dividing Hq and 1 ≤ D ≤ " + std::to_string(cuda::kQkNormMaxHeadDim));
+  expect_numel(op, "q_weight", q_weight, D);
+  expect_numel(op, "k_weight", k_weight, D);
+  const int64_t W = int64_t(Hq + 2 * Hkv) * D;
+  if (inp.numel() % W != 0)
+    bad_arg(op, "inp " + inp.shape_str() + " is not a whole number of packed qkv rows of " + std::to_string(W));
+  return inp.numel() / W;
+}
+
+void CudaBackend::qk_norm_fwd(const QkNormFwdArgs& a) {
+  const char* op = "qk_norm_fwd";
+  const int64_t rows = qk_norm_rows(op, a.inp, a.q_weight, a.k_weight, a.Hq, a.Hkv, a.D);
+  expect(op, "out", a.out, DType::bf16);
+  expect_numel(op, "out", a.out, a.inp.numel());
+  cuda::qk_norm_fwd(a.out.ptr, a.inp.ptr, a.q_weight.ptr, a.k_weight.ptr, rows, a.Hq, a.Hkv, a.D, a.eps, stream_);
+}
+
+void CudaBackend::qk_norm_bwd(const QkNormBwdArgs& a) {
+  const char* op = "qk_norm_bwd";
+  const int64_t rows = qk_norm_rows(op, a.inp, a.q_weight, a.k_weight, a.Hq, a.Hkv, a.D);
+  expect(op, "dout", a.dout, DType::bf16);
+  expect_numel(op, "dout", a.dout, a.inp.numel());
+  expect_opt(op, "dinp", a.dinp, DType::bf16);
+  if (a.dinp.defined()) expect_numel(op, "dinp", a.dinp, a.inp.numel());
+  expect_opt(op, "dq_weight", a.dq_weight, DType::f32);
+  expect_opt(op, "dk_weight", a.dk_weight, DType::f32);
+  if (a.dq_weight.defined()) expect_numel(op, "dq_weight", a.dq_weight, a.D);
+  if (a.dk_weight.defined()) expect_numel(op, "dk_weight", a.dk_weight, a.D);
+  auto first = [&](const Tensor& t) {
+    return rows > 0 && t.defined() && grad_writes_.whole_write(t) == GradWriteTracker::Write::overwrite;
+  };
+  const bool ow_q = first(a.dq_weight), ow_k = first(a.dk_weight);
+  cuda::qk_norm_bwd(ptr_or_null(a.dinp), static_cast<float*>(ptr_or_null(a.dq_weight)),
+                    static_cast<float*>(ptr_or_null(a.dk_weight)), a.dout.ptr, a.inp.ptr, a.q_weight.ptr,
+                    a.k_weight.ptr, rows, a.Hq, a.Hkv, a.D, a.eps, ow_q, ow_k, workspace(), stream_);
+}
+
 void CudaBackend::residual_norm_fwd(const ResidualNormFwdArgs& args) {
   const Tensor residual = args.residual, out = args.out, mean = args.mean, rstd = args.rstd, a = args.a, b = args.b,
                weight = args.weight, bias = args.bias;

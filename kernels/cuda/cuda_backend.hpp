@@ -91,6 +91,8 @@ class CudaBackend final : public Backend {
   void layernorm_bwd(const LayerNormBwdArgs& args) override;
   void rmsnorm_fwd(const RmsNormFwdArgs& args) override;
   void rmsnorm_bwd(const RmsNormBwdArgs& args) override;
+  void qk_norm_fwd(const QkNormFwdArgs& args) override;
+  void qk_norm_bwd(const QkNormBwdArgs& args) override;
   void residual_norm_fwd(const ResidualNormFwdArgs& args) override;
 
   void add(Tensor out, Tensor a, Tensor b) override;

@@ -87,6 +87,16 @@ bool rope_table_fits(const void* qkv, int D);
 void rope_bf16_table(void* qkv, const void* table, int rows, const double* inv_freq, const int32_t* pos, int B, int T,
                      int Hq, int Hkv, int D, bool backward, cudaStream_t s);
 
+// ---- qk-norm (qk_norm.cu): per-head RMSNorm of the q and k heads of packed bf16 qkv rows
+// [rows, (Hq + 2·Hkv)·D], D ≤ 256 (ops.hpp QkNormFwdArgs / QkNormBwdArgs). out may alias inp,
+// dinp may alias dout. dwq/dwk (f32 [D], null: none) are written (overwrite_*) or added to.
+void qk_norm_fwd(void* out, const void* inp, const void* wq, const void* wk, int64_t rows, int Hq, int Hkv, int D,
+                 float eps, cudaStream_t s);
+void qk_norm_bwd(void* dinp, float* dwq, float* dwk, const void* dout, const void* inp, const void* wq, const void* wk,
+                 int64_t rows, int Hq, int Hkv, int D, float eps, bool overwrite_q, bool overwrite_k, Workspace ws,
+                 cudaStream_t s);
+constexpr int kQkNormMaxHeadDim = 256;
+
 // ---- norms (norms.cu) ----
 // If res_a/res_b are given: residual = res_a + res_b (written to `inp_or_residual`), then the norm
 // of it; otherwise the norm of `inp_or_residual`. mean (LayerNorm only) and rstd may be null.

@@ -83,3 +83,62 @@ TEST_CASE("dsl_family: qwen2 has its q/k/v biases only: model.bias=true and Laye
 }
 
 TEST_SUITE_END();
+
+TEST_CASE("dsl_family: qwen3 derives qk-norm and Llama's block; head_dim is its own key") {
+  // 4 heads of 24 on a width of 60: hidden need not divide by the heads once head_dim is set.
+  auto r = resolve_json(with(tiny_gpt(), json::parse(R"({"model": {"arch": "qwen3", "hidden_size": 60,
+                                                                    "num_kv_heads": 2, "head_dim": 24}})")));
+  REQUIRE_MESSAGE(r.ok(), report(r));
+  CHECK(r.plan.model.qk_norm);
+  CHECK(r.plan.model.norm == plan::Norm::rmsnorm);
+  CHECK(r.plan.model.activation == plan::Activation::swiglu);
+  CHECK(r.plan.model.position_embedding == plan::PositionEmbedding::rope);
+  CHECK_FALSE(r.plan.model.bias);
+  CHECK_FALSE(r.plan.model.tie_embeddings);
+  CHECK(r.plan.model.head_dim == 24);
+  // Unset, head_dim is hidden / heads as before, and then hidden must divide.
+  r = resolve_json(with(tiny_gpt(), json::parse(R"({"model": {"arch": "qwen3"}})")));
+  REQUIRE_MESSAGE(r.ok(), report(r));
+  CHECK(r.plan.model.head_dim == 16);
+  r = resolve_json(with(tiny_gpt(), json::parse(R"({"model": {"arch": "qwen3", "hidden_size": 66}})")));
+  REQUIRE_MESSAGE(find_violation(r, "model.hidden_size"), report(r));
+  CHECK(find_violation(r, "model.hidden_size")->fix.find("or set model.head_dim") != std::string::npos);
+  // An odd head_dim of its own cannot take RoPE.
+  r = resolve_json(with(tiny_gpt(), json::parse(R"({"model": {"arch": "qwen3", "head_dim": 25}})")));
+  REQUIRE_MESSAGE(find_violation(r, "model.position_embedding"), report(r));
+}
+
+TEST_CASE("dsl_family: qk-norm is refused where the family does not compute it, and off where it must be on") {
+  auto r = resolve_json(with(tiny_gpt(), json::parse(R"({"model": {"arch": "qwen3", "qk_norm": false}})")));
+  const Violation* v = find_violation(r, "model.qk_norm");
+  REQUIRE_MESSAGE(v, report(r));
+  CHECK(v->message.find("model.qk_norm=false: model.arch=\"qwen3\" computes model.qk_norm=true only") !=
+        std::string::npos);
+  for (const char* arch : {"llama", "gpt"}) {
+    CAPTURE(arch);
+    r = resolve_json(with(tiny_gpt(), json{{"model", {{"arch", arch}, {"qk_norm", true}}}}));
+    v = find_violation(r, "model.qk_norm");
+    REQUIRE_MESSAGE(v, report(r));
+    CHECK(v->fix.find("model.arch=\"qwen3\"") != std::string::npos);
+  }
+  // qwen3 has no biases at all (HF Qwen3's MLP has none; attention_bias would need them alone).
+  r = resolve_json(with(tiny_gpt(), json::parse(R"({"model": {"arch": "qwen3", "bias": true}})")));
+  REQUIRE_MESSAGE(find_violation(r, "model.bias"), report(r));
+}
+
+TEST_CASE("dsl_family: qk-norm on CUDA takes head_dim up to 256, by key") {
+  ExecutorFacts gpu;
+  gpu.planning = true;
+  gpu.has_gpu = true;
+  gpu.gpus_per_node = gpu.visible_gpus = 1;
+  gpu.gpu_name = "NVIDIA H100 80GB HBM3";
+  gpu.gpu_memory_gib = 79.1;
+  const json base = json::parse(R"({"model": {"arch": "qwen3", "num_attention_heads": 2, "num_kv_heads": 1},
+                                    "trainer": {"device": "cuda", "precision": "bf16"}})");
+  auto r = resolve_json(with(with(tiny_gpt(), base), json::parse(R"({"model": {"head_dim": 264}})")), gpu);
+  const Violation* v = find_violation(r, "model.head_dim");
+  REQUIRE_MESSAGE(v, report(r));
+  CHECK(v->message.find("model.qk_norm=true on CUDA with model.head_dim=264") != std::string::npos);
+  r = resolve_json(with(with(tiny_gpt(), base), json::parse(R"({"model": {"head_dim": 256}})")), gpu);
+  CHECK_MESSAGE(find_violation(r, "model.head_dim") == nullptr, report(r));
+}

@@ -85,11 +85,11 @@ TEST_CASE("dsl_resolve: NeMo and Hugging Face names of our settings are answered
 }
 
 TEST_CASE("dsl_resolve: setting a derived value is a violation that says how it is computed") {
-  auto r = resolve_json(with(tiny_gpt(), json::parse(R"({"model": {"head_dim": 16},
+  auto r = resolve_json(with(tiny_gpt(), json::parse(R"({"model": {"padded_vocab_size": 512},
                                                          "trainer": {"num_micro_batches": 2}})")));
-  REQUIRE(find_violation(r, "model.head_dim"));
-  CHECK(find_violation(r, "model.head_dim")->message.find("derived") != std::string::npos);
-  CHECK(find_violation(r, "model.head_dim")->message.find("hidden_size / model.num_attention_heads") !=
+  REQUIRE(find_violation(r, "model.padded_vocab_size"));
+  CHECK(find_violation(r, "model.padded_vocab_size")->message.find("derived") != std::string::npos);
+  CHECK(find_violation(r, "model.padded_vocab_size")->message.find("make_vocab_size_divisible_by") !=
         std::string::npos);
   REQUIRE(find_violation(r, "trainer.num_micro_batches"));
   CHECK(find_violation(r, "trainer.num_micro_batches")->message.find("micro_batch_size") != std::string::npos);
@@ -174,7 +174,8 @@ TEST_CASE("dsl_resolve: the field table covers every recipe key once") {
     CHECK_MESSAGE(!f.doc.empty(), f.path());
   }
   CHECK(find_field("parallelism.layers_per_stage") != nullptr);
-  CHECK(find_field("model.head_dim") == nullptr);
+  CHECK(find_field("model.padded_vocab_size") == nullptr);  // derived
+  CHECK(find_field("model.head_dim") != nullptr);           // a key since Qwen3 (0 = derived)
   CHECK(find_field("mode") != nullptr);
   // Each default round-trips through get/set.
   recipe::plan::Plan p;

@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "helpers.hpp"
+#include "plan/model_size.hpp"
 #include "temp_recipes.hpp"
 
 TEST_SUITE_BEGIN("dsl");
@@ -15,7 +16,7 @@ using recipe::dsl::test::source_dir;
 namespace {
 
 const std::vector<std::string> kFactoryPresets = {
-    "gpt3_125m", "gpt3_1p3b", "gpt3_345m", "gpt_tiny", "gpt_tiny_lora", "llama3_1_8b", "llama3_1_8b_lora", "llama3_2_1b", "llama3_2_1b_lora", "llama3_2_3b", "llama3_2_3b_lora", "llama3_3_70b", "llama3_3_70b_lora", "llama3_70b", "llama3_70b_lora", "llama3_8b", "llama3_8b_lora", "llama_tiny", "llama_tiny_lora", "mistral_7b", "mistral_7b_lora", "qwen2_5_0_5b", "qwen2_5_0_5b_lora", "qwen2_5_1_5b", "qwen2_5_7b", "qwen2_5_7b_lora", "smollm2_135m", "smollm2_135m_lora"};
+    "gpt3_125m", "gpt3_1p3b", "gpt3_345m", "gpt_tiny", "gpt_tiny_lora", "llama3_1_8b", "llama3_1_8b_lora", "llama3_2_1b", "llama3_2_1b_lora", "llama3_2_3b", "llama3_2_3b_lora", "llama3_3_70b", "llama3_3_70b_lora", "llama3_70b", "llama3_70b_lora", "llama3_8b", "llama3_8b_lora", "llama_tiny", "llama_tiny_lora", "mistral_7b", "mistral_7b_lora", "qwen2_5_0_5b", "qwen2_5_0_5b_lora", "qwen2_5_1_5b", "qwen2_5_7b", "qwen2_5_7b_lora", "qwen3_0_6b", "qwen3_0_6b_lora", "qwen3_8b", "qwen3_8b_lora", "smollm2_135m", "smollm2_135m_lora"};
 
 }  // namespace
 
@@ -220,6 +221,50 @@ TEST_CASE("Llama 3.1/3.2/3.3, Mistral and SmolLM2 presets: the published config.
   }
   CHECK(load_recipe("smollm2_135m_lora").root["trainer"]["device"] == "cpu");
 }
+
+// The published shapes of Qwen3-0.6B and Qwen3-8B (their config.json on the Hugging Face hub), and
+// the parameter counts that follow from them at the unpadded vocabulary (0.6B counts its tied
+// embedding once): 596,049,920 (0.44B without the embedding) and 8,190,735,360 (6.95B without
+// the two embeddings), as Qwen3's model cards say.
+TEST_CASE("qwen3 presets: the published shapes") {
+  struct Shape {
+    const char* name;
+    int layers, hidden, heads, kv, ffn;
+    bool tied;
+    int64_t params;
+  };
+  for (const Shape& s : {Shape{"qwen3_0_6b", 28, 1024, 16, 8, 3072, true, 596049920},
+                         Shape{"qwen3_8b", 36, 4096, 32, 8, 12288, false, 8190735360}}) {
+    CAPTURE(s.name);
+    ConfigTree t = load_recipe(s.name);
+    const auto& m = t.root["model"];
+    CHECK(m["arch"] == "qwen3");
+    CHECK(m["num_layers"] == s.layers);
+    CHECK(m["hidden_size"] == s.hidden);
+    CHECK(m["num_attention_heads"] == s.heads);
+    CHECK(m["num_kv_heads"] == s.kv);
+    CHECK(m["head_dim"] == 128);
+    CHECK(m["ffn_hidden_size"] == s.ffn);
+    CHECK(m["vocab_size"] == 151936);
+    CHECK(m["max_position_embeddings"] == 40960);
+    CHECK(m["rope_theta"].get<double>() == 1000000.0);
+    CHECK(m["norm_eps"].get<double>() == doctest::Approx(1e-6));
+    CHECK(m["qk_norm"] == true);
+    CHECK(m["bias"] == false);
+    CHECK(m["tie_embeddings"] == s.tied);
+    ExecutorFacts facts;
+    facts.planning = true;
+    facts.nodes = 1;
+    facts.gpus_per_node = facts.visible_gpus = t.root["executor"].value("gpus_per_node", 1);
+    facts.has_gpu = true;
+    facts.gpu_name = "NVIDIA H100 80GB HBM3";
+    facts.gpu_memory_gib = 79.1;
+    const ResolveResult r = resolve(t, facts);
+    CHECK(r.plan.model.head_dim == 128);
+    CHECK(recipe::plan::count_params(r.plan.model, r.plan.model.vocab_size) == s.params);
+  }
+}
+
 
 TEST_CASE("the example recipes load") {
   ConfigTree from_preset = load_recipe(source_dir() + "/examples/gpt_tiny_from_preset.toml");

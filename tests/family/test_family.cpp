@@ -4,6 +4,7 @@
 // outside this file.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -81,13 +82,15 @@ ModelShape toy_shape() {
 
 }  // namespace
 
-TEST_CASE("family: the registry lists gpt, llama and qwen2, one per model.arch value") {
+TEST_CASE("family: the registry lists gpt, llama, qwen2 and qwen3, one per model.arch value") {
   const auto all = families();
-  REQUIRE(all.size() == 3);
+  REQUIRE(all.size() == 4);
   CHECK(std::string(all[0]->arch) == "gpt");
   CHECK(std::string(all[1]->arch) == "llama");
   CHECK(std::string(all[2]->arch) == "qwen2");
+  CHECK(std::string(all[3]->arch) == "qwen3");
   CHECK(find_family("llama") == &llama_family());
+  CHECK(find_family("qwen3") == &qwen3_family());
   CHECK(find_family("toy") == nullptr);
   for (std::string_view arch : plan::enum_names<plan::Arch>()) CHECK(find_family(arch));
   for (const Family* f : all) {
@@ -101,9 +104,46 @@ TEST_CASE("family: the registry lists gpt, llama and qwen2, one per model.arch v
     CHECK(word);
   }
   // The flags a family fixes are what its table has rows for.
-  CHECK(llama_family().fixed == (flag_activation | flag_positions));
-  CHECK(gpt_family().fixed == 0);
-  CHECK(qwen2_family().fixed == (flag_norm | flag_activation | flag_positions | flag_bias));
+  CHECK(llama_family().fixed == (flag_activation | flag_positions | flag_qk_norm));
+  CHECK(gpt_family().fixed == flag_qk_norm);
+  CHECK(qwen2_family().fixed == (flag_norm | flag_activation | flag_positions | flag_bias | flag_qk_norm));
+  CHECK(qwen3_family().fixed == (flag_norm | flag_activation | flag_positions | flag_bias | flag_qk_norm));
+  CHECK(qwen3_family().defaults.qk_norm);
+  CHECK_FALSE(llama_family().defaults.qk_norm);
+  CHECK_FALSE(gpt_family().defaults.qk_norm);
+}
+
+TEST_CASE("family: qwen3's table has the q/k norm rows ([head_dim], replicated, no decay, ones) and no biases") {
+  plan::Plan p = test::llama_tiny_plan();
+  p.model.arch = plan::Arch::qwen3;
+  p.model.qk_norm = true;
+  p.model.head_dim = 24;
+  const ModelShape s = model_shape(p);
+  CHECK(s.arch.family == &qwen3_family());
+  CHECK(s.arch.qk_norm);
+  const ParamLayout L = build_param_layout(s, plan::OptimizerConfig{}, 2, 1);  // TP2, rank 1
+  for (const char* name : {"layers.0.attention.q_norm.weight", "layers.1.attention.k_norm.weight"}) {
+    CAPTURE(name);
+    const ParamSpec& q = L.get(name);
+    CHECK(q.global_shape == std::vector<int64_t>{24});
+    CHECK(q.local_shape == std::vector<int64_t>{24});  // every TP rank holds all of it
+    CHECK(q.tp_replicated());
+    CHECK(q.init == InitKind::ones);
+  }
+  CHECK(L.get("layers.0.attention.q.weight").global_shape == std::vector<int64_t>{4 * 24, 64});
+  CHECK(L.get("layers.0.attention.proj.weight").global_shape == std::vector<int64_t>{64, 4 * 24});
+  CHECK(L.find("layers.0.attention.q.bias") == nullptr);
+  const std::vector<hf::TensorSpec> specs = hf::tensor_specs(s);
+  CHECK(std::any_of(specs.begin(), specs.end(), [](const hf::TensorSpec& t) {
+    return t.hf_name == "model.layers.1.self_attn.k_norm.weight" && t.hf_shape == std::vector<int64_t>{24};
+  }));
+  // The same shape under llama (which has no such rows) is refused, and so is qwen3 without qk-norm.
+  plan::Plan llama = p;
+  llama.model.arch = plan::Arch::llama;
+  CHECK_THROWS_WITH_AS(model_shape(llama), doctest::Contains("model.qk_norm"), std::invalid_argument);
+  plan::Plan off = p;
+  off.model.qk_norm = false;
+  CHECK_THROWS_WITH_AS(model_shape(off), doctest::Contains("model.qk_norm"), std::invalid_argument);
 }
 
 TEST_CASE("family: model_shape reads model.arch's family and refuses a flag it does not compute") {

@@ -59,6 +59,7 @@ plan::Plan plan_from_config(const json& config, int seq) {
   m.position_embedding = f.learned_positions ? plan::PositionEmbedding::learned : plan::PositionEmbedding::rope;
   m.bias = f.bias;
   m.tie_embeddings = f.tied;
+  m.qk_norm = f.qk_norm;
   for (const core::HfConfigKey& k : arch->config) {
     const std::string key = k.key;
     if (k.field == core::HfField::none || key.find('.') != std::string::npos) continue;

@@ -93,6 +93,15 @@ def qwen2(tied):
     )
 
 
+def qwen3_tiny():
+    # Qwen3 with qk-norm and a head_dim of its own: 4 heads of 24 (not hidden 64 / 4 = 16), 2 KV heads.
+    return transformers.Qwen3Config(vocab_size=128, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                                    num_attention_heads=4, num_key_value_heads=2, head_dim=24,
+                                    max_position_embeddings=64, rms_norm_eps=1e-6, rope_theta=10000.0,
+                                    tie_word_embeddings=False, initializer_range=INIT, attention_bias=False,
+                                    use_sliding_window=False)
+
+
 FIXTURES = {
     "llama31_tiny": llama31_tiny,
     "llama32_tiny_tied": llama32_tiny_tied,
@@ -102,6 +111,8 @@ FIXTURES = {
     "qwen2_tiny": lambda: qwen2(tied=False),
     # ... tied as Qwen2.5 0.5B / 1.5B.
     "qwen2_tiny_tied": lambda: qwen2(tied=True),
+    # Qwen3 dense: per-head q/k RMSNorm (randomised like every norm weight), head_dim ≠ hidden / heads.
+    "qwen3_tiny": qwen3_tiny,
 }
 
 

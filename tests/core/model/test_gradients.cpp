@@ -39,6 +39,15 @@ plan::Plan fd_plan(bool llama) {
   return p;
 }
 
+// Qwen3's block on the same small shape: qk-norm, and a head_dim of its own (12, not 32/4 = 8).
+plan::Plan fd_qwen3_plan() {
+  plan::Plan p = fd_plan(true);
+  p.model.arch = plan::Arch::qwen3;
+  p.model.qk_norm = true;
+  p.model.head_dim = 12;
+  return p;
+}
+
 // Biases start at 0 and norm weights at 1; move them off those values so their gradients are
 // checked at a generic point.
 void jitter_norms_and_biases(Trainer& tr) {
@@ -165,6 +174,32 @@ TEST_CASE("gradients: Llama-shaped model with biases and layernorm also matches"
   jitter_norms_and_biases(tr);
   CheckStats st = finite_difference_check(tr, 2);
   CHECK(st.failed == 0);
+}
+
+TEST_CASE("gradients: Qwen3 (qk-norm before RoPE, head_dim 12 with hidden 32 / 4 heads) match finite differences") {
+  plan::Plan plan = fd_qwen3_plan();
+  auto be = test::cpu_backend();
+  Trainer tr(plan, *be, nullptr, test::random_tokens(plan), nullptr);
+  REQUIRE(tr.params().layout().get("layers.1.attention.q_norm.weight").global_shape == std::vector<int64_t>{12});
+  REQUIRE(tr.params().layout().get("layers.0.attention.k.weight").global_shape == std::vector<int64_t>{2 * 12, 32});
+  REQUIRE(tr.params().layout().get("layers.0.attention.proj.weight").global_shape == std::vector<int64_t>{32, 4 * 12});
+  jitter_norms_and_biases(tr);  // q_norm and k_norm start at 1 too
+  CheckStats st = finite_difference_check(tr, 3);
+  CHECK(st.checked > 30);
+  CHECK(st.failed == 0);
+}
+
+TEST_CASE("gradients: Qwen3 with qk-norm, every recompute level gives recompute=none's gradients bitwise") {
+  plan::Plan plan = fd_qwen3_plan();
+  plan.model.num_layers = 3;
+  const std::vector<float> none = gradients_of(plan);
+  for (plan::Recompute level : {plan::Recompute::gelu, plan::Recompute::norm, plan::Recompute::full}) {
+    CAPTURE(int(level));
+    plan.trainer.recompute = level;
+    const std::vector<float> g = gradients_of(plan);
+    REQUIRE(g.size() == none.size());
+    CHECK(std::memcmp(none.data(), g.data(), none.size() * sizeof(float)) == 0);
+  }
 }
 
 TEST_CASE("gradients: recompute=full gives the same gradients as recompute=none") {

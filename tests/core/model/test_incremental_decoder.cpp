@@ -1,8 +1,8 @@
 // The decode path (IncrementalDecoder) against the training forward on the CPU reference: feeding
 // a sequence through the KV cache in chunks (a prefill, then one token at a time) gives, at every
 // position, the log-softmax the full-sequence Model::forward gives (read through its per-token
-// losses with every vocabulary id as the target), for GPT (learned positions, tied) and Llama (RoPE,
-// GQA 4/2, untied), without and with LoRA adapters whose B is non-zero (so the adapters really
+// losses with every vocabulary id as the target), for GPT (learned positions, tied), Llama (RoPE,
+// GQA 4/2, untied) and Qwen3 (Llama's with qk-norm and its own head_dim), without and with LoRA adapters whose B is non-zero (so the adapters really
 // apply, unmerged, through the same linear seam). Also: reset() starts over, and tokens past the
 // capacity or outside the vocabulary are refused.
 #include <doctest/doctest.h>
@@ -24,8 +24,9 @@ using namespace recipe;
 
 namespace {
 
-// A small model of either family, with LoRA on every linear when `lora`.
-plan::Plan small_plan(bool llama, bool lora) {
+// A small model of either family, with LoRA on every linear when `lora`; `qwen3`: the Llama shape
+// as Qwen3 (qk-norm, head_dim 12 ≠ hidden 32 / 4 heads).
+plan::Plan small_plan(bool llama, bool lora, bool qwen3 = false) {
   plan::Plan p = llama ? test::llama_tiny_plan() : test::gpt_tiny_plan();
   auto& m = p.model;
   m.hidden_size = 32;
@@ -38,6 +39,11 @@ plan::Plan small_plan(bool llama, bool lora) {
   m.init_std = 0.1;
   p.trainer.micro_batch_size = 1;
   p.trainer.global_batch_size = 1;
+  if (qwen3) {
+    m.arch = plan::Arch::qwen3;
+    m.qk_norm = true;
+    m.head_dim = 12;
+  }
   test::fill_derived(p);
   if (lora) {
     p.mode = plan::Mode::finetune;
@@ -71,11 +77,11 @@ std::vector<double> log_softmax(const std::vector<float>& logits) {
   return out;
 }
 
-void check_decoder_matches_forward(bool llama, bool lora) {
-  const plan::Plan p = small_plan(llama, lora);
+void check_decoder_matches_forward(bool llama, bool lora, bool qwen3 = false) {
+  const plan::Plan p = small_plan(llama, lora, qwen3);
   auto be = test::cpu_backend();
   core::Trainer tr(p, *be, nullptr, test::random_tokens(p), nullptr);
-  if (lora) jitter_trainable(tr);
+  if (lora || qwen3) jitter_trainable(tr);  // qwen3: q_norm/k_norm off their init of ones
   const core::ModelShape s = core::model_shape(p);
   const int T = s.seq, V = s.arch.vocab;
   core::Model model(s, 1, core::Recompute::none, *be, tr.params());
@@ -130,6 +136,12 @@ TEST_CASE("decoding with the KV cache gives the full forward's logits at every p
 }
 TEST_CASE("decoding with the KV cache gives the full forward's logits at every position: Llama, GQA") {
   check_decoder_matches_forward(true, false);
+}
+TEST_CASE("decoding with the KV cache gives the full forward's logits at every position: Qwen3, qk-norm") {
+  check_decoder_matches_forward(true, false, true);
+}
+TEST_CASE("decoding with the KV cache gives the full forward's logits at every position: Qwen3 + LoRA") {
+  check_decoder_matches_forward(true, true, true);
 }
 TEST_CASE("decoding with the KV cache gives the full forward's logits at every position: GPT + LoRA") {
   check_decoder_matches_forward(false, true);

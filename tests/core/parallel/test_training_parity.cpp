@@ -142,6 +142,35 @@ TEST_CASE("llama_tiny as qwen2 (q/k/v biases): TP, TP+SP, TP×PP and TP×DP+ZeRO
                 "llama_tiny as qwen2 " + l.name);
 }
 
+// Qwen3's block (llama_tiny as model.arch=qwen3: qk-norm, head_dim 24 ≠ 64/4) under TP: every rank
+// holds the whole q_norm/k_norm weights but normalises only its own heads, so their gradients are
+// partial over the TP group and summed once per step (core/model/model.hpp); with sequence
+// parallelism they are among the row-partial sums too; under context parallelism ring attention
+// reads the normalised, roped q|k|v. The curve and the parameters (the norm weights among them,
+// equal on every rank that holds them) follow the serial run.
+TEST_CASE("qwen3 (qk-norm): TP2, TP2+SP, TP2xPP2, TP2xDP2, CP2 and CP2xTP2 train like one process") {
+  if (!recipe::testing::mpirun_available()) {
+    MESSAGE("skipped: mpirun not found");
+    return;
+  }
+  const std::vector<std::string> qwen3 = {"model.arch=qwen3", "model.qk_norm=true", "model.head_dim=24"};
+  const Trained serial = train("llama_tiny", 1, {}, "qwen3-serial", qwen3);
+  REQUIRE(serial.params.count("layers.1.attention.k_norm.weight"));
+  const std::vector<Layout> qk_layouts = {
+      {"TP2", 2, {"parallelism.tp=2"}},
+      {"TP2+SP", 2, {"parallelism.tp=2", "parallelism.sequence_parallel=true"}},
+      {"TP2xPP2", 4, {"parallelism.tp=2", "parallelism.pp=2"}},
+      {"TP2xDP2", 4, {"parallelism.tp=2"}},
+      // Context parallelism: ring attention reads the normalised, roped q|k|v.
+      {"CP2", 2, {"parallelism.cp=2"}},
+      {"CP2xTP2", 4, {"parallelism.cp=2", "parallelism.tp=2"}},
+  };
+  for (const Layout& l : qk_layouts) {
+    const Trained par = train("llama_tiny", l.world, l.overrides, "qwen3-" + std::to_string(l.world), qwen3);
+    check_equal(serial, par, "qwen3 " + l.name);
+  }
+}
+
 // parallelism.pipeline_split=balanced gives uneven stages: with a 4096-token vocabulary the head
 // costs 4.5 layers of gpt_tiny, so of 4 layers PP2 puts 3 on the first stage and 1 beside the head
 // (tests/dsl/test_pipeline_split.cpp derives the same split). Uneven stages train like one process.

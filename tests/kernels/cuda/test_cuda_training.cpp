@@ -80,6 +80,37 @@ TEST_CASE("cuda training: gpt_tiny and llama_tiny follow the CPU loss curve for 
   }
 }
 
+// Qwen3's block on the GPU (llama_tiny as model.arch=qwen3: qk-norm, head_dim 24 ≠ 64/4), with no
+// recompute and with recompute=full (qk-norm's input rebuilt in the backward either way): the CPU
+// curve within llama_tiny's bounds above.
+TEST_CASE("cuda training: qwen3 (qk-norm) follows the CPU loss curve for 50 steps" * doctest::skip(!has_gpu())) {
+  for (plan::Recompute level : {plan::Recompute::none, plan::Recompute::full}) {
+    CAPTURE(int(level));
+    plan::Plan plan = tiny_plan(true);
+    plan.model.arch = plan::Arch::qwen3;
+    plan.model.qk_norm = true;
+    plan.model.head_dim = 24;
+    plan.trainer.recompute = level;
+    auto cpu = test::cpu_backend();
+    auto gpu = cuda_backend(false);
+    const Curve c = run_steps(plan, *cpu, 50);
+    const Curve g = run_steps(plan, *gpu, 50);
+    double max_rel = 0, mean_rel = 0;
+    for (size_t i = 0; i < c.loss.size(); ++i) {
+      const double rel = std::fabs(g.loss[i] - c.loss[i]) / std::max(c.loss[i], 0.1);
+      max_rel = std::max(max_rel, rel);
+      mean_rel += rel / double(c.loss.size());
+    }
+    MESSAGE("qwen3 CPU loss " << c.loss.front() << " -> " << c.loss.back() << ", CUDA " << g.loss.front() << " -> "
+                              << g.loss.back() << "; relative gap max " << max_rel << ", mean " << mean_rel);
+    CHECK(std::fabs(g.loss.front() - c.loss.front()) < 0.02);
+    CHECK(max_rel < 0.02);
+    CHECK(mean_rel < 0.01);
+    CHECK(g.loss.back() < 0.8 * g.loss.front());
+    CHECK(std::fabs(g.grad_norm.front() - c.grad_norm.front()) < 0.05 * c.grad_norm.front());
+  }
+}
+
 TEST_CASE("cuda training: two deterministic runs with one seed give identical losses" * doctest::skip(!has_gpu())) {
   for (bool llama : {false, true}) {
     CAPTURE(llama);
