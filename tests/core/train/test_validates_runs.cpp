@@ -121,6 +121,7 @@ TEST_CASE("the walk covers every enum key: the field table lists exactly the spe
       {"model.norm", plan::enum_names<plan::Norm>()},
       {"model.activation", plan::enum_names<plan::Activation>()},
       {"model.position_embedding", plan::enum_names<plan::PositionEmbedding>()},
+      {"model.rope_scaling", plan::enum_names<plan::RopeScaling>()},
       {"data.kind", plan::enum_names<plan::DataKind>()},
       {"data.tokenizer", plan::enum_names<plan::Tokenizer>()},
       {"data.chat_template", plan::enum_names<plan::ChatTemplate>()},
