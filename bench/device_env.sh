@@ -21,4 +21,5 @@ device_build() {
   rc=$?
   echo "build rc=$rc in $((SECONDS - t0)) s"
   grep -E "error" "${1:-.}/build.log" | head -20
+  return $rc  # the build's status, not grep's (under pipefail a clean log made `need` fail and skip its phase)
 }

@@ -16,7 +16,9 @@
 #     report         $OUT/lora_bench.md
 # Needs peft on the GPU machine: carry its wheel (.whl/) and put it on PYTHONPATH first (see
 # /work/.library device README: pip install --no-index --no-deps --target /tmp/site .whl/*.whl).
-# Environment: OUT (results, default bench/results), STEPS (30), MODES (eager,compile), SEQ (4096).
+# Environment: OUT (results, default bench/results), STEPS (30), MODES (eager,compile), SEQ (4096),
+# PRESET (llama3_8b_lora; llama3_1_8b_lora, qwen3_8b_lora) and TWIN_ARCH (llama; qwen3 for Qwen3-8B),
+# LAYERS (the preset's layer count, for the FLOP count: 32; 36 for Qwen3-8B).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -26,6 +28,8 @@ build=${BUILD:-/tmp/lora-bench/build}
 recipe=$build/bin/recipe
 steps=${STEPS:-30}
 seq=${SEQ:-4096}
+preset=${PRESET:-llama3_8b_lora}
+layers=${LAYERS:-32}
 rows=$out/lora_rows.jsonl
 source bench/device_env.sh "$out"
 
@@ -38,14 +42,14 @@ engine_run() {  # $1 workload (lora-qkv | lora-all), $2 label, then overrides
   local wl=$1 label=$2; shift 2
   local exp=/tmp/lora-bench/runs name="${wl}${label:+_$label}" log="$out/engine_${wl}${label:+_$label}.log"
   rm -rf "$exp/$name"
-  "$recipe" finetune llama3_8b_lora "$@" "${common[@]}" --experiments-dir "$exp" --name "$name" >"$log" 2>&1
+  "$recipe" finetune "$preset" "$@" "${common[@]}" --experiments-dir "$exp" --name "$name" >"$log" 2>&1
   local rc=$?
   grep -E "^recipe:" "$log" | head -n 5
   tail -n 2 "$log"
   local run_dir
   run_dir=$(ls -d "$exp/$name"/run-* 2>/dev/null | sort -V | tail -n 1)
   python3 bench/summarize.py engine-run --run-dir "${run_dir:-/nonexistent}" --micro-batch 1 \
-    --exit-code "$rc" --log "$log" --workload "$wl" --layers 32 --impl "recipe${label:+ ($label)}" | tee -a "$rows"
+    --exit-code "$rc" --log "$log" --workload "$wl" --layers "$layers" --impl "recipe${label:+ ($label)}" | tee -a "$rows"
 }
 
 for stage in "$@"; do
@@ -91,7 +95,8 @@ PY
       engine_run lora-qkv packed 'peft.target_modules=["qkv"]' "${sft[@]}"
       engine_run lora-all packed peft.target_modules=all-linear "${sft[@]}" ;;
     twin)
-      PYTHONUNBUFFERED=1 python3 bench/lora_twin.py --targets qkv,all --modes "${MODES:-eager,compile}" \
+      PYTHONUNBUFFERED=1 python3 bench/lora_twin.py --arch "${TWIN_ARCH:-llama}" --targets qkv,all \
+        --modes "${MODES:-eager,compile}" \
         --batches 1 --seq "$seq" --steps "$steps" --out "$rows" ;;
     report)
       python3 bench/summarize.py llama-report --rows "$rows" --md "$out/lora_bench.md"

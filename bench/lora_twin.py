@@ -30,34 +30,43 @@ import torch.nn.functional as F
 from torch_twin import lr_at, steady_step_ms  # the GPT twin's schedule and timing: one protocol
 
 PEAK_FLOPS = 989e12
-SHAPE = dict(layers=32, d=4096, heads=32, kv=8, ffn=14336, vocab=128256)
+# --arch picks the model: Llama 3 / 3.1 8B (the same shape; 3.1's RoPE scaling changes no FLOP) or
+# Qwen3-8B (qk-norm, head_dim 128, 36 layers, ffn 12288, vocab 151936, θ 1e6).
+SHAPES = {
+    "llama": dict(layers=32, d=4096, heads=32, kv=8, head_dim=128, ffn=14336, vocab=128256),
+    "qwen3": dict(layers=36, d=4096, heads=32, kv=8, head_dim=128, ffn=12288, vocab=151936),
+}
+SHAPE = SHAPES["llama"]
 TARGETS = {
     "qkv": ["q_proj", "k_proj", "v_proj"],
     "all": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
 }
 
 
-def lora_llama(w, seq, targets, rank, alpha):
+def lora_llama(w, seq, targets, rank, alpha, arch="llama"):
     from peft import LoraConfig, get_peft_model
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import AutoModelForCausalLM, LlamaConfig, Qwen3Config
 
-    cfg = LlamaConfig(vocab_size=w["vocab"], hidden_size=w["d"], intermediate_size=w["ffn"],
-                      num_hidden_layers=w["layers"], num_attention_heads=w["heads"], num_key_value_heads=w["kv"],
-                      max_position_embeddings=seq, rope_theta=500000.0, rms_norm_eps=1e-5,
-                      tie_word_embeddings=False, attention_bias=False, mlp_bias=False,
-                      initializer_range=0.02, use_cache=False, attn_implementation="sdpa")
+    common = dict(vocab_size=w["vocab"], hidden_size=w["d"], intermediate_size=w["ffn"],
+                  num_hidden_layers=w["layers"], num_attention_heads=w["heads"], num_key_value_heads=w["kv"],
+                  head_dim=w["head_dim"], max_position_embeddings=seq, tie_word_embeddings=False,
+                  attention_bias=False, initializer_range=0.02, use_cache=False, attn_implementation="sdpa")
+    if arch == "qwen3":
+        cfg = Qwen3Config(**common, rope_theta=1000000.0, rms_norm_eps=1e-6, use_sliding_window=False)
+    else:
+        cfg = LlamaConfig(**common, rope_theta=500000.0, rms_norm_eps=1e-5, mlp_bias=False)
     with torch.device("cuda"):
-        base = LlamaForCausalLM(cfg).to(torch.bfloat16)
+        base = AutoModelForCausalLM.from_config(cfg).to(torch.bfloat16)
     lcfg = LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=0.0, target_modules=TARGETS[targets], bias="none")
     return get_peft_model(base, lcfg)
 
 
 def run(targets, mode, batch, args):
     torch.manual_seed(args.seed)
-    w = dict(SHAPE)
+    w = dict(SHAPES[args.arch])
     if args.layers:
         w["layers"] = args.layers
-    model = lora_llama(w, args.seq, targets, args.rank, args.alpha)
+    model = lora_llama(w, args.seq, targets, args.rank, args.alpha, args.arch)
     trainable = [p for p in model.parameters() if p.requires_grad]
     n_adapter = sum(p.numel() for p in trainable)
     n_frozen = sum(p.numel() for p in model.parameters() if not p.requires_grad and p.dim() == 2)
@@ -96,7 +105,7 @@ def run(targets, mode, batch, args):
     wall = time.perf_counter() - wall0
     step_ms, _ = steady_step_ms(starts, ends, args.steps)
     tokens = batch * T
-    flops_per_token = 4 * n_frozen + 6 * n_adapter + 12 * w["layers"] * w["d"] * T
+    flops_per_token = 4 * n_frozen + 6 * n_adapter + 12 * w["layers"] * w["heads"] * w["head_dim"] * T
     tflops = flops_per_token * tokens / (step_ms / 1e3) / 1e12
     result = {
         "impl": f"hf+peft_{mode}",
@@ -130,7 +139,8 @@ def main():
     ap.add_argument("--modes", default="eager,compile", help="comma list of eager, compile")
     ap.add_argument("--batches", default="1", help="comma list of micro-batch sizes")
     ap.add_argument("--seq", type=int, default=4096)
-    ap.add_argument("--layers", type=int, default=0, help="override the 32 layers")
+    ap.add_argument("--arch", default="llama", choices=sorted(SHAPES), help="llama (Llama 3/3.1 8B) or qwen3 (Qwen3-8B)")
+    ap.add_argument("--layers", type=int, default=0, help="override the shape's layers")
     ap.add_argument("--rank", type=int, default=16)
     ap.add_argument("--alpha", type=float, default=32.0)
     ap.add_argument("--steps", type=int, default=30)

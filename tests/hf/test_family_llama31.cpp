@@ -121,7 +121,7 @@ TEST_CASE("an imported fixture exports back to its tensors and config (llama3 sc
     core::hf::ExportOptions eo;
     eo.out_dir = tmp / "hf";
     const core::hf::ExportResult er = core::hf::export_checkpoint(ir.checkpoint_dir, core::model_shape(plan), eo);
-    CHECK(er.model_type == original["model_type"]);
+    CHECK(er.model_type == original["model_type"].get<std::string>());
 
     const ckpt::hf::HfTensorFiles want(dir), got(tmp / "hf");
     CHECK(got.names() == want.names());
