@@ -16,7 +16,13 @@ using recipe::dsl::test::source_dir;
 namespace {
 
 const std::vector<std::string> kFactoryPresets = {
-    "gpt3_125m", "gpt3_1p3b", "gpt3_345m", "gpt_tiny", "gpt_tiny_lora", "llama3_1_8b", "llama3_1_8b_lora", "llama3_2_1b", "llama3_2_1b_lora", "llama3_2_3b", "llama3_2_3b_lora", "llama3_3_70b", "llama3_3_70b_lora", "llama3_70b", "llama3_70b_lora", "llama3_8b", "llama3_8b_lora", "llama_tiny", "llama_tiny_lora", "mistral_7b", "mistral_7b_lora", "qwen2_5_0_5b", "qwen2_5_0_5b_lora", "qwen2_5_1_5b", "qwen2_5_7b", "qwen2_5_7b_lora", "qwen3_0_6b", "qwen3_0_6b_lora", "qwen3_8b", "qwen3_8b_lora", "smollm2_135m", "smollm2_135m_lora"};
+    "gpt3_125m",        "gpt3_1p3b",        "gpt3_345m",         "gpt_tiny",         "gpt_tiny_lora",
+    "llama3_1_8b",      "llama3_1_8b_lora", "llama3_2_1b",       "llama3_2_1b_lora", "llama3_2_3b",
+    "llama3_2_3b_lora", "llama3_3_70b",     "llama3_3_70b_lora", "llama3_70b",       "llama3_70b_lora",
+    "llama3_8b",        "llama3_8b_lora",   "llama_tiny",        "llama_tiny_lora",  "mistral_7b",
+    "mistral_7b_lora",  "qwen2_5_0_5b",     "qwen2_5_0_5b_lora", "qwen2_5_1_5b",     "qwen2_5_7b",
+    "qwen2_5_7b_lora",  "qwen3_0_6b",       "qwen3_0_6b_lora",   "qwen3_8b",         "qwen3_8b_lora",
+    "smollm2_135m",     "smollm2_135m_lora"};
 
 }  // namespace
 
@@ -264,7 +270,6 @@ TEST_CASE("qwen3 presets: the published shapes") {
     CHECK(recipe::plan::count_params(r.plan.model, r.plan.model.vocab_size) == s.params);
   }
 }
-
 
 TEST_CASE("the example recipes load") {
   ConfigTree from_preset = load_recipe(source_dir() + "/examples/gpt_tiny_from_preset.toml");
