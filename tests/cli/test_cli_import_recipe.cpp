@@ -84,7 +84,8 @@ TEST_CASE("ckpt import DIR writes the model's recipe and a finetune command that
            "tokenizer_model = \"" + (out / "tokenizer.json").string() + "\"", "eod_token = \"<|end_of_text|>\"",
            "load = \"" + out.string() + "\"", "mode = \"finetune\""})
     CHECK_MESSAGE(model.find(line) != std::string::npos, line);
-  CHECK(model.find("head_dim") == std::string::npos);  // derived (hidden / heads): no recipe key
+  // model.head_dim is a recipe key (Qwen3 sets its own): config.json's value, or hidden / heads.
+  CHECK(model.find("head_dim = 16") != std::string::npos);
   CHECK(read_text(out / "lora.lua").find("preset \"model\" (preset \"_lora\")") != std::string::npos);
 
   // The printed command validates as printed (dry run: resolved, files and checkpoint shapes
