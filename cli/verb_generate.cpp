@@ -6,6 +6,7 @@
 // document, the template's end of turn or --max-new-tokens. The text streams to stdout; the token
 // counts and speeds go to stderr.
 #include <algorithm>
+#include <climits>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
@@ -110,6 +111,35 @@ std::string printable(const std::string& s) {
   return out;
 }
 
+// The end-of-sequence ids of the model's generation_config.json (Hugging Face's `generate` stops at
+// each: Llama 3.1 lists <|end_of_text|>, <|eom_id|> and <|eot_id|>), read from the folder of the
+// plan's tokenizer.json, where `recipe ckpt import` copies it. Empty without one. Throws
+// std::invalid_argument naming the file when it is not JSON or its eos_token_id is not an id or a
+// list of ids.
+std::vector<int32_t> generation_config_eos(const plan::DataConfig& d) {
+  if (d.tokenizer != plan::Tokenizer::hf || d.tokenizer_model.empty()) return {};
+  const fs::path path = fs::path(d.tokenizer_model).parent_path() / "generation_config.json";
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return {};
+  std::ifstream in(path);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw std::invalid_argument(path.string() + ": not JSON (" + e.what() + ")");
+  }
+  if (!j.is_object() || !j.contains("eos_token_id") || j["eos_token_id"].is_null()) return {};
+  const nlohmann::json& eos = j["eos_token_id"];
+  std::vector<int32_t> ids;
+  for (const nlohmann::json& v : eos.is_array() ? eos : nlohmann::json::array({eos})) {
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > INT32_MAX)
+      throw std::invalid_argument(path.string() + ": eos_token_id is " + eos.dump() +
+                                  ", not a token id or a list of them");
+    ids.push_back(int32_t(v.get<int64_t>()));
+  }
+  return ids;
+}
+
 // The length of the longest prefix of `s` that does not end inside a UTF-8 sequence (streamed text
 // holds back a character whose bytes are still to come).
 size_t complete_utf8(const std::string& s) {
@@ -198,6 +228,8 @@ int run_generate(const GenerateArgs& a, std::ostream& out, std::ostream& err) {
       return kExitUsage;
     }
     stop_ids.push_back(tokenizer->eod_id());
+    for (int32_t id : generation_config_eos(plan->data))
+      if (std::find(stop_ids.begin(), stop_ids.end(), id) == stop_ids.end()) stop_ids.push_back(id);
     if (!a.messages_file.empty()) {
       const std::string name =
           !a.chat_template.empty() ? a.chat_template : std::string(plan::to_string(plan->data.chat_template));
@@ -245,6 +277,9 @@ int run_generate(const GenerateArgs& a, std::ostream& out, std::ostream& err) {
   go.max_new_tokens = max_new;
   go.sampling = {.temperature = a.temperature, .top_k = a.top_k, .top_p = a.top_p, .seed = a.seed};
   go.stop_ids = stop_ids;
+  err << "generate: stops at ids";
+  for (size_t i = 0; i < stop_ids.size(); ++i) err << (i ? ", " : " ") << stop_ids[i];
+  err << "\n";
   core::GenerateResult result;
   std::vector<int32_t> generated;
   std::string printed;

@@ -88,6 +88,19 @@ TEST_CASE("ckpt import DIR writes the model's recipe and a finetune command that
   CHECK(model.find("head_dim = 16") != std::string::npos);
   CHECK(read_text(out / "lora.lua").find("preset \"model\" (preset \"_lora\")") != std::string::npos);
 
+  // `recipe generate` on the import stops at every EOS id of its generation_config.json (copied
+  // beside its tokenizer.json: [1, 4]) besides the tokenizer's end of document (<|end_of_text|>, 1).
+  auto gen = run({"generate", out.string(), "--prompt", "To be", "-n", "2", "--device", "cpu", "--tokenizer", "hf",
+                  "--tokenizer-model", (out / "tokenizer.json").string()});
+  CHECK_MESSAGE(gen.code == recipe::kExitOk, (gen.err + gen.out));
+  CHECK_MESSAGE(gen.err.find("generate: stops at ids 1, 4\n") != std::string::npos, gen.err);
+  std::ofstream(out / "generation_config.json") << R"({"eos_token_id": "x"})";
+  auto bad_eos = run({"generate", out.string(), "--prompt", "To be", "-n", "2", "--device", "cpu", "--tokenizer", "hf",
+                      "--tokenizer-model", (out / "tokenizer.json").string()});
+  CHECK(bad_eos.code == recipe::kExitUsage);
+  CHECK_MESSAGE(bad_eos.err.find("eos_token_id is \"x\", not a token id") != std::string::npos, bad_eos.err);
+  std::ofstream(out / "generation_config.json") << R"({"bos_token_id": 0, "eos_token_id": [1, 4]})";
+
   // The printed command validates as printed (dry run: resolved, files and checkpoint shapes
   // checked, nothing launched), for the LoRA and the full fine-tune.
   std::vector<std::string> cmd = printed_command(im.out, "fine-tune from it with: ");
